@@ -1,0 +1,35 @@
+# The README's two commands are `make demo` and `make test`; each sets up what it needs.
+PYTHON ?= python3
+VENV ?= .venv
+# The CPU build, named exactly: an unpinned `torch` resolves to a multi-GB CUDA build.
+# Elsewhere, point pip at PyTorch's CPU wheels: PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu
+TORCH ?= torch==2.13.0+cpu
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.torchport-installed
+
+.PHONY: setup demo test lint bench
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check "$(TORCH)"
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e ".[dev]"
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/torchport scan examples/cuda_mnist --target tpu --exit-zero
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+lint: $(STAMP)
+	$(BIN)/ruff check . && $(BIN)/ruff format --check .
+
+# TorchFix pins an older libcst, so it lives in a venv of its own.
+.venv-bench/bin/torchfix:
+	$(PYTHON) -m venv .venv-bench
+	.venv-bench/bin/python -m pip install --quiet --disable-pip-version-check torchfix==0.7.0
+
+bench: $(STAMP) .venv-bench/bin/torchfix
+	$(BIN)/python benchmarks/scan_speed.py --torchfix .venv-bench/bin/torchfix

@@ -1,0 +1,237 @@
+"""The ``torchport`` command line."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import textwrap
+from pathlib import Path
+
+from torchport.tools import __version__
+from torchport.tools.catalogue import TARGETS, CatalogueError, load_catalogue
+from torchport.tools.report import FORMATS
+from torchport.tools.scanner import ScanError, ScanOptions, scan
+from torchport.tools.sourcefile import DEFAULT_MAX_BYTES
+
+EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+
+SCAN_EPILOG = f"""\
+exit status:
+  {EXIT_CLEAN}  no findings (or --exit-zero)
+  {EXIT_FINDINGS}  findings were reported
+  {EXIT_ERROR}  the scan could not run (bad path, bad option, unreadable output file)
+
+examples:
+  torchport scan .                              findings for every target
+  torchport scan repo/ --target tpu             only what matters for TorchTPU
+  torchport scan repo/ --format sarif -o torchport.sarif   for GitHub code scanning
+  torchport scan repo/ --select TPD,TPA001      only device rules and TPA001
+"""
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="torchport",
+        description="Port PyTorch programs off CUDA (to tpu, neuron, xla or device-agnostic "
+        "torch.accelerator code) and prove the port on an emulated device.",
+    )
+    parser.add_argument("--version", action="version", version=f"torchport {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    p = sub.add_parser(
+        "scan",
+        help="find every CUDA-specific construct in a repository",
+        description="Scan a repository (or one file) for CUDA-specific constructs: where they "
+        "are, which rule, and how each target fixes them. Honours .gitignore; never follows "
+        "symlinks out of the repository; files it cannot read are listed as skipped.",
+        epilog=SCAN_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("path", help="repository folder or single file to scan")
+    p.add_argument(
+        "--target",
+        "-t",
+        choices=TARGETS,
+        help="report only what this target needs fixed (default: all targets)",
+    )
+    p.add_argument(
+        "--format",
+        "-f",
+        choices=sorted(FORMATS),
+        default="text",
+        help="output format (default: text)",
+    )
+    p.add_argument(
+        "--output", "-o", metavar="FILE", help="write the report to FILE instead of standard output"
+    )
+    p.add_argument(
+        "--select",
+        metavar="CODES",
+        help="comma-separated rule codes or prefixes to check (e.g. TPD,TPA001)",
+    )
+    p.add_argument(
+        "--exit-zero",
+        action="store_true",
+        help=f"exit {EXIT_CLEAN} even when findings are reported",
+    )
+    p.add_argument(
+        "--jobs",
+        "-j",
+        type=int,
+        default=0,
+        help="worker processes (default: one per CPU; 1 disables parallelism)",
+    )
+    p.add_argument(
+        "--max-file-size",
+        type=int,
+        default=DEFAULT_MAX_BYTES,
+        metavar="BYTES",
+        help=f"skip files larger than this (default: {DEFAULT_MAX_BYTES})",
+    )
+    p.add_argument(
+        "--no-prefilter",
+        action="store_true",
+        help="parse every file, even those with none of the rules' trigger words "
+        "(slower; also reports syntax errors in files that could hold no findings)",
+    )
+    p.add_argument("--quiet", "-q", action="store_true", help="no progress on standard error")
+    p.set_defaults(func=_cmd_scan)
+
+    r = sub.add_parser(
+        "rules",
+        help="list the rule catalogue, or show one rule's documentation",
+        description="Without CODE: one line per rule. With CODE (e.g. TPD001 or cuda-method): "
+        "the rule's full documentation and per-target fixes.",
+    )
+    r.add_argument("code", nargs="?", help="a rule code or name")
+    r.add_argument("--category", help="only rules of this category")
+    r.add_argument("--format", choices=["text", "json"], default="text")
+    r.set_defaults(func=_cmd_rules)
+    return parser
+
+
+def _progress(done: int, total: int) -> None:
+    sys.stderr.write(f"\rscanning: {done}/{total} files")
+    if done == total:
+        sys.stderr.write("\n")
+    sys.stderr.flush()
+
+
+def _cmd_scan(args: argparse.Namespace) -> int:
+    options = ScanOptions(
+        target=args.target,
+        select=tuple(c for c in (args.select or "").split(",") if c.strip()),
+        max_bytes=args.max_file_size,
+        jobs=args.jobs,
+        prefilter=not args.no_prefilter,
+    )
+    if options.select and not load_catalogue().select(list(options.select)):
+        return _error(f"--select {args.select!r} matches no rule (see `torchport rules`)")
+    show_progress = not args.quiet and sys.stderr.isatty()
+    try:
+        result = scan(args.path, options, progress=_progress if show_progress else None)
+    except ScanError as exc:
+        return _error(str(exc))
+    report = FORMATS[args.format](result)
+    if args.output:
+        try:
+            out = Path(args.output)
+            tmp = out.with_name(out.name + ".tmp")
+            tmp.write_text(report, encoding="utf-8")
+            tmp.replace(out)
+        except OSError as exc:
+            return _error(f"cannot write {args.output}: {exc.strerror or exc}")
+        if not args.quiet:
+            print(f"{len(result.findings)} findings written to {args.output}", file=sys.stderr)
+    else:
+        sys.stdout.write(report)
+    return EXIT_FINDINGS if result.findings and not args.exit_zero else EXIT_CLEAN
+
+
+def _cmd_rules(args: argparse.Namespace) -> int:
+    catalogue = load_catalogue()
+    if args.code:
+        rule = catalogue.get(args.code)
+        if rule is None:
+            return _error(f"no rule {args.code!r}; `torchport rules` lists them")
+        if args.format == "json":
+            import json
+
+            print(
+                json.dumps(
+                    {
+                        "code": rule.code,
+                        "name": rule.name,
+                        "title": rule.title,
+                        "category": rule.category,
+                        "severity": rule.severity.value,
+                        "message": rule.message,
+                        "fix": {t: f.to_json() for t, f in rule.fixes.items()},
+                        "doc": rule.doc,
+                    },
+                    indent=2,
+                )
+            )
+            return EXIT_CLEAN
+        print(rule.doc.rstrip() if rule.doc else f"{rule.code} {rule.name}: {rule.title}")
+        print()
+        print("Fix per target:")
+        for target, fix in rule.fixes.items():
+            print(
+                textwrap.fill(
+                    f"{target:<12} {fix.kind.value:<7} {fix.hint}",
+                    width=100,
+                    subsequent_indent=" " * 21,
+                )
+            )
+        return EXIT_CLEAN
+    rules = [r for r in catalogue if not args.category or r.category == args.category]
+    if args.format == "json":
+        import json
+
+        print(
+            json.dumps(
+                [
+                    {
+                        "code": r.code,
+                        "name": r.name,
+                        "title": r.title,
+                        "category": r.category,
+                        "severity": r.severity.value,
+                        "fix": {t: f.kind.value for t, f in r.fixes.items()},
+                    }
+                    for r in rules
+                ],
+                indent=2,
+            )
+        )
+        return EXIT_CLEAN
+    print(f"{'code':<7} {'severity':<8} {'category':<14} {'tpu/neuron/xla/accel':<28} title")
+    for r in rules:
+        kinds = "/".join(r.fixes[t].kind.value for t in TARGETS)
+        print(f"{r.code:<7} {r.severity.value:<8} {r.category:<14} {kinds:<28} {r.title}")
+    print(f"\n{len(rules)} rules; `torchport rules CODE` shows one rule's documentation.")
+    return EXIT_CLEAN
+
+
+def _error(message: str) -> int:
+    print(f"torchport: error: {message}", file=sys.stderr)
+    return EXIT_ERROR
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return EXIT_ERROR
+    try:
+        return args.func(args)
+    except CatalogueError as exc:
+        return _error(f"rule catalogue is broken: {exc}")
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

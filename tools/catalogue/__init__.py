@@ -1,0 +1,130 @@
+"""The CUDA rule catalogue: rules as data, loaded once.
+
+Each ``data/<category>.toml`` holds that category's rules; each rule's long
+documentation is ``docs/<CODE>.md``. Adding a rule means adding one TOML table
+(and, if no existing matcher kind fits, one small matcher in
+``tools.pymatch``) plus its doc.
+"""
+
+from __future__ import annotations
+
+import functools
+import tomllib
+from importlib import resources
+
+from .model import CATEGORIES, TARGETS, Fix, FixKind, Rule, Severity
+
+__all__ = [
+    "CATEGORIES",
+    "TARGETS",
+    "Catalogue",
+    "CatalogueError",
+    "Fix",
+    "FixKind",
+    "Rule",
+    "Severity",
+    "load_catalogue",
+]
+
+
+class CatalogueError(ValueError):
+    """The rule data is malformed; raised at load time so a bad rule never ships silently."""
+
+
+class Catalogue:
+    def __init__(self, rules: list[Rule]) -> None:
+        self.rules: tuple[Rule, ...] = tuple(sorted(rules, key=lambda r: r.code))
+        self.by_code: dict[str, Rule] = {r.code: r for r in self.rules}
+        self.by_name: dict[str, Rule] = {r.name: r for r in self.rules}
+
+    def __len__(self) -> int:
+        return len(self.rules)
+
+    def __iter__(self):
+        return iter(self.rules)
+
+    def get(self, code_or_name: str) -> Rule | None:
+        key = code_or_name.strip()
+        return self.by_code.get(key.upper()) or self.by_name.get(key.lower())
+
+    def select(self, codes: list[str] | None) -> list[Rule]:
+        """Rules whose code starts with one of ``codes`` (ruff-style prefixes), or all."""
+        if not codes:
+            return list(self.rules)
+        prefixes = tuple(c.strip().upper() for c in codes if c.strip())
+        return [r for r in self.rules if r.code.startswith(prefixes)]
+
+
+def _parse_fix(code: str, spec: str) -> Fix:
+    kind, _, hint = spec.partition(":")
+    try:
+        return Fix(FixKind(kind.strip()), hint.strip())
+    except ValueError as exc:
+        raise CatalogueError(f"{code}: unknown fix kind {kind!r}") from exc
+
+
+def _parse_rule(table: dict, docs: dict[str, str], source: str) -> Rule:
+    try:
+        code = table["code"]
+        fixes_raw: dict[str, str] = dict(table["fix"])
+    except KeyError as exc:
+        raise CatalogueError(f"{source}: rule without {exc.args[0]!r}: {table}") from exc
+    default = fixes_raw.pop("all", None)
+    fixes = {}
+    for target in TARGETS:
+        spec = fixes_raw.pop(target, default)
+        if spec is None:
+            raise CatalogueError(f"{code}: no fix given for target {target!r}")
+        fixes[target] = _parse_fix(code, spec)
+    if fixes_raw:
+        raise CatalogueError(f"{code}: fix for unknown target(s) {sorted(fixes_raw)}")
+    if table["category"] not in CATEGORIES:
+        raise CatalogueError(f"{code}: unknown category {table['category']!r}")
+    match = dict(table.get("match", {}))
+    text = tuple(table.get("text", ()))
+    if not match and not text:
+        raise CatalogueError(f"{code}: neither a Python match nor a text pattern")
+    return Rule(
+        code=code,
+        name=table["name"],
+        title=table["title"],
+        category=table["category"],
+        severity=Severity(table["severity"]),
+        message=table["message"],
+        fixes=fixes,
+        match=match,
+        supersedes=tuple(table.get("supersedes", ())),
+        doc=docs.get(code, ""),
+        languages=tuple(table.get("languages", ("python",) if match else ())),
+        text_patterns=text,
+    )
+
+
+@functools.cache
+def load_catalogue() -> Catalogue:
+    root = resources.files(__name__)
+    docs = {
+        entry.name.removesuffix(".md"): entry.read_text(encoding="utf-8")
+        for entry in root.joinpath("docs").iterdir()
+        if entry.name.endswith(".md")
+    }
+    rules: list[Rule] = []
+    for entry in sorted(root.joinpath("data").iterdir(), key=lambda e: e.name):
+        if not entry.name.endswith(".toml"):
+            continue
+        try:
+            data = tomllib.loads(entry.read_text(encoding="utf-8"))
+        except tomllib.TOMLDecodeError as exc:
+            raise CatalogueError(f"{entry.name}: {exc}") from exc
+        rules.extend(_parse_rule(t, docs, entry.name) for t in data.get("rule", []))
+    seen: set[str] = set()
+    for rule in rules:
+        if rule.code in seen:
+            raise CatalogueError(f"duplicate rule code {rule.code}")
+        seen.add(rule.code)
+    catalogue = Catalogue(rules)
+    for rule in rules:
+        unknown = [c for c in rule.supersedes if c not in catalogue.by_code]
+        if unknown:
+            raise CatalogueError(f"{rule.code}: supersedes unknown rule(s) {unknown}")
+    return catalogue

@@ -1,0 +1,89 @@
+"""The catalogue's vocabulary: what a rule is, independent of how it is matched.
+
+Rules are data (TOML under ``data/``, one Markdown doc per rule under ``docs/``);
+this module only gives that data a typed shape so that the scanner, the reports
+and, later, the rewriter agree on it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+TARGETS: tuple[str, ...] = ("tpu", "neuron", "xla", "accelerator")
+
+CATEGORIES: tuple[str, ...] = (
+    "device",
+    "amp",
+    "distributed",
+    "memory",
+    "timing",
+    "rng",
+    "backend-flags",
+    "kernels",
+    "dtype",
+    "serialization",
+    "dataloader",
+    "compile",
+    "dependency",
+    "performance",
+)
+
+
+class Severity(StrEnum):
+    """How badly a construct breaks a port.
+
+    error: fails on the target; warning: runs but wrongly, silently on CPU, or
+    slowly; info: worth knowing, harmless as it stands.
+    """
+
+    ERROR = "error"
+    WARNING = "warning"
+    INFO = "info"
+
+
+class FixKind(StrEnum):
+    """Who resolves a finding for a target.
+
+    auto: a deterministic codemod; llm: the rewriter's model, through AST tools;
+    manual: a human; none: nothing to do on this target (the finding is hidden
+    when scanning for it).
+    """
+
+    AUTO = "auto"
+    LLM = "llm"
+    MANUAL = "manual"
+    NONE = "none"
+
+
+@dataclass(frozen=True, slots=True)
+class Fix:
+    kind: FixKind
+    hint: str
+
+    def to_json(self) -> dict[str, str]:
+        return {"kind": self.kind.value, "hint": self.hint}
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    code: str
+    name: str
+    title: str
+    category: str
+    severity: Severity
+    message: str
+    fixes: dict[str, Fix]
+    match: dict[str, Any]
+    supersedes: tuple[str, ...] = ()
+    doc: str = ""
+    languages: tuple[str, ...] = ("python",)
+    text_patterns: tuple[str, ...] = field(default=())
+
+    def fix_for(self, target: str) -> Fix:
+        return self.fixes[target]
+
+    def applies_to(self, target: str | None) -> bool:
+        """A rule whose fix for ``target`` is ``none`` is not a finding for that target."""
+        return target is None or self.fixes[target].kind is not FixKind.NONE

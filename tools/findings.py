@@ -1,0 +1,97 @@
+"""What a scan produces, in the shape every report writer reads."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from .catalogue import Rule
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    rule: str
+    severity: str
+    category: str
+    path: str
+    line: int
+    col: int
+    end_line: int
+    end_col: int
+    message: str
+    snippet: str
+    fix: dict[str, dict[str, str]]
+    cell: int | None = None  # 1-based code-cell number for notebooks; lines are cell-relative
+
+    @classmethod
+    def of(
+        cls,
+        rule: Rule,
+        path: str,
+        span: tuple[int, int, int, int],
+        snippet: str,
+        cell: int | None = None,
+        targets: tuple[str, ...] | None = None,
+    ) -> Finding:
+        line, col, end_line, end_col = span
+        fixes = {t: f.to_json() for t, f in rule.fixes.items() if targets is None or t in targets}
+        return cls(
+            rule.code,
+            rule.severity.value,
+            rule.category,
+            path,
+            line,
+            col,
+            end_line,
+            end_col,
+            rule.message,
+            snippet,
+            fixes,
+            cell,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        if self.cell is None:
+            del data["cell"]
+        return data
+
+    def sort_key(self) -> tuple:
+        return (self.path, self.cell or 0, self.line, self.col, self.rule)
+
+
+@dataclass(frozen=True, slots=True)
+class Skipped:
+    path: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Dependency:
+    name: str
+    spec: str
+    path: str
+    line: int
+    cuda_only: bool
+
+
+@dataclass(frozen=True, slots=True)
+class EntryPoint:
+    path: str
+    kind: str
+    command: str
+    score: int
+    reasons: tuple[str, ...]
+
+
+@dataclass
+class ScanResult:
+    root: str
+    target: str | None
+    files_scanned: int = 0
+    loc: int = 0
+    findings: list[Finding] = field(default_factory=list)
+    entrypoints: list[EntryPoint] = field(default_factory=list)
+    dependencies: list[Dependency] = field(default_factory=list)
+    skipped: list[Skipped] = field(default_factory=list)
+    elapsed_s: float = 0.0

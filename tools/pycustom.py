@@ -1,0 +1,266 @@
+"""Matchers for patterns that a qualified name alone cannot express.
+
+Each is a small function over one kind of ``ast`` node, registered by the name
+the catalogue uses (``match = { custom = "..." }``), with a byte regex that any
+file it could match must contain (the scanner's prefilter).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from .pyimports import qualified_name
+
+CUDA_DEVICE = re.compile(r"^cuda(:\d+)?$")
+INT_DEVICE_NAME = re.compile(r"(^|_)(rank|gpu|gpu_id|device_id|dev_id|gpu_idx|device_idx)$")
+LOGGING_METHODS = frozenset({"info", "debug", "warning", "log", "write", "set_postfix"})
+
+# Fallback rules fire on a qualified name under a prefix only when no other rule did.
+FALLBACK_PREFIXES: dict[str, str] = {
+    "torch_cuda_other": "torch.cuda.",
+    "backends_cuda_other": "torch.backends.cuda.",
+}
+
+
+@dataclass
+class MatchContext:
+    aliases: dict[str, str]
+    parents: dict[int, ast.AST]
+    loop_stack: list[bool] = field(default_factory=list)
+    _loop_tensors: dict[int, set[str]] = field(default_factory=dict)
+
+    @property
+    def in_training_loop(self) -> bool:
+        return any(self.loop_stack)
+
+    def qualname(self, node: ast.AST) -> str | None:
+        return qualified_name(node, self.aliases)
+
+    def enclosing_training_loop(self, node: ast.AST) -> ast.AST | None:
+        while node is not None:
+            node = self.parents.get(id(node))
+            if isinstance(node, ast.For | ast.While | ast.AsyncFor) and calls_backward(node):
+                return node
+        return None
+
+    def tensors_of_loop(self, loop: ast.AST) -> set[str]:
+        key = id(loop)
+        if key not in self._loop_tensors:
+            self._loop_tensors[key] = _backward_receivers(loop)
+        return self._loop_tensors[key]
+
+
+@dataclass(frozen=True)
+class CustomMatcher:
+    name: str
+    node_types: tuple[type, ...]
+    prefilter: str
+    match: Callable[[ast.AST, MatchContext], bool]
+    anchor: Callable[[ast.AST, MatchContext], ast.AST] = lambda node, ctx: node
+
+
+CUSTOM_MATCHERS: dict[str, CustomMatcher] = {}
+
+
+def custom(name: str, *node_types: type, prefilter: str, anchor=None):
+    def register(fn: Callable[[ast.AST, MatchContext], bool]):
+        CUSTOM_MATCHERS[name] = CustomMatcher(
+            name, node_types, prefilter, fn, anchor or (lambda node, ctx: node)
+        )
+        return fn
+
+    return register
+
+
+def _strings(node: ast.AST) -> list[str]:
+    return [
+        sub.value
+        for sub in ast.walk(node)
+        if isinstance(sub, ast.Constant) and isinstance(sub.value, str)
+    ]
+
+
+def _has_cuda_string(node: ast.AST | list) -> bool:
+    nodes = node if isinstance(node, list) else [node]
+    return any(CUDA_DEVICE.match(s) or s.startswith("cuda:") for n in nodes for s in _strings(n))
+
+
+def _has_cpu_string(node: ast.AST | list) -> bool:
+    nodes = node if isinstance(node, list) else [node]
+    return any(s == "cpu" for n in nodes for s in _strings(n))
+
+
+@custom("cuda_else_cpu", ast.IfExp, ast.If, prefilter="cuda")
+def cuda_else_cpu(node: ast.AST, ctx: MatchContext) -> bool:
+    """One arm picks a CUDA device, the other the CPU: the target silently gets the CPU."""
+    arms = ([node.body], [node.orelse]) if isinstance(node, ast.IfExp) else (node.body, node.orelse)
+    if not arms[1]:
+        return False
+    return (_has_cuda_string(arms[0]) and _has_cpu_string(arms[1])) or (
+        _has_cpu_string(arms[0]) and _has_cuda_string(arms[1])
+    )
+
+
+CAPABILITY_APIS = frozenset(
+    {
+        "torch.cuda.get_device_capability",
+        "torch.cuda.is_bf16_supported",
+        "torch.cuda.get_device_properties",
+    }
+)
+
+
+def _test_of(node: ast.AST, ctx: MatchContext) -> ast.AST:
+    return node.test  # type: ignore[attr-defined]
+
+
+@custom(
+    "capability_branch",
+    ast.If,
+    ast.IfExp,
+    ast.While,
+    ast.Assert,
+    prefilter="capability|bf16_supported|get_device_properties",
+    anchor=_test_of,
+)
+def capability_branch(node: ast.AST, ctx: MatchContext) -> bool:
+    """A branch whose test asks which CUDA GPU this is."""
+    return any(ctx.qualname(sub) in CAPABILITY_APIS for sub in ast.walk(node.test))
+
+
+@custom("device_type_compare", ast.Compare, prefilter="cuda")
+def device_type_compare(node: ast.Compare, ctx: MatchContext) -> bool:
+    """``x.type == "cuda"`` / ``"cuda" in str(d)``: a device test that is False on the target."""
+    if not all(isinstance(op, ast.Eq | ast.NotEq | ast.In | ast.NotIn) for op in node.ops):
+        return False
+    return any(
+        isinstance(n, ast.Constant) and isinstance(n.value, str) and CUDA_DEVICE.match(n.value)
+        for n in [node.left, *node.comparators]
+    )
+
+
+def _int_like(node: ast.AST | None) -> bool:
+    if isinstance(node, ast.Constant):
+        return type(node.value) is int
+    if isinstance(node, ast.Name):
+        return bool(INT_DEVICE_NAME.search(node.id))
+    if isinstance(node, ast.Attribute):
+        return bool(INT_DEVICE_NAME.search(node.attr))
+    return False
+
+
+@custom(
+    "integer_device_id",
+    ast.Call,
+    ast.keyword,
+    prefilter=r"device_ids|output_device|\.to\(\s*(?:\d|[\w.]*(?:rank|gpu|dev))"
+    r"|device\(\s*(?:\d|[\w.]*(?:rank|gpu|dev))|device\s*=\s*[\w.]*(?:rank|gpu|dev_id|device_id)",
+)
+def integer_device_id(node: ast.AST, ctx: MatchContext) -> bool:
+    """A bare integer where a device is expected: PyTorch reads it as a CUDA ordinal."""
+    if isinstance(node, ast.keyword):
+        if node.arg in ("device_ids", "output_device"):
+            return not (isinstance(node.value, ast.Constant) and node.value.value is None)
+        return node.arg == "device" and _int_like(node.value)
+    func = node.func
+    first = node.args[0] if node.args else None
+    if isinstance(func, ast.Attribute) and func.attr == "to" and ctx.qualname(func) is None:
+        return _int_like(first)
+    return ctx.qualname(func) == "torch.device" and _int_like(first)
+
+
+@custom("profiler_use_cuda", ast.keyword, prefilter="use_cuda|use_device")
+def profiler_use_cuda(node: ast.keyword, ctx: MatchContext) -> bool:
+    value = node.value
+    if node.arg == "use_cuda":
+        return not (isinstance(value, ast.Constant) and value.value in (False, None))
+    return (
+        node.arg == "use_device"
+        and isinstance(value, ast.Constant)
+        and isinstance(value.value, str)
+        and value.value.startswith("cuda")
+    )
+
+
+def _backward_calls(loop: ast.AST) -> list[ast.Call]:
+    return [
+        sub
+        for sub in ast.walk(loop)
+        if isinstance(sub, ast.Call)
+        and isinstance(sub.func, ast.Attribute)
+        and sub.func.attr == "backward"
+    ]
+
+
+def calls_backward(loop: ast.AST) -> bool:
+    """A loop that calls ``.backward()`` is a training loop."""
+    return bool(_backward_calls(loop))
+
+
+def _backward_receivers(loop: ast.AST) -> set[str]:
+    """Names that are tensors for sure: ``loss.backward()``, ``scaler.scale(loss).backward()``."""
+    names = set()
+    for call in _backward_calls(loop):
+        receiver = call.func.value  # type: ignore[attr-defined]
+        candidates = receiver.args if isinstance(receiver, ast.Call) else [receiver]
+        names.update(c.id for c in candidates if isinstance(c, ast.Name))
+    return names
+
+
+def _mentions_tensor(arg: ast.AST, tensors: set[str]) -> bool:
+    if isinstance(arg, ast.Name):
+        return arg.id in tensors
+    if isinstance(arg, ast.JoinedStr):
+        return any(
+            isinstance(v, ast.FormattedValue) and _mentions_tensor(v.value, tensors)
+            for v in arg.values
+        )
+    return False
+
+
+@custom("print_tensor_in_loop", ast.Call, prefilter="backward")
+def print_tensor_in_loop(node: ast.Call, ctx: MatchContext) -> bool:
+    """``print(loss)`` / ``log(f"{loss}")`` of a tensor the loop calls ``.backward()`` on."""
+    func = node.func
+    is_print = isinstance(func, ast.Name) and func.id == "print" and "print" not in ctx.aliases
+    is_log = isinstance(func, ast.Attribute) and func.attr in LOGGING_METHODS
+    if not (is_print or is_log) or not ctx.in_training_loop:
+        return False
+    loop = ctx.enclosing_training_loop(node)
+    if loop is None:
+        return False
+    tensors = ctx.tensors_of_loop(loop)
+    args = [*node.args, *(k.value for k in node.keywords)]
+    return any(_mentions_tensor(a, tensors) for a in args)
+
+
+def _is_mask_expr(node: ast.AST) -> bool:
+    if isinstance(node, ast.Compare):
+        return True
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Invert):
+        return _is_mask_expr(node.operand) or isinstance(node.operand, ast.Name)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitAnd | ast.BitOr):
+        return _is_mask_expr(node.left) or _is_mask_expr(node.right)
+    return isinstance(node, ast.Name) and "mask" in node.id.lower()
+
+
+@custom("boolean_mask_index", ast.Subscript, prefilter=r"\[[^\]\n]*(?:[<>~]|==|!=|mask)")
+def boolean_mask_index(node: ast.Subscript, ctx: MatchContext) -> bool:
+    """``x[x > 0]`` / ``x[mask]`` read: the result's length depends on the data."""
+    uses_torch = any(q == "torch" or q.startswith("torch.") for q in ctx.aliases.values())
+    if not isinstance(node.ctx, ast.Load) or not uses_torch:
+        return False
+    return _is_mask_expr(node.slice)
+
+
+@custom("torch_cuda_other", prefilter="cuda")
+def torch_cuda_other(node: ast.AST, ctx: MatchContext) -> bool:  # pragma: no cover - fallback
+    return False
+
+
+@custom("backends_cuda_other", prefilter="cuda")
+def backends_cuda_other(node: ast.AST, ctx: MatchContext) -> bool:  # pragma: no cover - fallback
+    return False

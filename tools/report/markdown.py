@@ -1,0 +1,62 @@
+"""A Markdown report for people: pull-request comments, wikis, the eval leaderboard."""
+
+from __future__ import annotations
+
+from ..catalogue import load_catalogue
+from ..findings import ScanResult
+from .summary import summarize
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def render_markdown(result: ScanResult) -> str:
+    s = summarize(result)
+    catalogue = load_catalogue()
+    target = result.target or "all targets"
+    out = [
+        f"# torchport scan ({target})",
+        "",
+        f"{s['files_scanned']} files, {s['loc']} lines scanned; "
+        f"**{s['findings']} CUDA constructs** in {s['files_with_findings']} files; "
+        f"{s['skipped']} files skipped.",
+        "",
+        "## Fixes per target",
+        "",
+        "| target | auto | llm | manual | automatic share |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for t, k in s["fix_kinds"].items():
+        out.append(f"| {t} | {k['auto']} | {k['llm']} | {k['manual']} | {s['auto_share'][t]:.0%} |")
+    out += ["", "## Constructs by category", "", "| category | findings |", "|---|---:|"]
+    out += [f"| {c} | {n} |" for c, n in s["by_category"].items()]
+    out += ["", "## Rules", "", "| rule | title | findings |", "|---|---|---:|"]
+    out += [
+        f"| {code} | {_cell(catalogue.by_code[code].title)} | {n} |"
+        for code, n in sorted(s["by_rule"].items(), key=lambda kv: -kv[1])
+    ]
+    out += [
+        "",
+        "## Findings",
+        "",
+        "| location | rule | severity | message | fix |",
+        "|---|---|---|---|---|",
+    ]
+    for f in result.findings:
+        where = f"{f.path}:{f.line}" + (f" (cell {f.cell})" if f.cell else "")
+        fix = "; ".join(f"{t}: {v['kind']}" for t, v in f.fix.items())
+        out.append(f"| `{where}` | {f.rule} | {f.severity} | {_cell(f.message)} | {fix} |")
+    if result.entrypoints:
+        out += ["", "## Entry points", ""]
+        out += [f"- `{e.command}` ({', '.join(e.reasons)})" for e in result.entrypoints[:10]]
+    if result.dependencies:
+        out += ["", "## Dependencies", ""]
+        out += [
+            f"- `{d.name}{d.spec}` ({d.path}:{d.line})" + (" **CUDA-only**" if d.cuda_only else "")
+            for d in result.dependencies
+        ]
+    if result.skipped:
+        out += ["", "## Skipped", ""]
+        out += [f"- `{sk.path}`: {sk.reason}" for sk in result.skipped]
+    return "\n".join(out) + "\n"
