@@ -1,0 +1,72 @@
+"""The catalogue as data: complete, consistent, documented."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from torchport.tools.catalogue import CATEGORIES, TARGETS, FixKind, load_catalogue
+from torchport.tools.pycustom import CUSTOM_MATCHERS
+
+CATALOGUE = load_catalogue()
+REQUIRED_CATEGORIES = set(CATEGORIES)
+
+
+def test_catalogue_size_and_coverage():
+    assert len(CATALOGUE) >= 45
+    assert {r.category for r in CATALOGUE} == REQUIRED_CATEGORIES
+
+
+def test_codes_are_stable_shaped_and_unique():
+    codes = [r.code for r in CATALOGUE]
+    assert len(codes) == len(set(codes))
+    assert all(re.fullmatch(r"TP[A-Z]\d{3}", c) for c in codes)
+    names = [r.name for r in CATALOGUE]
+    assert len(names) == len(set(names))
+
+
+@pytest.mark.parametrize("rule", list(CATALOGUE), ids=lambda r: r.code)
+def test_every_rule_is_documented_with_the_kinds_it_declares(rule):
+    doc = rule.doc
+    assert doc.startswith(f"# {rule.code} {rule.name}"), "doc title names code and name"
+    for section in ("## What it finds", "## Why it breaks", "## How it is fixed", "## Example"):
+        assert section in doc
+    for target in TARGETS:
+        kind = rule.fixes[target].kind.value
+        assert f"**{target}** ({kind})" in doc, f"doc states {target}'s fix kind as {kind}"
+
+
+@pytest.mark.parametrize("rule", list(CATALOGUE), ids=lambda r: r.code)
+def test_every_rule_has_a_fix_per_target_and_a_matcher(rule):
+    assert set(rule.fixes) == set(TARGETS)
+    assert all(isinstance(f.kind, FixKind) for f in rule.fixes.values())
+    assert rule.match or rule.text_patterns
+    custom = rule.match.get("custom")
+    assert custom is None or custom in CUSTOM_MATCHERS
+    known = {
+        "ref",
+        "method",
+        "attr",
+        "kwarg",
+        "string",
+        "built_string",
+        "import",
+        "custom",
+        "called",
+        "decorator",
+        "str_arg",
+        "kw_contains",
+        "without_kw",
+        "max_pos",
+        "any_str",
+        "has_kw",
+        "in_training_loop",
+    }
+    assert set(rule.match) <= known, f"unknown matcher keys {set(rule.match) - known}"
+
+
+def test_select_by_prefix():
+    assert {r.category for r in CATALOGUE.select(["TPA"])} == {"amp"}
+    assert [r.code for r in CATALOGUE.select(["tpd001"])] == ["TPD001"]
+    assert CATALOGUE.get("cuda-method").code == "TPD001"
