@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 
 import pytest
-
 from torchport.tools.catalogue import CATEGORIES, TARGETS, FixKind, load_catalogue
 from torchport.tools.pycustom import CUSTOM_MATCHERS
 

@@ -32,12 +32,11 @@ import ast
 import fnmatch
 import re
 from collections import defaultdict
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from .catalogue import Rule
 from .pycustom import CUSTOM_MATCHERS, FALLBACK_PREFIXES, MatchContext, calls_backward
-from .pyimports import collect_aliases, dotted_parts, imported_modules, qualified_name
+from .pyimports import collect_aliases, imported_modules, qualified_name
 
 
 @dataclass(frozen=True, slots=True)
@@ -413,9 +412,3 @@ def apply_supersedes(findings: list[RawFinding], by_code: dict[str, Rule]) -> li
 def analyze_module(tree: ast.Module, source: str, rules: CompiledRules) -> list[RawFinding]:
     raw = ModuleAnalyzer(rules, source).run(tree)
     return apply_supersedes(raw, {r.code: r for r in rules.rules})
-
-
-def iter_dotted(node: ast.AST) -> Iterator[str]:
-    parts = dotted_parts(node)
-    if parts:
-        yield ".".join(parts)

@@ -16,7 +16,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .catalogue import TARGETS, Catalogue, Rule, load_catalogue
+from .catalogue import TARGETS, Rule, load_catalogue
 from .depfiles import dependencies_in_setup_py, dependencies_in_text
 from .entrypoints import EntryPointFinder
 from .findings import Dependency, Finding, ScanResult, Skipped
@@ -276,7 +276,3 @@ def _assemble(
     out.findings.sort(key=Finding.sort_key)
     out.entrypoints = entry.ranked()
     return out
-
-
-def catalogue() -> Catalogue:
-    return load_catalogue()

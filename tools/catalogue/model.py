@@ -81,9 +81,6 @@ class Rule:
     languages: tuple[str, ...] = ("python",)
     text_patterns: tuple[str, ...] = field(default=())
 
-    def fix_for(self, target: str) -> Fix:
-        return self.fixes[target]
-
     def applies_to(self, target: str | None) -> bool:
         """A rule whose fix for ``target`` is ``none`` is not a finding for that target."""
         return target is None or self.fixes[target].kind is not FixKind.NONE
