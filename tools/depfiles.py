@@ -117,9 +117,9 @@ def dependencies_in_text(kind: str, text: str, path: str, rules: list[Rule]) -> 
     return list(reader(text, path, rules)) if reader else []
 
 
-def dependencies_in_setup_py(tree: ast.Module, path: str, rules: list[Rule]) -> list[Dependency]:
-    """Requirement strings passed to ``setup(install_requires=..., extras_require=...)``."""
-    deps = []
+def requirement_strings(tree: ast.Module) -> list[ast.Constant]:
+    """String literals passed to ``setup(install_requires=..., extras_require=...)``."""
+    found = []
     for node in ast.walk(tree):
         if not isinstance(node, ast.Call):
             continue
@@ -127,10 +127,16 @@ def dependencies_in_setup_py(tree: ast.Module, path: str, rules: list[Rule]) -> 
             if kw.arg not in _SETUP_KEYWORDS:
                 continue
             keys = set(map(id, kw.value.keys)) if isinstance(kw.value, ast.Dict) else set()
-            for sub in ast.walk(kw.value):
-                is_str = isinstance(sub, ast.Constant) and isinstance(sub.value, str)
-                if is_str and id(sub) not in keys:
-                    dep = _entry(sub.value, path, sub.lineno, rules)
-                    if dep:
-                        deps.append(dep)
-    return deps
+            found += [
+                sub
+                for sub in ast.walk(kw.value)
+                if isinstance(sub, ast.Constant)
+                and isinstance(sub.value, str)
+                and id(sub) not in keys
+            ]
+    return found
+
+
+def dependencies_in_setup_py(tree: ast.Module, path: str, rules: list[Rule]) -> list[Dependency]:
+    entries = (_entry(s.value, path, s.lineno, rules) for s in requirement_strings(tree))
+    return [dep for dep in entries if dep]

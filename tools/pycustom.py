@@ -29,6 +29,7 @@ FALLBACK_PREFIXES: dict[str, str] = {
 class MatchContext:
     aliases: dict[str, str]
     parents: dict[int, ast.AST]
+    modules: set[str] = field(default_factory=set)
     loop_stack: list[bool] = field(default_factory=list)
     _loop_tensors: dict[int, set[str]] = field(default_factory=dict)
 

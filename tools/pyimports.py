@@ -32,6 +32,18 @@ def collect_aliases(tree: ast.AST) -> dict[str, str]:
     return aliases
 
 
+def module_aliases(tree: ast.AST) -> set[str]:
+    """Names bound to a module object by a plain ``import`` (``import a.b as c``, ``import a``).
+
+    A bare reference to such a name (``if xops is None``) uses no API of the module.
+    """
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(a.asname or a.name.split(".", 1)[0] for a in node.names)
+    return names
+
+
 def dotted_parts(node: ast.AST) -> list[str] | None:
     """``a.b.c`` as ``["a", "b", "c"]``; None when the chain is not rooted in a name."""
     parts: list[str] = []

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 
 from .catalogue import Rule
 from .pycustom import CUSTOM_MATCHERS, FALLBACK_PREFIXES, MatchContext, calls_backward
-from .pyimports import collect_aliases, imported_modules, qualified_name
+from .pyimports import collect_aliases, imported_modules, module_aliases, qualified_name
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,12 +187,16 @@ class ModuleAnalyzer(ast.NodeVisitor):
         self.findings.append(RawFinding(rule.code, self.span(node)))
 
     # -- entry -----------------------------------------------------------
-    def run(self, tree: ast.Module) -> list[RawFinding]:
-        aliases = collect_aliases(tree)
+    def run(self, tree: ast.Module, scope: ast.AST | None = None) -> list[RawFinding]:
+        """``scope``: where imports are collected (a notebook's cells share one namespace)."""
         for parent in ast.walk(tree):
             for child in ast.iter_child_nodes(parent):
                 self.parents[id(child)] = parent
-        self.ctx = MatchContext(aliases=aliases, parents=self.parents)
+        self.ctx = MatchContext(
+            aliases=collect_aliases(scope or tree),
+            parents=self.parents,
+            modules=module_aliases(scope or tree),
+        )
         self.visit(tree)
         return self.findings
 
@@ -219,6 +223,10 @@ class ModuleAnalyzer(ast.NodeVisitor):
         parent = self.parents.get(id(node))
         if isinstance(parent, ast.Attribute) and parent.value is node:
             return  # not the whole chain
+        if isinstance(node, ast.Name) and (
+            not isinstance(node.ctx, ast.Load) or node.id in ctx.modules
+        ):
+            return  # rebinding a name, or a bare module object: no API is used
         qualname = qualified_name(node, ctx.aliases)
         if qualname is None:
             if isinstance(node, ast.Attribute):
@@ -409,6 +417,8 @@ def apply_supersedes(findings: list[RawFinding], by_code: dict[str, Rule]) -> li
     return sorted(unique.values(), key=lambda f: (f.span.line, f.span.col, f.code))
 
 
-def analyze_module(tree: ast.Module, source: str, rules: CompiledRules) -> list[RawFinding]:
-    raw = ModuleAnalyzer(rules, source).run(tree)
+def analyze_module(
+    tree: ast.Module, source: str, rules: CompiledRules, scope: ast.AST | None = None
+) -> list[RawFinding]:
+    raw = ModuleAnalyzer(rules, source).run(tree, scope)
     return apply_supersedes(raw, {r.code: r for r in rules.rules})

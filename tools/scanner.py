@@ -8,6 +8,7 @@ for trees big enough to pay for it.
 
 from __future__ import annotations
 
+import ast
 import os
 import re
 import time
@@ -17,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .catalogue import TARGETS, Rule, load_catalogue
-from .depfiles import dependencies_in_setup_py, dependencies_in_text
+from .depfiles import dependencies_in_setup_py, dependencies_in_text, requirement_strings
 from .entrypoints import EntryPointFinder
 from .findings import Dependency, Finding, ScanResult, Skipped
 from .notebooks import code_cells
@@ -122,18 +123,27 @@ class _Engine:
             )
         if is_setup:
             result.dependencies = dependencies_in_setup_py(tree, f.rel, self.dependency_rules)
+            for node in requirement_strings(tree):
+                for hit in scan_lines(node.value, "setup", self.text, line_offset=node.lineno - 1):
+                    col = node.col_offset + 1 + hit.col
+                    span = (hit.line, col, hit.line, col + hit.end_col - hit.col)
+                    result.findings.append(self.finding(hit.code, f.rel, span, hit.snippet))
 
     def _notebook(self, f: RepoFile, data: bytes, result: FileResult) -> None:
         text = read_text(data, "notebook", self.options.max_bytes).text
-        result.loc = 0
-        for cell in code_cells(text):
-            result.loc += cell.python.count("\n")
+        cells = code_cells(text)
+        trees = []
+        for cell in cells:
             try:
-                tree = parse_python(cell.python, f"{f.rel}#cell{cell.number}")
+                trees.append(parse_python(cell.python, f"{f.rel}#cell{cell.number}"))
             except Unscannable as exc:
                 raise Unscannable(f"code cell {cell.number}: {exc}") from exc
+        # Cells share one namespace: an import in cell 1 binds names used in cell 4.
+        scope = ast.Module(body=[n for t in trees for n in t.body], type_ignores=[])
+        result.loc = sum(cell.python.count("\n") for cell in cells)
+        for cell, tree in zip(cells, trees, strict=True):
             lines = cell.python.splitlines()
-            for raw in analyze_module(tree, cell.python, self.python):
+            for raw in analyze_module(tree, cell.python, self.python, scope):
                 s = raw.span
                 result.findings.append(
                     self.finding(

@@ -1,14 +1,20 @@
+"""A small LeNet-style CNN for 28x28 grayscale digits."""
+import torch
 import torch.nn as nn
+import torch.nn.functional as F
 
 
-class SmallCNN(nn.Module):
-    def __init__(self, num_classes: int = 10) -> None:
+class Net(nn.Module):
+    def __init__(self, num_classes=10):
         super().__init__()
-        self.features = nn.Sequential(
-            nn.Conv2d(1, 8, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-            nn.Conv2d(8, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-        )
-        self.head = nn.Linear(16 * 7 * 7, num_classes)
+        self.conv1 = nn.Conv2d(1, 16, 3, padding=1)
+        self.conv2 = nn.Conv2d(16, 32, 3, padding=1)
+        self.dropout = nn.Dropout(0.25)
+        self.fc1 = nn.Linear(32 * 7 * 7, 128)
+        self.fc2 = nn.Linear(128, num_classes)
 
     def forward(self, x):
-        return self.head(self.features(x).flatten(1))
+        x = F.max_pool2d(F.relu(self.conv1(x)), 2)
+        x = F.max_pool2d(F.relu(self.conv2(x)), 2)
+        x = self.dropout(torch.flatten(x, 1))
+        return self.fc2(F.relu(self.fc1(x)))
