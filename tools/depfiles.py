@@ -56,9 +56,14 @@ def _requirements(text: str, path: str, rules: list[Rule]) -> Iterator[Dependenc
 
 
 def _conda(text: str, path: str, rules: list[Rule]) -> Iterator[Dependency]:
-    """Only list items (``- name=ver``); ``name:``, ``channels:`` and the like are not packages."""
+    """List items under ``dependencies:`` (and its ``pip:`` list); channels are not packages."""
+    section = ""
     for number, raw in enumerate(text.splitlines(), start=1):
         stripped = raw.strip()
+        if raw[:1].isalpha():
+            section = stripped.split(":", 1)[0]
+        if section != "dependencies":
+            continue
         if stripped.startswith("- ") and not stripped.endswith(":"):
             dep = _entry(normalise_dependency_line(raw), path, number, rules)
             if dep and "/" not in dep.name:
