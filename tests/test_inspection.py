@@ -28,7 +28,8 @@ def test_entry_points_are_ranked_by_evidence(tmp_path: Path):
             "utils.py": "def helper():\n    return 1\n",
             "launch.sh": "#!/bin/sh\ntorchrun --nproc_per_node=8 scripts/train_gpt.py --lr 3e-4\n",
             "README.md": "Run `python -m pkg --help` for the CLI.\n",
-            "pyproject.toml": "[project]\nname='x'\nversion='0'\n[project.scripts]\nxcli = 'pkg.cli:main'\n",
+            "pyproject.toml": "[project]\nname='x'\nversion='0'\n"
+            "[project.scripts]\nxcli = 'pkg.cli:main'\n",
         },
     )
     entries = scan(tmp_path).entrypoints
