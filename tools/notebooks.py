@@ -51,3 +51,66 @@ def code_cells(text: str) -> list[Cell]:
                 python_lines.append(line)
         cells.append(Cell(number, "\n".join(python_lines) + "\n", tuple(shell)))
     return cells
+
+
+_MAGIC_MARK = "# torchport-magic-line: "
+
+
+def notebook_sources(text: str) -> dict[int, str]:
+    """Each code cell's source by cell number, magics turned into marker comments.
+
+    The markers keep line numbers and survive an AST rewrite; ``replace_cell_sources``
+    turns them back into the original magic lines.
+    """
+    doc = json.loads(text)
+    sources: dict[int, str] = {}
+    number = 0
+    for cell in doc.get("cells", []):
+        if cell.get("cell_type") != "code":
+            continue
+        number += 1
+        source = cell.get("source", "")
+        source = "".join(source) if isinstance(source, list) else source
+        if source.lstrip().startswith("%%"):
+            continue
+        lines = []
+        for line in source.splitlines(keepends=True):
+            if line.lstrip().startswith(("!", "%")):
+                lines.append(_MAGIC_MARK + line.rstrip("\n") + "\n")
+            else:
+                lines.append(line)
+        sources[number] = "".join(lines)
+    return sources
+
+
+def replace_cell_sources(text: str, new_sources: dict[int, str]) -> str:
+    """The notebook with those cells' sources replaced; outputs and metadata untouched."""
+    if not new_sources:
+        return text
+    doc = json.loads(text)
+    number = 0
+    for cell in doc.get("cells", []):
+        if cell.get("cell_type") != "code":
+            continue
+        number += 1
+        if number not in new_sources:
+            continue
+        restored = "".join(
+            line.split(_MAGIC_MARK, 1)[1] if _MAGIC_MARK in line else line
+            for line in new_sources[number].splitlines(keepends=True)
+        )
+        if isinstance(cell.get("source"), list):
+            cell["source"] = restored.splitlines(keepends=True)
+        else:
+            cell["source"] = restored
+    indent = _indent_of(text)
+    trailing = "\n" if text.endswith("\n") else ""
+    return json.dumps(doc, indent=indent, ensure_ascii=False) + trailing
+
+
+def _indent_of(text: str) -> int | None:
+    for line in text.splitlines()[1:3]:
+        stripped = line.lstrip(" ")
+        if stripped and len(stripped) != len(line):
+            return len(line) - len(stripped)
+    return None

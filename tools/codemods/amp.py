@@ -1,0 +1,97 @@
+"""Codemods for mixed precision (TPA rules)."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from .base import (
+    ACCELERATOR_TYPE,
+    DEVICE_STRING,
+    FixContext,
+    NotApplicable,
+    arg_named,
+    drop_args,
+    set_kwarg,
+)
+from .base import fixer as register
+
+BF16_TARGETS = frozenset({"tpu", "neuron", "xla"})
+
+
+def _device_type(ctx: FixContext) -> cst.BaseExpression:
+    if ctx.target == "accelerator":
+        return ctx.expr(ACCELERATOR_TYPE)
+    return cst.SimpleString(f'"{DEVICE_STRING[ctx.target]}"')
+
+
+def _autocast_call(node: cst.Call, ctx: FixContext) -> cst.Call:
+    """``torch.autocast(<target>, dtype=...)`` keeping enabled=/cache_enabled=."""
+    args = [a for a in node.args if a.keyword is not None and a.keyword.value != "device_type"]
+    call = node.with_changes(func=ctx.expr("torch.autocast"), args=args)
+    call = call.with_changes(
+        args=[
+            cst.Arg(_device_type(ctx), comma=_comma() if call.args else cst.MaybeSentinel.DEFAULT),
+            *call.args,
+        ]
+    )
+    if ctx.target in BF16_TARGETS:
+        call = set_kwarg(call, "dtype", ctx.expr("torch.bfloat16"))
+    return call
+
+
+@register("TPA001")
+def cuda_amp_autocast(node: cst.Call, ctx: FixContext):
+    if not isinstance(node, cst.Call):
+        raise NotApplicable("autocast referenced without a call")
+    return _autocast_call(node, ctx)
+
+
+@register("TPA003")
+def autocast_cuda(node: cst.Call, ctx: FixContext):
+    """Swap the "cuda" device argument; for bf16 targets make the dtype bfloat16."""
+    device = arg_named(node, "device_type", 0)
+    if device is None:
+        raise NotApplicable("no device argument")
+    args = [a.with_changes(value=_device_type(ctx)) if a is device else a for a in node.args]
+    call = node.with_changes(args=args)
+    callee = cst.Module(body=[]).code_for_node(node.func)
+    if ctx.target in BF16_TARGETS and callee.endswith("autocast"):
+        call = set_kwarg(call, "dtype", ctx.expr("torch.bfloat16"))
+    return call
+
+
+@register("TPA002")
+def grad_scaler(node: cst.Call, ctx: FixContext):
+    """bf16 targets: a disabled scaler (scale/step/update stay valid); else the device's own."""
+    kept = [a for a in node.args if a.keyword is not None and a.keyword.value not in ("device",)]
+    call = node.with_changes(func=ctx.expr("torch.amp.GradScaler"), args=kept)
+    call = call.with_changes(
+        args=[
+            cst.Arg(_device_type(ctx), comma=_comma() if kept else cst.MaybeSentinel.DEFAULT),
+            *kept,
+        ]
+    )
+    if ctx.target in BF16_TARGETS:
+        call = set_kwarg(call, "enabled", cst.Name("False"))
+    return call
+
+
+@register("TPA004", BF16_TARGETS)
+def float16(node: cst.CSTNode, ctx: FixContext):
+    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+        return node.with_changes(func=node.func.with_changes(attr=cst.Name("bfloat16")))
+    if isinstance(node, cst.Attribute | cst.Name):
+        return ctx.expr("torch.bfloat16")
+    raise NotApplicable("unexpected float16 form")
+
+
+@register("TPA005")
+def custom_fwd(node: cst.CSTNode, ctx: FixContext):
+    call = node if isinstance(node, cst.Call) else cst.Call(func=node)
+    name = cst.Module(body=[]).code_for_node(call.func).rsplit(".", 1)[-1]
+    call = call.with_changes(func=ctx.expr(f"torch.amp.{name}"))
+    return set_kwarg(drop_args(call, "device_type"), "device_type", _device_type(ctx))
+
+
+def _comma() -> cst.Comma:
+    return cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))

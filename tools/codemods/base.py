@@ -1,0 +1,169 @@
+"""What a fixer is, and what it may ask of the engine.
+
+A fixer turns one finding's node into its target form. It receives the node
+with its children already rewritten, and a ``FixContext`` that knows the
+target, the device variable in scope, and can request imports. It returns the
+new node, ``REMOVE_STATEMENT`` (drop the statement that holds the node), or
+raises ``NotApplicable`` with the reason a human should read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+
+class NotApplicable(Exception):
+    """The rule's codemod does not fit this occurrence; it is left for a human, with this reason."""
+
+
+class _RemoveStatement:
+    def __repr__(self) -> str:
+        return "REMOVE_STATEMENT"
+
+
+REMOVE_STATEMENT = _RemoveStatement()
+
+# Device spelled for each target when no device variable is in scope.
+DEVICE_STRING = {"tpu": "tpu", "neuron": "neuron", "xla": "xla"}
+# The accelerator target's portable device: the current accelerator, else the CPU.
+ACCELERATOR_DEVICE = 'torch.accelerator.current_accelerator() or torch.device("cpu")'
+ACCELERATOR_TYPE = f"({ACCELERATOR_DEVICE}).type"
+DIST_BACKEND = {"tpu": "tpu", "neuron": "neuron", "xla": "xla"}
+
+
+@dataclass
+class FixContext:
+    target: str
+    original: cst.CSTNode
+    device_name: str | None  # a variable holding the repo's own device, when one is in scope
+    imports: set[str] = field(default_factory=set)  # modules to import ("torch", "time")
+
+    def need(self, module: str) -> None:
+        self.imports.add(module)
+
+    def expr(self, code: str) -> cst.BaseExpression:
+        """Parse an expression and request the imports its dotted names need."""
+        for root in ("torch_xla.runtime", "torch_xla", "torch", "time"):
+            if f"{root}." in code or code.startswith(root):
+                self.need(root)
+                break
+        if "time.perf_counter" in code:
+            self.need("time")
+        return cst.parse_expression(code)
+
+    def device_expr(self) -> cst.BaseExpression:
+        """The device to move things to: the repo's own variable if any, else the target's."""
+        if self.device_name:
+            return cst.parse_expression(self.device_name)
+        return self.target_device()
+
+    def target_device(self) -> cst.BaseExpression:
+        if self.target == "accelerator":
+            return self.expr(ACCELERATOR_DEVICE)
+        if self.target == "xla":
+            return self.expr("torch_xla.device()")
+        return cst.SimpleString(f'"{DEVICE_STRING[self.target]}"')
+
+    def device_type_expr(self) -> cst.BaseExpression:
+        """A device *string* for the target (argparse defaults, config values)."""
+        if self.target == "accelerator":
+            return self.expr(ACCELERATOR_TYPE)
+        return cst.SimpleString(f'"{DEVICE_STRING[self.target]}"')
+
+
+Fixer = Callable[[cst.CSTNode, FixContext], "cst.CSTNode | _RemoveStatement"]
+
+
+@dataclass(frozen=True)
+class FixerEntry:
+    code: str
+    targets: frozenset[str]
+    fn: Fixer
+
+
+FIXERS: dict[tuple[str, str], FixerEntry] = {}
+
+ALL_TARGETS = frozenset({"tpu", "neuron", "xla", "accelerator"})
+
+
+def fixer(code: str, targets: frozenset[str] | set[str] = ALL_TARGETS):
+    """Register ``fn`` as the codemod of rule ``code`` for ``targets``."""
+
+    def register(fn: Fixer) -> Fixer:
+        for target in targets:
+            key = (code, target)
+            if key in FIXERS:
+                raise ValueError(f"two fixers for {code} on {target}")
+            FIXERS[key] = FixerEntry(code, frozenset(targets), fn)
+        return fn
+
+    return register
+
+
+def dotted(node: cst.BaseExpression) -> str | None:
+    """``a.b.c`` for a Name/Attribute chain, else None."""
+    parts = []
+    while isinstance(node, cst.Attribute):
+        parts.append(node.attr.value)
+        node = node.value
+    if not isinstance(node, cst.Name):
+        return None
+    parts.append(node.value)
+    return ".".join(reversed(parts))
+
+
+def string_value(node: cst.CSTNode) -> str | None:
+    if isinstance(node, cst.SimpleString):
+        return node.evaluated_value if isinstance(node.evaluated_value, str) else None
+    return None
+
+
+def with_string(node: cst.SimpleString, value: str) -> cst.SimpleString:
+    """The same literal (prefix and quotes kept) holding ``value``."""
+    quote = node.quote
+    prefix = node.prefix
+    return node.with_changes(value=f"{prefix}{quote}{value}{quote}")
+
+
+def arg_named(call: cst.Call, keyword: str, position: int | None = None) -> cst.Arg | None:
+    for i, arg in enumerate(call.args):
+        if arg.keyword is not None and arg.keyword.value == keyword:
+            return arg
+        if arg.keyword is None and arg.star == "" and i == position:
+            return arg
+    return None
+
+
+def drop_args(call: cst.Call, *keywords: str) -> cst.Call:
+    """``call`` without the keyword arguments named; trailing commas tidied."""
+    kept = [a for a in call.args if not (a.keyword and a.keyword.value in keywords)]
+    if kept and kept[-1].comma is not cst.MaybeSentinel.DEFAULT:
+        kept[-1] = kept[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+    return call.with_changes(args=kept)
+
+
+def set_kwarg(call: cst.Call, keyword: str, value: cst.BaseExpression) -> cst.Call:
+    """Replace or add ``keyword=value``."""
+    args = list(call.args)
+    for i, arg in enumerate(args):
+        if arg.keyword is not None and arg.keyword.value == keyword:
+            args[i] = arg.with_changes(value=value)
+            return call.with_changes(args=args)
+    if args and args[-1].comma is cst.MaybeSentinel.DEFAULT:
+        args[-1] = args[-1].with_changes(
+            comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+        )
+    args.append(
+        cst.Arg(
+            value=value,
+            keyword=cst.Name(keyword),
+            equal=cst.AssignEqual(
+                whitespace_before=cst.SimpleWhitespace(""),
+                whitespace_after=cst.SimpleWhitespace(""),
+            ),
+        )
+    )
+    return call.with_changes(args=args)

@@ -1,0 +1,348 @@
+"""Codemods for device placement (TPD rules)."""
+
+from __future__ import annotations
+
+import ast
+import operator
+import re
+
+import libcst as cst
+
+from .base import (
+    ACCELERATOR_TYPE,
+    DEVICE_STRING,
+    REMOVE_STATEMENT,
+    FixContext,
+    NotApplicable,
+    arg_named,
+    string_value,
+    with_string,
+)
+from .base import fixer as register
+
+CUDA_STRING = re.compile(r"^cuda(:\d+)?$")
+
+
+def _target_string(ctx: FixContext, index: str | None = None) -> str:
+    name = DEVICE_STRING[ctx.target]
+    return f"{name}:{index}" if index else name
+
+
+@register("TPD001")
+def cuda_method(node: cst.Call, ctx: FixContext):
+    """``x.cuda(...)`` -> ``x.to(<device>, ...)``; an index is kept where the target has one."""
+    func = node.func
+    if not isinstance(func, cst.Attribute):
+        raise NotApplicable("not a method call")
+    index = arg_named(node, "device", 0)
+    kept = [a for a in node.args if a is not index]
+    if index is not None and ctx.device_name is None and ctx.target in ("tpu", "neuron"):
+        device = ctx.expr(f'torch.device("{ctx.target}", {_code(index.value)})')
+    else:
+        device = ctx.device_expr()
+    args = [cst.Arg(device, comma=_comma() if kept else cst.MaybeSentinel.DEFAULT), *kept]
+    return node.with_changes(func=func.with_changes(attr=cst.Name("to")), args=args)
+
+
+@register("TPD002")
+def device_string(node: cst.SimpleString, ctx: FixContext):
+    value = string_value(node) or ""
+    m = CUDA_STRING.match(value)
+    if not m:
+        raise NotApplicable(f"not a CUDA device string: {value!r}")
+    index = m.group(1)[1:] if m.group(1) else None
+    if ctx.target == "accelerator":
+        if index:
+            return ctx.expr(f'f"{{{ACCELERATOR_TYPE.replace(chr(34), chr(39))}}}:{index}"')
+        return ctx.expr(ACCELERATOR_TYPE)
+    return with_string(node, _target_string(ctx, index))
+
+
+@register("TPD003")
+def built_device_string(node: cst.BaseExpression, ctx: FixContext):
+    """f"cuda:{r}", "cuda:{}".format(r), "cuda:%d" % r, "cuda:" + str(r): replace the head."""
+    head = _head_string(node)
+    if head is None:
+        raise NotApplicable("cannot find the literal head of the built string")
+    if ctx.target == "accelerator":
+        kind = ACCELERATOR_TYPE.replace('"', "'")
+        if isinstance(node, cst.FormattedString):
+            parts = list(node.parts)
+            text = parts[0].value.replace("cuda", "", 1)
+            expr = cst.FormattedStringExpression(cst.parse_expression(kind))
+            ctx.need("torch")
+            rest = [cst.FormattedStringText(text)] if text else []
+            return node.with_changes(parts=[expr, *rest, *parts[1:]])
+        raise NotApplicable("only f-strings are rewritten for the accelerator target")
+    return _replace_head(node, "cuda", DEVICE_STRING[ctx.target])
+
+
+def _head_string(node: cst.BaseExpression):
+    if isinstance(node, cst.FormattedString):
+        first = node.parts[0] if node.parts else None
+        return first if isinstance(first, cst.FormattedStringText) else None
+    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+        return node.func.value if isinstance(node.func.value, cst.SimpleString) else None
+    if isinstance(node, cst.BinaryOperation):
+        left = node.left
+        while isinstance(left, cst.BinaryOperation):
+            left = left.left
+        return left if isinstance(left, cst.SimpleString) else None
+    return None
+
+
+def _replace_head(node: cst.BaseExpression, old: str, new: str):
+    if isinstance(node, cst.FormattedString):
+        first = node.parts[0]
+        parts = [first.with_changes(value=first.value.replace(old, new, 1)), *node.parts[1:]]
+        return node.with_changes(parts=parts)
+    if isinstance(node, cst.Call):
+        s = node.func.value
+        return node.with_changes(func=node.func.with_changes(value=_swap(s, old, new)))
+    if isinstance(node, cst.BinaryOperation):
+        return (
+            node.with_changes(left=_replace_head(node.left, old, new))
+            if isinstance(node.left, cst.BinaryOperation)
+            else node.with_changes(left=_swap(node.left, old, new))
+        )
+    raise NotApplicable("unsupported built string")
+
+
+def _swap(s: cst.SimpleString, old: str, new: str) -> cst.SimpleString:
+    return s.with_changes(value=s.value.replace(old, new, 1))
+
+
+@register("TPD004")
+def is_cuda(node: cst.Attribute, ctx: FixContext):
+    if ctx.target == "tpu":
+        return node.with_changes(attr=cst.Name("is_tpu"))
+    op = "!=" if ctx.target == "accelerator" else "=="
+    name = "cpu" if ctx.target == "accelerator" else DEVICE_STRING[ctx.target]
+    return cst.parse_expression(f'{_code(node.value)}.device.type {op} "{name}"')
+
+
+@register("TPD005")
+def integer_device_id(node: cst.CSTNode, ctx: FixContext):
+    if isinstance(node, cst.Arg):  # device_ids= / output_device= / device=<int>
+        keyword = node.keyword.value if node.keyword else ""
+        if keyword in ("device_ids", "output_device"):
+            return REMOVE_ARG
+        return node.with_changes(value=_indexed_device(node.value, ctx))
+    if isinstance(node, cst.Call) and node.args:
+        first = node.args[0]
+        new_first = first.with_changes(value=_indexed_device(first.value, ctx))
+        if isinstance(node.func, cst.Attribute) and node.func.attr.value == "to":
+            return node.with_changes(args=[new_first, *node.args[1:]])
+        return new_first.value  # torch.device(rank) -> the device expression itself
+    raise NotApplicable("unexpected shape for an integer device id")
+
+
+def _indexed_device(index: cst.BaseExpression, ctx: FixContext) -> cst.BaseExpression:
+    if ctx.target == "xla":
+        return ctx.expr("torch_xla.device()")
+    if ctx.target == "accelerator":
+        return ctx.expr(f"torch.device({ACCELERATOR_TYPE}, {_code(index)})")
+    return ctx.expr(f'torch.device("{ctx.target}", {_code(index)})')
+
+
+REMOVE_ARG = cst.RemoveFromParent()
+
+
+def _simple_call(to: str):
+    """A fixer that swaps the callee of a call, keeping its arguments."""
+
+    def fix(node: cst.Call, ctx: FixContext):
+        if not isinstance(node, cst.Call):
+            raise NotApplicable("reference is not called")
+        return node.with_changes(func=ctx.expr(to))
+
+    return fix
+
+
+RENAMES = {
+    # rule: (tpu/neuron/accelerator callee, xla callee or None for removal)
+    "TPD006": ("torch.accelerator.is_available", None),
+    "TPD008": (
+        "torch.accelerator.device_count",
+        "torch_xla.runtime.addressable_runtime_device_count",
+    ),
+    "TPD009": ("torch.accelerator.current_device_index", "torch_xla.runtime.local_ordinal"),
+    "TPD010": ("torch.accelerator.set_device_index", None),
+    "TPD017": ("torch.accelerator.device_index", None),
+}
+
+for _code_, (_portable, _xla) in RENAMES.items():
+    register(_code_, {"tpu", "neuron", "accelerator"})(_simple_call(_portable))
+    if _xla:
+        register(_code_, {"xla"})(_simple_call(_xla))
+
+
+@register("TPD006", {"xla"})
+def cuda_available_xla(node: cst.Call, ctx: FixContext):
+    return cst.Name("True")
+
+
+@register("TPD010", {"xla"})
+def set_device_xla(node: cst.Call, ctx: FixContext):
+    return REMOVE_STATEMENT
+
+
+@register("TPD011")
+def device_name(node: cst.Call, ctx: FixContext):
+    if ctx.target == "xla":
+        return ctx.expr("torch_xla.runtime.device_type()")
+    return ctx.expr("str(torch.accelerator.current_accelerator())")
+
+
+@register("TPD015", {"tpu", "neuron", "xla"})
+def bf16_supported(node: cst.Call, ctx: FixContext):
+    return cst.Name("True")
+
+
+@register("TPD007")
+def cuda_else_cpu(node: cst.CSTNode, ctx: FixContext):
+    """Keep the CUDA arm only, already rewritten for the target (or the portable idiom)."""
+    if isinstance(node, cst.IfExp):
+        if ctx.target == "accelerator":
+            return ctx.expr(ACCELERATOR_TYPE)
+        cuda_arm = node.body if _mentions_cuda(node.body) else node.orelse
+        return cuda_arm.visit(_DeviceStrings(ctx))
+    if isinstance(node, cst.If):
+        arm = node.body if _mentions_cuda(node.body) else node.orelse
+        if isinstance(arm, cst.Else):
+            arm = arm.body
+        if not isinstance(arm, cst.IndentedBlock):
+            raise NotApplicable("unexpected if/else shape")
+        return cst.FlattenSentinel([s.visit(_DeviceStrings(ctx)) for s in arm.body])
+    raise NotApplicable("unexpected node for a cuda-else-cpu choice")
+
+
+def _mentions_cuda(node: cst.CSTNode) -> bool:
+    return any(CUDA_STRING.match(s) or s.startswith("cuda:") for s in _strings(node))
+
+
+def _strings(node: cst.CSTNode) -> list[str]:
+    collector = _StringCollector()
+    node.visit(collector)
+    return collector.values
+
+
+class _StringCollector(cst.CSTVisitor):
+    def __init__(self) -> None:
+        self.values: list[str] = []
+
+    def visit_SimpleString(self, node: cst.SimpleString) -> None:
+        value = string_value(node)
+        if value is not None:
+            self.values.append(value)
+
+
+class _DeviceStrings(cst.CSTTransformer):
+    """The CUDA device strings of the kept arm, spelled for the target."""
+
+    def __init__(self, ctx: FixContext) -> None:
+        super().__init__()
+        self.ctx = ctx
+
+    def leave_SimpleString(self, original, updated):
+        value = string_value(updated)
+        if value is None or not CUDA_STRING.match(value):
+            return updated
+        return device_string(updated, self.ctx)
+
+
+@register("TPD014", {"tpu", "neuron"})
+def capability_branch(node: cst.BaseExpression, ctx: FixContext):
+    """Evaluate the test as a modern (bf16-capable, Hopper-class) GPU would answer it."""
+    code = _code(node)
+    code = re.sub(r"[\w.]*get_device_capability\([^()]*\)", "(9, 0)", code)
+    code = re.sub(r"[\w.]*is_bf16_supported\([^()]*\)", "True", code)
+    code = re.sub(r"[\w.]*get_device_properties\([^()]*\)\.major", "9", code)
+    code = re.sub(r"[\w.]*get_device_properties\([^()]*\)\.minor", "0", code)
+    try:
+        value = _constant_value(ast.parse(code.strip(), mode="eval").body)
+    except (SyntaxError, ValueError) as exc:
+        raise NotApplicable(f"cannot evaluate the capability test: {exc}") from exc
+    return cst.Name("True" if value else "False")
+
+
+_COMPARE = {
+    ast.Eq: operator.eq,
+    ast.NotEq: operator.ne,
+    ast.Lt: operator.lt,
+    ast.LtE: operator.le,
+    ast.Gt: operator.gt,
+    ast.GtE: operator.ge,
+}
+
+
+def _constant_value(node: ast.AST):
+    """Evaluate constants, tuples, indexing, comparisons and boolean logic; nothing else.
+
+    The expression comes from the repository under migration: it is never ``eval``-ed.
+    """
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.Tuple):
+        return tuple(_constant_value(e) for e in node.elts)
+    if isinstance(node, ast.Subscript):
+        return _constant_value(node.value)[_constant_value(node.slice)]
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        return not _constant_value(node.operand)
+    if isinstance(node, ast.BoolOp):
+        values = [_constant_value(v) for v in node.values]
+        return all(values) if isinstance(node.op, ast.And) else any(values)
+    if isinstance(node, ast.Compare):
+        left = _constant_value(node.left)
+        for op, right_node in zip(node.ops, node.comparators, strict=True):
+            right = _constant_value(right_node)
+            if type(op) not in _COMPARE or not _COMPARE[type(op)](left, right):
+                return False
+            left = right
+        return True
+    raise ValueError(f"unsupported expression {type(node).__name__}")
+
+
+@register("TPD016")
+def device_type_compare(node: cst.Comparison, ctx: FixContext):
+    def swap(expr):
+        value = string_value(expr)
+        if value is None or not CUDA_STRING.match(value):
+            return expr
+        if ctx.target == "accelerator":
+            return with_string(expr, "cpu")
+        return with_string(expr, DEVICE_STRING[ctx.target])
+
+    left = swap(node.left)
+    targets = []
+    for target in node.comparisons:
+        comp = target.with_changes(comparator=swap(target.comparator))
+        if ctx.target == "accelerator":
+            comp = comp.with_changes(operator=_negate(comp.operator))
+        targets.append(comp)
+    return node.with_changes(left=left, comparisons=targets)
+
+
+def _negate(op: cst.BaseCompOp) -> cst.BaseCompOp:
+    swaps = {
+        cst.Equal: cst.NotEqual,
+        cst.NotEqual: cst.Equal,
+        cst.In: cst.NotIn,
+        cst.NotIn: cst.In,
+    }
+    new = swaps.get(type(op))
+    if new is None:
+        raise NotApplicable("comparison operator has no negation")
+    if new in (cst.NotIn,):
+        return cst.NotIn(
+            whitespace_before=op.whitespace_before, whitespace_after=op.whitespace_after
+        )
+    return new(whitespace_before=op.whitespace_before, whitespace_after=op.whitespace_after)
+
+
+def _code(node: cst.CSTNode) -> str:
+    return cst.Module(body=[]).code_for_node(node)
+
+
+def _comma() -> cst.Comma:
+    return cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))

@@ -1,0 +1,257 @@
+"""Apply the catalogue's codemods to one Python source, through libcst.
+
+The scanner reports each finding's exact span; here the same nodes are found
+again by position in a libcst tree (which keeps every byte of formatting and
+comments), each is handed to its rule's fixer for the target, and the result
+is checked to parse and compile before it is accepted.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+import libcst as cst
+from libcst.codemod import CodemodContext
+from libcst.codemod.visitors import AddImportsVisitor, RemoveImportsVisitor
+from libcst.metadata import MetadataWrapper, ParentNodeProvider, PositionProvider
+
+from ..findings import Finding
+from .base import FIXERS, REMOVE_STATEMENT, FixContext, NotApplicable
+from .scope import DeviceNames
+
+# Imports that may become unused once the code using them is migrated.
+CUDA_MODULES = ("torch.cuda", "torch.backends.cudnn", "torch.backends.cuda")
+
+
+@dataclass(frozen=True, slots=True)
+class Edit:
+    rule: str
+    path: str
+    line: int
+    end_line: int
+    before: str
+    after: str
+    reason: str
+    cell: int | None = None
+
+
+@dataclass
+class SourceResult:
+    source: str
+    edits: list[Edit] = field(default_factory=list)
+    unapplied: list[tuple[Finding, str]] = field(default_factory=list)
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.edits)
+
+
+class _Applier(cst.CSTTransformer):
+    METADATA_DEPENDENCIES = (PositionProvider, ParentNodeProvider)
+
+    def __init__(self, findings: list[Finding], target: str, devices: DeviceNames) -> None:
+        super().__init__()
+        self.target = target
+        self.devices = devices
+        self.pending: dict[tuple[int, int], list[Finding]] = defaultdict(list)
+        for f in findings:
+            self.pending[(f.line, f.col - 1)].append(f)
+        self.done: set[int] = set()
+        self.edits: list[tuple[Finding, str, str, int, int]] = []
+        self.failures: dict[int, str] = {}
+        self.remove: set[int] = set()
+        self.imports: set[str] = set()
+        self.module: cst.Module | None = None
+
+    def visit_Module(self, node: cst.Module) -> bool:
+        self.module = node
+        self.lines = node.code.splitlines(keepends=True)
+        return True
+
+    def _candidates(self, original: cst.CSTNode) -> list[Finding]:
+        pos = self.get_metadata(PositionProvider, original, None)
+        if pos is None:
+            return []
+        lpar = getattr(original, "lpar", ())
+        parens = len(lpar) if isinstance(lpar, list | tuple) else 0
+        found = []
+        for k in range(parens + 1):
+            for f in self.pending.get((pos.start.line, pos.start.column + k), ()):
+                if id(f) not in self.done and (f.end_line, f.end_col - 1) in (
+                    (pos.end.line, pos.end.column - j) for j in range(parens + 1)
+                ):
+                    found.append(f)
+        return found
+
+    def on_leave(self, original: cst.CSTNode, updated: cst.CSTNode):
+        result = self._apply_findings(original, updated)
+        if isinstance(original, cst.SimpleStatementLine):
+            return self._drop_removed(original, result)
+        if isinstance(original, cst.Call) and isinstance(result, cst.Call):
+            return _tidy_trailing_comma(original, result)
+        if isinstance(result, cst.IndentedBlock) and not result.body:
+            return result.with_changes(body=[cst.SimpleStatementLine([cst.Pass()])])
+        return result
+
+    def _apply_findings(self, original: cst.CSTNode, updated: cst.CSTNode):
+        result = updated
+        for finding in self._candidates(original):
+            entry = FIXERS.get((finding.rule, self.target))
+            self.done.add(id(finding))
+            if entry is None:
+                self.failures[id(finding)] = "no codemod for this rule and target yet"
+                continue
+            ctx = FixContext(self.target, original, self.devices.name_at(original, self))
+            try:
+                new = entry.fn(result, ctx)
+            except NotApplicable as exc:
+                self.failures[id(finding)] = str(exc)
+                continue
+            pos = self.get_metadata(PositionProvider, original)
+            before = self._source_of(pos)
+            if new is REMOVE_STATEMENT:
+                stmt = self._enclosing_small_statement(original)
+                if stmt is None:
+                    self.failures[id(finding)] = "cannot remove: not inside a simple statement"
+                    continue
+                self.remove.add(id(stmt))
+                stmt_pos = self.get_metadata(PositionProvider, stmt)
+                before = self.module.code_for_node(stmt) if self.module else before
+                self.edits.append((finding, before, "", stmt_pos.start.line, stmt_pos.end.line))
+            else:
+                after = _code_of(new)
+                self.edits.append((finding, before, after, pos.start.line, pos.end.line))
+                result = new
+            self.imports |= ctx.imports
+        return result
+
+    def _source_of(self, pos) -> str:
+        """The original text of a span: exactly what the finding covered."""
+        lines = self.lines[pos.start.line - 1 : pos.end.line]
+        if not lines:
+            return ""
+        if len(lines) == 1:
+            return lines[0][pos.start.column : pos.end.column]
+        return "".join([lines[0][pos.start.column :], *lines[1:-1], lines[-1][: pos.end.column]])
+
+    def _enclosing_small_statement(self, node: cst.CSTNode) -> cst.CSTNode | None:
+        while node is not None and not isinstance(node, cst.BaseSmallStatement):
+            node = self.get_metadata(ParentNodeProvider, node, None)
+        return node
+
+    def _drop_removed(self, original: cst.SimpleStatementLine, updated):
+        if not isinstance(updated, cst.SimpleStatementLine):
+            return updated
+        keep = [
+            new
+            for old, new in zip(original.body, updated.body, strict=True)
+            if id(old) not in self.remove
+        ]
+        if len(keep) == len(updated.body):
+            return updated
+        if not keep:
+            return cst.RemoveFromParent()
+        keep[-1] = keep[-1].with_changes(semicolon=cst.MaybeSentinel.DEFAULT)
+        return updated.with_changes(body=keep)
+
+
+def migrate_python(
+    source: str, findings: list[Finding], target: str, path: str, cell: int | None = None
+) -> SourceResult:
+    """Rewrite ``source`` for ``target``, applying the codemods of ``findings``."""
+    if not findings:
+        return SourceResult(source)
+    try:
+        module = cst.parse_module(source)
+    except cst.ParserSyntaxError as exc:
+        return SourceResult(
+            source, unapplied=[(f, f"libcst cannot parse: {exc}") for f in findings]
+        )
+    wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
+    applier = _Applier(findings, target, DeviceNames(wrapper))
+    new_module = wrapper.visit(applier)
+    if applier.imports or applier.edits:
+        new_module = _fix_imports(new_module, applier.imports)
+    new_source = new_module.code
+    unapplied = [
+        (f, applier.failures.get(id(f), "no node at the reported position"))
+        for f in findings
+        if id(f) not in {id(e[0]) for e in applier.edits}
+    ]
+    try:
+        compile(new_source, path, "exec", flags=ast.PyCF_ONLY_AST)
+    except SyntaxError as exc:
+        reason = f"migrated code did not compile ({exc.msg}, line {exc.lineno}); file left as is"
+        return SourceResult(source, unapplied=[(f, reason) for f in findings])
+    edits = [
+        Edit(f.rule, path, line, end, before, after, _reason(f, target), cell)
+        for f, before, after, line, end in applier.edits
+    ]
+    return SourceResult(new_source, edits, unapplied)
+
+
+def _tidy_trailing_comma(original: cst.Call, updated: cst.Call) -> cst.Call:
+    """Removing the last argument must not leave ``f(a, )`` behind."""
+    if not updated.args or not original.args:
+        return updated
+    had = original.args[-1].comma is not cst.MaybeSentinel.DEFAULT
+    last = updated.args[-1]
+    if not had and last.comma is not cst.MaybeSentinel.DEFAULT:
+        args = [*updated.args[:-1], last.with_changes(comma=cst.MaybeSentinel.DEFAULT)]
+        return updated.with_changes(args=args)
+    return updated
+
+
+def _code_of(node) -> str:
+    if isinstance(node, cst.RemovalSentinel):
+        return ""
+    if isinstance(node, cst.Arg):
+        node = node.with_changes(comma=cst.MaybeSentinel.DEFAULT)
+    if isinstance(node, cst.FlattenSentinel):
+        return "".join(cst.Module(body=[]).code_for_node(n) for n in node.nodes)
+    return cst.Module(body=[]).code_for_node(node)
+
+
+def _reason(finding: Finding, target: str) -> str:
+    return f"{finding.message}; {target}: {finding.fix.get(target, {}).get('hint', '')}".rstrip()
+
+
+class _CudaImports(cst.CSTVisitor):
+    """Imports of CUDA modules: candidates for removal once nothing uses them."""
+
+    def __init__(self) -> None:
+        self.found: list[tuple[str, str | None, str | None]] = []
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
+        if node.module is None or isinstance(node.names, cst.ImportStar) or node.relative:
+            return
+        module = _code_of(node.module)
+        if module.startswith(CUDA_MODULES):
+            self.found += [
+                (
+                    module,
+                    _code_of(alias.name),
+                    _code_of(alias.asname.name) if alias.asname else None,
+                )
+                for alias in node.names
+            ]
+
+    def visit_Import(self, node: cst.Import) -> None:
+        for alias in node.names:
+            module = _code_of(alias.name)
+            if module.startswith(CUDA_MODULES) and alias.asname is not None:
+                self.found.append((module, None, _code_of(alias.asname.name)))
+
+
+def _fix_imports(module: cst.Module, needed: set[str]) -> cst.Module:
+    context = CodemodContext()
+    for name in sorted(needed):
+        AddImportsVisitor.add_needed_import(context, name)
+    finder = _CudaImports()
+    module.visit(finder)
+    for mod, name, asname in finder.found:
+        RemoveImportsVisitor.remove_unused_import(context, mod, name, asname)
+    module = AddImportsVisitor(context).transform_module(module)
+    return RemoveImportsVisitor(context).transform_module(module)

@@ -1,0 +1,95 @@
+"""Codemods for synchronization, memory statistics and RNG (TPT, TPM, TPR rules)."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from .base import REMOVE_STATEMENT, FixContext, NotApplicable, dotted
+from .base import fixer as register
+
+PORTABLE = frozenset({"tpu", "neuron", "accelerator"})
+
+MEMORY_RENAMES = {
+    "memory_cached": "memory_reserved",
+    "max_memory_cached": "max_memory_reserved",
+    "reset_max_memory_allocated": "reset_peak_memory_stats",
+    "reset_max_memory_cached": "reset_peak_memory_stats",
+    "mem_get_info": "get_memory_info",
+}
+
+SEED_RENAMES = {
+    "manual_seed": "torch.manual_seed",
+    "manual_seed_all": "torch.manual_seed",
+    "seed": "torch.seed",
+    "seed_all": "torch.seed",
+    "initial_seed": "torch.initial_seed",
+}
+
+
+def _last_name(node: cst.Call) -> str:
+    name = dotted(node.func)
+    if name is None:
+        raise NotApplicable("callee is not a plain name")
+    return name.rsplit(".", 1)[-1]
+
+
+@register("TPT001", PORTABLE)
+def synchronize(node: cst.Call, ctx: FixContext):
+    return node.with_changes(func=ctx.expr("torch.accelerator.synchronize"), args=[])
+
+
+@register("TPT001", {"xla"})
+def synchronize_xla(node: cst.Call, ctx: FixContext):
+    return ctx.expr("torch_xla.sync(wait=True)")
+
+
+@register("TPM001", PORTABLE)
+@register("TPM004", PORTABLE)
+def memory_stats(node: cst.Call, ctx: FixContext):
+    name = _last_name(node)
+    return node.with_changes(
+        func=ctx.expr(f"torch.accelerator.memory.{MEMORY_RENAMES.get(name, name)}")
+    )
+
+
+@register("TPM002", PORTABLE)
+def empty_cache(node: cst.Call, ctx: FixContext):
+    return node.with_changes(func=ctx.expr("torch.accelerator.memory.empty_cache"))
+
+
+@register("TPM002", {"xla"})
+def empty_cache_xla(node: cst.Call, ctx: FixContext):
+    return REMOVE_STATEMENT
+
+
+@register("TPR001")
+def manual_seed(node: cst.Call, ctx: FixContext):
+    name = _last_name(node)
+    if name not in SEED_RENAMES:
+        raise NotApplicable(f"no portable equivalent for torch.cuda.{name}")
+    return node.with_changes(func=ctx.expr(SEED_RENAMES[name]))
+
+
+@register("TPR002", {"tpu", "neuron", "accelerator", "xla"})
+def rng_state(node: cst.Call, ctx: FixContext):
+    name = _last_name(node).removesuffix("_all")
+    if ctx.target == "tpu":
+        return node.with_changes(func=ctx.expr(f"torch.tpu.{name}"))
+    if ctx.target == "xla":
+        return node.with_changes(func=ctx.expr(f"torch_xla.core.xla_model.{name}"))
+    if ctx.target == "neuron":
+        return node.with_changes(func=ctx.expr(f'torch.get_device_module("neuron").{name}'))
+    raise NotApplicable("the accelerator's RNG state needs the device type; left to a human")
+
+
+@register("TPT004")
+def nvtx(node: cst.CSTNode, ctx: FixContext):
+    """``nvtx.range(name)`` -> ``torch.profiler.record_function(name)``; push/pop/mark dropped."""
+    if not isinstance(node, cst.Call):
+        raise NotApplicable("NVTX reference that is not a call")
+    name = _last_name(node)
+    if name == "range":
+        return node.with_changes(func=ctx.expr("torch.profiler.record_function"))
+    if name in ("range_push", "range_pop", "mark"):
+        return REMOVE_STATEMENT
+    raise NotApplicable(f"no equivalent for torch.cuda.nvtx.{name}")

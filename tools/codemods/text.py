@@ -1,0 +1,73 @@
+"""Codemods for non-Python files (shell, Make, YAML/JSON configs, Dockerfiles):
+line edits inside the span a text rule matched, and nothing outside it."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+from ..findings import Finding
+from .base import DEVICE_STRING, DIST_BACKEND
+from .engine import Edit, SourceResult
+
+PORTABLE_COUNT = '$(python -c "import torch; print(torch.accelerator.device_count())")'
+
+
+def _device(match: str, target: str) -> str | None:
+    if target not in DEVICE_STRING:
+        return None
+    return re.sub(r"cuda", DEVICE_STRING[target], match, count=1, flags=re.IGNORECASE)
+
+
+def _backend(match: str, target: str) -> str | None:
+    if target not in DIST_BACKEND:
+        return None
+    return re.sub(r"nccl", DIST_BACKEND[target], match, count=1, flags=re.IGNORECASE)
+
+
+def _nproc(match: str, target: str) -> str | None:
+    return re.sub(r"gpu\b", PORTABLE_COUNT, match)
+
+
+# rule -> how the matched text becomes the target's (None: cannot, say so)
+TEXT_FIXES: dict[str, Callable[[str, str], str | None]] = {
+    "TPD002": _device,
+    "TPN002": _backend,
+    "TPN008": _nproc,
+}
+LINE_REMOVALS = frozenset({"TPN006"})  # settings that mean nothing on the target
+
+
+def migrate_text(source: str, findings: list[Finding], target: str, path: str) -> SourceResult:
+    lines = source.splitlines(keepends=True)
+    edits: list[Edit] = []
+    unapplied: list[tuple[Finding, str]] = []
+    remove: set[int] = set()
+    for f in sorted(findings, key=lambda f: (f.line, -f.col)):
+        if f.cell is not None or not 0 < f.line <= len(lines):
+            unapplied.append((f, "no text codemod for notebook shell lines"))
+            continue
+        line = lines[f.line - 1]
+        reason = f"{f.message}; {target}: {f.fix[target]['hint']}"
+        if f.rule in LINE_REMOVALS and _is_assignment_line(line):
+            remove.add(f.line)
+            edits.append(Edit(f.rule, path, f.line, f.line, line.rstrip("\n"), "", reason))
+            continue
+        fix = TEXT_FIXES.get(f.rule)
+        span = line[f.col - 1 : f.end_col - 1]
+        new_span = fix(span, target) if fix else None
+        if new_span is None or new_span == span:
+            unapplied.append((f, "no text codemod for this rule in this kind of file"))
+            continue
+        new_line = line[: f.col - 1] + new_span + line[f.end_col - 1 :]
+        lines[f.line - 1] = new_line
+        edits.append(
+            Edit(f.rule, path, f.line, f.line, line.rstrip("\n"), new_line.rstrip("\n"), reason)
+        )
+    text = "".join(line for i, line in enumerate(lines, start=1) if i not in remove)
+    return SourceResult(text, edits, unapplied)
+
+
+def _is_assignment_line(line: str) -> bool:
+    """``export NCCL_X=1``, ``ENV NCCL_X 1``, ``NCCL_X: 1``: the whole line is the setting."""
+    return bool(re.match(r"\s*(export\s+|ENV\s+|-\s*)?[\"']?NCCL_[A-Z0-9_]+[\"']?\s*[=: ]", line))

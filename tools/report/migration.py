@@ -1,0 +1,140 @@
+"""``torchport-report/``: what a migration changed, why, and what is left for a human.
+
+changes.patch  a unified diff that ``git apply`` accepts on the original tree
+changes.json   every edit (rule, file, lines, before, after, reason) and every leftover
+changes.csv    the same edits, one row each, for spreadsheets
+manual.md      what a human must still do: rule, where, why, suggested approach
+summary.md     constructs found and converted, per file and overall
+"""
+
+from __future__ import annotations
+
+import csv
+import difflib
+import io
+import json
+from collections import Counter
+from dataclasses import asdict
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..catalogue import load_catalogue
+
+if TYPE_CHECKING:
+    from ..migrate import MigrationResult
+
+
+def unified_diff(result: MigrationResult) -> str:
+    chunks = []
+    for change in sorted(result.changes, key=lambda c: c.path):
+        before = change.before.splitlines(keepends=True)
+        after = change.after.splitlines(keepends=True)
+        diff = list(difflib.unified_diff(before, after, f"a/{change.path}", f"b/{change.path}"))
+        for i, line in enumerate(diff):
+            if not line.endswith("\n"):
+                diff[i] = line + "\n\\ No newline at end of file\n"
+        chunks.append(f"diff --git a/{change.path} b/{change.path}\n" + "".join(diff))
+    return "".join(chunks)
+
+
+def migration_to_dict(result: MigrationResult) -> dict[str, Any]:
+    return {
+        "root": str(result.root),
+        "target": result.target,
+        "output": str(result.output) if result.output else None,
+        "branch": result.branch,
+        "backup": str(result.backup) if result.backup else None,
+        "files_changed": sorted(c.path for c in result.changes),
+        "edits": [asdict(e) for e in result.edits],
+        "left_for_humans": [{**f.to_json(), "reason": why} for f, why in result.left_for_humans],
+        "skipped": [asdict(s) for s in result.scan.skipped],
+        "summary": migration_summary(result),
+    }
+
+
+def migration_summary(result: MigrationResult) -> dict[str, Any]:
+    found = Counter(f.path for f in result.scan.findings)
+    converted = Counter(e.path for e in result.edits)
+    left = Counter(f.path for f, _ in result.left_for_humans)
+    total = sum(found.values())
+    return {
+        "constructs_found": total,
+        "converted": len(result.edits),
+        "left_for_humans": sum(left.values()),
+        "converted_share": round(len(result.edits) / total, 4) if total else 1.0,
+        "files_changed": len(result.changes),
+        "per_file": {
+            path: {"found": found[path], "converted": converted[path], "left": left[path]}
+            for path in sorted(found)
+        },
+        "elapsed_s": round(result.elapsed_s, 3),
+    }
+
+
+def _csv(result: MigrationResult) -> str:
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(["rule", "file", "cell", "start_line", "end_line", "before", "after", "reason"])
+    for e in result.edits:
+        writer.writerow(
+            [e.rule, e.path, e.cell or "", e.line, e.end_line, e.before, e.after, e.reason]
+        )
+    return out.getvalue()
+
+
+def _manual(result: MigrationResult) -> str:
+    catalogue = load_catalogue()
+    items = sorted(result.left_for_humans, key=lambda fw: fw[0].sort_key())
+    lines = [f"# Left for a human ({result.target})", ""]
+    if not items:
+        return "\n".join([*lines, "Nothing: every construct was converted automatically.", ""])
+    lines += [f"{len(items)} constructs need a decision the codemods cannot make.", ""]
+    for f, why in items:
+        rule = catalogue.by_code[f.rule]
+        where = f"{f.path}:{f.line}" + (f" (cell {f.cell})" if f.cell else "")
+        fix = f.fix[result.target]
+        lines += [
+            f"## {where} — {f.rule} {rule.title}",
+            "",
+            f"- code: `{f.snippet}`",
+            f"- why: {f.message}",
+            f"- fix kind: {fix['kind']}" + (f" ({why})" if why and why != fix["hint"] else ""),
+            f"- suggested approach: {fix['hint'] or 'see the rule doc'} "
+            f"(`torchport rules {f.rule}`)",
+            "",
+        ]
+    return "\n".join(lines)
+
+
+def _summary_md(result: MigrationResult) -> str:
+    s = migration_summary(result)
+    out = [
+        f"# torchport migration to {result.target}",
+        "",
+        f"{s['constructs_found']} CUDA constructs found; **{s['converted']} converted** "
+        f"automatically ({s['converted_share']:.0%}); {s['left_for_humans']} left for a human "
+        f"(see manual.md); {s['files_changed']} files changed.",
+        "",
+        "| file | found | converted | left |",
+        "|---|---:|---:|---:|",
+    ]
+    out += [
+        f"| {p} | {v['found']} | {v['converted']} | {v['left']} |" for p, v in s["per_file"].items()
+    ]
+    if result.scan.skipped:
+        out += ["", "## Not migrated (copied unchanged)", ""]
+        out += [f"- `{sk.path}`: {sk.reason}" for sk in result.scan.skipped]
+    return "\n".join(out) + "\n"
+
+
+def write_migration_report(result: MigrationResult, directory: Path) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    files = {
+        "changes.patch": unified_diff(result),
+        "changes.json": json.dumps(migration_to_dict(result), indent=2) + "\n",
+        "changes.csv": _csv(result),
+        "manual.md": _manual(result),
+        "summary.md": _summary_md(result),
+    }
+    for name, text in files.items():
+        (directory / name).write_text(text, encoding="utf-8")
