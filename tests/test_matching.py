@@ -181,3 +181,13 @@ def test_target_filter_hides_rules_the_target_does_not_need(scan_source):
     assert scan_source(source) == [(3, "TPB001"), (4, "TPF001")]
     assert scan_source(source, target="accelerator") == []
     assert scan_source(source, target="tpu") == [(3, "TPB001"), (4, "TPF001")]
+
+
+def test_fallback_never_claims_a_name_that_an_unselected_rule_covers(scan_source):
+    source = """
+        import torch
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cuda.cufft_plan_cache.max_size = 32
+        """
+    assert scan_source(source) == [(3, "TPB002"), (4, "TPB004")]
+    assert scan_source(source, select=("TPB004",)) == [(4, "TPB004")]

@@ -105,13 +105,7 @@ def cuda_else_cpu(node: ast.AST, ctx: MatchContext) -> bool:
     )
 
 
-CAPABILITY_APIS = frozenset(
-    {
-        "torch.cuda.get_device_capability",
-        "torch.cuda.is_bf16_supported",
-        "torch.cuda.get_device_properties",
-    }
-)
+CAPABILITY_APIS = frozenset({"torch.cuda.get_device_capability", "torch.cuda.is_bf16_supported"})
 
 
 def _test_of(node: ast.AST, ctx: MatchContext) -> ast.AST:
@@ -124,12 +118,22 @@ def _test_of(node: ast.AST, ctx: MatchContext) -> ast.AST:
     ast.IfExp,
     ast.While,
     ast.Assert,
-    prefilter="capability|bf16_supported|get_device_properties",
+    prefilter="capability|bf16_supported|major|minor",
     anchor=_test_of,
 )
 def capability_branch(node: ast.AST, ctx: MatchContext) -> bool:
-    """A branch whose test asks which CUDA GPU this is."""
-    return any(ctx.qualname(sub) in CAPABILITY_APIS for sub in ast.walk(node.test))
+    """A branch whose test asks which CUDA GPU generation this is (capability, bf16, .major)."""
+    for sub in ast.walk(node.test):
+        if ctx.qualname(sub) in CAPABILITY_APIS:
+            return True
+        if (
+            isinstance(sub, ast.Attribute)
+            and sub.attr in ("major", "minor")
+            and isinstance(sub.value, ast.Call)
+            and ctx.qualname(sub.value.func) == "torch.cuda.get_device_properties"
+        ):
+            return True
+    return False
 
 
 @custom("device_type_compare", ast.Compare, prefilter="cuda")

@@ -5,7 +5,7 @@ is a finding. The kinds:
 
 - ``ref``: qualified-name patterns (fnmatch) of a referenced name or attribute
   chain, e.g. ``torch.cuda.synchronize``. Modifiers, all of which must hold:
-  ``called`` (the reference is called), ``decorator`` (used as a decorator),
+  ``called`` (the reference is called; ``false``: it is not), ``decorator`` (used as a decorator),
   ``str_arg = {pos, kw, pattern, missing}`` (that argument is a string literal
   matching ``pattern``; ``missing = true`` also matches when it is absent),
   ``kw_contains = {kw, pattern}`` (a string inside that keyword's value matches),
@@ -78,12 +78,20 @@ class CompiledRules:
     imports: list[tuple[re.Pattern[str], Rule]] = field(default_factory=list)
     custom: dict[type, list[tuple[Rule, object]]] = field(default_factory=lambda: defaultdict(list))
     fallbacks: list[tuple[str, Rule]] = field(default_factory=list)
+    claimed: list[re.Pattern[str]] = field(default_factory=list)
     tokens: set[str] = field(default_factory=set)
     prefilter_regexes: list[str] = field(default_factory=list)
 
     @classmethod
-    def build(cls, rules: list[Rule]) -> CompiledRules:
+    def build(cls, rules: list[Rule], catalogue: list[Rule] | None = None) -> CompiledRules:
+        """Index ``rules``; ``catalogue`` (all rules) keeps fallbacks off names that a rule
+        left out by ``--select`` or by the target would have claimed."""
         self = cls(rules=[r for r in rules if r.match])
+        chosen = {r.code for r in self.rules}
+        for rule in catalogue or ():
+            if rule.code not in chosen:
+                for pattern in rule.match.get("ref", ()):
+                    self.claimed.append(re.compile(fnmatch.translate(pattern)))
         for rule in self.rules:
             m = rule.match
             for pattern in m.get("ref", ()):
@@ -238,7 +246,7 @@ class ModuleAnalyzer(ast.NodeVisitor):
             if anchor is not None:
                 self.add(rule, anchor)
                 matched = True
-        if not matched:
+        if not matched and not any(rx.match(qualname) for rx in self.rules.claimed):
             for prefix, rule in self.rules.fallbacks:
                 if qualname.startswith(prefix) or qualname == prefix.rstrip("."):
                     anchor = parent if _is_called(node, parent) else node
@@ -316,6 +324,8 @@ def _ref_matches(
 ) -> ast.AST | None:
     """The node to report when this reference satisfies the rule's modifiers, else None."""
     called = _is_called(node, parent)
+    if m.get("called") is False:
+        return None if called else node
     if m.get("decorator"):
         target = parent if called else node
         holder = ctx.parents.get(id(target))

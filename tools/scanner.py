@@ -67,7 +67,7 @@ class _Engine:
             rules = [r for r in rules if r.applies_to(options.target)]
         self.options = options
         self.by_code: dict[str, Rule] = {r.code: r for r in rules}
-        self.python = CompiledRules.build(rules)
+        self.python = CompiledRules.build(rules, list(catalogue))
         self.prefilter = self.python.prefilter() if options.prefilter else None
         self.text = TextRules.build(rules)
         self.dependency_rules = [catalogue.by_code[c] for c in ("TPP002", "TPP003")]

@@ -40,6 +40,8 @@ class FixContext:
     original: cst.CSTNode
     device_name: str | None  # a variable holding the repo's own device, when one is in scope
     imports: set[str] = field(default_factory=set)  # modules to import ("torch", "time")
+    state: dict = field(default_factory=dict)  # per-file notes fixers leave for follow-ups
+    parent: Callable[[cst.CSTNode], cst.CSTNode | None] = lambda node: None
 
     def need(self, module: str) -> None:
         self.imports.add(module)
@@ -101,6 +103,26 @@ def fixer(code: str, targets: frozenset[str] | set[str] = ALL_TARGETS):
         return fn
 
     return register
+
+
+FollowUp = Callable[[cst.CSTNode, cst.CSTNode, FixContext], "cst.CSTNode | None"]
+FOLLOW_UPS: list[tuple[str, FollowUp]] = []
+
+
+def follow_up(code: str):
+    """Register a rewrite of nodes that are not findings but must change with rule ``code``'s
+    fix (the ``.record()`` calls of a CUDA event, say). It sees every node of a file whose
+    fixers left state for it, and returns a new node or None."""
+
+    def register(fn: FollowUp) -> FollowUp:
+        FOLLOW_UPS.append((code, fn))
+        return fn
+
+    return register
+
+
+def sync_call(target: str) -> str:
+    return "torch_xla.sync(wait=True)" if target == "xla" else "torch.accelerator.synchronize()"
 
 
 def dotted(node: cst.BaseExpression) -> str | None:

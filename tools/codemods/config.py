@@ -14,6 +14,7 @@ from .base import (
     NotApplicable,
     arg_named,
     dotted,
+    follow_up,
     set_kwarg,
     string_value,
     with_string,
@@ -29,13 +30,28 @@ def _assigned_flag(ctx: FixContext) -> bool:
     return isinstance(ctx.original, cst.Attribute | cst.Name)
 
 
+# What a CUDA backend query answers on a machine without CUDA.
+NO_CUDA_ANSWERS = {"version": "None", "is_available": "False", "is_built": "False"}
+
+
+def _statement_or_constant(node: cst.CSTNode, ctx: FixContext):
+    """A setting (``flag = x``, ``configure(...)``) goes; a query becomes the no-CUDA answer."""
+    parent = ctx.parent(ctx.original)
+    if isinstance(parent, cst.AssignTarget | cst.Expr | cst.AugAssign):
+        return REMOVE_STATEMENT
+    if isinstance(parent, cst.Assign | cst.AnnAssign) and getattr(parent, "target", None) is (
+        ctx.original
+    ):
+        return REMOVE_STATEMENT
+    name = (dotted(node.func) if isinstance(node, cst.Call) else dotted(node)) or ""
+    return cst.parse_expression(NO_CUDA_ANSWERS.get(name.rsplit(".", 1)[-1], "False"))
+
+
 @register("TPB001", NON_ACCEL)
 @register("TPB004")
 def drop_flag_statement(node: cst.CSTNode, ctx: FixContext):
-    """cuDNN / CUDA backend settings do nothing on the target: the statement goes."""
-    if isinstance(node, cst.Call):
-        raise NotApplicable("a cuDNN query used as a value; decide by hand")
-    return REMOVE_STATEMENT
+    """cuDNN / CUDA backend settings do nothing on the target."""
+    return _statement_or_constant(node, ctx)
 
 
 @register("TPB002", {"tpu", "neuron"})
@@ -49,10 +65,21 @@ def tf32_precision(node: cst.CSTNode, ctx: FixContext):
 
 
 @register("TPB003", NON_ACCEL)
-def drop_sdpa_selection(node: cst.CSTNode, ctx: FixContext):
-    if isinstance(node, cst.Call) and dotted(node.func) and "enable_" in dotted(node.func):
+def sdpa_selection(node: cst.CSTNode, ctx: FixContext):
+    """Kernel choices the target lacks: backends become MATH (available everywhere), the
+    legacy ``sdp_kernel(...)`` context a no-op, ``enable_*_sdp(...)`` calls go."""
+    name = (dotted(node.func) if isinstance(node, cst.Call) else dotted(node)) or ""
+    last = name.rsplit(".", 1)[-1]
+    if isinstance(node, cst.Attribute) and last.endswith("_ATTENTION"):
+        return node.with_changes(attr=cst.Name("MATH"))
+    if last == "sdp_kernel":
+        ctx.need("contextlib")
+        return cst.parse_expression("contextlib.nullcontext()")
+    if last.startswith("enable_"):
         return REMOVE_STATEMENT
-    raise NotApplicable("an attention-kernel selection in a with-block; unwrap it by hand")
+    if last.endswith("_enabled"):
+        return cst.Name("False")
+    raise NotApplicable(f"no codemod for {name}")
 
 
 @register("TPC001")
@@ -170,9 +197,39 @@ def nccl_available(node: cst.CSTNode, ctx: FixContext):
     return ctx.expr(f'torch.distributed.is_backend_available("{DIST_BACKEND[ctx.target]}")')
 
 
+AVG_DIVIDES = "avg_divides"
+
+
 @register("TPN003")
 def reduce_avg(node: cst.CSTNode, ctx: FixContext):
-    raise NotApplicable("ReduceOp.AVG -> SUM needs a division by the world size; edit by hand")
+    """``all_reduce(t, op=ReduceOp.AVG)`` -> ``op=ReduceOp.SUM`` then ``t /= world_size``."""
+    if not isinstance(node, cst.Attribute) or node.attr.value != "AVG":
+        raise NotApplicable("only ReduceOp.AVG in all_reduce is rewritten")
+    arg = ctx.parent(ctx.original)
+    call = ctx.parent(arg) if isinstance(arg, cst.Arg) else None
+    callee = dotted(call.func) if isinstance(call, cst.Call) else None
+    if not callee or not callee.endswith("all_reduce") or not call.args:
+        raise NotApplicable("ReduceOp.AVG outside all_reduce; divide by the world size by hand")
+    if arg_named(call, "async_op") is not None:
+        raise NotApplicable("asynchronous all_reduce: divide after wait() by hand")
+    statement = ctx.parent(call)
+    if not isinstance(statement, cst.Expr):
+        raise NotApplicable("all_reduce result is used; divide by hand")
+    prefix = callee.rsplit(".", 1)[0] if "." in callee else "torch.distributed"
+    tensor = cst.Module(body=[]).code_for_node(call.args[0].value)
+    ctx.state.setdefault(AVG_DIVIDES, {})[id(statement)] = f"{tensor} /= {prefix}.get_world_size()"
+    return node.with_changes(attr=cst.Name("SUM"))
+
+
+@follow_up("TPN003")
+def divide_after_sum(original: cst.CSTNode, node: cst.CSTNode, ctx: FixContext):
+    divides = ctx.state.get(AVG_DIVIDES)
+    if not divides or not isinstance(original, cst.SimpleStatementLine):
+        return None
+    code = next((divides.pop(id(s)) for s in original.body if id(s) in divides), None)
+    if code is None:
+        return None
+    return cst.FlattenSentinel([node, cst.parse_statement(code + "\n")])
 
 
 @register("TPS001")

@@ -15,6 +15,7 @@ from .base import (
     FixContext,
     NotApplicable,
     arg_named,
+    set_kwarg,
     string_value,
     with_string,
 )
@@ -289,9 +290,12 @@ def _constant_value(node: ast.AST):
         return _constant_value(node.value)[_constant_value(node.slice)]
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
         return not _constant_value(node.operand)
-    if isinstance(node, ast.BoolOp):
-        values = [_constant_value(v) for v in node.values]
-        return all(values) if isinstance(node.op, ast.And) else any(values)
+    if isinstance(node, ast.BoolOp):  # short-circuits, as Python does
+        for value in node.values:
+            result = _constant_value(value)
+            if bool(result) != isinstance(node.op, ast.And):
+                return result
+        return result
     if isinstance(node, ast.Compare):
         left = _constant_value(node.left)
         for op, right_node in zip(node.ops, node.comparators, strict=True):
@@ -346,3 +350,28 @@ def _code(node: cst.CSTNode) -> str:
 
 def _comma() -> cst.Comma:
     return cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+
+
+LEGACY_TYPES = {
+    "FloatTensor": "float32", "DoubleTensor": "float64", "HalfTensor": "float16",
+    "BFloat16Tensor": "bfloat16", "LongTensor": "int64", "IntTensor": "int32",
+    "ShortTensor": "int16", "CharTensor": "int8", "ByteTensor": "uint8", "BoolTensor": "bool",
+}
+
+
+@register("TPD018")
+def legacy_tensor_type(node: cst.CSTNode, ctx: FixContext):
+    """``torch.cuda.FloatTensor(2, 3)`` -> ``torch.empty(2, 3, dtype=torch.float32, device=...)``;
+    with a list, ``torch.tensor(...)``. Type checks and ``.type(...)`` casts stay manual."""
+    if not isinstance(node, cst.Call):
+        raise NotApplicable("a legacy CUDA type used as a type (isinstance/.type); check "
+                            ".device and .dtype by hand")
+    name = _code(node.func).rsplit(".", 1)[-1]
+    dtype = LEGACY_TYPES.get(name)
+    if dtype is None:
+        raise NotApplicable(f"unknown legacy tensor type {name}")
+    data = len(node.args) == 1 and isinstance(node.args[0].value, cst.List | cst.Tuple)
+    func = ctx.expr("torch.tensor" if data else "torch.empty")
+    call = node.with_changes(func=func)
+    call = set_kwarg(call, "dtype", ctx.expr(f"torch.{dtype}"))
+    return set_kwarg(call, "device", ctx.device_expr())

@@ -18,7 +18,7 @@ from libcst.codemod.visitors import AddImportsVisitor, RemoveImportsVisitor
 from libcst.metadata import MetadataWrapper, ParentNodeProvider, PositionProvider
 
 from ..findings import Finding
-from .base import FIXERS, REMOVE_STATEMENT, FixContext, NotApplicable
+from .base import FIXERS, FOLLOW_UPS, REMOVE_STATEMENT, FixContext, NotApplicable
 from .scope import DeviceNames
 
 # Imports that may become unused once the code using them is migrated.
@@ -59,7 +59,8 @@ class _Applier(cst.CSTTransformer):
         for f in findings:
             self.pending[(f.line, f.col - 1)].append(f)
         self.done: set[int] = set()
-        self.edits: list[tuple[Finding, str, str, int, int]] = []
+        self.edits: list[tuple[Finding | None, str, str, str, int, int]] = []
+        self.state: dict = {}
         self.failures: dict[int, str] = {}
         self.remove: set[int] = set()
         self.imports: set[str] = set()
@@ -87,6 +88,8 @@ class _Applier(cst.CSTTransformer):
 
     def on_leave(self, original: cst.CSTNode, updated: cst.CSTNode):
         result = self._apply_findings(original, updated)
+        if self.state:
+            result = self._follow_ups(original, result)
         if isinstance(original, cst.SimpleStatementLine):
             return self._drop_removed(original, result)
         if isinstance(original, cst.Call) and isinstance(result, cst.Call):
@@ -103,7 +106,7 @@ class _Applier(cst.CSTTransformer):
             if entry is None:
                 self.failures[id(finding)] = "no codemod for this rule and target yet"
                 continue
-            ctx = FixContext(self.target, original, self.devices.name_at(original, self))
+            ctx = self._context(original)
             try:
                 new = entry.fn(result, ctx)
             except NotApplicable as exc:
@@ -119,12 +122,41 @@ class _Applier(cst.CSTTransformer):
                 self.remove.add(id(stmt))
                 stmt_pos = self.get_metadata(PositionProvider, stmt)
                 before = self.module.code_for_node(stmt) if self.module else before
-                self.edits.append((finding, before, "", stmt_pos.start.line, stmt_pos.end.line))
+                self.edits.append(
+                    (finding, finding.rule, before, "", stmt_pos.start.line, stmt_pos.end.line)
+                )
             else:
                 after = _code_of(new)
-                self.edits.append((finding, before, after, pos.start.line, pos.end.line))
+                self.edits.append(
+                    (finding, finding.rule, before, after, pos.start.line, pos.end.line)
+                )
                 result = new
             self.imports |= ctx.imports
+        return result
+
+    def _context(self, original: cst.CSTNode) -> FixContext:
+        return FixContext(
+            self.target,
+            original,
+            self.devices.name_at(original, self),
+            state=self.state,
+            parent=lambda node: self.get_metadata(ParentNodeProvider, node, None),
+        )
+
+    def _follow_ups(self, original: cst.CSTNode, result):
+        for code, rewrite in FOLLOW_UPS:
+            if not isinstance(result, cst.CSTNode):
+                break
+            ctx = self._context(original)
+            new = rewrite(original, result, ctx)
+            if new is None:
+                continue
+            pos = self.get_metadata(PositionProvider, original)
+            self.edits.append(
+                (None, code, self._source_of(pos), _code_of(new), pos.start.line, pos.end.line)
+            )
+            self.imports |= ctx.imports
+            result = new
         return result
 
     def _source_of(self, pos) -> str:
@@ -175,19 +207,21 @@ def migrate_python(
     if applier.imports or applier.edits:
         new_module = _fix_imports(new_module, applier.imports)
     new_source = new_module.code
+    applied = {id(e[0]) for e in applier.edits if e[0] is not None}
     unapplied = [
         (f, applier.failures.get(id(f), "no node at the reported position"))
         for f in findings
-        if id(f) not in {id(e[0]) for e in applier.edits}
+        if id(f) not in applied
     ]
     try:
         compile(new_source, path, "exec", flags=ast.PyCF_ONLY_AST)
     except SyntaxError as exc:
         reason = f"migrated code did not compile ({exc.msg}, line {exc.lineno}); file left as is"
         return SourceResult(source, unapplied=[(f, reason) for f in findings])
+    reasons = {f.rule: _reason(f, target) for f in findings}
     edits = [
-        Edit(f.rule, path, line, end, before, after, _reason(f, target), cell)
-        for f, before, after, line, end in applier.edits
+        Edit(rule, path, line, end, before, after, reasons.get(rule, rule), cell)
+        for _, rule, before, after, line, end in applier.edits
     ]
     return SourceResult(new_source, edits, unapplied)
 
