@@ -32,9 +32,14 @@ class Finding:
         snippet: str,
         cell: int | None = None,
         targets: tuple[str, ...] | None = None,
+        in_text: bool = False,
     ) -> Finding:
         line, col, end_line, end_col = span
-        fixes = {t: f.to_json() for t, f in rule.fixes.items() if targets is None or t in targets}
+        fixes = {
+            t: f.to_json()
+            for t, f in rule.fixes_for(in_text).items()
+            if targets is None or t in targets
+        }
         return cls(
             rule.code,
             rule.severity.value,

@@ -80,8 +80,9 @@ class _Engine:
         span: tuple[int, int, int, int],
         snippet: str,
         cell: int | None = None,
+        in_text: bool = False,
     ) -> Finding:
-        return Finding.of(self.by_code[code], rel, span, snippet, cell, self.targets)
+        return Finding.of(self.by_code[code], rel, span, snippet, cell, self.targets, in_text)
 
     # -- per file ---------------------------------------------------------
     def scan_file(self, f: RepoFile) -> FileResult:
@@ -127,7 +128,9 @@ class _Engine:
                 for hit in scan_lines(node.value, "setup", self.text, line_offset=node.lineno - 1):
                     col = node.col_offset + 1 + hit.col
                     span = (hit.line, col, hit.line, col + hit.end_col - hit.col)
-                    result.findings.append(self.finding(hit.code, f.rel, span, hit.snippet))
+                    result.findings.append(
+                        self.finding(hit.code, f.rel, span, hit.snippet, in_text=True)
+                    )
 
     def _notebook(self, f: RepoFile, data: bytes, result: FileResult) -> None:
         text = read_text(data, "notebook", self.options.max_bytes).text
@@ -163,6 +166,7 @@ class _Engine:
                             (hit.line, hit.col, hit.line, hit.end_col),
                             hit.snippet,
                             cell.number,
+                            in_text=True,
                         )
                     )
 
@@ -171,7 +175,11 @@ class _Engine:
         for hit in scan_lines(text, f.kind, self.text):
             result.findings.append(
                 self.finding(
-                    hit.code, f.rel, (hit.line, hit.col, hit.line, hit.end_col), hit.snippet
+                    hit.code,
+                    f.rel,
+                    (hit.line, hit.col, hit.line, hit.end_col),
+                    hit.snippet,
+                    in_text=True,
                 )
             )
         result.dependencies = dependencies_in_text(f.kind, text, f.rel, self.dependency_rules)

@@ -80,6 +80,11 @@ class Rule:
     doc: str = ""
     languages: tuple[str, ...] = ("python",)
     text_patterns: tuple[str, ...] = field(default=())
+    # Fixes that differ in non-Python files (a YAML value cannot hold a run-time choice).
+    text_fixes: dict[str, Fix] = field(default_factory=dict)
+
+    def fixes_for(self, in_text: bool) -> dict[str, Fix]:
+        return {**self.fixes, **self.text_fixes} if in_text else self.fixes
 
     def applies_to(self, target: str | None) -> bool:
         """A rule whose fix for ``target`` is ``none`` is not a finding for that target."""

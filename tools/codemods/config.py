@@ -59,9 +59,49 @@ def drop_tf32(node: cst.CSTNode, ctx: FixContext):
     return REMOVE_STATEMENT
 
 
+PRECISION_SETTER = {
+    "xla": "torch_xla.backends.set_mat_mul_precision",
+    "accelerator": "torch.set_float32_matmul_precision",
+}
+
+
 @register("TPB002", {"xla", "accelerator"})
 def tf32_precision(node: cst.CSTNode, ctx: FixContext):
-    raise NotApplicable("rewrite the TF32 flag with the target's precision API by hand")
+    """``allow_tf32 = x`` -> ``set_..._precision("high" if x else "highest")``; the reduced
+    half-precision reduction flags have no counterpart and go."""
+    name = dotted(node) or ""
+    assign = ctx.parent(ctx.parent(ctx.original))
+    if not name.endswith("allow_tf32"):
+        return _statement_or_constant(node, ctx)
+    if not isinstance(assign, cst.Assign) or len(assign.targets) != 1:
+        raise NotApplicable("TF32 flag read, not set; decide by hand")
+    value = cst.Module(body=[]).code_for_node(assign.value)
+    choice = {"True": '"high"', "False": '"highest"'}.get(
+        value, f'"high" if {value} else "highest"'
+    )
+    ctx.state.setdefault(REPLACE_STATEMENTS, {})[id(assign)] = (
+        f"{PRECISION_SETTER[ctx.target]}({choice})"
+    )
+    ctx.need("torch_xla.backends" if ctx.target == "xla" else "torch")
+    return node
+
+
+REPLACE_STATEMENTS = "replace_statements"
+
+
+@follow_up("TPB002")
+def replace_statement(original: cst.CSTNode, node: cst.CSTNode, ctx: FixContext):
+    """Small statements a fixer asked to replace whole (``flag = x`` -> ``setter(...)``)."""
+    pending = ctx.state.get(REPLACE_STATEMENTS)
+    if not pending or not isinstance(original, cst.SimpleStatementLine):
+        return None
+    body = list(node.body)
+    changed = False
+    for i, small in enumerate(original.body):
+        if id(small) in pending:
+            body[i] = cst.Expr(cst.parse_expression(pending.pop(id(small))))
+            changed = True
+    return node.with_changes(body=body) if changed else None
 
 
 @register("TPB003", NON_ACCEL)

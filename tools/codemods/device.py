@@ -74,7 +74,32 @@ def built_device_string(node: cst.BaseExpression, ctx: FixContext):
             ctx.need("torch")
             rest = [cst.FormattedStringText(text)] if text else []
             return node.with_changes(parts=[expr, *rest, *parts[1:]])
-        raise NotApplicable("only f-strings are rewritten for the accelerator target")
+        ctx.need("torch")
+        if isinstance(node, cst.Call):  # "cuda:{}".format(r) -> "{}:{}".format(<type>, r)
+            head_string = _swap(head, "cuda", "{}")
+            func = node.func.with_changes(value=head_string)
+            first = cst.Arg(cst.parse_expression(kind), comma=_comma())
+            return node.with_changes(func=func, args=[first, *node.args])
+        if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Add):
+            # "cuda:" + str(r) -> <type> + ":" + str(r)
+            rest = _replace_head(node, "cuda", "")
+            return cst.BinaryOperation(
+                cst.parse_expression(kind),
+                cst.Add(
+                    whitespace_before=cst.SimpleWhitespace(" "),
+                    whitespace_after=cst.SimpleWhitespace(" "),
+                ),
+                rest,
+            )
+        if isinstance(node, cst.BinaryOperation) and isinstance(node.left, cst.SimpleString):
+            # "cuda:%d" % r -> "%s:%d" % (<type>, r)
+            right = node.right
+            values = [e.value for e in right.elements] if isinstance(right, cst.Tuple) else [right]
+            code = ", ".join([kind, *(_code(v) for v in values)])
+            return node.with_changes(
+                left=_swap(node.left, "cuda", "%s"), right=cst.parse_expression(f"({code})")
+            )
+        raise NotApplicable("an unusual built device string; rewrite it as an f-string by hand")
     return _replace_head(node, "cuda", DEVICE_STRING[ctx.target])
 
 
@@ -353,9 +378,16 @@ def _comma() -> cst.Comma:
 
 
 LEGACY_TYPES = {
-    "FloatTensor": "float32", "DoubleTensor": "float64", "HalfTensor": "float16",
-    "BFloat16Tensor": "bfloat16", "LongTensor": "int64", "IntTensor": "int32",
-    "ShortTensor": "int16", "CharTensor": "int8", "ByteTensor": "uint8", "BoolTensor": "bool",
+    "FloatTensor": "float32",
+    "DoubleTensor": "float64",
+    "HalfTensor": "float16",
+    "BFloat16Tensor": "bfloat16",
+    "LongTensor": "int64",
+    "IntTensor": "int32",
+    "ShortTensor": "int16",
+    "CharTensor": "int8",
+    "ByteTensor": "uint8",
+    "BoolTensor": "bool",
 }
 
 
@@ -364,8 +396,9 @@ def legacy_tensor_type(node: cst.CSTNode, ctx: FixContext):
     """``torch.cuda.FloatTensor(2, 3)`` -> ``torch.empty(2, 3, dtype=torch.float32, device=...)``;
     with a list, ``torch.tensor(...)``. Type checks and ``.type(...)`` casts stay manual."""
     if not isinstance(node, cst.Call):
-        raise NotApplicable("a legacy CUDA type used as a type (isinstance/.type); check "
-                            ".device and .dtype by hand")
+        raise NotApplicable(
+            "a legacy CUDA type used as a type (isinstance/.type); check .device and .dtype by hand"
+        )
     name = _code(node.func).rsplit(".", 1)[-1]
     dtype = LEGACY_TYPES.get(name)
     if dtype is None:

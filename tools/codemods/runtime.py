@@ -93,3 +93,30 @@ def nvtx(node: cst.CSTNode, ctx: FixContext):
     if name in ("range_push", "range_pop", "mark"):
         return REMOVE_STATEMENT
     raise NotApplicable(f"no equivalent for torch.cuda.nvtx.{name}")
+
+
+STREAMS = {
+    "Stream": "torch.Stream",
+    "current_stream": "torch.accelerator.current_stream",
+    "set_stream": "torch.accelerator.set_stream",
+    "stream": "torch.accelerator.current_stream",
+}
+
+
+@register("TPT003", {"accelerator"})
+def cuda_stream(node: cst.CSTNode, ctx: FixContext):
+    """CUDA streams -> the device-agnostic ``torch.Stream`` / ``torch.accelerator`` streams.
+
+    ``with torch.cuda.stream(s):`` becomes ``with s:`` (a ``torch.Stream`` is a context manager).
+    """
+    if not isinstance(node, cst.Call):
+        raise NotApplicable("a stream type used as a type; check by hand")
+    name = _last_name(node)
+    if name == "stream" and len(node.args) == 1:
+        return node.args[0].value
+    if name not in STREAMS or name == "stream":
+        raise NotApplicable(f"no device-agnostic equivalent of torch.cuda.{name}")
+    args = [a for a in node.args if not (a.keyword and a.keyword.value == "device")]
+    if args:
+        args[-1] = args[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+    return node.with_changes(func=ctx.expr(STREAMS[name]), args=args)

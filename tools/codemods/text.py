@@ -49,10 +49,26 @@ def migrate_text(source: str, findings: list[Finding], target: str, path: str) -
             continue
         line = lines[f.line - 1]
         reason = f"{f.message}; {target}: {f.fix[target]['hint']}"
-        if f.rule in LINE_REMOVALS and _is_assignment_line(line):
-            remove.add(f.line)
-            edits.append(Edit(f.rule, path, f.line, f.line, line.rstrip("\n"), "", reason))
-            continue
+        if f.rule in LINE_REMOVALS:
+            if _is_assignment_line(line):
+                remove.add(f.line)
+                edits.append(Edit(f.rule, path, f.line, f.line, line.rstrip("\n"), "", reason))
+                continue
+            new_line = _without_inline_setting(line)
+            if new_line != line:
+                lines[f.line - 1] = new_line
+                edits.append(
+                    Edit(
+                        f.rule,
+                        path,
+                        f.line,
+                        f.line,
+                        line.rstrip("\n"),
+                        new_line.rstrip("\n"),
+                        reason,
+                    )
+                )
+                continue
         fix = TEXT_FIXES.get(f.rule)
         span = line[f.col - 1 : f.end_col - 1]
         new_span = fix(span, target) if fix else None
@@ -66,6 +82,22 @@ def migrate_text(source: str, findings: list[Finding], target: str, path: str) -
         )
     text = "".join(line for i, line in enumerate(lines, start=1) if i not in remove)
     return SourceResult(text, edits, unapplied)
+
+
+_INLINE_SETTINGS = (
+    re.compile(r",\s*\"NCCL_[A-Z0-9_]+\"\s*:\s*(\"[^\"]*\"|[\w.]+)"),  # , "NCCL_X": "1"
+    re.compile(r"\"NCCL_[A-Z0-9_]+\"\s*:\s*(\"[^\"]*\"|[\w.]+)\s*,?\s*"),  # "NCCL_X": "1",
+    re.compile(r"\bNCCL_[A-Z0-9_]+=\S*\s+"),  # NCCL_X=1 torchrun ...
+)
+
+
+def _without_inline_setting(line: str) -> str:
+    """Drop one inline NCCL setting: a JSON pair, or an environment prefix of a command."""
+    for rx in _INLINE_SETTINGS:
+        new = rx.sub("", line, count=1)
+        if new != line:
+            return new
+    return line
 
 
 def _is_assignment_line(line: str) -> bool:
