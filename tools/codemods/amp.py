@@ -11,6 +11,7 @@ from .base import (
     NotApplicable,
     arg_named,
     drop_args,
+    prepend_arg,
     set_kwarg,
 )
 from .base import fixer as register
@@ -27,12 +28,8 @@ def _device_type(ctx: FixContext) -> cst.BaseExpression:
 def _autocast_call(node: cst.Call, ctx: FixContext) -> cst.Call:
     """``torch.autocast(<target>, dtype=...)`` keeping enabled=/cache_enabled=."""
     args = [a for a in node.args if a.keyword is not None and a.keyword.value != "device_type"]
-    call = node.with_changes(func=ctx.expr("torch.autocast"), args=args)
-    call = call.with_changes(
-        args=[
-            cst.Arg(_device_type(ctx), comma=_comma() if call.args else cst.MaybeSentinel.DEFAULT),
-            *call.args,
-        ]
+    call = prepend_arg(
+        node.with_changes(func=ctx.expr("torch.autocast"), args=args), _device_type(ctx)
     )
     if ctx.target in BF16_TARGETS:
         call = set_kwarg(call, "dtype", ctx.expr("torch.bfloat16"))
@@ -63,14 +60,14 @@ def autocast_cuda(node: cst.Call, ctx: FixContext):
 @register("TPA002")
 def grad_scaler(node: cst.Call, ctx: FixContext):
     """bf16 targets: a disabled scaler (scale/step/update stay valid); else the device's own."""
-    kept = [a for a in node.args if a.keyword is not None and a.keyword.value not in ("device",)]
-    call = node.with_changes(func=ctx.expr("torch.amp.GradScaler"), args=kept)
-    call = call.with_changes(
-        args=[
-            cst.Arg(_device_type(ctx), comma=_comma() if kept else cst.MaybeSentinel.DEFAULT),
-            *kept,
-        ]
-    )
+    call = node.with_changes(func=ctx.expr("torch.amp.GradScaler"))
+    device = arg_named(call, "device", 0)
+    if device is not None:  # keep its place (and the call's layout); swap the value only
+        args = [a.with_changes(value=_device_type(ctx)) if a is device else a for a in call.args]
+        call = call.with_changes(args=args)
+    else:
+        keywords = [a for a in call.args if a.keyword is not None]
+        call = prepend_arg(call.with_changes(args=keywords), _device_type(ctx))
     if ctx.target in BF16_TARGETS:
         call = set_kwarg(call, "enabled", cst.Name("False"))
     return call
@@ -91,7 +88,3 @@ def custom_fwd(node: cst.CSTNode, ctx: FixContext):
     name = cst.Module(body=[]).code_for_node(call.func).rsplit(".", 1)[-1]
     call = call.with_changes(func=ctx.expr(f"torch.amp.{name}"))
     return set_kwarg(drop_args(call, "device_type"), "device_type", _device_type(ctx))
-
-
-def _comma() -> cst.Comma:
-    return cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))

@@ -9,6 +9,7 @@ raises ``NotApplicable`` with the reason a human should read.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -26,10 +27,26 @@ class _RemoveStatement:
 
 REMOVE_STATEMENT = _RemoveStatement()
 
+# Modules that generated code may name, longest first (``import a.b`` for ``a.b.f()``).
+KNOWN_MODULES = (
+    "torch_xla.distributed.xla_backend",
+    "torch_xla.core.xla_model",
+    "torch_xla.runtime",
+    "torch_xla.backends",
+    "torch_xla",
+    "torch",
+    "time",
+    "contextlib",
+)
+
+DOTTED_NAME = r"(?<![\w.])[A-Za-z_][\w.]*(?=\()|(?<![\w.])[A-Za-z_]\w*\.[\w.]+"
+
 # Device spelled for each target when no device variable is in scope.
 DEVICE_STRING = {"tpu": "tpu", "neuron": "neuron", "xla": "xla"}
 # The accelerator target's portable device: the current accelerator, else the CPU.
-ACCELERATOR_DEVICE = 'torch.accelerator.current_accelerator() or torch.device("cpu")'
+ACCELERATOR_DEVICE = (
+    'torch.accelerator.current_accelerator(check_available=True) or torch.device("cpu")'
+)
 ACCELERATOR_TYPE = f"({ACCELERATOR_DEVICE}).type"
 DIST_BACKEND = {"tpu": "tpu", "neuron": "neuron", "xla": "xla"}
 
@@ -48,12 +65,10 @@ class FixContext:
 
     def expr(self, code: str) -> cst.BaseExpression:
         """Parse an expression and request the imports its dotted names need."""
-        for root in ("torch_xla.runtime", "torch_xla", "torch", "time"):
-            if f"{root}." in code or code.startswith(root):
-                self.need(root)
-                break
-        if "time.perf_counter" in code:
-            self.need("time")
+        for name in re.findall(DOTTED_NAME, code):
+            module = next((m for m in KNOWN_MODULES if name == m or name.startswith(m + ".")), None)
+            if module:
+                self.need(module)
         return cst.parse_expression(code)
 
     def device_expr(self) -> cst.BaseExpression:
@@ -121,8 +136,21 @@ def follow_up(code: str):
     return register
 
 
+def guarded(target: str, call: str, fallback: str = "None") -> str:
+    """On the accelerator target, device calls raise on a CPU-only machine: guard them there.
+
+    ``torch.accelerator.synchronize()`` -> ``(torch.accelerator.synchronize() if
+    torch.accelerator.is_available() else None)``; TPU and Trainium always have a device.
+    """
+    if target != "accelerator":
+        return call
+    return f"({call} if torch.accelerator.is_available() else {fallback})"
+
+
 def sync_call(target: str) -> str:
-    return "torch_xla.sync(wait=True)" if target == "xla" else "torch.accelerator.synchronize()"
+    if target == "xla":
+        return "torch_xla.sync(wait=True)"
+    return guarded(target, "torch.accelerator.synchronize()")
 
 
 def dotted(node: cst.BaseExpression) -> str | None:
@@ -168,24 +196,59 @@ def drop_args(call: cst.Call, *keywords: str) -> cst.Call:
 
 
 def set_kwarg(call: cst.Call, keyword: str, value: cst.BaseExpression) -> cst.Call:
-    """Replace or add ``keyword=value``."""
+    """Replace ``keyword=``'s value, or append ``keyword=value`` in the call's own layout
+    (one argument per line stays one per line; a trailing comma stays trailing)."""
     args = list(call.args)
     for i, arg in enumerate(args):
         if arg.keyword is not None and arg.keyword.value == keyword:
             args[i] = arg.with_changes(value=value)
             return call.with_changes(args=args)
-    if args and args[-1].comma is cst.MaybeSentinel.DEFAULT:
-        args[-1] = args[-1].with_changes(
-            comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
-        )
-    args.append(
-        cst.Arg(
-            value=value,
-            keyword=cst.Name(keyword),
-            equal=cst.AssignEqual(
-                whitespace_before=cst.SimpleWhitespace(""),
-                whitespace_after=cst.SimpleWhitespace(""),
-            ),
-        )
+    new = cst.Arg(
+        value=value,
+        keyword=cst.Name(keyword),
+        equal=cst.AssignEqual(
+            whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")
+        ),
     )
+    if not args:
+        return call.with_changes(args=[new])
+    last = args[-1]
+    separator = _separator(args)
+    own, closing = last.comma, last.comma
+    if is_multiline(separator) and is_multiline(last.comma):
+        # The last argument keeps its own end-of-line comment; the new one closes the call.
+        own = separator.with_changes(
+            whitespace_after=separator.whitespace_after.with_changes(
+                first_line=last.comma.whitespace_after.first_line
+            )
+        )
+        closing = last.comma.with_changes(
+            whitespace_after=last.comma.whitespace_after.with_changes(
+                first_line=cst.TrailingWhitespace()
+            )
+        )
+    else:
+        own = separator
+    args[-1] = last.with_changes(comma=own, whitespace_after_arg=cst.SimpleWhitespace(""))
+    args.append(new.with_changes(comma=closing, whitespace_after_arg=last.whitespace_after_arg))
     return call.with_changes(args=args)
+
+
+def is_multiline(comma) -> bool:
+    return isinstance(comma, cst.Comma) and isinstance(
+        comma.whitespace_after, cst.ParenthesizedWhitespace
+    )
+
+
+def prepend_arg(call: cst.Call, value: cst.BaseExpression) -> cst.Call:
+    """Insert a positional first argument, separated the way the call separates its own."""
+    args = list(call.args)
+    comma = _separator(args) if args else cst.MaybeSentinel.DEFAULT
+    return call.with_changes(args=[cst.Arg(value, comma=comma), *args])
+
+
+def _separator(args: list[cst.Arg]) -> cst.Comma:
+    """The comma between two arguments of this call (the first one's, if it has one)."""
+    if len(args) >= 2 and isinstance(args[0].comma, cst.Comma):
+        return args[0].comma
+    return cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))

@@ -3,6 +3,8 @@ setup, serialization and fused optimizers (TPB, TPC, TPL, TPN, TPS, TPK014)."""
 
 from __future__ import annotations
 
+import re
+
 import libcst as cst
 
 from .base import (
@@ -56,7 +58,7 @@ def drop_flag_statement(node: cst.CSTNode, ctx: FixContext):
 
 @register("TPB002", {"tpu", "neuron"})
 def drop_tf32(node: cst.CSTNode, ctx: FixContext):
-    return REMOVE_STATEMENT
+    return _statement_or_constant(node, ctx)
 
 
 PRECISION_SETTER = {
@@ -151,12 +153,15 @@ def profiler_activity_accel(node: cst.CSTNode, ctx: FixContext):
 def profiler_use_cuda(node: cst.Arg, ctx: FixContext):
     if not isinstance(node, cst.Arg):
         raise NotApplicable("unexpected profiler argument")
-    value = (
-        ctx.expr(ACCELERATOR_TYPE)
-        if ctx.target == "accelerator"
-        else cst.SimpleString(f'"{ctx.target}"')
-    )
-    return node.with_changes(keyword=cst.Name("use_device"), value=value)
+    device = ACCELERATOR_TYPE if ctx.target == "accelerator" else f'"{ctx.target}"'
+    flag = node.value
+    if (
+        node.keyword
+        and node.keyword.value == "use_cuda"
+        and not (isinstance(flag, cst.Name) and flag.value == "True")
+    ):  # use_cuda=use_gpu keeps its condition
+        device = f"{device} if {cst.Module(body=[]).code_for_node(flag)} else None"
+    return node.with_changes(keyword=cst.Name("use_device"), value=ctx.expr(device))
 
 
 @register("TPC005")
@@ -164,6 +169,13 @@ def profiler_sort_key(node: cst.SimpleString, ctx: FixContext):
     value = string_value(node)
     if value is None:
         raise NotApplicable("not a string literal")
+    arg = ctx.parent(ctx.original)
+    call = ctx.parent(arg) if isinstance(arg, cst.Arg) else None
+    if isinstance(call, cst.Call) and (dotted(call.func) or "").endswith("export_stacks"):
+        # export_stacks only knows self_{cpu,cuda,xpu,privateuse1}_time_total
+        if ctx.target not in ("tpu", "neuron"):
+            raise NotApplicable("export_stacks has no metric for this target's device")
+        return with_string(node, value.replace("cuda", "privateuse1"))
     return with_string(node, value.replace("cuda", "device"))
 
 
@@ -180,7 +192,7 @@ def pin_memory_flag(node: cst.Arg, ctx: FixContext):
 def pin_memory_call(node: cst.Call, ctx: FixContext):
     if not isinstance(node.func, cst.Attribute):
         raise NotApplicable("unexpected pin_memory form")
-    return node.func.value
+    return node.func.value  # pinning is an optimisation; the data is the same without it
 
 
 @register("TPL003", {"xla"})
@@ -206,8 +218,13 @@ def init_process_group(node: cst.Call, ctx: FixContext):
         raise NotApplicable("no backend argument")
     args = [a.with_changes(value=_backend(ctx)) if a is backend else a for a in node.args]
     call = node.with_changes(args=args)
-    if ctx.target == "xla" and arg_named(call, "init_method") is None:
-        call = set_kwarg(call, "init_method", cst.SimpleString('"xla://"'))
+    if (dotted(node.func) or "").endswith("new_group"):
+        return call  # a subgroup inherits the init method
+    if ctx.target == "xla":
+        ctx.need("torch_xla.distributed.xla_backend")  # registers the "xla" backend
+        return set_kwarg(call, "init_method", cst.SimpleString('"xla://"'))
+    if ctx.target == "neuron" and arg_named(call, "init_method") is None:
+        return set_kwarg(call, "init_method", cst.SimpleString('"env://"'))
     return call
 
 
@@ -220,9 +237,42 @@ def nccl_value(node: cst.SimpleString, ctx: FixContext):
     return with_string(node, DIST_BACKEND[ctx.target])
 
 
+DROP_DICT_ELEMENTS = "drop_dict_elements"
+
+
 @register("TPN006", NON_ACCEL)
 def nccl_env(node: cst.SimpleString, ctx: FixContext):
-    return REMOVE_STATEMENT
+    """The NCCL setting goes: its statement (``os.environ["NCCL_X"] = ...``,
+    ``os.environ.setdefault(...)``) or its entry in a dict of variables; a read stays."""
+    parent = ctx.parent(ctx.original)
+    if isinstance(parent, cst.DictElement) and parent.key is ctx.original:
+        ctx.state.setdefault(DROP_DICT_ELEMENTS, set()).add(id(parent))
+        return node
+    holder = ctx.parent(parent) if isinstance(parent, cst.SubscriptElement | cst.Arg) else None
+    holder = ctx.parent(holder) if isinstance(holder, cst.Index) else holder
+    statement = ctx.parent(holder) if holder is not None else None
+    if isinstance(holder, cst.Subscript) and isinstance(statement, cst.AssignTarget):
+        return REMOVE_STATEMENT
+    if isinstance(holder, cst.Call) and isinstance(statement, cst.Expr):
+        return REMOVE_STATEMENT
+    raise NotApplicable("an NCCL variable read or passed on; remove it by hand if unused")
+
+
+@follow_up("TPN006")
+def drop_dict_elements(original: cst.CSTNode, node: cst.CSTNode, ctx: FixContext):
+    doomed = ctx.state.get(DROP_DICT_ELEMENTS)
+    if not doomed or not isinstance(original, cst.Dict):
+        return None
+    keep = [
+        new
+        for old, new in zip(original.elements, node.elements, strict=True)
+        if id(old) not in doomed
+    ]
+    if len(keep) == len(node.elements):
+        return None
+    if keep and len(keep) < len(node.elements):
+        keep[-1] = keep[-1].with_changes(comma=original.elements[-1].comma)
+    return node.with_changes(elements=keep)
 
 
 @register("TPN007")
@@ -256,8 +306,11 @@ def reduce_avg(node: cst.CSTNode, ctx: FixContext):
     if not isinstance(statement, cst.Expr):
         raise NotApplicable("all_reduce result is used; divide by hand")
     prefix = callee.rsplit(".", 1)[0] if "." in callee else "torch.distributed"
-    tensor = cst.Module(body=[]).code_for_node(call.args[0].value)
-    ctx.state.setdefault(AVG_DIVIDES, {})[id(statement)] = f"{tensor} /= {prefix}.get_world_size()"
+    code = cst.Module(body=[]).code_for_node
+    tensor = code(call.args[0].value)
+    group = arg_named(call, "group", 2)
+    size = f"{prefix}.get_world_size({code(group.value) if group else ''})"
+    ctx.state.setdefault(AVG_DIVIDES, {})[id(statement)] = f"{tensor} /= {size}"
     return node.with_changes(attr=cst.Name("SUM"))
 
 
@@ -291,3 +344,15 @@ def _without(call: cst.Call, keyword: str) -> cst.Call:
     if args:
         args[-1] = args[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
     return call.with_changes(args=args)
+
+
+@register("TPN008")
+def nproc_gpu(node: cst.SimpleString, ctx: FixContext):
+    """``"--nproc_per_node=gpu"`` in a launch command built in Python: the device count."""
+    value = string_value(node)
+    if value is None or "gpu" not in value:
+        raise NotApplicable("not a literal nproc_per_node=gpu")
+    text = value.replace("{", "{{").replace("}", "}}")
+    text = re.sub(r"(nproc[_-]per[_-]node[= ])gpu", r"\1{torch.accelerator.device_count()}", text)
+    quote = node.quote
+    return ctx.expr(f"f{quote}{text}{quote}")

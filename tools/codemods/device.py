@@ -15,6 +15,9 @@ from .base import (
     FixContext,
     NotApplicable,
     arg_named,
+    follow_up,
+    guarded,
+    prepend_arg,
     set_kwarg,
     string_value,
     with_string,
@@ -36,13 +39,23 @@ def cuda_method(node: cst.Call, ctx: FixContext):
     if not isinstance(func, cst.Attribute):
         raise NotApplicable("not a method call")
     index = arg_named(node, "device", 0)
-    kept = [a for a in node.args if a is not index]
-    if index is not None and ctx.device_name is None and ctx.target in ("tpu", "neuron"):
+    if index is not None and isinstance(index.value, cst.Call):
+        device = index.value  # already a device (TPD005 rewrote the integer id)
+    elif index is not None and ctx.device_name is None and ctx.target in ("tpu", "neuron"):
         device = ctx.expr(f'torch.device("{ctx.target}", {_code(index.value)})')
     else:
         device = ctx.device_expr()
-    args = [cst.Arg(device, comma=_comma() if kept else cst.MaybeSentinel.DEFAULT), *kept]
-    return node.with_changes(func=func.with_changes(attr=cst.Name("to")), args=args)
+    if index is not None:
+        args = [
+            a.with_changes(value=device, keyword=None, equal=cst.MaybeSentinel.DEFAULT)
+            if a is index
+            else a
+            for a in node.args
+        ]
+        call = node.with_changes(args=args)
+    else:
+        call = prepend_arg(node, device)
+    return call.with_changes(func=func.with_changes(attr=cst.Name("to")))
 
 
 @register("TPD002")
@@ -56,6 +69,8 @@ def device_string(node: cst.SimpleString, ctx: FixContext):
         if index:
             return ctx.expr(f'f"{{{ACCELERATOR_TYPE.replace(chr(34), chr(39))}}}:{index}"')
         return ctx.expr(ACCELERATOR_TYPE)
+    if ctx.target == "xla":
+        ctx.need("torch_xla")  # importing torch_xla registers the "xla" device type
     return with_string(node, _target_string(ctx, index))
 
 
@@ -65,6 +80,8 @@ def built_device_string(node: cst.BaseExpression, ctx: FixContext):
     head = _head_string(node)
     if head is None:
         raise NotApplicable("cannot find the literal head of the built string")
+    if ctx.target == "xla":  # one device per process: the index is torch_xla's business
+        return ctx.expr("torch_xla.device()")
     if ctx.target == "accelerator":
         kind = ACCELERATOR_TYPE.replace('"', "'")
         if isinstance(node, cst.FormattedString):
@@ -78,8 +95,7 @@ def built_device_string(node: cst.BaseExpression, ctx: FixContext):
         if isinstance(node, cst.Call):  # "cuda:{}".format(r) -> "{}:{}".format(<type>, r)
             head_string = _swap(head, "cuda", "{}")
             func = node.func.with_changes(value=head_string)
-            first = cst.Arg(cst.parse_expression(kind), comma=_comma())
-            return node.with_changes(func=func, args=[first, *node.args])
+            return prepend_arg(node.with_changes(func=func), cst.parse_expression(kind))
         if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Add):
             # "cuda:" + str(r) -> <type> + ":" + str(r)
             rest = _replace_head(node, "cuda", "")
@@ -174,13 +190,29 @@ def _indexed_device(index: cst.BaseExpression, ctx: FixContext) -> cst.BaseExpre
 REMOVE_ARG = cst.RemoveFromParent()
 
 
+# What a device-management call means on a machine with no accelerator (accelerator target).
+ON_CPU = {
+    "torch.accelerator.current_device_index": "0",
+    "torch.accelerator.set_device_index": "None",
+    "torch.accelerator.device_index": "contextlib.nullcontext()",
+}
+
+
 def _simple_call(to: str):
     """A fixer that swaps the callee of a call, keeping its arguments."""
 
     def fix(node: cst.Call, ctx: FixContext):
         if not isinstance(node, cst.Call):
             raise NotApplicable("reference is not called")
-        return node.with_changes(func=ctx.expr(to))
+        call = node.with_changes(func=ctx.expr(to))
+        if _code(node.func).endswith("device_of") and node.args:  # device_of(t): t's index
+            index = cst.parse_expression(f"{_code(node.args[0].value)}.device.index")
+            call = call.with_changes(args=[node.args[0].with_changes(value=index)])
+        if ctx.target != "accelerator" or to not in ON_CPU:
+            return call
+        if "contextlib" in ON_CPU[to]:
+            ctx.need("contextlib")
+        return ctx.expr(guarded(ctx.target, _code(call), ON_CPU[to]))
 
     return fix
 
@@ -286,10 +318,53 @@ def capability_branch(node: cst.BaseExpression, ctx: FixContext):
     code = re.sub(r"[\w.]*get_device_properties\([^()]*\)\.major", "9", code)
     code = re.sub(r"[\w.]*get_device_properties\([^()]*\)\.minor", "0", code)
     try:
-        value = _constant_value(ast.parse(code.strip(), mode="eval").body)
+        value = bool(_constant_value(ast.parse(code.strip(), mode="eval").body))
     except (SyntaxError, ValueError) as exc:
         raise NotApplicable(f"cannot evaluate the capability test: {exc}") from exc
+    branch = ctx.parent(ctx.original)
+    if isinstance(branch, cst.If | cst.IfExp) and branch.test is ctx.original:
+        ctx.state.setdefault(FOLD, {})[id(branch)] = value
     return cst.Name("True" if value else "False")
+
+
+FOLD = "fold_branches"
+
+
+@follow_up("TPD014")
+def fold_branch(original: cst.CSTNode, node: cst.CSTNode, ctx: FixContext):
+    """``x if True else y`` -> ``x``; ``if True: a else: b`` -> ``a`` (an ``elif`` folds into
+    its chain): the arm the target takes, without dead code."""
+    folds = ctx.state.get(FOLD)
+    if not folds or id(original) not in folds:
+        return None
+    value = folds.pop(id(original))
+    if isinstance(node, cst.IfExp):
+        return node.body if value else node.orelse
+    if not isinstance(node, cst.If):
+        return None
+    parent = ctx.parent(original)
+    is_elif = isinstance(parent, cst.If) and parent.orelse is original
+    if value:
+        if is_elif:
+            return cst.Else(body=node.body)
+        statements = list(node.body.body)
+        statements[0] = statements[0].with_changes(
+            leading_lines=[*node.leading_lines, *statements[0].leading_lines]
+        )
+        return cst.FlattenSentinel(statements)
+    if node.orelse is None:
+        return cst.RemoveFromParent()
+    if isinstance(node.orelse, cst.If) or is_elif:
+        return (
+            node.orelse.with_changes(leading_lines=node.leading_lines)
+            if isinstance(node.orelse, cst.If) and not is_elif
+            else node.orelse
+        )
+    statements = list(node.orelse.body.body)
+    statements[0] = statements[0].with_changes(
+        leading_lines=[*node.leading_lines, *statements[0].leading_lines]
+    )
+    return cst.FlattenSentinel(statements)
 
 
 _COMPARE = {
@@ -371,10 +446,6 @@ def _negate(op: cst.BaseCompOp) -> cst.BaseCompOp:
 
 def _code(node: cst.CSTNode) -> str:
     return cst.Module(body=[]).code_for_node(node)
-
-
-def _comma() -> cst.Comma:
-    return cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
 
 
 LEGACY_TYPES = {

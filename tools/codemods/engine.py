@@ -18,7 +18,14 @@ from libcst.codemod.visitors import AddImportsVisitor, RemoveImportsVisitor
 from libcst.metadata import MetadataWrapper, ParentNodeProvider, PositionProvider
 
 from ..findings import Finding
-from .base import FIXERS, FOLLOW_UPS, REMOVE_STATEMENT, FixContext, NotApplicable
+from .base import (
+    FIXERS,
+    FOLLOW_UPS,
+    REMOVE_STATEMENT,
+    FixContext,
+    NotApplicable,
+    is_multiline,
+)
 from .scope import DeviceNames
 
 # Imports that may become unused once the code using them is migrated.
@@ -61,6 +68,11 @@ class _Applier(cst.CSTTransformer):
         self.done: set[int] = set()
         self.edits: list[tuple[Finding | None, str, str, str, int, int]] = []
         self.state: dict = {}
+        # Statements this run changed / emptied, by id; the dicts hold the nodes so that no id
+        # is reused by a later node while the file is being rewritten.
+        self.rewritten: dict[int, cst.CSTNode] = {}
+        self.edited_lines: set[int] = set()
+        self.doomed: dict[int, cst.CSTNode] = {}
         self.failures: dict[int, str] = {}
         self.remove: set[int] = set()
         self.imports: set[str] = set()
@@ -94,9 +106,37 @@ class _Applier(cst.CSTTransformer):
             return self._drop_removed(original, result)
         if isinstance(original, cst.Call) and isinstance(result, cst.Call):
             return _tidy_trailing_comma(original, result)
-        if isinstance(result, cst.IndentedBlock) and not result.body:
-            return result.with_changes(body=[cst.SimpleStatementLine([cst.Pass()])])
+        if isinstance(result, cst.IndentedBlock | cst.Module):
+            return self._settle_block(result)
         return result
+
+    def _settle_block(self, block):
+        """Drop the statements this run emptied, keeping the comments and blank lines above
+        them (they move to the next statement), and lines a rewrite made repeat their
+        neighbour (``torch.cuda.manual_seed(s)`` after ``torch.manual_seed(s)``)."""
+        body, previous, carried = [], None, []
+        for stmt in block.body:
+            if id(stmt) in self.doomed:
+                carried += list(stmt.leading_lines)
+                continue
+            code = (
+                _code_of(stmt.with_changes(leading_lines=()))
+                if isinstance(stmt, cst.SimpleStatementLine)
+                else None
+            )
+            if code is not None and code == previous and id(stmt) in self.rewritten:
+                carried += list(stmt.leading_lines)
+                continue
+            if carried:
+                stmt = stmt.with_changes(leading_lines=[*carried, *stmt.leading_lines])
+                carried = []
+            body.append(stmt)
+            previous = code
+        if not body and isinstance(block, cst.IndentedBlock):
+            body = [cst.SimpleStatementLine([cst.Pass()], leading_lines=carried)]
+        if len(body) == len(block.body) and not carried:
+            return block
+        return block.with_changes(body=body)
 
     def _apply_findings(self, original: cst.CSTNode, updated: cst.CSTNode):
         result = updated
@@ -122,17 +162,19 @@ class _Applier(cst.CSTTransformer):
                 self.remove.add(id(stmt))
                 stmt_pos = self.get_metadata(PositionProvider, stmt)
                 before = self.module.code_for_node(stmt) if self.module else before
-                self.edits.append(
+                self._record(
                     (finding, finding.rule, before, "", stmt_pos.start.line, stmt_pos.end.line)
                 )
             else:
                 after = _code_of(new)
-                self.edits.append(
-                    (finding, finding.rule, before, after, pos.start.line, pos.end.line)
-                )
+                self._record((finding, finding.rule, before, after, pos.start.line, pos.end.line))
                 result = new
             self.imports |= ctx.imports
         return result
+
+    def _record(self, edit: tuple) -> None:
+        self.edits.append(edit)
+        self.edited_lines.update(range(edit[4], edit[5] + 1))
 
     def _context(self, original: cst.CSTNode) -> FixContext:
         return FixContext(
@@ -152,7 +194,7 @@ class _Applier(cst.CSTTransformer):
             if new is None:
                 continue
             pos = self.get_metadata(PositionProvider, original)
-            self.edits.append(
+            self._record(
                 (None, code, self._source_of(pos), _code_of(new), pos.start.line, pos.end.line)
             )
             self.imports |= ctx.imports
@@ -176,6 +218,9 @@ class _Applier(cst.CSTTransformer):
     def _drop_removed(self, original: cst.SimpleStatementLine, updated):
         if not isinstance(updated, cst.SimpleStatementLine):
             return updated
+        pos = self.get_metadata(PositionProvider, original)
+        if any(line in self.edited_lines for line in range(pos.start.line, pos.end.line + 1)):
+            self.rewritten[id(updated)] = updated
         keep = [
             new
             for old, new in zip(original.body, updated.body, strict=True)
@@ -184,7 +229,8 @@ class _Applier(cst.CSTTransformer):
         if len(keep) == len(updated.body):
             return updated
         if not keep:
-            return cst.RemoveFromParent()
+            self.doomed[id(updated)] = updated
+            return updated
         keep[-1] = keep[-1].with_changes(semicolon=cst.MaybeSentinel.DEFAULT)
         return updated.with_changes(body=keep)
 
@@ -227,15 +273,24 @@ def migrate_python(
 
 
 def _tidy_trailing_comma(original: cst.Call, updated: cst.Call) -> cst.Call:
-    """Removing the last argument must not leave ``f(a, )`` behind."""
-    if not updated.args or not original.args:
+    """Removing arguments keeps the call's own layout: ``f(a, )`` never, and in a
+    one-argument-per-line call the closing parenthesis stays where it was."""
+    if len(updated.args) >= len(original.args):
         return updated
-    had = original.args[-1].comma is not cst.MaybeSentinel.DEFAULT
-    last = updated.args[-1]
-    if not had and last.comma is not cst.MaybeSentinel.DEFAULT:
-        args = [*updated.args[:-1], last.with_changes(comma=cst.MaybeSentinel.DEFAULT)]
-        return updated.with_changes(args=args)
-    return updated
+    if not updated.args:  # f(\n    a=1,\n) with every argument gone: f()
+        return updated.with_changes(whitespace_before_args=cst.SimpleWhitespace(""))
+    last_before, last = original.args[-1], updated.args[-1]
+    comma = last_before.comma
+    if is_multiline(comma) and is_multiline(last.comma):
+        # The closing line's indentation from the removed argument, but this one's own
+        # comment: the removed argument's comment was about the removed argument.
+        comma = comma.with_changes(
+            whitespace_after=comma.whitespace_after.with_changes(
+                first_line=last.comma.whitespace_after.first_line
+            )
+        )
+    last = last.with_changes(comma=comma, whitespace_after_arg=last_before.whitespace_after_arg)
+    return updated.with_changes(args=[*updated.args[:-1], last])
 
 
 def _code_of(node) -> str:

@@ -80,6 +80,13 @@ def event_uses(original: cst.CSTNode, node: cst.CSTNode, ctx: FixContext):
             )
         return None
     found = _event_call(node, holders)
+    if (
+        found is None
+        and isinstance(node, cst.Call)
+        and isinstance(node.func, cst.Attribute)
+        and node.func.attr.value == "elapsed_time"
+    ):  # s.elapsed_time(e) over zip(starts, ends): an event method, whatever the name
+        found = ("elapsed_time", node)
     if found is None:
         return None
     method, call = found

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from .base import REMOVE_STATEMENT, FixContext, NotApplicable, dotted
+from .base import REMOVE_STATEMENT, FixContext, NotApplicable, dotted, guarded, sync_call
 from .base import fixer as register
 
 PORTABLE = frozenset({"tpu", "neuron", "accelerator"})
@@ -35,7 +35,7 @@ def _last_name(node: cst.Call) -> str:
 
 @register("TPT001", PORTABLE)
 def synchronize(node: cst.Call, ctx: FixContext):
-    return node.with_changes(func=ctx.expr("torch.accelerator.synchronize"), args=[])
+    return ctx.expr(sync_call(ctx.target))
 
 
 @register("TPT001", {"xla"})
@@ -46,15 +46,33 @@ def synchronize_xla(node: cst.Call, ctx: FixContext):
 @register("TPM001", PORTABLE)
 @register("TPM004", PORTABLE)
 def memory_stats(node: cst.Call, ctx: FixContext):
-    name = _last_name(node)
-    return node.with_changes(
-        func=ctx.expr(f"torch.accelerator.memory.{MEMORY_RENAMES.get(name, name)}")
+    name = MEMORY_RENAMES.get(_last_name(node), _last_name(node))
+    call = node.with_changes(func=ctx.expr(f"torch.accelerator.memory.{name}"))
+    return _guard(call, ctx, MEMORY_ON_CPU.get(name, "None"))
+
+
+# What the memory statistics are on a machine with no accelerator (the accelerator target).
+MEMORY_ON_CPU = {"memory_stats": "{}", "get_memory_info": "(0, 0)"} | {
+    name: "0"
+    for name in (
+        "memory_allocated",
+        "max_memory_allocated",
+        "memory_reserved",
+        "max_memory_reserved",
     )
+}
+
+
+def _guard(call: cst.Call, ctx: FixContext, fallback: str) -> cst.BaseExpression:
+    code = cst.Module(body=[]).code_for_node(call)
+    return ctx.expr(guarded(ctx.target, code, fallback))
 
 
 @register("TPM002", PORTABLE)
 def empty_cache(node: cst.Call, ctx: FixContext):
-    return node.with_changes(func=ctx.expr("torch.accelerator.memory.empty_cache"))
+    return _guard(
+        node.with_changes(func=ctx.expr("torch.accelerator.memory.empty_cache")), ctx, "None"
+    )
 
 
 @register("TPM002", {"xla"})
@@ -119,4 +137,6 @@ def cuda_stream(node: cst.CSTNode, ctx: FixContext):
     args = [a for a in node.args if not (a.keyword and a.keyword.value == "device")]
     if args:
         args[-1] = args[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
-    return node.with_changes(func=ctx.expr(STREAMS[name]), args=args)
+    call = node.with_changes(func=ctx.expr(STREAMS[name]), args=args)
+    fallback = {"current_stream": "torch.Stream()"}.get(name)
+    return _guard(call, ctx, fallback) if fallback or name == "set_stream" else call
