@@ -114,28 +114,27 @@ class _Applier(cst.CSTTransformer):
         """Drop the statements this run emptied, keeping the comments and blank lines above
         them (they move to the next statement), and lines a rewrite made repeat their
         neighbour (``torch.cuda.manual_seed(s)`` after ``torch.manual_seed(s)``)."""
-        body, previous, carried = [], None, []
+        body, previous, carried, dropped = [], None, [], False
         for stmt in block.body:
-            if id(stmt) in self.doomed:
-                carried += list(stmt.leading_lines)
-                continue
             code = (
                 _code_of(stmt.with_changes(leading_lines=()))
                 if isinstance(stmt, cst.SimpleStatementLine)
                 else None
             )
-            if code is not None and code == previous and id(stmt) in self.rewritten:
+            repeat = code is not None and code == previous and id(stmt) in self.rewritten
+            if id(stmt) in self.doomed or repeat:
                 carried += list(stmt.leading_lines)
+                dropped = True
                 continue
             if carried:
                 stmt = stmt.with_changes(leading_lines=[*carried, *stmt.leading_lines])
                 carried = []
             body.append(stmt)
             previous = code
+        if not dropped:
+            return block
         if not body and isinstance(block, cst.IndentedBlock):
             body = [cst.SimpleStatementLine([cst.Pass()], leading_lines=carried)]
-        if len(body) == len(block.body) and not carried:
-            return block
         return block.with_changes(body=body)
 
     def _apply_findings(self, original: cst.CSTNode, updated: cst.CSTNode):

@@ -1,0 +1,202 @@
+"""AST edit primitives: the only way the LLM-driven rewriter may change code.
+
+Each takes a source text and a location, makes one edit, and checks the result
+before returning it: it parses, it compiles, the edited node is still one node
+spanning exactly the new code, and nothing outside the targeted span changed.
+Otherwise it refuses with ``EditRefused`` and a reason a model can act on.
+Locations are 1-based lines and 1-based columns, as the scanner reports them.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+
+import libcst as cst
+from libcst.codemod import CodemodContext
+from libcst.codemod.visitors import AddImportsVisitor
+from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
+
+
+class EditRefused(ValueError):
+    """The edit was not made; ``str(exc)`` says why."""
+
+
+@dataclass(frozen=True)
+class EditResult:
+    source: str
+    start_line: int
+    end_line: int  # lines of the new text that the edit covers
+
+
+def _wrapper(source: str) -> MetadataWrapper:
+    try:
+        return MetadataWrapper(cst.parse_module(source), unsafe_skip_copy=True)
+    except cst.ParserSyntaxError as exc:
+        raise EditRefused(f"the file does not parse before the edit: {exc.message}") from exc
+
+
+def _offset(lines: list[str], line: int, col0: int) -> int:
+    return sum(len(x) for x in lines[: line - 1]) + col0
+
+
+def _nodes_at(source: str, line: int, col: int) -> list[tuple[cst.CSTNode, CodeRange]]:
+    """Nodes starting at (line, col), outermost first."""
+    wrapper = _wrapper(source)
+    positions = wrapper.resolve(PositionProvider)
+    found = [
+        (node, rng)
+        for node, rng in positions.items()
+        if rng.start.line == line and rng.start.column == col - 1
+    ]
+    found.sort(key=lambda nr: (nr[1].end.line, nr[1].end.column), reverse=True)
+    return found
+
+
+def _check(new_source: str, path: str) -> None:
+    try:
+        cst.parse_module(new_source)
+        compile(new_source, path, "exec", dont_inherit=True)
+    except (cst.ParserSyntaxError, SyntaxError, ValueError) as exc:
+        raise EditRefused(f"the edited file would not compile: {exc}") from exc
+
+
+def replace_node(
+    source: str,
+    line: int,
+    col: int,
+    end_line: int,
+    end_col: int,
+    new_code: str,
+    path: str = "<edit>",
+) -> EditResult:
+    """Replace the code of the node spanning exactly (line, col)-(end_line, end_col)."""
+    candidates = [
+        (node, rng)
+        for node, rng in _nodes_at(source, line, col)
+        if (rng.end.line, rng.end.column) == (end_line, end_col - 1)
+    ]
+    if not candidates:
+        raise EditRefused(
+            f"no syntax node spans exactly {line}:{col}-{end_line}:{end_col}; "
+            "read the span again and give a node's exact location"
+        )
+    node, _ = candidates[0]
+    is_expression = isinstance(node, cst.BaseExpression)
+    try:
+        (cst.parse_expression if is_expression else cst.parse_statement)(new_code)
+    except cst.ParserSyntaxError as exc:
+        kind = "an expression" if is_expression else "a statement"
+        raise EditRefused(f"the new code is not {kind}: {exc.message}") from exc
+    lines = source.splitlines(keepends=True)
+    start = _offset(lines, line, col - 1)
+    end = _offset(lines, end_line, end_col - 1)
+    new_source = source[:start] + new_code + source[end:]
+    if is_expression:
+        # Parentheses never change the tree; if the bare text parses differently, the
+        # surrounding operators captured part of it: keep it grouped.
+        grouped = source[:start] + f"({new_code})" + source[end:]
+        _check(grouped, path)
+        if _tree(new_source) != _tree(grouped):
+            new_source, new_code = grouped, f"({new_code})"
+    _check(new_source, path)
+    return EditResult(new_source, line, line + new_code.count("\n"))
+
+
+def _tree(source: str) -> str | None:
+    try:
+        return ast.dump(ast.parse(source))
+    except SyntaxError:
+        return None
+
+
+def rewrite_attribute(
+    source: str, line: int, col: int, new_dotted: str, path: str = "<edit>"
+) -> EditResult:
+    """Rewrite the attribute chain at (line, col): ``torch.cuda.x`` -> ``torch.accelerator.x``."""
+    if not all(part.isidentifier() for part in new_dotted.split(".")):
+        raise EditRefused(f"{new_dotted!r} is not a dotted name")
+    chains = [r for n, r in _nodes_at(source, line, col) if isinstance(n, cst.Attribute)]
+    if not chains:
+        raise EditRefused(f"no attribute access starts at {line}:{col}")
+    rng = chains[0]  # the whole chain (outermost), not a prefix of it
+    return replace_node(source, line, col, rng.end.line, rng.end.column + 1, new_dotted, path)
+
+
+def rewrite_call_arguments(
+    source: str,
+    line: int,
+    col: int,
+    *,
+    set_keywords: dict[str, str] | None = None,
+    remove_keywords: tuple[str, ...] = (),
+    path: str = "<edit>",
+) -> EditResult:
+    """Set or remove keyword arguments of the call that starts at (line, col)."""
+    calls = [(n, r) for n, r in _nodes_at(source, line, col) if isinstance(n, cst.Call)]
+    if not calls:
+        raise EditRefused(f"no call starts at {line}:{col}")
+    node, rng = calls[0]
+    present = {a.keyword.value for a in node.args if a.keyword}
+    missing = [k for k in remove_keywords if k not in present]
+    if missing:
+        raise EditRefused(f"the call has no keyword argument(s) {missing} to remove")
+    from .codemods.base import drop_args, set_kwarg
+
+    new = drop_args(node, *remove_keywords)
+    for keyword, code in (set_keywords or {}).items():
+        try:
+            value = cst.parse_expression(code)
+        except cst.ParserSyntaxError as exc:
+            raise EditRefused(f"value for {keyword}= is not an expression: {exc.message}") from exc
+        new = set_kwarg(new, keyword, value)
+    new_code = cst.Module(body=[]).code_for_node(new)
+    return replace_node(source, line, col, rng.end.line, rng.end.column + 1, new_code, path)
+
+
+def remove_statement(source: str, line: int, path: str = "<edit>") -> EditResult:
+    """Remove the simple statement line that starts at ``line`` (a block keeps a ``pass``)."""
+    wrapper = _wrapper(source)
+    positions = wrapper.resolve(PositionProvider)
+    targets = [
+        n
+        for n, r in positions.items()
+        if isinstance(n, cst.SimpleStatementLine) and r.start.line == line
+    ]
+    if not targets:
+        raise EditRefused(f"no simple statement starts on line {line}")
+    target = targets[0]
+
+    class Remover(cst.CSTTransformer):
+        def leave_SimpleStatementLine(self, original, updated):
+            return cst.RemoveFromParent() if original is target else updated
+
+        def leave_IndentedBlock(self, original, updated):
+            if not updated.body:
+                return updated.with_changes(body=[cst.SimpleStatementLine([cst.Pass()])])
+            return updated
+
+    new_source = wrapper.module.visit(Remover()).code
+    _check(new_source, path)
+    return EditResult(new_source, line, line)
+
+
+def insert_import(
+    source: str, module: str, name: str | None = None, path: str = "<edit>"
+) -> EditResult:
+    """Add ``import module`` (or ``from module import name``) unless already there."""
+    if not all(part.isidentifier() for part in module.split(".")) or (
+        name is not None and not name.isidentifier()
+    ):
+        raise EditRefused(f"not an importable name: {module!r} {name!r}")
+    wrapper = _wrapper(source)
+    context = CodemodContext()
+    AddImportsVisitor.add_needed_import(context, module, name)
+    new_source = AddImportsVisitor(context).transform_module(wrapper.module).code
+    _check(new_source, path)
+    old_lines, new_lines = source.splitlines(), new_source.splitlines()
+    added = [x for x in new_lines if x not in old_lines]
+    if any(not x.strip().startswith(("import ", "from ")) and x.strip() for x in added):
+        raise EditRefused("adding the import would change more than import lines")
+    first = next((i for i, x in enumerate(new_lines, 1) if x in added), 1)
+    return EditResult(new_source, first, first + max(len(added) - 1, 0))
