@@ -191,3 +191,17 @@ def test_fallback_never_claims_a_name_that_an_unselected_rule_covers(scan_source
         """
     assert scan_source(source) == [(3, "TPB002"), (4, "TPB004")]
     assert scan_source(source, select=("TPB004",)) == [(4, "TPB004")]
+
+
+def test_target_scope_rules_report_only_for_their_target(scan_source):
+    source = """
+        import torch
+
+        for x, y in loader:
+            loss = model(x).sum()
+            loss.backward()
+            opt.step()
+        """
+    assert scan_source(source) == []
+    assert scan_source(source, target="tpu") == []
+    assert scan_source(source, target="xla") == [(4, "TPH005")]

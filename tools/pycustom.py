@@ -261,6 +261,35 @@ def boolean_mask_index(node: ast.Subscript, ctx: MatchContext) -> bool:
     return _is_mask_expr(node.slice)
 
 
+STEP_BOUNDARIES = frozenset({"sync", "mark_step", "optimizer_step", "MpDeviceLoader"})
+
+
+def _iter_of(node: ast.For, ctx: MatchContext) -> ast.AST:
+    return node.iter
+
+
+@custom(
+    "training_loop_without_step_boundary",
+    ast.For,
+    prefilter="backward",
+    anchor=_iter_of,
+)
+def training_loop_without_step_boundary(node: ast.For, ctx: MatchContext) -> bool:
+    """The innermost ``for`` loop that trains (calls ``.backward()``) and never marks an XLA
+    step (``torch_xla.sync()``, ``xm.mark_step()``, ``xm.optimizer_step``, MpDeviceLoader)."""
+    if not calls_backward(node):
+        return False
+    for sub in ast.walk(node):
+        if sub is not node and isinstance(sub, ast.For | ast.While) and calls_backward(sub):
+            return False  # an inner loop is the step loop
+        if isinstance(sub, ast.Call):
+            func = sub.func
+            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            if name in STEP_BOUNDARIES:
+                return False
+    return True
+
+
 @custom("torch_cuda_other", prefilter="cuda")
 def torch_cuda_other(node: ast.AST, ctx: MatchContext) -> bool:  # pragma: no cover - fallback
     return False

@@ -63,8 +63,7 @@ class _Engine:
     def __init__(self, options: ScanOptions) -> None:
         catalogue = load_catalogue()
         rules = catalogue.select(list(options.select))
-        if options.target:
-            rules = [r for r in rules if r.applies_to(options.target)]
+        rules = [r for r in rules if r.applies_to(options.target)]
         self.options = options
         self.by_code: dict[str, Rule] = {r.code: r for r in rules}
         self.python = CompiledRules.build(rules, list(catalogue))

@@ -98,6 +98,7 @@ def _parse_rule(table: dict, docs: dict[str, str], source: str) -> Rule:
         languages=tuple(table.get("languages", ("python",) if match else ())),
         text_patterns=text,
         text_fixes={t: _parse_fix(code, spec) for t, spec in table.get("text_fix", {}).items()},
+        scope=table.get("scope", "cuda"),
     )
 
 

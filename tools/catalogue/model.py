@@ -82,10 +82,16 @@ class Rule:
     text_patterns: tuple[str, ...] = field(default=())
     # Fixes that differ in non-Python files (a YAML value cannot hold a run-time choice).
     text_fixes: dict[str, Fix] = field(default_factory=dict)
+    # "cuda": a CUDA construct, always reported. "target": what a target needs of any code
+    # (an XLA step boundary), reported only when scanning for a target that needs it.
+    scope: str = "cuda"
 
     def fixes_for(self, in_text: bool) -> dict[str, Fix]:
         return {**self.fixes, **self.text_fixes} if in_text else self.fixes
 
     def applies_to(self, target: str | None) -> bool:
-        """A rule whose fix for ``target`` is ``none`` is not a finding for that target."""
-        return target is None or self.fixes[target].kind is not FixKind.NONE
+        """A rule whose fix for ``target`` is ``none`` is not a finding for that target; a
+        target-scope rule is a finding only for a target."""
+        if target is None:
+            return self.scope == "cuda"
+        return self.fixes[target].kind is not FixKind.NONE

@@ -30,6 +30,7 @@ REMOVE_STATEMENT = _RemoveStatement()
 # Modules that generated code may name, longest first (``import a.b`` for ``a.b.f()``).
 KNOWN_MODULES = (
     "torch_xla.distributed.xla_backend",
+    "torch_xla.distributed.parallel_loader",
     "torch_xla.core.xla_model",
     "torch_xla.runtime",
     "torch_xla.backends",

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import libcst as cst
 
-from .base import REMOVE_STATEMENT, FixContext, NotApplicable, dotted, guarded, sync_call
+from .base import (
+    REMOVE_STATEMENT,
+    FixContext,
+    NotApplicable,
+    dotted,
+    follow_up,
+    guarded,
+    sync_call,
+)
 from .base import fixer as register
 
 PORTABLE = frozenset({"tpu", "neuron", "accelerator"})
@@ -140,3 +148,45 @@ def cuda_stream(node: cst.CSTNode, ctx: FixContext):
     call = node.with_changes(func=ctx.expr(STREAMS[name]), args=args)
     fallback = {"current_stream": "torch.Stream()"}.get(name)
     return _guard(call, ctx, fallback) if fallback or name == "set_stream" else call
+
+
+LOADER_WRAPPERS = frozenset({"enumerate", "tqdm", "tqdm.tqdm", "iter"})
+APPEND_SYNC = "append_sync"
+
+
+@register("TPH005", {"xla"})
+def xla_step_boundary(node: cst.BaseExpression, ctx: FixContext):
+    """Feed the training loop through MpDeviceLoader (which marks each step and prefetches
+    to the device); when the loop does not iterate over a loader, sync at the end of each
+    step instead."""
+    wrapped = _wrap_loader(node, ctx)
+    if wrapped is not None:
+        return wrapped
+    loop = ctx.parent(ctx.original)
+    ctx.state.setdefault(APPEND_SYNC, set()).add(id(loop))
+    ctx.need("torch_xla")
+    return node
+
+
+def _wrap_loader(node: cst.BaseExpression, ctx: FixContext) -> cst.BaseExpression | None:
+    """``loader`` / ``enumerate(tqdm(loader))``: the loader itself wrapped, or None."""
+    if isinstance(node, cst.Name | cst.Attribute):
+        code = cst.Module(body=[]).code_for_node(node)
+        return ctx.expr(
+            f"torch_xla.distributed.parallel_loader.MpDeviceLoader({code}, torch_xla.device())"
+        )
+    if isinstance(node, cst.Call) and dotted(node.func) in LOADER_WRAPPERS and node.args:
+        inner = _wrap_loader(node.args[0].value, ctx)
+        if inner is not None:
+            return node.with_changes(args=[node.args[0].with_changes(value=inner), *node.args[1:]])
+    return None
+
+
+@follow_up("TPH005")
+def sync_at_end_of_step(original: cst.CSTNode, node: cst.CSTNode, ctx: FixContext):
+    pending = ctx.state.get(APPEND_SYNC)
+    if not pending or id(original) not in pending or not isinstance(node, cst.For):
+        return None
+    pending.discard(id(original))
+    sync = cst.parse_statement("torch_xla.sync()\n")
+    return node.with_changes(body=node.body.with_changes(body=[*node.body.body, sync]))
