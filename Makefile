@@ -17,8 +17,12 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e ".[dev]"
 	touch $(STAMP)
 
+# The main job on the bundled CUDA example, offline: what ties it to CUDA, then the
+# migrated copy for TorchTPU (out/cuda_mnist-tpu, with torchport-report/ inside).
 demo: $(STAMP)
 	$(BIN)/torchport scan examples/cuda_mnist --target tpu --exit-zero
+	$(BIN)/torchport migrate examples/cuda_mnist --target tpu --out out/cuda_mnist-tpu --exit-zero
+	@echo "diff: out/cuda_mnist-tpu/torchport-report/changes.patch; still for a human: out/cuda_mnist-tpu/torchport-report/manual.md"
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q

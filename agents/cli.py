@@ -153,6 +153,11 @@ def _build_parser() -> argparse.ArgumentParser:
         "replace an existing --out folder",
     )
     m.add_argument("--format", "-f", choices=["text", "json"], default="text")
+    m.add_argument(
+        "--exit-zero",
+        action="store_true",
+        help=f"exit {EXIT_CLEAN} even when constructs are left for a human",
+    )
     m.add_argument("--quiet", "-q", action="store_true", help="no progress on standard error")
     m.set_defaults(func=_cmd_migrate)
 
@@ -232,6 +237,8 @@ def _cmd_migrate(args: argparse.Namespace) -> int:
         result = migrate(args.path, options, progress=say)
     except MigrateError as exc:
         return _error(str(exc))
+    except OSError as exc:
+        return _error(f"cannot write the migration: {exc}")
     if args.format == "json":
         data = migration_to_dict(result)
         if args.dry_run:
@@ -253,7 +260,7 @@ def _cmd_migrate(args: argparse.Namespace) -> int:
             print(f"backup: {result.backup}")
         if result.report_dir:
             print(f"report: {result.report_dir}")
-    return EXIT_FINDINGS if result.left_for_humans else EXIT_CLEAN
+    return EXIT_FINDINGS if result.left_for_humans and not args.exit_zero else EXIT_CLEAN
 
 
 def _cmd_rules(args: argparse.Namespace) -> int:

@@ -245,6 +245,7 @@ def _copy_tree(src: Path, out: Path, force: bool) -> None:
                 f"{out} exists and is not an earlier torchport output; choose --out or --force"
             )
         shutil.rmtree(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
         shutil.copytree(src, staging / "tree", symlinks=True, ignore=_copy_ignore)
