@@ -25,7 +25,7 @@ from .notebooks import code_cells
 from .pymatch import CompiledRules, analyze_module
 from .repowalk import RepoFile, walk_repo
 from .sourcefile import DEFAULT_MAX_BYTES, Unscannable, parse_python, read_text
-from .textscan import TextRules, scan_lines
+from .textscan import TextHit, TextRules, scan_lines
 
 LAUNCH_KINDS = frozenset({"shell", "make", "markdown", "docker", "yaml"})
 _TRAINISH = re.compile(r"(train|finetune|fit)[^/]*\.py$")
@@ -83,6 +83,12 @@ class _Engine:
     ) -> Finding:
         return Finding.of(self.by_code[code], rel, span, snippet, cell, self.targets, in_text)
 
+    def text_finding(
+        self, hit: TextHit, rel: str, cell: int | None = None, col_offset: int = 0
+    ) -> Finding:
+        span = (hit.line, hit.col + col_offset, hit.line, hit.end_col + col_offset)
+        return self.finding(hit.code, rel, span, hit.snippet, cell, in_text=True)
+
     # -- per file ---------------------------------------------------------
     def scan_file(self, f: RepoFile) -> FileResult:
         result = FileResult(f.rel, f.kind)
@@ -125,11 +131,8 @@ class _Engine:
             result.dependencies = dependencies_in_setup_py(tree, f.rel, self.dependency_rules)
             for node in requirement_strings(tree):
                 for hit in scan_lines(node.value, "setup", self.text, line_offset=node.lineno - 1):
-                    col = node.col_offset + 1 + hit.col
-                    span = (hit.line, col, hit.line, col + hit.end_col - hit.col)
-                    result.findings.append(
-                        self.finding(hit.code, f.rel, span, hit.snippet, in_text=True)
-                    )
+                    offset = node.col_offset + 1  # the quote; columns inside the string
+                    result.findings.append(self.text_finding(hit, f.rel, col_offset=offset))
 
     def _notebook(self, f: RepoFile, data: bytes, result: FileResult) -> None:
         text = read_text(data, "notebook", self.options.max_bytes).text
@@ -158,29 +161,12 @@ class _Engine:
                 )
             for number, line in cell.shell_lines:
                 for hit in scan_lines(line, "shell", self.text, line_offset=number - 1):
-                    result.findings.append(
-                        self.finding(
-                            hit.code,
-                            f.rel,
-                            (hit.line, hit.col, hit.line, hit.end_col),
-                            hit.snippet,
-                            cell.number,
-                            in_text=True,
-                        )
-                    )
+                    result.findings.append(self.text_finding(hit, f.rel, cell=cell.number))
 
     def _text(self, f: RepoFile, data: bytes, result: FileResult) -> None:
         text = read_text(data, f.kind, self.options.max_bytes).text
         for hit in scan_lines(text, f.kind, self.text):
-            result.findings.append(
-                self.finding(
-                    hit.code,
-                    f.rel,
-                    (hit.line, hit.col, hit.line, hit.end_col),
-                    hit.snippet,
-                    in_text=True,
-                )
-            )
+            result.findings.append(self.text_finding(hit, f.rel))
         result.dependencies = dependencies_in_text(f.kind, text, f.rel, self.dependency_rules)
         if f.kind in LAUNCH_KINDS or f.kind == "pyproject":
             result.launch_text = text

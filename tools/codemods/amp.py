@@ -13,6 +13,7 @@ from .base import (
     drop_args,
     prepend_arg,
     set_kwarg,
+    with_arg_value,
 )
 from .base import fixer as register
 
@@ -46,11 +47,7 @@ def cuda_amp_autocast(node: cst.Call, ctx: FixContext):
 @register("TPA003")
 def autocast_cuda(node: cst.Call, ctx: FixContext):
     """Swap the "cuda" device argument; for bf16 targets make the dtype bfloat16."""
-    device = arg_named(node, "device_type", 0)
-    if device is None:
-        raise NotApplicable("no device argument")
-    args = [a.with_changes(value=_device_type(ctx)) if a is device else a for a in node.args]
-    call = node.with_changes(args=args)
+    call = with_arg_value(node, "device_type", 0, _device_type(ctx))
     callee = cst.Module(body=[]).code_for_node(node.func)
     if ctx.target in BF16_TARGETS and callee.endswith("autocast"):
         call = set_kwarg(call, "dtype", ctx.expr("torch.bfloat16"))
@@ -61,10 +58,8 @@ def autocast_cuda(node: cst.Call, ctx: FixContext):
 def grad_scaler(node: cst.Call, ctx: FixContext):
     """bf16 targets: a disabled scaler (scale/step/update stay valid); else the device's own."""
     call = node.with_changes(func=ctx.expr("torch.amp.GradScaler"))
-    device = arg_named(call, "device", 0)
-    if device is not None:  # keep its place (and the call's layout); swap the value only
-        args = [a.with_changes(value=_device_type(ctx)) if a is device else a for a in call.args]
-        call = call.with_changes(args=args)
+    if arg_named(call, "device", 0) is not None:  # keep its place and the call's layout
+        call = with_arg_value(call, "device", 0, _device_type(ctx))
     else:
         keywords = [a for a in call.args if a.keyword is not None]
         call = prepend_arg(call.with_changes(args=keywords), _device_type(ctx))

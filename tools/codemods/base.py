@@ -188,6 +188,18 @@ def arg_named(call: cst.Call, keyword: str, position: int | None = None) -> cst.
     return None
 
 
+def with_arg_value(
+    call: cst.Call, keyword: str, position: int | None, value: cst.BaseExpression
+) -> cst.Call:
+    """``call`` with that argument's value replaced (found by keyword or position)."""
+    arg = arg_named(call, keyword, position)
+    if arg is None:
+        raise NotApplicable(f"no {keyword} argument")
+    return call.with_changes(
+        args=[a.with_changes(value=value) if a is arg else a for a in call.args]
+    )
+
+
 def drop_args(call: cst.Call, *keywords: str) -> cst.Call:
     """``call`` without the keyword arguments named; trailing commas tidied."""
     kept = [a for a in call.args if not (a.keyword and a.keyword.value in keywords)]

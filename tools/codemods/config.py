@@ -19,6 +19,7 @@ from .base import (
     follow_up,
     set_kwarg,
     string_value,
+    with_arg_value,
     with_string,
 )
 from .base import fixer as register
@@ -213,11 +214,7 @@ def _backend(ctx: FixContext) -> cst.BaseExpression:
 
 @register("TPN001")
 def init_process_group(node: cst.Call, ctx: FixContext):
-    backend = arg_named(node, "backend", 0)
-    if backend is None:
-        raise NotApplicable("no backend argument")
-    args = [a.with_changes(value=_backend(ctx)) if a is backend else a for a in node.args]
-    call = node.with_changes(args=args)
+    call = with_arg_value(node, "backend", 0, _backend(ctx))
     if (dotted(node.func) or "").endswith("new_group"):
         return call  # a subgroup inherits the init method
     if ctx.target == "xla":
@@ -327,11 +324,7 @@ def divide_after_sum(original: cst.CSTNode, node: cst.CSTNode, ctx: FixContext):
 
 @register("TPS001")
 def map_location_cuda(node: cst.Call, ctx: FixContext):
-    arg = arg_named(node, "map_location", 1)
-    if arg is None:
-        raise NotApplicable("no map_location argument")
-    args = [a.with_changes(value=cst.SimpleString('"cpu"')) if a is arg else a for a in node.args]
-    return node.with_changes(args=args)
+    return with_arg_value(node, "map_location", 1, cst.SimpleString('"cpu"'))
 
 
 @register("TPS002")
