@@ -161,6 +161,42 @@ def _build_parser() -> argparse.ArgumentParser:
     m.add_argument("--quiet", "-q", action="store_true", help="no progress on standard error")
     m.set_defaults(func=_cmd_migrate)
 
+    run = sub.add_parser(
+        "run",
+        help="run a program in the sandbox (emulated device or CUDA reference), with a budget",
+        description="Run a Python program from a scratch copy of --root, isolated, stopping "
+        "cleanly after --steps optimizer steps (or --steps forward calls for inference), and "
+        "report its losses, counters and any error as text or JSON.",
+        epilog="examples:\n"
+        "  torchport run --target tpu -- python train.py --lr 0.1\n"
+        "  torchport run --reference --steps 5 -f json -- python -m mypkg.train\n",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    how = run.add_mutually_exclusive_group()
+    how.add_argument(
+        "--target",
+        "-t",
+        choices=["tpu", "neuron", "accelerator"],
+        help="run on the emulated device (accelerator: plain CPU torch)",
+    )
+    how.add_argument(
+        "--reference",
+        action="store_true",
+        help="run unmodified CUDA code on the CPU through the reference shim",
+    )
+    run.add_argument("--root", default=".", help="the program's folder (default: .)")
+    run.add_argument("--steps", type=int, default=20, help="optimizer steps, or forward calls")
+    run.add_argument("--seed", type=int, default=0)
+    run.add_argument("--devices", type=int, default=1, help="emulated devices")
+    run.add_argument("--timeout", type=float, default=300.0, help="wall-clock limit, seconds")
+    run.add_argument("--memory", type=int, default=4096, help="memory limit, MiB")
+    run.add_argument(
+        "--isolation", default="auto", help="auto, bwrap, docker, unshare or process (not isolated)"
+    )
+    run.add_argument("--format", "-f", choices=["text", "json"], default="text")
+    run.add_argument("command", nargs=argparse.REMAINDER, help="-- python SCRIPT [ARGS]")
+    run.set_defaults(func=_cmd_run)
+
     r = sub.add_parser(
         "rules",
         help="list the rule catalogue, or show one rule's documentation",
@@ -261,6 +297,48 @@ def _cmd_migrate(args: argparse.Namespace) -> int:
         if result.report_dir:
             print(f"report: {result.report_dir}")
     return EXIT_FINDINGS if result.left_for_humans and not args.exit_zero else EXIT_CLEAN
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from torchport.sandbox.harness import RunError, RunSpec, run
+
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    mode = (
+        "reference"
+        if args.reference
+        else {"tpu": "tpu", "neuron": "neuron"}.get(args.target or "", "plain")
+    )
+    spec = RunSpec(
+        root=Path(args.root).resolve(),
+        command=command,
+        mode=mode,
+        steps=args.steps,
+        forwards=args.steps,
+        seed=args.seed,
+        devices=args.devices,
+        timeout_s=args.timeout,
+        memory_mb=args.memory,
+        isolation=args.isolation,
+    )
+    try:
+        result = run(spec)
+    except RunError as exc:
+        return _error(str(exc))
+    if args.format == "json":
+        print(json.dumps(result.to_json(), indent=2))
+    else:
+        print(
+            f"{result.status} ({mode}, isolation: {result.isolation or 'none'}, "
+            f"{result.elapsed_s:.1f}s): {result.steps} steps, {len(result.losses)} losses"
+        )
+        if result.losses:
+            shown = ", ".join(f"{x:.6g}" for x in result.losses[:10])
+            print(f"losses: {shown}{' ...' if len(result.losses) > 10 else ''}")
+        if result.error:
+            frame = result.error.get("frame") or {}
+            where = f" at {frame.get('file')}:{frame.get('line')}" if frame else ""
+            print(f"error: {result.error['type']}: {result.error['message']}{where}")
+    return EXIT_CLEAN if result.status == "ok" else EXIT_FINDINGS
 
 
 def _cmd_rules(args: argparse.Namespace) -> int:

@@ -1,0 +1,102 @@
+"""Watch a program from inside its own process: count optimizer steps (and stop it
+cleanly after a budget), record the loss passed to each ``.backward()``, and, for
+inference programs, summarise the outputs of top-level module calls.
+
+Nothing here edits the program: it hooks torch's own global extension points
+(optimizer step hooks, module forward hooks) and wraps ``Tensor.backward``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch.optim.optimizer import register_optimizer_step_post_hook
+
+
+class StepBudgetReached(BaseException):
+    """Raised after the last budgeted step. A BaseException, so a program's own
+    ``except Exception`` does not swallow it."""
+
+
+@dataclass
+class Budget:
+    max_steps: int | None = None  # optimizer steps (training)
+    max_forwards: int | None = None  # top-level module calls (inference)
+    steps: int = 0
+    forwards: int = 0
+    losses: list[float] = field(default_factory=list)
+    outputs: list[dict[str, Any]] = field(default_factory=list)
+    _depth: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "steps": self.steps,
+            "forwards": self.forwards,
+            "losses": self.losses,
+            "outputs": self.outputs,
+        }
+
+
+def _scalar(t: torch.Tensor) -> float:
+    value = float(t.detach().reshape(()).to("cpu", torch.float64))
+    return value if math.isfinite(value) else float("nan")
+
+
+def summarize(value: Any) -> dict[str, Any] | None:
+    """A few numbers that identify a tensor well enough to compare two runs."""
+    if isinstance(value, tuple | list) and value:
+        value = value[0]
+    if isinstance(value, dict) and value:
+        value = next(iter(value.values()))
+    if not isinstance(value, torch.Tensor) or not value.is_floating_point():
+        return None
+    cpu = value.detach().to("cpu", torch.float64)
+    return {
+        "shape": list(cpu.shape),
+        "mean": float(cpu.mean()) if cpu.numel() else 0.0,
+        "std": float(cpu.std()) if cpu.numel() > 1 else 0.0,
+        "abs_max": float(cpu.abs().max()) if cpu.numel() else 0.0,
+    }
+
+
+def install(budget: Budget) -> Budget:
+    """Hook torch for this process; returns the budget being filled."""
+    original_backward = torch.Tensor.backward
+
+    def backward(self: torch.Tensor, *args: Any, **kwargs: Any):
+        if self.numel() == 1:
+            budget.losses.append(_scalar(self))
+        return original_backward(self, *args, **kwargs)
+
+    torch.Tensor.backward = backward  # type: ignore[method-assign]
+
+    def after_step(optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+        budget.steps += 1
+        if budget.max_steps is not None and budget.steps >= budget.max_steps:
+            raise StepBudgetReached(f"{budget.steps} optimizer steps")
+
+    register_optimizer_step_post_hook(after_step)
+
+    def before_forward(module: torch.nn.Module, args: Any) -> None:
+        budget._depth += 1
+
+    def after_forward(module: torch.nn.Module, args: Any, output: Any) -> None:
+        budget._depth -= 1
+        if budget._depth:
+            return  # a submodule: only the program's own top-level calls count
+        budget.forwards += 1
+        if budget.steps or budget.losses:
+            return  # training: the optimizer steps are the budget
+        if len(budget.outputs) < 64:
+            summary = summarize(output)
+            if summary is not None:
+                budget.outputs.append(summary)
+        if budget.max_forwards is not None and budget.forwards >= budget.max_forwards:
+            raise StepBudgetReached(f"{budget.forwards} forward calls")
+
+    torch.nn.modules.module.register_module_forward_pre_hook(before_forward)
+    torch.nn.modules.module.register_module_forward_hook(after_forward)
+    return budget

@@ -1,0 +1,152 @@
+"""The process a sandboxed run starts: activate the emulated device (or the CUDA
+reference shim), fix seeds, watch the program with a step budget, run it as
+``python`` would, and write a JSON result however it ends.
+
+    python -m torchport.sandbox.launch --mode tpu --steps 20 --result r.json -- train.py --lr 1
+    python -m torchport.sandbox.launch --mode reference --result r.json -- -m mypkg.train
+
+Modes: ``plain`` (nothing activated), ``reference`` (CUDA code on CPU through the
+shim), ``tpu`` / ``neuron`` (the emulated device).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import runpy
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+MODES = ("plain", "reference", "tpu", "neuron")
+OWN_CODE = str(Path(__file__).resolve().parents[1])
+
+
+def _parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
+    if "--" not in argv:
+        raise SystemExit("usage: python -m torchport.sandbox.launch [options] -- PROGRAM [ARGS]")
+    split = argv.index("--")
+    parser = argparse.ArgumentParser(prog="torchport.sandbox.launch")
+    parser.add_argument("--mode", choices=MODES, default="plain")
+    parser.add_argument("--devices", type=int, default=1)
+    parser.add_argument("--steps", type=int, default=None)
+    parser.add_argument("--forwards", type=int, default=None)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--result", required=True)
+    return parser.parse_args(argv[:split]), argv[split + 1 :]
+
+
+def _activate(mode: str, devices: int) -> Any:
+    """The module whose counters describe the run (or None)."""
+    if mode == "reference":
+        from torchport.sandbox import shim
+
+        shim.activate()
+        return shim
+    if mode in ("tpu", "neuron"):
+        from torchport.sandbox import emulator
+
+        emulator.activate(mode, devices=devices)
+        return emulator
+    return None
+
+
+def _seed(seed: int) -> None:
+    import torch
+
+    random.seed(seed)
+    torch.manual_seed(seed)
+    try:
+        import numpy
+
+        numpy.random.seed(seed)
+    except ImportError:
+        pass
+
+
+def user_frame(tb) -> dict[str, Any] | None:
+    """The innermost frame of the user's own code (not the library's, not ours)."""
+    frames = [
+        f
+        for f in traceback.extract_tb(tb)
+        if "site-packages" not in f.filename
+        and not f.filename.startswith(OWN_CODE)
+        and not f.filename.startswith("<")
+        and not f.filename.startswith(sys.base_prefix)
+    ]
+    if not frames:
+        return None
+    f = frames[-1]
+    return {
+        "file": os.path.relpath(f.filename),
+        "line": f.lineno,
+        "function": f.name,
+        "code": f.line,
+    }
+
+
+def _run_program(program: list[str]) -> None:
+    if program[:1] == ["-m"]:
+        module, args = program[1], program[2:]
+        sys.argv = [module, *args]
+        sys.path.insert(0, os.getcwd())
+        runpy.run_module(module, run_name="__main__", alter_sys=True)
+    else:
+        script, args = program[0], program[1:]
+        sys.argv = [script, *args]
+        sys.path.insert(0, str(Path(script).resolve().parent))
+        runpy.run_path(script, run_name="__main__")
+
+
+def main(argv: list[str] | None = None) -> int:
+    options, program = _parse(list(sys.argv[1:] if argv is None else argv))
+    result: dict[str, Any] = {"mode": options.mode, "program": program, "status": "failed"}
+    started = time.perf_counter()
+    watcher = budget = None
+    try:
+        watcher = _activate(options.mode, options.devices)
+        _seed(options.seed)
+        from torchport.sandbox.budget import Budget, StepBudgetReached, install
+
+        budget = install(Budget(max_steps=options.steps, max_forwards=options.forwards))
+        try:
+            _run_program(program)
+            result.update(status="ok", exit_code=0)
+        except StepBudgetReached as stop:
+            result.update(status="ok", exit_code=0, stopped=f"budget reached: {stop}")
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+            result.update(status="ok" if code == 0 else "failed", exit_code=code)
+            if code:
+                result["error"] = {"type": "SystemExit", "message": str(exc.code), "frame": None}
+    except BaseException as exc:
+        result.update(
+            status="failed",
+            exit_code=1,
+            error={
+                "type": type(exc).__name__,
+                "message": str(exc)[:2000],
+                "frame": user_frame(exc.__traceback__),
+            },
+        )
+        traceback.print_exc()
+    finally:
+        result["elapsed_s"] = round(time.perf_counter() - started, 3)
+        if budget is not None:
+            result.update(budget.to_json())
+        if watcher is not None:
+            counters = getattr(watcher, "counters", None) or getattr(watcher, "intercepted", None)
+            try:
+                result["counters"] = counters() if counters else {}
+            except Exception as exc:
+                result["counters"] = {"error": repr(exc)}
+        Path(options.result).write_text(json.dumps(result, indent=2, default=str))
+    return 0 if result["status"] == "ok" else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
