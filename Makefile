@@ -7,7 +7,7 @@ TORCH ?= torch==2.13.0+cpu
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.torchport-installed
 
-.PHONY: setup demo test lint bench
+.PHONY: setup demo test lint bench sandbox-tools
 
 setup: $(STAMP)
 
@@ -24,7 +24,14 @@ demo: $(STAMP)
 	$(BIN)/torchport migrate examples/cuda_mnist --target tpu --out out/cuda_mnist-tpu --exit-zero
 	@echo "diff: out/cuda_mnist-tpu/torchport-report/changes.patch; still for a human: out/cuda_mnist-tpu/torchport-report/manual.md"
 
-test: $(STAMP)
+# Isolation backends for the sandbox tests: bubblewrap, and docker unless
+# TORCHPORT_WITH_DOCKER=0. Installs only as root with apt-get; otherwise says what is
+# missing, and the tests of an absent backend skip with that reason.
+TORCHPORT_WITH_DOCKER ?= 1
+sandbox-tools: $(STAMP)
+	@TORCHPORT_WITH_DOCKER=$(TORCHPORT_WITH_DOCKER) PYTHON=$(BIN)/python scripts/ensure-sandbox-tools
+
+test: $(STAMP) sandbox-tools
 	$(BIN)/python -m pytest -q
 
 lint: $(STAMP)

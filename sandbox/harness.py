@@ -81,7 +81,7 @@ def program_argv(command: list[str]) -> list[str]:
     return rest
 
 
-def launcher_argv(spec: RunSpec, result_file: Path) -> list[str]:
+def launcher_argv(spec: RunSpec, result_file: Path, program_dir: Path) -> list[str]:
     argv = [
         sys.executable,
         "-m",
@@ -94,6 +94,8 @@ def launcher_argv(spec: RunSpec, result_file: Path) -> list[str]:
         str(spec.devices),
         "--result",
         str(result_file),
+        "--chdir",
+        str(program_dir),
     ]
     if spec.steps is not None:
         argv += ["--steps", str(spec.steps)]
@@ -102,17 +104,23 @@ def launcher_argv(spec: RunSpec, result_file: Path) -> list[str]:
     return [*argv, "--", *program_argv(spec.command)]
 
 
-def _execute(argv: list[str], cwd: Path, spec: RunSpec) -> tuple[int | None, str, str, str, str]:
+# torchport's own code must be readable inside the sandbox for the launcher to import.
+OWN_SOURCE = Path(__file__).resolve().parents[1]
+
+
+def _execute(
+    argv: list[str], scratch: Path, spec: RunSpec
+) -> tuple[int | None, str, str, str, str]:
     """(returncode, stdout, stderr, isolation used, killed reason or "")."""
     try:
-        from .isolation import run_isolated, safe_env
+        from .isolation import run_isolated
     except ImportError:
         run_isolated = None
     if run_isolated is not None:
         outcome = run_isolated(
             argv,
-            scratch=cwd,
-            env=safe_env(),
+            scratch=scratch,
+            readonly=[OWN_SOURCE],
             timeout_s=spec.timeout_s,
             memory_mb=spec.memory_mb,
             backend=spec.isolation,
@@ -121,7 +129,7 @@ def _execute(argv: list[str], cwd: Path, spec: RunSpec) -> tuple[int | None, str
         return outcome.returncode, outcome.stdout, outcome.stderr, outcome.backend, reason
     try:
         proc = subprocess.run(
-            argv, cwd=cwd, capture_output=True, text=True, timeout=spec.timeout_s, check=False
+            argv, cwd=scratch, capture_output=True, text=True, timeout=spec.timeout_s, check=False
         )
     except subprocess.TimeoutExpired as exc:
         return None, str(exc.stdout or ""), str(exc.stderr or ""), "none", "timeout"
@@ -138,8 +146,8 @@ def run(spec: RunSpec) -> RunResult:
         scratch = Path(tmp) / "program"
         shutil.copytree(spec.root, scratch, symlinks=True, ignore=IGNORE)
         result_file = Path(tmp) / "result.json"
-        argv = launcher_argv(spec, result_file)
-        code, out, err, isolation, killed = _execute(argv, scratch, spec)
+        argv = launcher_argv(spec, result_file, scratch)
+        code, out, err, isolation, killed = _execute(argv, Path(tmp), spec)
         data = json.loads(result_file.read_text()) if result_file.is_file() else None
     result = RunResult(status="failed", exit_code=code, isolation=isolation, mode=spec.mode)
     if data is not None:

@@ -37,6 +37,7 @@ def _parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     parser.add_argument("--forwards", type=int, default=None)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--result", required=True)
+    parser.add_argument("--chdir", help="the program's folder (its working directory)")
     return parser.parse_args(argv[:split]), argv[split + 1 :]
 
 
@@ -107,6 +108,8 @@ def main(argv: list[str] | None = None) -> int:
     result: dict[str, Any] = {"mode": options.mode, "program": program, "status": "failed"}
     started = time.perf_counter()
     watcher = budget = None
+    if options.chdir:
+        os.chdir(options.chdir)
     try:
         watcher = _activate(options.mode, options.devices)
         _seed(options.seed)

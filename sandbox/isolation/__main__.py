@@ -1,0 +1,39 @@
+"""``python -m torchport.sandbox.isolation``: report backends, build the docker image.
+
+Called by scripts/ensure-sandbox-tools so that the shell script does not
+duplicate the probes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from . import container
+from .api import BACKENDS, backend_status
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Print each backend's status; optionally build the local docker image."""
+    parser = argparse.ArgumentParser(prog="python -m torchport.sandbox.isolation")
+    parser.add_argument(
+        "--build-docker-image", action="store_true", help="docker import the base image"
+    )
+    args = parser.parse_args(argv)
+    if args.build_docker_image:
+        reason = container.unavailable()
+        if reason:
+            print(f"docker image not built: {reason}", file=sys.stderr)
+            return 1
+        container.ensure_image()
+        print(f"docker image ready: {container.IMAGE}")
+    status = backend_status()
+    auto = next(n for n in BACKENDS if status[n] is None)
+    for name in BACKENDS:
+        print(f"{name:8} {'ok' if status[name] is None else 'unavailable: ' + status[name]}")
+    print(f"auto ->  {auto}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,105 @@
+"""``run_isolated``: pick a backend, build the command, run it, explain the result."""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+
+from . import bwrap, container, process, unshare
+from .env import safe_env
+from .result import BackendUnavailable, IsolationResult, IsolationWarning
+from .runner import kill_reason, run_command
+from .spec import RunSpec
+
+log = logging.getLogger(__name__)
+
+# Strongest first: "auto" takes the first one that works here.
+BACKENDS = ("bwrap", "docker", "unshare", "process")
+_MODULES = {"bwrap": bwrap, "docker": container, "unshare": unshare, "process": process}
+
+
+def backend_status() -> dict[str, str | None]:
+    """Each backend mapped to None (usable here) or the reason it is not."""
+    return {name: _MODULES[name].unavailable() for name in BACKENDS}
+
+
+def choose_backend(backend: str = "auto") -> str:
+    """Resolve ``"auto"`` to the strongest usable backend; check a named one."""
+    if backend == "auto":
+        status = backend_status()
+        chosen = next(name for name in BACKENDS if status[name] is None)
+        skipped = {n: r for n, r in status.items() if r is not None}
+        log.info("sandbox backend: %s (unavailable: %s)", chosen, skipped or "none")
+        return chosen
+    if backend not in _MODULES:
+        raise ValueError(f"unknown sandbox backend {backend!r}; choose from {BACKENDS} or 'auto'")
+    reason = _MODULES[backend].unavailable()
+    if reason is not None:
+        raise BackendUnavailable(f"sandbox backend {backend!r} unavailable: {reason}")
+    return backend
+
+
+def run_isolated(
+    argv: Sequence[str],
+    *,
+    scratch: Path,
+    readonly: Sequence[Path] = (),
+    env: dict[str, str] | None = None,
+    timeout_s: float,
+    memory_mb: int,
+    cpus: float = 1,
+    pids: int = 256,
+    backend: str = "auto",
+) -> IsolationResult:
+    """Run untrusted ``argv`` with no network, bounded time/memory/processes,
+    no secrets in its environment, and writes only to ``scratch``.
+
+    ``scratch`` (created if missing) is the working directory and HOME, and
+    appears at the same path inside the sandbox, as do the ``readonly`` paths;
+    the running Python and its venv are always visible read-only. ``env`` adds
+    variables on top of :func:`safe_env` (credential-like names are refused);
+    the parent's environment is never inherited. ``backend="auto"`` takes the
+    strongest available (``result.backend`` says which); naming a backend that
+    cannot run raises :class:`BackendUnavailable`. The ``process`` backend does
+    not isolate and warns with :class:`IsolationWarning`.
+    """
+    name = choose_backend(backend)
+    scratch = Path(scratch).resolve()
+    scratch.mkdir(parents=True, exist_ok=True)
+    spec = RunSpec(
+        argv=[str(a) for a in argv],
+        scratch=scratch,
+        readonly=[Path(p).resolve() for p in readonly],
+        env=safe_env(env, home=scratch, cpus=cpus),
+        timeout_s=timeout_s,
+        memory_mb=memory_mb,
+        cpus=cpus,
+        pids=pids,
+    )
+    if name == "docker":
+        container.ensure_image()
+        cname = container.new_name()
+        raw = run_command(
+            container.command(spec, cname),
+            spec,
+            rlimits=False,
+            cgroup=False,
+            on_timeout=lambda: container.kill(cname),
+        )
+        raw.oom_killed = container.finish(cname)
+    else:
+        if name == "process":
+            warnings.warn(process.WARNING, IsolationWarning, stacklevel=2)
+            log.warning(process.WARNING)
+        raw = run_command(_MODULES[name].command(spec), spec)
+    return IsolationResult(
+        returncode=raw.returncode,
+        stdout=raw.stdout,
+        stderr=raw.stderr,
+        timed_out=raw.timed_out,
+        killed=kill_reason(raw, wrapped=name != "process"),
+        backend=name,
+        elapsed_s=round(raw.elapsed_s, 3),
+    )
