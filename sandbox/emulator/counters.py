@@ -1,0 +1,117 @@
+"""Per-process counters of what an emulated device run did.
+
+A real accelerator hides costs that a CPU run cannot show: every host sync
+(``.item()``, ``.cpu()``, printing) stalls the device, every transfer crosses a
+bus, and float64 is slow or absent on TPU and Trainium. The emulator counts them
+so that a port can be judged on more than "the losses match".
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from collections import Counter
+from typing import Any
+
+import torch
+
+_TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
+_OUR_DIR = os.path.dirname(__file__) + os.sep
+
+_lock = threading.Lock()
+_ops: Counter[str] = Counter()
+_syncs: Counter[str] = Counter()
+_sync_sites: Counter[str] = Counter()
+_transfers = {"h2d_count": 0, "h2d_bytes": 0, "d2h_count": 0, "d2h_bytes": 0}
+_float64 = Counter[str]()
+_quiet = threading.local()
+
+
+def call_site() -> str:
+    """Return ``file:line`` of the innermost frame outside torch and the emulator.
+
+    Sync sites are what a user must fix, so frames of torch itself (printing,
+    autograd) and of this package are skipped.
+    """
+    frame = sys._getframe(1)
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if not name.startswith((_TORCH_DIR, _OUR_DIR)) and not name.startswith("<frozen"):
+            return f"{name}:{frame.f_lineno}"
+        frame = frame.f_back
+    return "<unknown>"
+
+
+class quiet:
+    """Context manager that stops syncs from being counted.
+
+    Printing a tensor calls ``tolist()`` and friends internally; it should count
+    as one sync at the user's ``print``, not as many inside torch.
+    """
+
+    def __enter__(self) -> None:
+        _quiet.depth = getattr(_quiet, "depth", 0) + 1
+
+    def __exit__(self, *exc: object) -> None:
+        _quiet.depth -= 1
+
+
+def is_quiet() -> bool:
+    """True while inside :class:`quiet` on this thread."""
+    return getattr(_quiet, "depth", 0) > 0
+
+
+def record_op(name: str, float64: bool) -> None:
+    """Count one dispatched op (and whether it touched float64)."""
+    if is_quiet():
+        return
+    with _lock:
+        _ops[name] += 1
+        if float64:
+            _float64[name] += 1
+
+
+def record_sync(kind: str) -> None:
+    """Count one host sync of ``kind`` at the user's call site."""
+    if is_quiet():
+        return
+    site = call_site()
+    with _lock:
+        _syncs[kind] += 1
+        _sync_sites[site] += 1
+
+
+def record_transfer(direction: str, nbytes: int) -> None:
+    """Count one host-to-device (``h2d``) or device-to-host (``d2h``) copy."""
+    if is_quiet():
+        return
+    with _lock:
+        _transfers[f"{direction}_count"] += 1
+        _transfers[f"{direction}_bytes"] += int(nbytes)
+
+
+def counters() -> dict[str, Any]:
+    """Return a snapshot of all counters as plain JSON-ready data."""
+    with _lock:
+        return {
+            "ops": sum(_ops.values()),
+            "ops_by_name": dict(_ops),
+            "host_syncs": sum(_syncs.values()),
+            "host_syncs_by_kind": dict(_syncs),
+            "host_sync_sites": dict(_sync_sites),
+            **_transfers,
+            "float64_ops": sum(_float64.values()),
+            "float64_ops_by_name": dict(_float64),
+        }
+
+
+def reset() -> None:
+    """Zero every counter (e.g. after warm-up, to measure one step)."""
+    with _lock:
+        _ops.clear()
+        _syncs.clear()
+        _sync_sites.clear()
+        _float64.clear()
+        for key in _transfers:
+            _transfers[key] = 0

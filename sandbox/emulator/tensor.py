@@ -1,0 +1,185 @@
+"""Device tensors: a ``torch.Tensor`` wrapper subclass that holds a CPU tensor.
+
+The wrapper carries the emulated device (``tpu:0``) so user code, autograd and
+optimizers see a device tensor; ``__torch_dispatch__`` sits below autograd, so
+every ATen op reaches it: it unwraps to CPU, runs the CPU kernel and rewraps.
+Results are therefore bit-identical to a CPU run of the same ops.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch.utils._pytree import tree_flatten, tree_map
+
+from . import counters, state
+
+aten = torch.ops.aten
+
+# Ops that legitimately take CPU and device tensors together: copies, and
+# indexing with CPU index tensors (CUDA accepts those too).
+_MIXED_DEVICE_OK = {
+    aten.copy_.default,
+    aten._to_copy.default,
+    aten._copy_from.default,
+    aten._copy_from_and_resize.default,
+    aten.index.Tensor,
+    aten.index_put_.default,
+    aten._index_put_impl_.default,
+    aten.index_put.default,
+}
+
+
+class EmulatedTensor(torch.Tensor):
+    """A tensor on the emulated device, backed by ``self._elem`` on the CPU."""
+
+    _elem: torch.Tensor
+
+    @staticmethod
+    def __new__(cls, elem: torch.Tensor, index: int) -> EmulatedTensor:
+        r = torch.Tensor._make_wrapper_subclass(
+            cls,
+            elem.size(),
+            strides=elem.stride(),
+            storage_offset=elem.storage_offset(),
+            dtype=elem.dtype,
+            layout=elem.layout,
+            device=torch.device(state.name, index),
+            requires_grad=elem.requires_grad,
+        )
+        r._elem = elem
+        return r
+
+    def __repr__(self, *, tensor_contents: Any = None) -> str:  # type: ignore[override]
+        # Printing reads device memory: one sync at the user's print, no more.
+        counters.record_sync("print")
+        with counters.quiet():
+            text = super().__repr__(tensor_contents=tensor_contents)
+        # torch names subclasses in the prefix; a real device tensor prints "tensor(".
+        prefix = f"{type(self).__name__}("
+        if not text.startswith(prefix):
+            return text
+        shift = len(prefix) - len("tensor(")
+        lines = text[len(prefix) :].split("\n")
+        body = [lines[0]] + [ln[shift:] if ln[:shift].isspace() else ln for ln in lines[1:]]
+        return "tensor(" + "\n".join(body)
+
+    def __format__(self, format_spec: str) -> str:
+        # torch.Tensor formats only exact Tensors' scalars by value; do the same here.
+        if self.dim() == 0:
+            return self.item().__format__(format_spec)
+        return super().__format__(format_spec)
+
+    def tolist(self) -> Any:  # type: ignore[override]
+        """Copy to host (a sync) and return nested Python lists."""
+        counters.record_sync("tolist")
+        counters.record_transfer("d2h", _nbytes(self._elem))
+        return self._elem.tolist()
+
+    def numpy(self, *, force: bool = False) -> Any:  # type: ignore[override]
+        """Refuse, as a real accelerator tensor does: numpy needs host memory."""
+        raise TypeError(
+            f"can't convert {self.device} device type tensor to numpy. "
+            "Use Tensor.cpu() to copy the tensor to host memory first."
+        )
+
+    def __array__(self, dtype: Any = None) -> Any:
+        return self.numpy()
+
+    @classmethod
+    def __torch_dispatch__(
+        cls, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None
+    ) -> Any:
+        return dispatch(func, args, kwargs or {})
+
+
+def _nbytes(t: torch.Tensor) -> int:
+    return t.numel() * t.element_size()
+
+
+def _device_of(flat: list[Any], func: Any) -> int | None:
+    """Index of the device the op runs on; raise PyTorch's error on a mix."""
+    index: int | None = None
+    cpu = False
+    for a in flat:
+        if isinstance(a, EmulatedTensor):
+            i = a.device.index
+            if index is not None and i != index:
+                _mismatch(f"{state.name}:{index}", f"{state.name}:{i}", func)
+            index = i
+        elif isinstance(a, torch.Tensor) and a.dim() > 0:
+            cpu = True
+    if cpu and index is not None and func not in _MIXED_DEVICE_OK:
+        _mismatch(f"{state.name}:{index}", "cpu", func)
+    return index
+
+
+def _mismatch(a: str, b: str, func: Any) -> None:
+    # Same wording as c10's TensorIterator / device check on a real backend.
+    raise RuntimeError(
+        "Expected all tensors to be on the same device, but found at least two "
+        f"devices, {a} and {b}! (when checking argument for {func})"
+    )
+
+
+def dispatch(func: Any, args: tuple, kwargs: dict) -> Any:
+    """Run ``func`` on the CPU tensors behind ``args`` and rewrap the results."""
+    flat, _ = tree_flatten((args, kwargs))
+    index = _device_of(flat, func)
+
+    # A device= argument decides where the result lives (``.to``, ``*_like``).
+    to_host = False
+    target = kwargs.get("device")
+    if target is not None:
+        target = torch.device(target)
+        if target.type == state.name:
+            index = state.check_index(target.index)
+            kwargs = {**kwargs, "device": torch.device("cpu")}
+        elif target.type == "cpu":
+            to_host = True
+
+    wrappers = {id(a._elem): a for a in flat if isinstance(a, EmulatedTensor)}
+
+    def unwrap(x: Any) -> Any:
+        return x._elem if isinstance(x, EmulatedTensor) else x
+
+    out = func(*tree_map(unwrap, args), **tree_map(unwrap, kwargs))
+
+    # float64 is slow or missing on TPU/Trainium: flag ops reading or making it.
+    float64 = any(
+        isinstance(a, torch.Tensor) and a.dtype == torch.float64
+        for a in (*flat, *tree_flatten(out)[0])
+    )
+    counters.record_op(str(func.overloadpacket.__name__), float64)
+
+    if func is aten._local_scalar_dense.default:
+        counters.record_sync("item")
+        return out
+    if func is aten.copy_.default:
+        dst, src = args[0], args[1]
+        if isinstance(dst, EmulatedTensor) and not isinstance(src, EmulatedTensor):
+            counters.record_transfer("h2d", _nbytes(src))
+        elif not isinstance(dst, EmulatedTensor) and isinstance(src, EmulatedTensor):
+            counters.record_sync("copy_to_host")
+            counters.record_transfer("d2h", _nbytes(src))
+    if to_host:
+        counters.record_sync("to_cpu")
+        counters.record_transfer("d2h", _nbytes(out))
+        return out
+    if index is None:
+        index = state.current_index()
+
+    def wrap(x: Any) -> Any:
+        if isinstance(x, torch.Tensor) and not isinstance(x, EmulatedTensor):
+            # In-place and out= ops return their input: give back its wrapper.
+            same = wrappers.get(id(x))
+            return same if same is not None else EmulatedTensor(x, index)
+        return x
+
+    return tree_map(wrap, out)
+
+
+def to_device(t: torch.Tensor, index: int) -> EmulatedTensor:
+    """Wrap a fresh CPU tensor as a device tensor (used by factory kernels)."""
+    return EmulatedTensor(t, index)
