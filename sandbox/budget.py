@@ -30,6 +30,7 @@ class Budget:
     losses: list[float] = field(default_factory=list)
     outputs: list[dict[str, Any]] = field(default_factory=list)
     _depth: int = 0
+    _in_backward: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -67,9 +68,17 @@ def install(budget: Budget) -> Budget:
     original_backward = torch.Tensor.backward
 
     def backward(self: torch.Tensor, *args: Any, **kwargs: Any):
-        if self.numel() == 1:
+        # A TorchFunctionMode (the reference shim's) re-enters Tensor.backward through
+        # torch's override machinery: record the outermost call only.
+        outer = not budget._in_backward
+        if outer and self.numel() == 1:
             budget.losses.append(_scalar(self))
-        return original_backward(self, *args, **kwargs)
+        budget._in_backward = True
+        try:
+            return original_backward(self, *args, **kwargs)
+        finally:
+            if outer:
+                budget._in_backward = False
 
     torch.Tensor.backward = backward  # type: ignore[method-assign]
 
