@@ -7,7 +7,6 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from torchport.sandbox.harness import RunSpec, run
 from torchport.tools.migrate import MigrateOptions, migrate
 
