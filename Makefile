@@ -44,3 +44,4 @@ lint: $(STAMP)
 
 bench: $(STAMP) .venv-bench/bin/torchfix
 	$(BIN)/python benchmarks/scan_speed.py --torchfix .venv-bench/bin/torchfix
+	$(BIN)/python benchmarks/emulator_overhead.py
