@@ -9,7 +9,6 @@ worktree). Every run writes ``torchport-report/``.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
@@ -314,9 +313,3 @@ def _commit_on_branch(result: MigrationResult, branch: str) -> Path:
     finally:
         _git(root, "worktree", "remove", "--force", str(worktree))
     return root
-
-
-def changes_as_json(result: MigrationResult) -> str:
-    from .report.migration import migration_to_dict
-
-    return json.dumps(migration_to_dict(result), indent=2) + "\n"
