@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from . import backend, factories, state
+from . import autocast, backend, factories, state
 from .counters import counters, reset
 from .tensor import EmulatedTensor
 
@@ -43,6 +43,7 @@ def activate(name: str = "tpu", devices: int = 1) -> torch.device:
         )
     backend.register(name, devices)
     factories.register()
+    autocast.register()
     return torch.device(name, 0)
 
 

@@ -183,6 +183,65 @@ def _let_autograd_threads_settle() -> None:
         time.sleep(0.01)
 
 
+def _storage_tag(storage: Any) -> str | None:
+    return None  # emulated tensors are saved as CPU copies (EmulatedTensor.__reduce_ex__)
+
+
+def _storage_deserialize(storage: Any, location: str) -> Any:
+    """Keep storages on the CPU when ``torch.load(..., map_location=<device>)``.
+
+    torch's PrivateUse1 default would call ``storage.to(<device>)``, and the
+    emulated device has no storages (it crashes). Emulated tensors are saved as a
+    CPU copy plus a rebuild that moves them with ``.to(map_location)``, so the
+    CPU storage is what that rebuild needs. (A plain CPU tensor saved and loaded
+    with ``map_location=<device>`` therefore stays on the CPU here.)
+    """
+    if location.split(":")[0] == state.name:
+        state.check_index(torch.device(location).index)
+        return storage
+    return None
+
+
+def _gloo_creator(store: Any, rank: int, size: int, timeout: Any) -> Any:
+    import torch.distributed as dist
+
+    return dist.ProcessGroupGloo(store, rank, size, timeout)
+
+
+def _register_distributed(name: str) -> None:
+    """``init_process_group(backend=name)`` (TorchTPU also accepts ``tpu_dist``).
+
+    Collectives are dispatcher ops (``c10d::allreduce_``...), so on emulated
+    tensors they reach ``__torch_dispatch__``, which calls them again on the CPU
+    tensors inside: gloo runs them, in place, and the wrappers see the result.
+    """
+    import torch.distributed as dist
+
+    if not dist.is_available():
+        return
+    aliases = (name, "tpu_dist") if name == "tpu" else (name,)
+    for alias in aliases:
+        if (
+            alias.upper() not in dist.Backend.backend_list
+            and alias not in dist.Backend.backend_list
+        ):
+            dist.Backend.register_backend(alias, _gloo_creator, devices=["cpu", name])
+
+
+def _pin_memory(self: torch.Tensor, device: Any = None) -> torch.Tensor:
+    """Pinning is a no-op: the emulated device's memory is host memory.
+
+    torch 2.13 pins for a PrivateUse1 accelerator through the C++
+    ``PrivateUse1HooksInterface::getPinnedMemoryAllocator``, which a Python
+    backend cannot provide; pinning only speeds up DMA, never changes values.
+    """
+    return self
+
+
+def _is_pinned(self: torch.Tensor, device: Any = None) -> bool:
+    return False
+
+
 def register(name: str, devices: int) -> None:
     """Make ``name`` a working torch device with ``devices`` CPU-backed ordinals."""
     state.name = name
@@ -200,4 +259,10 @@ def register(name: str, devices: int) -> None:
 
     for types_list in (optimizer._foreach_supported_types, _foreach_utils._foreach_supported_types):
         types_list.append(EmulatedTensor)
+    # Before torch's PrivateUse1 package (priority 23), whose deserializer would crash.
+    torch.serialization.register_package(11, _storage_tag, _storage_deserialize)
+    _register_distributed(name)
+    torch.Tensor.pin_memory = _pin_memory  # type: ignore[method-assign]
+    torch.Tensor.is_pinned = _is_pinned  # type: ignore[method-assign]
+    optimizer.register_optimizer_step_post_hook(counters.record_optimizer_step)
     counters.reset()

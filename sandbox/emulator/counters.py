@@ -8,6 +8,7 @@ so that a port can be judged on more than "the losses match".
 
 from __future__ import annotations
 
+import itertools
 import os
 import sys
 import threading
@@ -26,6 +27,10 @@ _sync_sites: Counter[str] = Counter()
 _transfers = {"h2d_count": 0, "h2d_bytes": 0, "d2h_count": 0, "d2h_bytes": 0}
 _float64 = Counter[str]()
 _quiet = threading.local()
+# Ops per optimizer step: op totals at each step's end (torch.optim step hooks).
+_step_ends: list[int] = []
+_steps = Counter[str]()
+MAX_STEPS = 10_000
 
 
 def call_site() -> str:
@@ -91,10 +96,22 @@ def record_transfer(direction: str, nbytes: int) -> None:
         _transfers[f"{direction}_bytes"] += int(nbytes)
 
 
+def record_optimizer_step(*_: Any) -> None:
+    """Mark the end of one optimizer step (a global ``torch.optim`` post-step hook)."""
+    with _lock:
+        _steps["optimizer"] += 1
+        _step_ends.append(sum(_ops.values()))
+        del _step_ends[:-MAX_STEPS]
+
+
 def counters() -> dict[str, Any]:
     """Return a snapshot of all counters as plain JSON-ready data."""
     with _lock:
+        ends = [0, *_step_ends] if _steps["optimizer"] <= MAX_STEPS else _step_ends
         return {
+            # ops_per_step[i]: ops from the end of step i-1 (or reset) to the end of step i.
+            "optimizer_steps": _steps["optimizer"],
+            "ops_per_step": [b - a for a, b in itertools.pairwise(ends)],
             "ops": sum(_ops.values()),
             "ops_by_name": dict(_ops),
             "host_syncs": sum(_syncs.values()),
@@ -113,5 +130,7 @@ def reset() -> None:
         _syncs.clear()
         _sync_sites.clear()
         _float64.clear()
+        _step_ends.clear()
+        _steps.clear()
         for key in _transfers:
             _transfers[key] = 0

@@ -8,6 +8,7 @@ Results are therefore bit-identical to a CPU run of the same ops.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from typing import Any
 
 import torch
@@ -86,6 +87,24 @@ class EmulatedTensor(torch.Tensor):
 
     def __array__(self, dtype: Any = None) -> Any:
         return self.numpy()
+
+    def __reduce_ex__(self, proto: Any) -> Any:
+        """Pickle as torch pickles any storage-less PrivateUse1 tensor.
+
+        ``torch.Tensor.__reduce_ex__`` would record this class and its ``_elem``;
+        a real device tensor is saved as a CPU copy plus its device string
+        (``torch._utils._rebuild_device_tensor_from_cpu_tensor``), which
+        ``torch.load(..., map_location=...)`` and ``weights_only=True`` accept.
+        """
+        if getattr(self, "_is_param", False):
+            # nn.Parameter of a wrapper subclass is the subclass flagged _is_param.
+            data = self.detach()
+            return (torch._utils._rebuild_parameter, (data, self.requires_grad, OrderedDict()))
+        # torch.Tensor's own check (no storage) is False for wrapper subclasses.
+        return (
+            torch._utils._rebuild_device_tensor_from_cpu_tensor,
+            (self.detach().cpu(), self.dtype, str(self.device), self.requires_grad),
+        )
 
     @classmethod
     def __torch_dispatch__(

@@ -1,0 +1,198 @@
+"""``torch.autocast("tpu"|"neuron", dtype=torch.bfloat16)`` on the emulated device.
+
+torch 2.13 has autocast kernels for CPU, CUDA, XPU, MPS, MTIA and MAIA, but none
+for PrivateUse1: every op reaching the ``AutocastPrivateUse1`` key then fails
+("Could not run 'aten::linear' ... from the 'Autocasttpu' backend"). This module
+registers, under that key, a fallthrough for all ops plus casting kernels that
+follow CUDA's autocast op lists (torch/csrc/autocast docs, "CUDA Ops that can
+autocast"): matmul/linear/conv run in the autocast dtype, reductions, softmax and
+norms in float32, and a few multi-input ops at the widest input dtype. The casts
+are done with ``Tensor.to`` above autograd, so backward sees them as real ops.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch.utils._pytree import tree_flatten, tree_map
+
+from . import state
+
+_KEY = "AutocastPrivateUse1"
+
+# Ops that run in the autocast dtype (CUDA's "lower_precision_fp" list).
+LOWER_PRECISION: tuple[str, ...] = (
+    "conv1d",
+    "conv1d.padding",
+    "conv2d",
+    "conv2d.padding",
+    "conv3d",
+    "conv3d.padding",
+    "conv_transpose1d",
+    "conv_transpose2d.input",
+    "conv_transpose3d.input",
+    "_convolution",
+    "convolution",
+    "prelu",
+    "addmm",
+    "addmv",
+    "addr",
+    "matmul",
+    "einsum",
+    "mm",
+    "mv",
+    "linear",
+    "addbmm",
+    "baddbmm",
+    "bmm",
+    "chain_matmul",
+    "linalg_multi_dot",
+    "_thnn_fused_lstm_cell",
+    "_thnn_fused_gru_cell",
+    "lstm_cell",
+    "gru_cell",
+    "rnn_tanh_cell",
+    "rnn_relu_cell",
+    "scaled_dot_product_attention",
+)
+
+# Ops that run in float32 (CUDA's "fp32" list, the common part).
+FLOAT32: tuple[str, ...] = (
+    "acos",
+    "asin",
+    "cosh",
+    "erfinv",
+    "exp",
+    "expm1",
+    "log",
+    "log10",
+    "log2",
+    "log1p",
+    "reciprocal",
+    "rsqrt",
+    "sinh",
+    "tan",
+    "pow.Tensor_Scalar",
+    "pow.Tensor_Tensor",
+    "pow.Scalar",
+    "softplus",
+    "layer_norm",
+    "native_layer_norm",
+    "group_norm",
+    "frobenius_norm.dim",
+    "nuclear_norm",
+    "nuclear_norm.dim",
+    "cosine_similarity",
+    "poisson_nll_loss",
+    "cosine_embedding_loss",
+    "nll_loss",
+    "nll_loss2d",
+    "hinge_embedding_loss",
+    "kl_div",
+    "l1_loss",
+    "smooth_l1_loss",
+    "huber_loss",
+    "mse_loss",
+    "margin_ranking_loss",
+    "multilabel_margin_loss",
+    "soft_margin_loss",
+    "triplet_margin_loss",
+    "multi_margin_loss",
+    "binary_cross_entropy_with_logits",
+    "dist",
+    "pdist",
+    "cdist",
+    "renorm",
+    "logsumexp",
+    "prod",
+    "prod.dim_int",
+    "cumprod",
+    "cumsum",
+    "sum",
+    "sum.dim_IntList",
+    "softmax.int",
+    "log_softmax.int",
+    "cross_entropy_loss",
+    "norm.Scalar",
+    "norm.ScalarOpt_dim",
+)
+
+# Multi-input ops that run at the widest floating dtype among their inputs.
+PROMOTE: tuple[str, ...] = (
+    "addcdiv",
+    "addcmul",
+    "atan2",
+    "bilinear",
+    "cross",
+    "dot",
+    "grid_sampler",
+    "index_put",
+    "scatter_add",
+    "tensordot",
+    "cat",
+    "stack",
+)
+
+_libs: list[torch.library.Library] = []
+
+
+def _eligible(x: Any) -> bool:
+    return (
+        isinstance(x, torch.Tensor)
+        and x.is_floating_point()
+        and x.device.type == state.name
+        and x.dtype != torch.float64
+    )
+
+
+def _cast(args: Any, dtype: torch.dtype) -> Any:
+    return tree_map(lambda x: x.to(dtype) if _eligible(x) and x.dtype != dtype else x, args)
+
+
+def _run(op: Any, args: tuple, kwargs: dict, dtype: torch.dtype | None) -> Any:
+    keys = torch._C.DispatchKeySet(torch._C.DispatchKey.AutocastPrivateUse1)
+    with torch._C._ExcludeDispatchKeyGuard(keys):
+        if dtype is not None:
+            args, kwargs = _cast((args, kwargs), dtype)
+        return op(*args, **kwargs)
+
+
+def _lower(op: Any) -> Any:
+    def kernel(*args: Any, **kwargs: Any) -> Any:
+        return _run(op, args, kwargs, torch.get_autocast_dtype(state.name))
+
+    return kernel
+
+
+def _float32(op: Any) -> Any:
+    def kernel(*args: Any, **kwargs: Any) -> Any:
+        return _run(op, args, kwargs, torch.float32)
+
+    return kernel
+
+
+def _promote(op: Any) -> Any:
+    def kernel(*args: Any, **kwargs: Any) -> Any:
+        dtypes = [x.dtype for x in tree_flatten((args, kwargs))[0] if _eligible(x)]
+        widest = None
+        for d in dtypes:
+            widest = d if widest is None else torch.promote_types(widest, d)
+        return _run(op, args, kwargs, widest)
+
+    return kernel
+
+
+def register() -> None:
+    """Install the AutocastPrivateUse1 fallthrough and the casting kernels."""
+    fallback = torch.library.Library("_", "IMPL")
+    fallback.fallback(torch.library.fallthrough_kernel, _KEY)
+    lib = torch.library.Library("aten", "IMPL")
+    for names, make in ((LOWER_PRECISION, _lower), (FLOAT32, _float32), (PROMOTE, _promote)):
+        for qualname in names:
+            name, _, overload = qualname.partition(".")
+            packet = getattr(torch.ops.aten, name, None)
+            if packet is None or (overload or "default") not in packet.overloads():
+                continue
+            lib.impl(qualname, make(getattr(packet, overload or "default")), _KEY)
+    _libs.extend((fallback, lib))
