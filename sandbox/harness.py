@@ -10,7 +10,6 @@ no result file; that is reported as what it is.
 from __future__ import annotations
 
 import json
-import shlex
 import shutil
 import subprocess
 import sys
@@ -60,9 +59,65 @@ class RunResult:
     elapsed_s: float = 0.0
     isolation: str = ""
     mode: str = ""
+    synthetic_data: list[dict[str, Any]] = field(default_factory=list)
+    ranks: list[dict[str, Any]] = field(default_factory=list)  # torchrun: each rank's outcome
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
+
+
+TORCHRUN_MODULES = ("torch.distributed.run",)
+# torchrun options that already say where the ranks meet.
+_RENDEZVOUS = ("--standalone", "--rdzv", "--master")
+# ``--standalone`` spelled out with 127.0.0.1: "localhost" does not resolve in every sandbox.
+STANDALONE = [
+    "--rdzv-backend=c10d",
+    "--rdzv-endpoint=127.0.0.1:0",
+    "--rdzv-id=torchport",
+    "--nnodes=1",
+    "--local-addr=127.0.0.1",
+]
+
+
+@dataclass(frozen=True)
+class Distributed:
+    """A torchrun command taken apart: its own options, the program, ranks expected."""
+
+    options: list[str]
+    program: list[str]  # as program_argv gives it: ["train.py", ...] or ["-m", "pkg", ...]
+    nproc: int | None
+
+
+def torchrun_parts(command: list[str]) -> Distributed | None:
+    """``torchrun [opts] train.py ...`` or ``python -m torch.distributed.run [opts] ...``
+    taken apart (None for any other command)."""
+    if not command:
+        return None
+    head = Path(command[0]).name
+    if head == "torchrun":
+        rest = command[1:]
+    elif head.startswith("python") and command[1:2] == ["-m"] and command[2:3] != []:
+        if command[2] not in TORCHRUN_MODULES:
+            return None
+        rest = command[3:]
+    else:
+        return None
+    from torch.distributed.run import get_args_parser
+
+    try:
+        parsed = get_args_parser().parse_args(rest)
+    except SystemExit as exc:
+        raise RunError(f"torchrun could not parse {rest!r}") from exc
+    if parsed.no_python:
+        raise RunError("torchrun --no-python runs a non-Python program; not supported")
+    options = rest[: len(rest) - len(parsed.training_script_args) - 1]
+    options = [o for o in options if o not in ("-m", "--module", "--run-path", "--run_path")]
+    if not any(o.split("=", 1)[0].replace("_", "-").startswith(_RENDEZVOUS) for o in options):
+        options = [*STANDALONE, *options]
+    script = parsed.training_script
+    program = ["-m", script] if parsed.module else [script]
+    nproc = int(parsed.nproc_per_node) if str(parsed.nproc_per_node).isdigit() else None
+    return Distributed(options, [*program, *parsed.training_script_args], nproc)
 
 
 def program_argv(command: list[str]) -> list[str]:
@@ -82,10 +137,15 @@ def program_argv(command: list[str]) -> list[str]:
 
 
 def launcher_argv(spec: RunSpec, result_file: Path, program_dir: Path) -> list[str]:
+    """The launcher's command line; under torchrun, torchrun's, running the launcher
+    (with ``--per-rank``) once per rank."""
+    dist = torchrun_parts(spec.command)
+    head = [sys.executable, "-m", "torchport.sandbox.launch"]
+    if dist is not None:
+        head = [sys.executable, "-m", TORCHRUN_MODULES[0], *dist.options]
+        head += ["-m", "torchport.sandbox.launch", "--per-rank"]
     argv = [
-        sys.executable,
-        "-m",
-        "torchport.sandbox.launch",
+        *head,
         "--mode",
         spec.mode,
         "--seed",
@@ -101,7 +161,8 @@ def launcher_argv(spec: RunSpec, result_file: Path, program_dir: Path) -> list[s
         argv += ["--steps", str(spec.steps)]
     if spec.forwards is not None:
         argv += ["--forwards", str(spec.forwards)]
-    return [*argv, "--", *program_argv(spec.command)]
+    program = dist.program if dist is not None else program_argv(spec.command)
+    return [*argv, "--", *program]
 
 
 # torchport's own code must be readable inside the sandbox for the launcher to import.
@@ -148,7 +209,11 @@ def run(spec: RunSpec) -> RunResult:
         result_file = Path(tmp) / "result.json"
         argv = launcher_argv(spec, result_file, scratch)
         code, out, err, isolation, killed = _execute(argv, Path(tmp), spec)
-        data = json.loads(result_file.read_text()) if result_file.is_file() else None
+        dist = torchrun_parts(spec.command)
+        if dist is None:
+            data = json.loads(result_file.read_text()) if result_file.is_file() else None
+        else:
+            data = _merge_ranks(Path(tmp).glob("result.rank*.json"), dist.nproc)
     result = RunResult(status="failed", exit_code=code, isolation=isolation, mode=spec.mode)
     if data is not None:
         for key in (
@@ -161,6 +226,8 @@ def run(spec: RunSpec) -> RunResult:
             "counters",
             "error",
             "stopped",
+            "synthetic_data",
+            "ranks",
         ):
             if key in data:
                 setattr(result, key, data[key])
@@ -178,5 +245,42 @@ def run(spec: RunSpec) -> RunResult:
     return result
 
 
-def describe(spec: RunSpec) -> str:
-    return " ".join(shlex.quote(a) for a in spec.command)
+def _merge_ranks(files: Any, expected: int | None) -> dict[str, Any] | None:
+    """One result from each rank's: rank 0's numbers; failed if any rank failed (with
+    the error of the rank that failed first) or if a rank wrote nothing."""
+    by_rank: dict[int, dict[str, Any]] = {}
+    for path in files:
+        data = json.loads(path.read_text())
+        by_rank[int(data.get("rank", path.stem.rpartition(".rank")[2]))] = data
+    if not by_rank:
+        return None
+    merged = dict(by_rank.get(0) or by_rank[min(by_rank)])
+    merged["ranks"] = [
+        {
+            "rank": rank,
+            "status": d.get("status"),
+            "exit_code": d.get("exit_code"),
+            "steps": d.get("steps", 0),
+            "error": d.get("error"),
+        }
+        for rank, d in sorted(by_rank.items())
+    ]
+    # The rank that failed first is the cause; the others mostly lost their peer.
+    failed = sorted(
+        ((rank, d) for rank, d in by_rank.items() if d.get("status") != "ok"),
+        key=lambda item: (item[1].get("ended_at", 0.0), item[0]),
+    )
+    missing = sorted(set(range(expected or 0)) - set(by_rank))
+    if failed:
+        rank, bad = failed[0]
+        merged.update(status="failed", exit_code=bad.get("exit_code") or 1)
+        merged["error"] = {**(bad.get("error") or {}), "rank": rank}
+    elif missing:
+        merged.update(status="failed", exit_code=merged.get("exit_code") or 1)
+        merged["error"] = {
+            "type": "NoResult",
+            "message": f"rank(s) {missing} ended without a result",
+            "frame": None,
+            "rank": missing[0],
+        }
+    return merged

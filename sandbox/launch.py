@@ -5,6 +5,10 @@ reference shim), fix seeds, watch the program with a step budget, run it as
     python -m torchport.sandbox.launch --mode tpu --steps 20 --result r.json -- train.py --lr 1
     python -m torchport.sandbox.launch --mode reference --result r.json -- -m mypkg.train
 
+Under torchrun each rank runs this launcher (``--per-rank`` gives each its own result
+file), and datasets asked of torchvision, torchaudio or HF ``datasets`` are synthetic
+unless ``--real-data`` (see ``sandbox.synthetic``).
+
 Modes: ``plain`` (nothing activated), ``reference`` (CUDA code on CPU through the
 shim), ``tpu`` / ``neuron`` (the emulated device).
 """
@@ -38,6 +42,16 @@ def _parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--result", required=True)
     parser.add_argument("--chdir", help="the program's folder (its working directory)")
+    parser.add_argument(
+        "--per-rank",
+        action="store_true",
+        help="one result per distributed rank: RESULT's stem gets .rank<RANK> (torchrun)",
+    )
+    parser.add_argument(
+        "--real-data",
+        action="store_true",
+        help="do not substitute synthetic data for torchvision/torchaudio/HF datasets",
+    )
     return parser.parse_args(argv[:split]), argv[split + 1 :]
 
 
@@ -103,9 +117,20 @@ def _run_program(program: list[str]) -> None:
         runpy.run_path(script, run_name="__main__")
 
 
+def result_path(result: str, per_rank: bool) -> Path:
+    """Where this process writes its result: ``r.json``, or ``r.rank1.json`` per rank."""
+    path = Path(result)
+    if not per_rank:
+        return path
+    return path.with_name(f"{path.stem}.rank{os.environ.get('RANK', '0')}{path.suffix}")
+
+
 def main(argv: list[str] | None = None) -> int:
     options, program = _parse(list(sys.argv[1:] if argv is None else argv))
     result: dict[str, Any] = {"mode": options.mode, "program": program, "status": "failed"}
+    if options.per_rank:
+        result["rank"] = int(os.environ.get("RANK", "0"))
+    synthetic = None
     started = time.perf_counter()
     watcher = budget = None
     if options.chdir:
@@ -113,6 +138,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         watcher = _activate(options.mode, options.devices)
         _seed(options.seed)
+        if not options.real_data:
+            from torchport.sandbox import synthetic
+
+            synthetic.install()
         from torchport.sandbox.budget import Budget, StepBudgetReached, install
 
         budget = install(Budget(max_steps=options.steps, max_forwards=options.forwards))
@@ -139,6 +168,7 @@ def main(argv: list[str] | None = None) -> int:
         traceback.print_exc()
     finally:
         result["elapsed_s"] = round(time.perf_counter() - started, 3)
+        result["ended_at"] = time.time()  # across ranks, the first to fail is the cause
         if budget is not None:
             result.update(budget.to_json())
         if watcher is not None:
@@ -147,7 +177,11 @@ def main(argv: list[str] | None = None) -> int:
                 result["counters"] = counters() if counters else {}
             except Exception as exc:
                 result["counters"] = {"error": repr(exc)}
-        Path(options.result).write_text(json.dumps(result, indent=2, default=str))
+        if synthetic is not None and synthetic.records():
+            result["synthetic_data"] = synthetic.records()
+        result_path(options.result, options.per_rank).write_text(
+            json.dumps(result, indent=2, default=str)
+        )
     return 0 if result["status"] == "ok" else 1
 
 

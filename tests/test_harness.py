@@ -4,11 +4,19 @@ activation) keeps these tests independent of the emulator and the shim."""
 
 from __future__ import annotations
 
+import sys
 import textwrap
 from pathlib import Path
 
 import pytest
-from torchport.sandbox.harness import RunError, RunSpec, run
+from torchport.sandbox.harness import (
+    STANDALONE,
+    Distributed,
+    RunError,
+    RunSpec,
+    run,
+    torchrun_parts,
+)
 
 TRAIN = """\
 import torch
@@ -117,3 +125,163 @@ def test_bad_commands_are_refused(tmp_path):
         run(RunSpec(root=root, command=["bash", "x.sh"]))
     with pytest.raises(RunError, match="unknown mode"):
         run(RunSpec(root=root, command=["python", "main.py"], mode="gpu"))
+
+
+MNIST = """\
+import torch
+from torch.utils.data import DataLoader
+from torchvision import datasets, transforms
+
+tf = transforms.Compose([transforms.ToTensor(), transforms.Normalize((0.1307,), (0.3081,))])
+train = datasets.MNIST("data", train=True, download=True, transform=tf)
+loader = DataLoader(train, batch_size=32, shuffle=True)
+model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(28 * 28, 10))
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for epoch in range(10):
+    for x, y in loader:
+        assert x.shape == (32, 1, 28, 28) and x.dtype == torch.float32, x.shape
+        assert y.dtype == torch.int64
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+"""
+
+
+def test_torchvision_datasets_are_synthetic_and_recorded(tmp_path):
+    result = _run(_program(tmp_path, MNIST), "main.py", steps=8)
+    assert result.status == "ok", result.stderr_tail
+    assert result.steps == 8 and result.losses[-1] < result.losses[0]
+    assert result.synthetic_data == [
+        {"library": "torchvision", "dataset": "MNIST", "size": 512, "split": "train"}
+    ]
+
+
+def test_hf_load_dataset_text_is_synthetic(tmp_path):
+    root = _program(
+        tmp_path,
+        """\
+        import torch
+        from datasets import load_dataset
+
+        imdb = load_dataset("imdb")
+        train = imdb["train"].shuffle(seed=0)
+        assert set(train.column_names) == {"text", "label"}
+        assert isinstance(train[0]["text"], str) and train[0]["label"] in (0, 1)
+        vocab = {}
+
+        def encode(batch):
+            words = [t.split()[:16] for t in batch["text"]]
+            ids = [[vocab.setdefault(w, len(vocab)) % 512 for w in row] for row in words]
+            return {"ids": [row + [0] * (16 - len(row)) for row in ids]}
+
+        train = train.map(encode, batched=True, remove_columns=["text"])
+        train.set_format("torch", columns=["ids", "label"])
+        loader = torch.utils.data.DataLoader(train, batch_size=16)
+        model = torch.nn.EmbeddingBag(512, 2)
+        opt = torch.optim.SGD(model.parameters(), lr=0.5)
+        for batch in loader:
+            loss = torch.nn.functional.cross_entropy(model(batch["ids"]), batch["label"])
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        """,
+    )
+    result = _run(root, "main.py", steps=4)
+    assert result.status == "ok", result.stderr_tail
+    assert result.steps == 4
+    assert {"library": "datasets", "dataset": "imdb", "size": 512, "split": "train"} in (
+        result.synthetic_data
+    )
+
+
+def test_torchrun_commands_are_taken_apart():
+    parts = torchrun_parts(["torchrun", "--nproc_per_node", "2", "train.py", "--lr", "1"])
+    assert parts == Distributed(
+        [*STANDALONE, "--nproc_per_node", "2"], ["train.py", "--lr", "1"], 2
+    )
+    parts = torchrun_parts(
+        ["python", "-m", "torch.distributed.run", "--master_port=1234", "-m", "pkg.train", "-x"]
+    )
+    assert parts == Distributed(["--master_port=1234"], ["-m", "pkg.train", "-x"], 1)
+    assert torchrun_parts(["python", "-m", "pkg"]) is None
+    assert torchrun_parts(["python", "train.py"]) is None
+
+
+DDP = """\
+import sys
+import torch
+import torch.distributed as dist
+
+dist.init_process_group("gloo")
+rank = dist.get_rank()
+torch.manual_seed(0)
+model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(4, 1))
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+gen = torch.Generator().manual_seed(rank)
+x, y = torch.randn(32, 4, generator=gen), torch.randn(32, 1, generator=gen)
+for step in range(1000):
+    if step == 2 and "--fail" in sys.argv and rank == 1:
+        raise ValueError("rank one gave up")
+    loss = torch.nn.functional.mse_loss(model(x), y)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+"""
+
+
+@pytest.mark.slow
+def test_torchrun_ddp_runs_every_rank_through_the_launcher(tmp_path):
+    root = _program(tmp_path, DDP)
+    command = ["torchrun", "--nproc_per_node", "2", "main.py"]
+    spec = RunSpec(root=root, command=command, steps=3, timeout_s=180, isolation="process")
+    result = run(spec)
+    assert result.status == "ok", (result.error, result.stderr_tail)
+    assert result.steps == 3 and len(result.losses) == 3
+    assert [r["rank"] for r in result.ranks] == [0, 1]
+    assert all(r["status"] == "ok" and r["steps"] == 3 for r in result.ranks)
+
+
+@pytest.mark.slow
+def test_a_failing_rank_fails_the_torchrun_run(tmp_path):
+    root = _program(tmp_path, DDP)
+    command = ["python", "-m", "torch.distributed.run", "--nproc_per_node=2", "main.py", "--fail"]
+    result = run(RunSpec(root=root, command=command, timeout_s=180, isolation="process"))
+    assert result.status == "failed"
+    assert result.error["rank"] == 1 and result.error["type"] == "ValueError"
+    assert result.error["frame"]["line"] == 14
+
+
+def test_installed_libraries_get_their_dataset_entry_points_patched(tmp_path, monkeypatch):
+    from torchport.sandbox import synthetic
+
+    (tmp_path / "torchvision" / "datasets").mkdir(parents=True)
+    (tmp_path / "torchvision" / "__init__.py").write_text("from . import datasets\nREAL = 1\n")
+    (tmp_path / "torchvision" / "datasets" / "__init__.py").write_text(
+        "class MNIST:\n    def __init__(self, *a, **k):\n        raise OSError('network')\n"
+    )
+    (tmp_path / "datasets").mkdir()
+    (tmp_path / "datasets" / "__init__.py").write_text(
+        "class Dataset(dict):\n"
+        "    @classmethod\n"
+        "    def from_dict(cls, cols):\n        return cls(cols)\n"
+        "class DatasetDict(dict):\n    pass\n"
+        "def load_dataset(*a, **k):\n    raise OSError('network')\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for name in ("torchvision", "torchvision.datasets", "datasets"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    synthetic.install()
+    try:
+        import datasets
+        import torchvision
+
+        assert torchvision.REAL == 1  # the real package, not the stand-in
+        image, label = torchvision.datasets.MNIST("data", download=True)[0]
+        assert image.shape == (28, 28) and isinstance(label, int)
+        split = datasets.load_dataset("imdb", split="test")
+        assert type(split) is datasets.Dataset and len(split["text"]) == 128
+    finally:
+        synthetic.uninstall()
+        for name in ("torchvision", "torchvision.datasets", "datasets"):
+            sys.modules.pop(name, None)

@@ -1,0 +1,102 @@
+"""Generators for synthetic samples, and the record of what was handed out."""
+
+from __future__ import annotations
+
+import zlib
+from typing import Any
+
+import torch
+
+TRAIN_SIZE = 512
+TEST_SIZE = 128
+
+_RECORDS: list[dict[str, Any]] = []
+
+
+def record(library: str, dataset: str, size: int, **extra: Any) -> None:
+    entry = {"library": library, "dataset": dataset, "size": int(size), **extra}
+    if entry not in _RECORDS:
+        _RECORDS.append(entry)
+
+
+def records() -> list[dict[str, Any]]:
+    return [dict(r) for r in _RECORDS]
+
+
+def size_for(train: bool) -> int:
+    return TRAIN_SIZE if train else TEST_SIZE
+
+
+def generator(*key: object) -> torch.Generator:
+    """A generator seeded from the dataset's identity, not from the global RNG, so the
+    data is the same whatever the program seeds (and the program's RNG is untouched)."""
+    seed = zlib.crc32("/".join(str(k) for k in key).encode())
+    return torch.Generator().manual_seed(seed)
+
+
+def labels(n: int, classes: int, gen: torch.Generator) -> torch.Tensor:
+    return torch.randint(0, classes, (n,), generator=gen, dtype=torch.int64)
+
+
+def images(
+    n: int, shape: tuple[int, ...], targets: torch.Tensor, classes: int, gen: torch.Generator
+) -> torch.Tensor:
+    """uint8 images of ``shape`` (HxW or HxWxC): a per-class pattern plus noise, so a
+    model can learn something and losses go down."""
+    protos = torch.rand((classes, *shape), generator=gen) * 200.0
+    noise = torch.randn((n, *shape), generator=gen) * 30.0
+    return (protos[targets] + noise + 20.0).clamp(0, 255).to(torch.uint8)
+
+
+def waveforms(
+    n: int, length: int, targets: torch.Tensor, sample_rate: int, gen: torch.Generator
+) -> torch.Tensor:
+    """float32 [n, 1, length] tones whose pitch depends on the label, plus noise."""
+    t = torch.arange(length, dtype=torch.float32) / sample_rate
+    freq = 200.0 + 60.0 * targets.to(torch.float32)
+    tone = 0.5 * torch.sin(2 * torch.pi * freq[:, None] * t[None, :])
+    return (tone + 0.05 * torch.randn((n, length), generator=gen)).unsqueeze(1)
+
+
+_WORDS = {
+    1: [
+        "good",
+        "great",
+        "excellent",
+        "wonderful",
+        "loved",
+        "best",
+        "fun",
+        "brilliant",
+        "moving",
+        "superb",
+    ],
+    0: ["bad", "awful", "boring", "worst", "terrible", "dull", "poor", "waste", "hated", "weak"],
+}
+_FILLER = [
+    "the",
+    "a",
+    "movie",
+    "film",
+    "story",
+    "plot",
+    "actor",
+    "scene",
+    "it",
+    "was",
+    "and",
+    "this",
+    "of",
+    "to",
+]
+
+
+def sentences(targets: torch.Tensor, gen: torch.Generator, words: int = 24) -> list[str]:
+    """Short texts whose sentiment words follow the (binary or folded) label."""
+    out = []
+    for label in targets.tolist():
+        pool = _WORDS[label % 2]
+        picks = torch.randint(0, 100, (words,), generator=gen).tolist()
+        toks = [pool[p % len(pool)] if p < 30 else _FILLER[p % len(_FILLER)] for p in picks]
+        out.append(" ".join(toks) + ".")
+    return out

@@ -1,0 +1,184 @@
+"""The import hook: stand-in modules when a library is absent, patched entry points when
+it is present.
+
+One finder sits at the front of ``sys.meta_path``. For the handful of names it knows it
+first asks the other finders; if they find the real module it lets that load (wrapping
+the loader for the modules whose dataset entry points it replaces), otherwise it serves
+a small module built from this package.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.abc
+import importlib.machinery
+import sys
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any
+
+MARK = "__torchport_synthetic__"
+VERSION = "0.0+torchport.synthetic"
+
+
+def _torchvision(mod: ModuleType) -> None:
+    mod.__version__ = VERSION
+    mod.__path__ = []
+    for sub in ("datasets", "transforms"):
+        setattr(mod, sub, importlib.import_module(f"{mod.__name__}.{sub}"))
+
+
+def _torchvision_datasets(mod: ModuleType) -> None:
+    from . import vision
+
+    mod.__dict__.update(vision.DATASETS)
+    mod.VisionDataset = vision.SyntheticImageDataset
+
+
+def _torchvision_transforms(mod: ModuleType) -> None:
+    from . import vision
+
+    mod.__dict__.update(vision.TRANSFORMS)
+
+
+def _torchaudio(mod: ModuleType) -> None:
+    mod.__version__ = VERSION
+    mod.__path__ = []
+    mod.datasets = importlib.import_module(f"{mod.__name__}.datasets")
+
+
+def _torchaudio_datasets(mod: ModuleType) -> None:
+    from . import audio
+
+    mod.__dict__.update(audio.DATASETS)
+
+
+def _datasets(mod: ModuleType) -> None:
+    from . import hf
+
+    mod.__version__ = VERSION
+    mod.load_dataset = hf.load_dataset
+    mod.Dataset, mod.DatasetDict = hf.Dataset, hf.DatasetDict
+
+
+STUBS: dict[str, Callable[[ModuleType], None]] = {
+    "torchvision": _torchvision,
+    "torchvision.datasets": _torchvision_datasets,
+    "torchvision.transforms": _torchvision_transforms,
+    "torchaudio": _torchaudio,
+    "torchaudio.datasets": _torchaudio_datasets,
+    "datasets": _datasets,
+}
+
+
+# -- patches for the real libraries (not exercised where they are not installed) ----
+
+
+def _patch_torchvision_datasets(mod: ModuleType) -> None:
+    from . import vision
+
+    for name, cls in vision.DATASETS.items():
+        if hasattr(mod, name):
+            setattr(mod, name, type(name, (cls,), {"as_pil": True}))
+
+
+def _patch_torchaudio_datasets(mod: ModuleType) -> None:
+    from . import audio
+
+    for name, cls in audio.DATASETS.items():
+        if hasattr(mod, name):
+            setattr(mod, name, cls)
+
+
+def _patch_datasets(mod: ModuleType) -> None:
+    from . import hf
+
+    def load_dataset(path: str, name: str | None = None, *_: Any, split: Any = None, **__: Any):
+        return hf.load(path, name, split, mod.Dataset.from_dict, mod.DatasetDict)
+
+    mod.load_dataset = load_dataset
+
+
+PATCHES: dict[str, Callable[[ModuleType], None]] = {
+    "torchvision.datasets": _patch_torchvision_datasets,
+    "torchaudio.datasets": _patch_torchaudio_datasets,
+    "datasets": _patch_datasets,
+}
+
+
+class _StubLoader(importlib.abc.Loader):
+    def __init__(self, build: Callable[[ModuleType], None]) -> None:
+        self.build = build
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> None:
+        return None
+
+    def exec_module(self, module: ModuleType) -> None:
+        setattr(module, MARK, True)
+        self.build(module)
+
+
+class _PatchingLoader:
+    """The real loader, then the patch (a failed patch leaves the real module as is)."""
+
+    def __init__(self, real: Any, patch: Callable[[ModuleType], None]) -> None:
+        self._real, self._patch = real, patch
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._real, name)
+
+    def create_module(self, spec: Any) -> Any:
+        return self._real.create_module(spec)
+
+    def exec_module(self, module: ModuleType) -> None:
+        self._real.exec_module(module)
+        try:
+            self._patch(module)
+        except Exception as exc:  # never break the program's import over a patch
+            print(f"torchport: could not patch {module.__name__}: {exc!r}", file=sys.stderr)
+
+
+class SyntheticFinder(importlib.abc.MetaPathFinder):
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
+        if name not in STUBS:
+            return None
+        parent = sys.modules.get(name.rpartition(".")[0]) if "." in name else None
+        if parent is not None and getattr(parent, MARK, False):
+            return self._stub(name)
+        real = self._real_spec(name, path, target)
+        if real is None:
+            return self._stub(name)
+        if name in PATCHES and real.loader is not None:
+            real.loader = _PatchingLoader(real.loader, PATCHES[name])
+        return real
+
+    def _real_spec(self, name: str, path: Any, target: Any) -> Any:
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(name, path, target)
+            if spec is not None:
+                return spec
+        return None
+
+    @staticmethod
+    def _stub(name: str) -> importlib.machinery.ModuleSpec:
+        is_pkg = "." not in name
+        return importlib.machinery.ModuleSpec(
+            name, _StubLoader(STUBS[name]), origin="torchport-synthetic", is_package=is_pkg
+        )
+
+
+_FINDER = SyntheticFinder()
+
+
+def install() -> SyntheticFinder:
+    """Put the finder first on ``sys.meta_path`` (once)."""
+    if _FINDER not in sys.meta_path:
+        sys.meta_path.insert(0, _FINDER)
+    return _FINDER
+
+
+def uninstall() -> None:
+    if _FINDER in sys.meta_path:
+        sys.meta_path.remove(_FINDER)
