@@ -97,7 +97,8 @@ def test_writes_only_to_scratch(backend: str, tmp_path: Path) -> None:
         )
         assert res.returncode == 0, res.stderr
         assert not any(t.exists() for t in targets), res.stdout
-        assert f"DENIED {targets[1]}" in res.stdout
+        if not REPO.is_relative_to("/tmp"):  # a checkout under /tmp sits in the private /tmp
+            assert f"DENIED {targets[1]}" in res.stdout
         assert (scratch / "inside.txt").read_text() == "x"
     finally:
         for t in targets:

@@ -31,9 +31,11 @@ def command(spec: RunSpec, exe: str = "bwrap") -> list[str]:
             cmd += ["--ro-bind", d, d]
     for f in ETC_FILES:
         cmd += ["--ro-bind-try", f, f]
+    # The private /tmp first: binds below may live under /tmp (a checkout or venv in
+    # /tmp, pytest's scratch dirs) and must land on top of it, not be hidden by it.
+    cmd += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
     for p in dedupe([*python_paths(), *spec.readonly]):
         cmd += ["--ro-bind", str(p), str(p)]
-    cmd += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
     cmd += ["--bind", str(spec.scratch), str(spec.scratch), "--chdir", str(spec.scratch)]
     # bwrap's root is a tmpfs holding the mount points; make it read-only too, so a
     # write anywhere but scratch and the private /tmp fails instead of vanishing.
