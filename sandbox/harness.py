@@ -178,14 +178,19 @@ def _execute(
     except ImportError:
         run_isolated = None
     if run_isolated is not None:
-        outcome = run_isolated(
-            argv,
-            scratch=scratch,
-            readonly=[OWN_SOURCE],
-            timeout_s=spec.timeout_s,
-            memory_mb=spec.memory_mb,
-            backend=spec.isolation,
-        )
+        from .isolation import BackendUnavailable
+
+        try:
+            outcome = run_isolated(
+                argv,
+                scratch=scratch,
+                readonly=[OWN_SOURCE],
+                timeout_s=spec.timeout_s,
+                memory_mb=spec.memory_mb,
+                backend=spec.isolation,
+            )
+        except (BackendUnavailable, ValueError) as exc:
+            raise RunError(str(exc)) from exc
         reason = "timeout" if outcome.timed_out else (outcome.killed or "")
         return outcome.returncode, outcome.stdout, outcome.stderr, outcome.backend, reason
     try:

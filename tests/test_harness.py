@@ -123,6 +123,8 @@ def test_bad_commands_are_refused(tmp_path):
     root = _program(tmp_path, "pass\n")
     with pytest.raises(RunError, match="only python programs"):
         run(RunSpec(root=root, command=["bash", "x.sh"]))
+    with pytest.raises(RunError, match="unknown sandbox backend"):
+        run(RunSpec(root=root, command=["python", "main.py"], isolation="chroot"))
     with pytest.raises(RunError, match="unknown mode"):
         run(RunSpec(root=root, command=["python", "main.py"], mode="gpu"))
 
