@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -19,6 +18,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .isolation import BackendUnavailable, run_isolated
 from .launch import MODES
 
 TAIL = 4000
@@ -174,32 +174,18 @@ def _execute(
 ) -> tuple[int | None, str, str, str, str]:
     """(returncode, stdout, stderr, isolation used, killed reason or "")."""
     try:
-        from .isolation import run_isolated
-    except ImportError:
-        run_isolated = None
-    if run_isolated is not None:
-        from .isolation import BackendUnavailable
-
-        try:
-            outcome = run_isolated(
-                argv,
-                scratch=scratch,
-                readonly=[OWN_SOURCE],
-                timeout_s=spec.timeout_s,
-                memory_mb=spec.memory_mb,
-                backend=spec.isolation,
-            )
-        except (BackendUnavailable, ValueError) as exc:
-            raise RunError(str(exc)) from exc
-        reason = "timeout" if outcome.timed_out else (outcome.killed or "")
-        return outcome.returncode, outcome.stdout, outcome.stderr, outcome.backend, reason
-    try:
-        proc = subprocess.run(
-            argv, cwd=scratch, capture_output=True, text=True, timeout=spec.timeout_s, check=False
+        outcome = run_isolated(
+            argv,
+            scratch=scratch,
+            readonly=[OWN_SOURCE],
+            timeout_s=spec.timeout_s,
+            memory_mb=spec.memory_mb,
+            backend=spec.isolation,
         )
-    except subprocess.TimeoutExpired as exc:
-        return None, str(exc.stdout or ""), str(exc.stderr or ""), "none", "timeout"
-    return proc.returncode, proc.stdout, proc.stderr, "none", ""
+    except (BackendUnavailable, ValueError) as exc:
+        raise RunError(str(exc)) from exc
+    reason = "timeout" if outcome.timed_out else (outcome.killed or "")
+    return outcome.returncode, outcome.stdout, outcome.stderr, outcome.backend, reason
 
 
 def run(spec: RunSpec) -> RunResult:

@@ -141,7 +141,7 @@ def rewrite_call_arguments(
     missing = [k for k in remove_keywords if k not in present]
     if missing:
         raise EditRefused(f"the call has no keyword argument(s) {missing} to remove")
-    from .codemods.base import drop_args, set_kwarg
+    from .codemods.base import code_of, drop_args, set_kwarg
 
     new = drop_args(node, *remove_keywords)
     for keyword, code in (set_keywords or {}).items():
@@ -150,7 +150,7 @@ def rewrite_call_arguments(
         except cst.ParserSyntaxError as exc:
             raise EditRefused(f"value for {keyword}= is not an expression: {exc.message}") from exc
         new = set_kwarg(new, keyword, value)
-    new_code = cst.Module(body=[]).code_for_node(new)
+    new_code = code_of(new)
     return replace_node(source, line, col, rng.end.line, rng.end.column + 1, new_code, path)
 
 

@@ -38,6 +38,15 @@ class _Candidate:
             self.reasons.append(reason)
 
 
+def may_be_entry_point(rel: str, text: str) -> bool:
+    """Whether a Python file can be an entry point at all (the scanner keeps only these)."""
+    return (
+        rel.endswith("__main__.py")
+        or _TRAIN_NAME.search(rel) is not None
+        or _MAIN_GUARD.search(text) is not None
+    )
+
+
 class EntryPointFinder:
     def __init__(self) -> None:
         self.candidates: dict[str, _Candidate] = {}
@@ -48,10 +57,10 @@ class EntryPointFinder:
         return self.candidates[path]
 
     def python_file(self, rel: str, text: str) -> None:
+        if not may_be_entry_point(rel, text):
+            return
         has_main = _MAIN_GUARD.search(text) is not None
         is_pkg_main = rel.endswith("/__main__.py")
-        if not (has_main or is_pkg_main or _TRAIN_NAME.search(rel)):
-            return
         cand = self._get(rel)
         if has_main:
             cand.add(3, "__main__ guard")

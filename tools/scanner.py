@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import ast
 import os
-import re
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor
@@ -19,7 +18,7 @@ from pathlib import Path
 
 from .catalogue import TARGETS, Rule, load_catalogue
 from .depfiles import dependencies_in_setup_py, dependencies_in_text, requirement_strings
-from .entrypoints import EntryPointFinder
+from .entrypoints import EntryPointFinder, may_be_entry_point
 from .findings import Dependency, Finding, ScanResult, Skipped
 from .notebooks import code_cells
 from .pymatch import CompiledRules, analyze_module
@@ -28,7 +27,6 @@ from .sourcefile import DEFAULT_MAX_BYTES, Unscannable, parse_python, read_text
 from .textscan import TextHit, TextRules, scan_lines
 
 LAUNCH_KINDS = frozenset({"shell", "make", "markdown", "docker", "yaml"})
-_TRAINISH = re.compile(r"(train|finetune|fit)[^/]*\.py$")
 PARALLEL_MIN_FILES = 400  # below this, starting workers costs more than it saves
 
 
@@ -113,7 +111,7 @@ class _Engine:
     def _python(self, f: RepoFile, data: bytes, result: FileResult) -> None:
         text = read_text(data, "python", self.options.max_bytes).text
         # Keep the text only where it can say how the repo is run (entry points).
-        if "__main__" in text or "__main__" in f.rel or _TRAINISH.search(f.rel):
+        if may_be_entry_point(f.rel, text):
             result.python_text = text
         is_setup = f.rel.rsplit("/", 1)[-1] == "setup.py"
         if self.prefilter is not None and not is_setup and not self.prefilter.search(data):

@@ -10,6 +10,7 @@ from .base import (
     FixContext,
     NotApplicable,
     arg_named,
+    code_of,
     drop_args,
     prepend_arg,
     set_kwarg,
@@ -48,7 +49,7 @@ def cuda_amp_autocast(node: cst.Call, ctx: FixContext):
 def autocast_cuda(node: cst.Call, ctx: FixContext):
     """Swap the "cuda" device argument; for bf16 targets make the dtype bfloat16."""
     call = with_arg_value(node, "device_type", 0, _device_type(ctx))
-    callee = cst.Module(body=[]).code_for_node(node.func)
+    callee = code_of(node.func)
     if ctx.target in BF16_TARGETS and callee.endswith("autocast"):
         call = set_kwarg(call, "dtype", ctx.expr("torch.bfloat16"))
     return call
@@ -80,6 +81,6 @@ def float16(node: cst.CSTNode, ctx: FixContext):
 @register("TPA005")
 def custom_fwd(node: cst.CSTNode, ctx: FixContext):
     call = node if isinstance(node, cst.Call) else cst.Call(func=node)
-    name = cst.Module(body=[]).code_for_node(call.func).rsplit(".", 1)[-1]
+    name = code_of(call.func).rsplit(".", 1)[-1]
     call = call.with_changes(func=ctx.expr(f"torch.amp.{name}"))
     return set_kwarg(drop_args(call, "device_type"), "device_type", _device_type(ctx))

@@ -9,6 +9,7 @@ raises ``NotApplicable`` with the reason a human should read.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -56,10 +57,15 @@ DIST_BACKEND = {"tpu": "tpu", "neuron": "neuron", "xla": "xla"}
 class FixContext:
     target: str
     original: cst.CSTNode
-    device_name: str | None  # a variable holding the repo's own device, when one is in scope
+    # Finds a variable holding the repo's own device in scope; looked up only when a fixer asks.
+    device_lookup: Callable[[], str | None] = lambda: None
     imports: set[str] = field(default_factory=set)  # modules to import ("torch", "time")
     state: dict = field(default_factory=dict)  # per-file notes fixers leave for follow-ups
     parent: Callable[[cst.CSTNode], cst.CSTNode | None] = lambda node: None
+
+    @functools.cached_property
+    def device_name(self) -> str | None:
+        return self.device_lookup()
 
     def need(self, module: str) -> None:
         self.imports.add(module)
@@ -152,6 +158,11 @@ def sync_call(target: str) -> str:
     if target == "xla":
         return "torch_xla.sync(wait=True)"
     return guarded(target, "torch.accelerator.synchronize()")
+
+
+def code_of(node: cst.CSTNode) -> str:
+    """A node's source text (without the module around it)."""
+    return cst.Module(body=[]).code_for_node(node)
 
 
 def dotted(node: cst.BaseExpression) -> str | None:

@@ -15,6 +15,7 @@ from .base import (
     FixContext,
     NotApplicable,
     arg_named,
+    code_of,
     dotted,
     follow_up,
     set_kwarg,
@@ -78,7 +79,7 @@ def tf32_precision(node: cst.CSTNode, ctx: FixContext):
         return _statement_or_constant(node, ctx)
     if not isinstance(assign, cst.Assign) or len(assign.targets) != 1:
         raise NotApplicable("TF32 flag read, not set; decide by hand")
-    value = cst.Module(body=[]).code_for_node(assign.value)
+    value = code_of(assign.value)
     choice = {"True": '"high"', "False": '"highest"'}.get(
         value, f'"high" if {value} else "highest"'
     )
@@ -161,7 +162,7 @@ def profiler_use_cuda(node: cst.Arg, ctx: FixContext):
         and node.keyword.value == "use_cuda"
         and not (isinstance(flag, cst.Name) and flag.value == "True")
     ):  # use_cuda=use_gpu keeps its condition
-        device = f"{device} if {cst.Module(body=[]).code_for_node(flag)} else None"
+        device = f"{device} if {code_of(flag)} else None"
     return node.with_changes(keyword=cst.Name("use_device"), value=ctx.expr(device))
 
 
@@ -303,7 +304,7 @@ def reduce_avg(node: cst.CSTNode, ctx: FixContext):
     if not isinstance(statement, cst.Expr):
         raise NotApplicable("all_reduce result is used; divide by hand")
     prefix = callee.rsplit(".", 1)[0] if "." in callee else "torch.distributed"
-    code = cst.Module(body=[]).code_for_node
+    code = code_of
     tensor = code(call.args[0].value)
     group = arg_named(call, "group", 2)
     size = f"{prefix}.get_world_size({code(group.value) if group else ''})"

@@ -15,6 +15,7 @@ from .base import (
     FixContext,
     NotApplicable,
     arg_named,
+    code_of,
     follow_up,
     guarded,
     prepend_arg,
@@ -42,7 +43,7 @@ def cuda_method(node: cst.Call, ctx: FixContext):
     if index is not None and isinstance(index.value, cst.Call):
         device = index.value  # already a device (TPD005 rewrote the integer id)
     elif index is not None and ctx.device_name is None and ctx.target in ("tpu", "neuron"):
-        device = ctx.expr(f'torch.device("{ctx.target}", {_code(index.value)})')
+        device = ctx.expr(f'torch.device("{ctx.target}", {code_of(index.value)})')
     else:
         device = ctx.device_expr()
     if index is not None:
@@ -111,7 +112,7 @@ def built_device_string(node: cst.BaseExpression, ctx: FixContext):
             # "cuda:%d" % r -> "%s:%d" % (<type>, r)
             right = node.right
             values = [e.value for e in right.elements] if isinstance(right, cst.Tuple) else [right]
-            code = ", ".join([kind, *(_code(v) for v in values)])
+            code = ", ".join([kind, *(code_of(v) for v in values)])
             return node.with_changes(
                 left=_swap(node.left, "cuda", "%s"), right=cst.parse_expression(f"({code})")
             )
@@ -160,7 +161,7 @@ def is_cuda(node: cst.Attribute, ctx: FixContext):
         return node.with_changes(attr=cst.Name("is_tpu"))
     op = "!=" if ctx.target == "accelerator" else "=="
     name = "cpu" if ctx.target == "accelerator" else DEVICE_STRING[ctx.target]
-    return cst.parse_expression(f'{_code(node.value)}.device.type {op} "{name}"')
+    return cst.parse_expression(f'{code_of(node.value)}.device.type {op} "{name}"')
 
 
 @register("TPD005")
@@ -183,8 +184,8 @@ def _indexed_device(index: cst.BaseExpression, ctx: FixContext) -> cst.BaseExpre
     if ctx.target == "xla":
         return ctx.expr("torch_xla.device()")
     if ctx.target == "accelerator":
-        return ctx.expr(f"torch.device({ACCELERATOR_TYPE}, {_code(index)})")
-    return ctx.expr(f'torch.device("{ctx.target}", {_code(index)})')
+        return ctx.expr(f"torch.device({ACCELERATOR_TYPE}, {code_of(index)})")
+    return ctx.expr(f'torch.device("{ctx.target}", {code_of(index)})')
 
 
 REMOVE_ARG = cst.RemoveFromParent()
@@ -205,14 +206,14 @@ def _simple_call(to: str):
         if not isinstance(node, cst.Call):
             raise NotApplicable("reference is not called")
         call = node.with_changes(func=ctx.expr(to))
-        if _code(node.func).endswith("device_of") and node.args:  # device_of(t): t's index
-            index = cst.parse_expression(f"{_code(node.args[0].value)}.device.index")
+        if code_of(node.func).endswith("device_of") and node.args:  # device_of(t): t's index
+            index = cst.parse_expression(f"{code_of(node.args[0].value)}.device.index")
             call = call.with_changes(args=[node.args[0].with_changes(value=index)])
         if ctx.target != "accelerator" or to not in ON_CPU:
             return call
         if "contextlib" in ON_CPU[to]:
             ctx.need("contextlib")
-        return ctx.expr(guarded(ctx.target, _code(call), ON_CPU[to]))
+        return ctx.expr(guarded(ctx.target, code_of(call), ON_CPU[to]))
 
     return fix
 
@@ -312,7 +313,7 @@ class _DeviceStrings(cst.CSTTransformer):
 @register("TPD014", {"tpu", "neuron"})
 def capability_branch(node: cst.BaseExpression, ctx: FixContext):
     """Evaluate the test as a modern (bf16-capable, Hopper-class) GPU would answer it."""
-    code = _code(node)
+    code = code_of(node)
     code = re.sub(r"[\w.]*get_device_capability\([^()]*\)", "(9, 0)", code)
     code = re.sub(r"[\w.]*is_bf16_supported\([^()]*\)", "True", code)
     code = re.sub(r"[\w.]*get_device_properties\([^()]*\)\.major", "9", code)
@@ -444,10 +445,6 @@ def _negate(op: cst.BaseCompOp) -> cst.BaseCompOp:
     return new(whitespace_before=op.whitespace_before, whitespace_after=op.whitespace_after)
 
 
-def _code(node: cst.CSTNode) -> str:
-    return cst.Module(body=[]).code_for_node(node)
-
-
 LEGACY_TYPES = {
     "FloatTensor": "float32",
     "DoubleTensor": "float64",
@@ -470,7 +467,7 @@ def legacy_tensor_type(node: cst.CSTNode, ctx: FixContext):
         raise NotApplicable(
             "a legacy CUDA type used as a type (isinstance/.type); check .device and .dtype by hand"
         )
-    name = _code(node.func).rsplit(".", 1)[-1]
+    name = code_of(node.func).rsplit(".", 1)[-1]
     dtype = LEGACY_TYPES.get(name)
     if dtype is None:
         raise NotApplicable(f"unknown legacy tensor type {name}")

@@ -24,6 +24,7 @@ from .base import (
     REMOVE_STATEMENT,
     FixContext,
     NotApplicable,
+    code_of,
     is_multiline,
 )
 from .scope import DeviceNames
@@ -179,7 +180,7 @@ class _Applier(cst.CSTTransformer):
         return FixContext(
             self.target,
             original,
-            self.devices.name_at(original, self),
+            lambda: self.devices.name_at(original, self),
             state=self.state,
             parent=lambda node: self.get_metadata(ParentNodeProvider, node, None),
         )
@@ -298,8 +299,8 @@ def _code_of(node) -> str:
     if isinstance(node, cst.Arg):
         node = node.with_changes(comma=cst.MaybeSentinel.DEFAULT)
     if isinstance(node, cst.FlattenSentinel):
-        return "".join(cst.Module(body=[]).code_for_node(n) for n in node.nodes)
-    return cst.Module(body=[]).code_for_node(node)
+        return "".join(code_of(n) for n in node.nodes)
+    return code_of(node)
 
 
 def _reason(finding: Finding, target: str) -> str:

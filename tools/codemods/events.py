@@ -11,27 +11,23 @@ from __future__ import annotations
 
 import libcst as cst
 
-from .base import FixContext, NotApplicable, follow_up, sync_call
+from .base import FixContext, NotApplicable, code_of, follow_up, sync_call
 from .base import fixer as register
 
 HOLDERS = "event_holders"
-
-
-def _code(node: cst.CSTNode) -> str:
-    return cst.Module(body=[]).code_for_node(node)
 
 
 def _base(node: cst.BaseExpression) -> str:
     """``starts[i]`` -> ``starts``; ``self.start`` -> ``self.start``."""
     while isinstance(node, cst.Subscript):
         node = node.value
-    return _code(node)
+    return code_of(node)
 
 
 def _targets(node: cst.CSTNode) -> list[str]:
     if isinstance(node, cst.Tuple | cst.List):
         return [t for e in node.elements for t in _targets(e.value)]
-    return [_code(node)]
+    return [code_of(node)]
 
 
 @register("TPT002")
@@ -71,7 +67,7 @@ def event_uses(original: cst.CSTNode, node: cst.CSTNode, ctx: FixContext):
         stmt = node.body[0]
         found = _event_call(stmt.value, holders) if isinstance(stmt, cst.Expr) else None
         if found and found[0] == "record":
-            event = _code(found[1].func.value)
+            event = code_of(found[1].func.value)
             sync = ctx.expr(sync_call(ctx.target))
             stamp = cst.parse_statement(f"{event} = time.perf_counter()\n")
             ctx.need("time")
@@ -90,9 +86,9 @@ def event_uses(original: cst.CSTNode, node: cst.CSTNode, ctx: FixContext):
     if found is None:
         return None
     method, call = found
-    receiver = _code(call.func.value)
+    receiver = code_of(call.func.value)
     if method == "elapsed_time" and len(call.args) == 1:
-        other = _code(call.args[0].value)
+        other = code_of(call.args[0].value)
         return cst.parse_expression(f"({other} - {receiver}) * 1000.0")
     if method in ("synchronize", "wait"):
         return ctx.expr(sync_call(ctx.target))

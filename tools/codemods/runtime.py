@@ -8,6 +8,7 @@ from .base import (
     REMOVE_STATEMENT,
     FixContext,
     NotApplicable,
+    code_of,
     dotted,
     follow_up,
     guarded,
@@ -72,7 +73,7 @@ MEMORY_ON_CPU = {"memory_stats": "{}", "get_memory_info": "(0, 0)"} | {
 
 
 def _guard(call: cst.Call, ctx: FixContext, fallback: str) -> cst.BaseExpression:
-    code = cst.Module(body=[]).code_for_node(call)
+    code = code_of(call)
     return ctx.expr(guarded(ctx.target, code, fallback))
 
 
@@ -171,7 +172,7 @@ def xla_step_boundary(node: cst.BaseExpression, ctx: FixContext):
 def _wrap_loader(node: cst.BaseExpression, ctx: FixContext) -> cst.BaseExpression | None:
     """``loader`` / ``enumerate(tqdm(loader))``: the loader itself wrapped, or None."""
     if isinstance(node, cst.Name | cst.Attribute):
-        code = cst.Module(body=[]).code_for_node(node)
+        code = code_of(node)
         return ctx.expr(
             f"torch_xla.distributed.parallel_loader.MpDeviceLoader({code}, torch_xla.device())"
         )
