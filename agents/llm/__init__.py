@@ -1,0 +1,1 @@
+"""The LLM side of the agents: client, tool loop, embedded local model."""

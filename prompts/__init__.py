@@ -1,0 +1,1 @@
+"""Prompt templates, one per agent role, versioned with the code (see load())."""
