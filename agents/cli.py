@@ -14,6 +14,8 @@ from torchport.tools.report import FORMATS
 from torchport.tools.scanner import ScanError, ScanOptions, scan
 from torchport.tools.sourcefile import DEFAULT_MAX_BYTES
 
+from . import migrate_command
+
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
 SCAN_EPILOG = f"""\
@@ -27,20 +29,6 @@ examples:
   torchport scan repo/ --target tpu             only what matters for TorchTPU
   torchport scan repo/ --format sarif -o torchport.sarif   for GitHub code scanning
   torchport scan repo/ --select TPD,TPA001      only device rules and TPA001
-"""
-
-
-MIGRATE_EPILOG = f"""\
-exit status:
-  {EXIT_CLEAN}  migrated; nothing left for a human
-  {EXIT_FINDINGS}  migrated; some constructs are left for a human (see manual.md)
-  {EXIT_ERROR}  nothing was migrated (bad path, dirty tree, existing output, bad option)
-
-examples:
-  torchport migrate repo/ --target tpu              writes repo-tpu/, repo/ untouched
-  torchport migrate repo/ -t neuron --dry-run       shows the diff, writes nothing
-  torchport migrate repo/ -t accelerator --in-place rewrites a clean git checkout
-  torchport migrate repo/ -t xla --branch port-xla  commits on a new branch
 """
 
 
@@ -112,54 +100,7 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quiet", "-q", action="store_true", help="no progress on standard error")
     p.set_defaults(func=_cmd_scan)
 
-    m = sub.add_parser(
-        "migrate",
-        help="rewrite a repository for a target (codemods through libcst)",
-        description="Apply every automatic fix for TARGET. By default a migrated copy is written "
-        "to PATH-<target> and PATH is untouched. Every run writes torchport-report/ "
-        "(changes.patch, changes.json, changes.csv, manual.md, summary.md) beside the output.",
-        epilog=MIGRATE_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    m.add_argument("path", help="repository folder to migrate")
-    m.add_argument("--target", "-t", choices=TARGETS, required=True, help="where the code goes")
-    where = m.add_mutually_exclusive_group()
-    where.add_argument("--out", metavar="DIR", help="write the migrated copy here")
-    where.add_argument(
-        "--in-place",
-        action="store_true",
-        help="rewrite PATH itself (a git repo with a clean tree, or --force)",
-    )
-    where.add_argument(
-        "--branch",
-        metavar="NAME",
-        help="commit the result on a new branch NAME, made in a git worktree",
-    )
-    m.add_argument(
-        "--rules", metavar="CODES", help="only these rule codes or prefixes (e.g. TPD,TPA001)"
-    )
-    m.add_argument(
-        "--dry-run", action="store_true", help="write nothing; print the diff and the summary"
-    )
-    m.add_argument(
-        "--annotate",
-        action="store_true",
-        help="add a '# torchport: CODE ...' comment at each construct left for a human",
-    )
-    m.add_argument(
-        "--force",
-        action="store_true",
-        help="allow a dirty or non-git tree with --in-place (after a backup), or "
-        "replace an existing --out folder",
-    )
-    m.add_argument("--format", "-f", choices=["text", "json"], default="text")
-    m.add_argument(
-        "--exit-zero",
-        action="store_true",
-        help=f"exit {EXIT_CLEAN} even when constructs are left for a human",
-    )
-    m.add_argument("--quiet", "-q", action="store_true", help="no progress on standard error")
-    m.set_defaults(func=_cmd_migrate)
+    migrate_command.add_parser(sub)
 
     run = sub.add_parser(
         "run",
@@ -246,57 +187,6 @@ def _cmd_scan(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(report)
     return EXIT_FINDINGS if result.findings and not args.exit_zero else EXIT_CLEAN
-
-
-def _cmd_migrate(args: argparse.Namespace) -> int:
-    from torchport.tools.migrate import MigrateError, MigrateOptions, migrate
-    from torchport.tools.report.migration import migration_to_dict, unified_diff
-
-    options = MigrateOptions(
-        target=args.target,
-        select=tuple(c for c in (args.rules or "").split(",") if c.strip()),
-        out=Path(args.out) if args.out else None,
-        in_place=args.in_place,
-        branch=args.branch,
-        dry_run=args.dry_run,
-        annotate=args.annotate,
-        force=args.force,
-    )
-    if options.select and not load_catalogue().select(list(options.select)):
-        return _error(f"--rules {args.rules!r} matches no rule (see `torchport rules`)")
-
-    def say(message: str) -> None:
-        if not args.quiet:
-            print(f"torchport: {message}", file=sys.stderr)
-
-    try:
-        result = migrate(args.path, options, progress=say)
-    except MigrateError as exc:
-        return _error(str(exc))
-    except OSError as exc:
-        return _error(f"cannot write the migration: {exc}")
-    if args.format == "json":
-        data = migration_to_dict(result)
-        if args.dry_run:
-            data["diff"] = unified_diff(result)
-        print(json.dumps(data, indent=2))
-    else:
-        if args.dry_run:
-            sys.stdout.write(unified_diff(result))
-        left = result.left_for_humans
-        print(
-            f"{len(result.edits)} edits in {len(result.changes)} files for {result.target}; "
-            f"{len(left)} constructs left for a human"
-        )
-        if result.output:
-            print(
-                f"output: {result.output}" + (f" (branch {result.branch})" if result.branch else "")
-            )
-        if result.backup:
-            print(f"backup: {result.backup}")
-        if result.report_dir:
-            print(f"report: {result.report_dir}")
-    return EXIT_FINDINGS if result.left_for_humans and not args.exit_zero else EXIT_CLEAN
 
 
 def _cmd_run(args: argparse.Namespace) -> int:

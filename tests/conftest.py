@@ -19,3 +19,18 @@ def scan_source(tmp_path: Path):
         return [(f.line, f.rule) for f in result.findings if f.path == name]
 
     return run
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _torchport_home(tmp_path_factory: pytest.TempPathFactory):
+    """Checkpoints and scratch copies of agent runs go to a temporary folder, never ~/.cache."""
+    import os
+
+    home = tmp_path_factory.mktemp("torchport-home")
+    old = os.environ.get("TORCHPORT_HOME")
+    os.environ["TORCHPORT_HOME"] = str(home)
+    yield home
+    if old is None:
+        os.environ.pop("TORCHPORT_HOME", None)
+    else:
+        os.environ["TORCHPORT_HOME"] = old

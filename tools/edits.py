@@ -10,12 +10,20 @@ Locations are 1-based lines and 1-based columns, as the scanner reports them.
 from __future__ import annotations
 
 import ast
+import io
+import textwrap
+import tokenize
 from dataclasses import dataclass
 
 import libcst as cst
 from libcst.codemod import CodemodContext
 from libcst.codemod.visitors import AddImportsVisitor
-from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
+from libcst.metadata import (
+    CodeRange,
+    MetadataWrapper,
+    PositionProvider,
+    WhitespaceInclusivePositionProvider,
+)
 
 
 class EditRefused(ValueError):
@@ -200,3 +208,146 @@ def insert_import(
         raise EditRefused("adding the import would change more than import lines")
     first = next((i for i, x in enumerate(new_lines, 1) if x in added), 1)
     return EditResult(new_source, first, first + max(len(added) - 1, 0))
+
+
+def _statement_spans(
+    wrapper: MetadataWrapper,
+) -> list[tuple[int, cst.Module | cst.IndentedBlock, list[tuple[int, int]]]]:
+    """Every block with the line span each of its statements owns: (depth, block, spans).
+
+    A statement's own lines run from its first decorator (or its keyword) to the end of
+    its code, comments inside it included; the comments and blank lines above it
+    belong to it in the tree but not to its span, so an edit of the span keeps them.
+    """
+    syntactic = wrapper.resolve(PositionProvider)
+    inclusive = wrapper.resolve(WhitespaceInclusivePositionProvider)
+    blocks: list[tuple[int, cst.Module | cst.IndentedBlock, list[tuple[int, int]]]] = []
+
+    def own_span(stmt: cst.BaseStatement) -> tuple[int, int]:
+        decorators = getattr(stmt, "decorators", ())
+        start = syntactic[decorators[0] if decorators else stmt].start.line
+        end = inclusive[stmt].end
+        return start, end.line - 1 if end.column == 0 else end.line
+
+    class Collector(cst.CSTVisitor):
+        depth = 0
+
+        def visit_Module(self, node: cst.Module) -> None:
+            blocks.append((0, node, [own_span(s) for s in node.body]))
+
+        def visit_IndentedBlock(self, node: cst.IndentedBlock) -> None:
+            self.depth += 1
+            blocks.append((self.depth, node, [own_span(s) for s in node.body]))
+
+        def leave_IndentedBlock(self, original_node: cst.IndentedBlock) -> None:
+            self.depth -= 1
+
+    wrapper.module.visit(Collector())
+    return blocks
+
+
+def _code_lines(source: str) -> set[int]:
+    """Lines that hold code (not only comments or blanks), strings spanning lines included."""
+    skip = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT}
+    lines: set[int] = set()
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+            if tok.type not in skip and tok.type != tokenize.ENDMARKER:
+                lines.update(range(tok.start[0], tok.end[0] + 1))
+    except (tokenize.TokenError, SyntaxError):
+        pass
+    return lines
+
+
+def _span_hint(
+    source: str,
+    blocks: list[tuple[int, cst.Module | cst.IndentedBlock, list[tuple[int, int]]]],
+    start_line: int,
+    end_line: int,
+) -> str:
+    """Which span would be valid: the smallest run of whole statements of one block."""
+    if not _code_lines(source) & set(range(start_line, end_line + 1)):
+        return "; they hold no statement, only comments or blank lines"
+    best: tuple[int, list[tuple[int, int]]] | None = None
+    for depth, _, spans in blocks:
+        inside = bool(spans) and spans[0][0] <= start_line and end_line <= spans[-1][1]
+        if inside and (best is None or depth > best[0]):
+            best = (depth, spans)
+    if best is None:
+        return ""
+    spans = best[1]
+    first = next(a for a, b in spans if b >= start_line)
+    last = max(b for a, b in spans if a <= end_line)
+    if first > last:
+        return "; they hold no statement, only comments or blank lines"
+    return f"; the smallest span of whole statements containing them is lines {first}-{last}"
+
+
+def replace_lines(
+    source: str, start_line: int, end_line: int, new_code: str, path: str = "<edit>"
+) -> EditResult:
+    """Replace the whole statements on lines start_line..end_line with ``new_code``.
+
+    Line spans are what a model reads off a numbered listing, so this is the edit it
+    gets right most often; whole statements of one block keep the tree sound.
+    ``new_code`` may be dedented (it is indented to the block); empty removes the
+    statements, leaving ``pass`` in a block that would become empty. Comments above
+    the first statement and everything outside the span stay byte for byte.
+    """
+    if start_line < 1 or end_line < start_line:
+        raise EditRefused(f"bad line span {start_line}-{end_line}: need 1 <= start <= end")
+    wrapper = _wrapper(source)
+    blocks = _statement_spans(wrapper)
+    target = None
+    for depth, block, spans in blocks:
+        starts = [i for i, (a, _) in enumerate(spans) if a == start_line]
+        ends = [j for j, (_, b) in enumerate(spans) if b == end_line]
+        if starts and ends and starts[0] <= ends[-1] and (target is None or depth > target[0]):
+            target = (depth, block, starts[0], ends[-1])
+    if target is None:
+        hint = _span_hint(source, blocks, start_line, end_line)
+        raise EditRefused(
+            f"lines {start_line}-{end_line} are not whole statements of one block{hint}"
+        )
+    _, block, first, last = target
+    try:
+        new_module = cst.parse_module(textwrap.dedent(new_code)) if new_code.strip() else None
+    except cst.ParserSyntaxError as exc:
+        raise EditRefused(f"the new code does not parse as statements: {exc.message}") from exc
+    new_body = list(new_module.body) if new_module else []
+    header = list(new_module.header) if new_module else []
+    footer = list(new_module.footer) if new_module else []
+    kept_above = list(block.body[first].leading_lines)
+    if new_body:
+        new_body[0] = new_body[0].with_changes(
+            leading_lines=[*kept_above, *header, *new_body[0].leading_lines]
+        )
+        carried = footer
+    else:
+        carried = [*kept_above, *header, *footer]
+    body = [*block.body[:first], *new_body]
+    rest = list(block.body[last + 1 :])
+    block_footer = list(block.footer)
+    if rest:
+        rest[0] = rest[0].with_changes(leading_lines=[*carried, *rest[0].leading_lines])
+    elif isinstance(block, cst.IndentedBlock) and not body:
+        body = [cst.SimpleStatementLine([cst.Pass()], leading_lines=carried)]
+    else:
+        block_footer = [*carried, *block_footer]
+    replacement = block.with_changes(body=[*body, *rest], footer=block_footer)
+
+    class Swap(cst.CSTTransformer):
+        def leave_IndentedBlock(self, original_node, updated_node):
+            return replacement if original_node is block else updated_node
+
+    module = wrapper.module
+    new_source = (replacement if module is block else module.visit(Swap())).code
+    _check(new_source, path)
+    old_lines, new_lines = source.splitlines(True), new_source.splitlines(True)
+    kept_after = len(old_lines) - end_line
+    if (
+        new_lines[: start_line - 1] != old_lines[: start_line - 1]
+        or new_lines[len(new_lines) - kept_after :] != old_lines[end_line:]
+    ):
+        raise EditRefused("the edit would change lines outside the span; give a smaller span")
+    return EditResult(new_source, start_line, max(start_line, len(new_lines) - kept_after))

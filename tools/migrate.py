@@ -100,6 +100,26 @@ def migrate(
     return result
 
 
+def check_options(root: Path, options: MigrateOptions) -> None:
+    """Refuse unsafe or contradictory options before anything runs (MigrateError)."""
+    _check_options(root, options)
+
+
+def write_result(
+    result: MigrationResult, options: MigrateOptions, progress: Callable[[str], None] | None = None
+) -> None:
+    """Write a computed migration (``result.changes``) where the options say, then its report.
+
+    For callers that compute or amend the changes themselves (the agent graph adds
+    verified LLM edits to the codemods' output) and write only at the end.
+    """
+    _write(result, options, progress or (lambda message: None))
+    if result.report_dir is not None:
+        from .report.migration import write_migration_report
+
+        write_migration_report(result, result.report_dir)
+
+
 def _check_options(root: Path, options: MigrateOptions) -> None:
     if options.target not in TARGETS:
         raise MigrateError(f"unknown target {options.target!r}; choose one of {', '.join(TARGETS)}")

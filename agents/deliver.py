@@ -1,0 +1,146 @@
+"""The end of a run: write the migration where the user asked, with its evidence.
+
+Nothing reaches the user's tree before this point. The codemods' report
+(``changes.patch`` and friends, from ``tools.report.migration``) is written
+for the final overlay, so it includes the LLM's verified edits; beside it,
+``verification.json`` and ``verification.md`` say what was run, what was
+compared, the verdict and every decision the agents made.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from torchport.tools.migrate import (
+    FileChange,
+    MigrateOptions,
+    MigrationResult,
+    atomic_write,
+    migrate,
+    write_result,
+)
+
+from .state import State
+
+
+def options_of(settings: dict[str, Any], dry_run: bool | None = None) -> MigrateOptions:
+    return MigrateOptions(
+        target=settings["target"],
+        select=tuple(settings.get("select") or ()),
+        out=Path(settings["out"]) if settings.get("out") else None,
+        in_place=bool(settings.get("in_place")),
+        branch=settings.get("branch"),
+        dry_run=bool(settings.get("dry_run")) if dry_run is None else dry_run,
+        annotate=bool(settings.get("annotate")),
+        force=bool(settings.get("force")),
+    )
+
+
+def migration_result(state: State) -> MigrationResult:
+    """The codemods' result with its changes replaced by the run's final overlay."""
+    s = state["settings"]
+    source = Path(s["source"])
+    result = migrate(source, options_of(s, dry_run=True))
+    overlay = state.get("overlay") or {}
+    result.changes = [
+        FileChange(
+            rel,
+            (source / rel).read_text(encoding="utf-8", errors="surrogateescape"),
+            text,
+        )
+        for rel, text in sorted(overlay.items())
+    ]
+    return result
+
+
+def deliver(state: State, outcome: str, say: Callable[[str], None]) -> dict[str, Any]:
+    """Write the result and the evidence; returns where they went (for the decision log)."""
+    s = state["settings"]
+    if s.get("dry_run"):
+        return {"written": None}
+    result = migration_result(state)
+    write_result(result, options_of(s), say)
+    written: dict[str, Any] = {"output": str(result.output)}
+    if result.branch:
+        written["branch"] = result.branch
+    if result.backup:
+        written["backup"] = str(result.backup)
+    if result.report_dir is not None:
+        written["report"] = str(result.report_dir)
+        write_verification(state, outcome, result.report_dir)
+    return written
+
+
+def verification_record(state: State, outcome: str) -> dict[str, Any]:
+    s = state["settings"]
+    return {
+        "run_id": s.get("run_id"),
+        "target": s["target"],
+        "verdict": outcome,
+        "verification": state.get("verification"),
+        "iterations": state.get("iteration", 0),
+        "plan": state.get("plan"),
+        "decisions": state.get("decisions", []),
+        "agent_edits": state.get("agent_edits", []),
+        "llm_usage": state.get("llm_usage") or {},
+        "elapsed_s": round(state.get("elapsed_s", 0.0), 3),
+    }
+
+
+def write_verification(state: State, outcome: str, report_dir: Path) -> None:
+    record = verification_record(state, outcome)
+    report_dir.mkdir(parents=True, exist_ok=True)
+    atomic_write(report_dir / "verification.json", json.dumps(record, indent=2, default=str))
+    atomic_write(report_dir / "verification.md", verification_markdown(record))
+
+
+def verification_markdown(record: dict[str, Any]) -> str:
+    v = record.get("verification") or {}
+    lines = [
+        f"# Verification: {record['verdict']}",
+        "",
+        f"- target: `{record['target']}`; run `{record['run_id']}`; "
+        f"{record['iterations']} verification round(s); {record['elapsed_s']} s",
+        f"- why: {v.get('reason', 'verification was not run (--no-verify)')}",
+    ]
+    plan = record.get("plan") or {}
+    if plan.get("entry"):
+        lines.append(f"- entry: `{' '.join(plan['entry'])}` ({plan.get('entry_reason', '')})")
+    if v.get("policy"):
+        lines.append(f"- tolerance policy: `{v['policy']}` (agents/data/tolerance.toml)")
+    parity = v.get("parity") or {}
+    if parity.get("per_step"):
+        lines += ["", "| step | original (shim) | migrated (emulator) |", "|---:|---:|---:|"]
+        lines += [
+            f"| {p['step']} | {p['reference']:.6g} | {p['target']:.6g} |"
+            for p in parity["per_step"]
+        ]
+        lines.append(
+            f"\nmax abs error {parity.get('max_abs', 0):.3g}, "
+            f"max rel error {parity.get('max_rel', 0):.3g}"
+        )
+    target = v.get("target") or {}
+    counters = target.get("counters") or {}
+    if counters:
+        lines += ["", "## Runtime evidence (migrated program)", ""]
+        lines += [f"- {k}: {counters[k]}" for k in sorted(counters) if k != "host_sync_sites"]
+    if target.get("synthetic_data"):
+        lines.append(f"- synthetic data used instead of downloads: {target['synthetic_data']}")
+    if record["agent_edits"]:
+        lines += ["", "## Edits beyond the codemods", ""]
+        for e in record["agent_edits"]:
+            lines.append(
+                f"- `{e.get('path')}` lines {e.get('start_line')}-{e.get('end_line')} "
+                f"({e.get('by')}, for {e.get('for')}): {e.get('reason', '')}"
+            )
+    lines += ["", "## Decisions", ""]
+    for d in record["decisions"]:
+        why = d.get("why") or ""
+        lines.append(f"- **{d['node']}**: {d['decision']}" + (f" — {why}" if why else ""))
+    usage = record.get("llm_usage") or {}
+    if usage:
+        lines += ["", f"LLM: {json.dumps(usage)}"]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,421 @@
+"""The agent graph: plan -> rewrite -> verify -> (diagnose -> rewrite -> verify)* -> report.
+
+A langgraph ``StateGraph`` over the small state in ``agents.state``. Nodes
+return only what they change; edges are explicit functions of the state; every
+node appends its decisions to the log the report shows. State is checkpointed
+in SQLite after every node, so ``resume(run_id)`` continues a killed run from
+its last finished node: nodes recompute their scratch folders from the
+checkpointed overlay, never from what a killed node left on disk.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.graph import END, START, StateGraph
+from torchport.tools.catalogue import load_catalogue
+from torchport.tools.scanner import ScanOptions, scan
+
+from . import rewriter, runs, verifier
+from .deliver import deliver
+from .planner import make_plan
+from .state import Settings, State, decision
+from .workspace import materialize
+
+DEFAULTS: Settings = {
+    "select": [],
+    "entry": None,
+    "verify": True,
+    "steps": 5,
+    "timeout_s": 300.0,
+    "memory_mb": 4096,
+    "isolation": "auto",
+    "max_iterations": 3,
+    "max_llm_tokens": 60_000,
+    "max_wall_s": 1800.0,
+    "llm": "none",
+}
+MAX_CONSTRUCT_REPAIRS = 8
+
+
+class GraphError(RuntimeError):
+    """A run cannot start or resume (unknown run id, bad settings)."""
+
+
+@dataclass
+class Runtime:
+    """What nodes need but a checkpoint cannot hold: the LLM client and the progress line."""
+
+    run_id: str
+    say: Callable[[str], None] = lambda message: None
+    llm_factory: Callable[[Settings], Any] | None = None  # settings -> LLMClient | None
+    _client: Any = field(default=None, repr=False)
+    _resolved: bool = False
+
+    @property
+    def scratch(self) -> Path:
+        return runs.run_dir(self.run_id)
+
+    def llm(self, settings: Settings) -> Any:
+        if not self._resolved:
+            self._resolved = True
+            if self.llm_factory is not None and settings.get("llm", "none") != "none":
+                self._client = self.llm_factory(settings)
+        return self._client
+
+
+def _timed(node: Callable[[State], dict[str, Any]]) -> Callable[[State], dict[str, Any]]:
+    def wrapper(state: State) -> dict[str, Any]:
+        started = time.perf_counter()
+        update = node(state)
+        update["elapsed_s"] = time.perf_counter() - started
+        return update
+
+    wrapper.__name__ = node.__name__
+    return wrapper
+
+
+def _as_dict(value: Any) -> dict[str, Any]:
+    if dataclasses.is_dataclass(value):
+        return dataclasses.asdict(value)
+    return dict(value)
+
+
+def build(runtime: Runtime) -> StateGraph:
+    """The graph, uncompiled; ``compile(checkpointer=...)`` makes it runnable."""
+
+    def plan(state: State) -> dict[str, Any]:
+        s = state["settings"]
+        runtime.say("planning: scanning the repository")
+        source = Path(s["source"])
+        scanned = scan(source, ScanOptions(target=s["target"], select=tuple(s.get("select", []))))
+        p = make_plan(source, scanned, s["target"], s.get("entry"))
+        runtime.say(
+            f"plan: {p.auto} automatic fixes, {len(p.llm)} for the LLM, {len(p.manual)} for a "
+            f"human; entry: {' '.join(p.entry) if p.entry else p.not_runnable}"
+        )
+        return {
+            "plan": p.to_json(),
+            "iteration": 0,
+            "reference": None,
+            "next_fix": None,
+            "decisions": [
+                decision(
+                    "plan",
+                    "entry point" if p.entry else "not runnable",
+                    entry=p.entry,
+                    why=p.entry_reason or p.not_runnable,
+                    rejected=p.rejected,
+                    auto=p.auto,
+                    llm=len(p.llm),
+                    manual=len(p.manual),
+                )
+            ],
+        }
+
+    def rewrite(state: State) -> dict[str, Any]:
+        s = state["settings"]
+        source = Path(s["source"])
+        log: list[dict[str, Any]] = []
+        agent_edits: list[dict[str, Any]] = []
+        overlay = state.get("overlay")
+        fix = state.get("next_fix")
+        wants_llm = (overlay is None and state["plan"].get("llm")) or (fix or {}).get(
+            "kind"
+        ) == "llm"
+        client = runtime.llm(s) if wants_llm else None  # the local model starts only if needed
+        usage = dict(state.get("llm_usage") or {})
+        if overlay is None:
+            runtime.say("rewriting: applying the catalogue's codemods")
+            overlay, summary = rewriter.codemods(
+                source, s["target"], s.get("select", []), s.get("annotate", False)
+            )
+            log.append(decision("rewrite", "codemods", **summary))
+            items = state["plan"].get("llm", [])
+            if items and client is None:
+                log.append(
+                    decision("rewrite", "left for a human (no LLM configured)", items=len(items))
+                )
+            for item in items[:MAX_CONSTRUCT_REPAIRS] if client is not None else []:
+                if _tokens(usage) >= s["max_llm_tokens"]:
+                    log.append(decision("rewrite", "LLM token budget spent", item=item["rule"]))
+                    break
+                runtime.say(f"rewriting: asking the LLM about {item['rule']} at {item['path']}")
+                doc = _rule_doc(item["rule"])
+                overlay, record = rewriter.llm_repair(
+                    client,
+                    source,
+                    overlay,
+                    runtime.scratch / "llm",
+                    rewriter.construct_request(item, s["target"], doc),
+                    max_turns=6,
+                    max_tokens=s["max_llm_tokens"] - _tokens(usage),
+                )
+                usage = _add_usage(usage, record["usage"])
+                agent_edits += [{**e, "by": "llm", "for": item["rule"]} for e in record["edits"]]
+                log.append(decision("rewrite", f"LLM {record['status']}", **_brief(record)))
+        if fix:
+            if fix["kind"] == "rules":
+                runtime.say(f"rewriting: re-running rules {', '.join(fix['rules'])}")
+                updated = rewriter.apply_rules(
+                    source, overlay, runtime.scratch / "rules", s["target"], fix["rules"]
+                )
+                changed = sorted(k for k in updated if updated.get(k) != overlay.get(k))
+                log.append(decision("rewrite", "rules re-run", rules=fix["rules"], files=changed))
+                overlay = updated
+            elif fix["kind"] == "llm" and client is not None:
+                request = fix["request"]
+                runtime.say(f"rewriting: asking the LLM to repair {request['path']}")
+                overlay, record = rewriter.llm_repair(
+                    client,
+                    source,
+                    overlay,
+                    runtime.scratch / "llm",
+                    request,
+                    max_turns=6,
+                    max_tokens=s["max_llm_tokens"] - _tokens(usage),
+                )
+                usage = _add_usage(usage, record["usage"])
+                agent_edits += [{**e, "by": "llm", "for": "failure"} for e in record["edits"]]
+                log.append(decision("rewrite", f"LLM {record['status']}", **_brief(record)))
+        return {
+            "overlay": overlay,
+            "next_fix": None,
+            "decisions": log,
+            "agent_edits": agent_edits,
+            "llm_usage": usage,
+        }
+
+    def verify(state: State) -> dict[str, Any]:
+        s = state["settings"]
+        p = state["plan"]
+        iteration = state.get("iteration", 0) + 1
+        update: dict[str, Any] = {"iteration": iteration}
+        why_not = p.get("not_runnable") or verifier.unsupported_target(s["target"])
+        if why_not:
+            v = verifier.Verification("not-runnable", why_not)
+            update["verification"] = v.to_json()
+            update["decisions"] = [decision("verify", "not-runnable", why=why_not)]
+            return update
+        budget = verifier.Budget(
+            steps=s["steps"],
+            forwards=s["steps"],
+            timeout_s=s["timeout_s"],
+            memory_mb=s["memory_mb"],
+            isolation=s["isolation"],
+        )
+        source = Path(s["source"])
+        reference = state.get("reference")
+        if reference is None:
+            runtime.say("verifying: running the original on the CUDA reference shim")
+            reference = verifier.run_program(source, p["entry"], "reference", budget)
+            update["reference"] = reference
+        overlay = state.get("overlay") or {}
+        work = materialize(source, overlay, runtime.scratch / "work")
+        mode = verifier.MODE_FOR_TARGET[s["target"]] or "plain"
+        runtime.say(f"verifying: running the migration on the emulated {mode} device")
+        target_run = verifier.run_program(work, p["entry"], mode, budget)
+        originals = {
+            rel: (source / rel).read_text(encoding="utf-8", errors="replace")
+            for rel in overlay
+            if (source / rel).is_file()
+        }
+        policy = verifier.choose_policy(originals, overlay)
+        v = verifier.judge(reference, target_run, policy, mode)
+        runtime.say(f"verdict: {v.verdict} ({v.reason})")
+        update["verification"] = v.to_json()
+        update["decisions"] = [
+            decision("verify", v.verdict, why=v.reason, policy=v.policy, iteration=iteration)
+        ]
+        return update
+
+    def diagnose(state: State) -> dict[str, Any]:
+        from .diagnose import diagnose as classify
+
+        s = state["settings"]
+        v = state["verification"] or {}
+        found = _as_dict(classify(v.get("failure") or v.get("target") or {}, s["target"]))
+        tried = {
+            (d.get("signature"), d.get("file"), d.get("line"), d.get("fix"))
+            for d in state.get("decisions", [])
+            if d.get("node") == "diagnose"
+        }
+        fix: dict[str, Any] | None = None
+        key = (found.get("signature"), found.get("file"), found.get("line"))
+        action = found.get("action")
+        has_llm = action in ("rules", "llm") and runtime.llm(s) is not None
+        rules = _allowed(found.get("rules") or [], s.get("select") or [])
+        if action == "rules" and rules and (*key, "rules") not in tried:
+            overlay = state.get("overlay") or {}
+            updated = rewriter.apply_rules(
+                Path(s["source"]), overlay, runtime.scratch / "rules", s["target"], rules
+            )
+            if updated != overlay:  # only a rule that changes something is worth a round
+                fix = {"kind": "rules", "rules": rules}
+        if fix is None and has_llm:
+            request = rewriter.failure_request(found, v, s["target"])
+            if request is not None and (*key, "llm") not in tried:
+                fix = {"kind": "llm", "request": request}
+        why = f"{found.get('signature')}: {found.get('cause')}"
+        if not fix:
+            why += _no_fix_reason(action, has_llm)
+        runtime.say(f"diagnosis: {why}")
+        return {
+            "diagnosis": found,
+            "next_fix": fix,
+            "decisions": [
+                decision(
+                    "diagnose",
+                    fix["kind"] if fix else "stop",
+                    signature=found.get("signature"),
+                    file=found.get("file"),
+                    line=found.get("line"),
+                    fix=fix["kind"] if fix else None,
+                    why=why,
+                )
+            ],
+        }
+
+    def report(state: State) -> dict[str, Any]:
+        v = state.get("verification")
+        outcome = v["verdict"] if v else "not verified"
+        runtime.say("reporting: writing the migration and its evidence")
+        written = deliver(state, outcome, runtime.say)
+        return {"outcome": outcome, "decisions": [decision("report", outcome, **written)]}
+
+    def after_rewrite(state: State) -> str:
+        return "verify" if state["settings"].get("verify", True) else "report"
+
+    def after_verify(state: State) -> str:
+        v = state.get("verification") or {}
+        if v.get("verdict") != "failed":
+            return "report"
+        s = state["settings"]
+        if state.get("iteration", 0) > s["max_iterations"]:
+            return "report"
+        if state.get("elapsed_s", 0.0) > s["max_wall_s"]:
+            return "report"
+        return "diagnose"
+
+    def after_diagnose(state: State) -> str:
+        return "rewrite" if state.get("next_fix") else "report"
+
+    graph = StateGraph(State)
+    for name, node in (
+        ("plan", plan),
+        ("rewrite", rewrite),
+        ("verify", verify),
+        ("diagnose", diagnose),
+        ("report", report),
+    ):
+        graph.add_node(name, _timed(node))
+    graph.add_edge(START, "plan")
+    graph.add_edge("plan", "rewrite")
+    graph.add_conditional_edges("rewrite", after_rewrite, ["verify", "report"])
+    graph.add_conditional_edges("verify", after_verify, ["diagnose", "report"])
+    graph.add_conditional_edges("diagnose", after_diagnose, ["rewrite", "report"])
+    graph.add_edge("report", END)
+    return graph
+
+
+def _tokens(usage: dict[str, Any]) -> int:
+    return int(usage.get("prompt_tokens", 0)) + int(usage.get("completion_tokens", 0))
+
+
+def _add_usage(total: dict[str, Any], more: dict[str, Any]) -> dict[str, Any]:
+    out = dict(total)
+    for key, value in (more or {}).items():
+        if isinstance(value, int | float):
+            out[key] = out.get(key, 0) + value
+    return out
+
+
+def _brief(record: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "path": record["request"]["path"],
+        "lines": [record["request"]["start_line"], record["request"]["end_line"]],
+        "summary": record.get("summary", ""),
+        "turns": record.get("turns"),
+        "edits": len(record.get("edits", [])),
+        "error": record.get("error"),
+    }
+
+
+def _rule_doc(code: str, limit: int = 1500) -> str:
+    """The rule's documentation from "How it is fixed" on: the small model's best hint."""
+    rule = load_catalogue().get(code)
+    if rule is None:
+        return ""
+    doc = rule.doc
+    start = doc.find("## How it is fixed")
+    return (doc[start:] if start >= 0 else doc)[:limit]
+
+
+def _allowed(rules: list[str], select: list[str]) -> list[str]:
+    """The diagnosis's rules, within the user's --rules selection if there is one."""
+    if not select:
+        return list(rules)
+    chosen = {r.code for r in load_catalogue().select(select)}
+    return [r for r in rules if r in chosen]
+
+
+def _no_fix_reason(action: str | None, has_llm: bool) -> str:
+    if action == "human":
+        return " (needs a human)"
+    if not has_llm:
+        return " (no deterministic fix; no LLM configured, see --llm)"
+    return " (already tried; nothing new to try)"
+
+
+@contextmanager
+def checkpointed(runtime: Runtime, db: Path | None = None) -> Iterator[Any]:
+    """The compiled graph with its SQLite checkpointer open."""
+    with SqliteSaver.from_conn_string(str(db or runs.checkpoint_db())) as saver:
+        yield build(runtime).compile(checkpointer=saver)
+
+
+def _config(run_id: str) -> dict[str, Any]:
+    return {"configurable": {"thread_id": run_id}, "recursion_limit": 64}
+
+
+def start(settings: Settings, runtime: Runtime, db: Path | None = None) -> State:
+    """Run a migration from the beginning under ``runtime.run_id``; returns the final state."""
+    full: Settings = {**DEFAULTS, **settings}  # type: ignore[typeddict-item]
+    with checkpointed(runtime, db) as app:
+        for update in app.stream(
+            {"settings": full}, _config(runtime.run_id), stream_mode="updates"
+        ):
+            _announce(runtime, update)
+        return app.get_state(_config(runtime.run_id)).values
+
+
+def saved_state(run_id: str, db: Path | None = None) -> tuple[State, tuple[str, ...]]:
+    """A run's last checkpoint and the nodes still to run (empty when it finished)."""
+    with checkpointed(Runtime(run_id), db) as app:
+        snapshot = app.get_state(_config(run_id))
+    if not snapshot.values:
+        raise GraphError(f"no run {run_id!r} in {db or runs.checkpoint_db()}")
+    return snapshot.values, tuple(snapshot.next)
+
+
+def resume(runtime: Runtime, db: Path | None = None) -> State:
+    """Continue a killed run from its last finished node; a finished run is returned as is."""
+    _, pending = saved_state(runtime.run_id, db)
+    with checkpointed(runtime, db) as app:
+        if pending:
+            runtime.say(f"resuming {runtime.run_id} at {', '.join(pending)}")
+            for update in app.stream(None, _config(runtime.run_id), stream_mode="updates"):
+                _announce(runtime, update)
+        return app.get_state(_config(runtime.run_id)).values
+
+
+def _announce(runtime: Runtime, update: dict[str, Any]) -> None:
+    for node in update:
+        runtime.say(f"{node}: finished")

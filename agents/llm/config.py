@@ -1,0 +1,105 @@
+"""Which LLM endpoint the agents talk to, if any: one frozen value resolved from a flag and env.
+
+Kept apart from the client so the CLI can decide (and report) "rules only", "this
+endpoint" or "the embedded local model" before anything is started or connected.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+LOCAL_MODEL = "qwen2.5-coder-1.5b-instruct"
+# For an explicit endpoint without TORCHPORT_LLM_MODEL: llama.cpp, vLLM (single model)
+# and Ollama-style servers accept any name and serve what they loaded, so a placeholder
+# name works there; hosted APIs answer a clear "model not found" that names the variable.
+DEFAULT_REMOTE_MODEL = "default"
+NO_KEY = "not-needed"
+
+ENV_BASE_URL = "TORCHPORT_LLM_BASE_URL"
+ENV_MODEL = "TORCHPORT_LLM_MODEL"
+ENV_KEYS = ("TORCHPORT_LLM_API_KEY", "OPENAI_API_KEY")  # first one set wins
+
+VALID_FLAGS = ("none", "auto", "local", "http://HOST[:PORT]/v1", "https://HOST/v1")
+
+
+class LLMConfigError(ValueError):
+    """The LLM settings are unusable; the message says which values are valid."""
+
+
+@dataclass(frozen=True)
+class LLMConfig:
+    base_url: str
+    model: str
+    api_key: str = field(default=NO_KEY, repr=False)  # never printed, never logged
+    timeout_s: float = 120.0
+    max_retries: int = 3
+    temperature: float = 0.0
+    max_tokens: int = 1024
+    local: bool = False  # the caller starts the embedded server and fills base_url
+
+    def to_json(self) -> dict:
+        """The settings for a report, without the key."""
+        data = dataclasses.asdict(self)
+        data["api_key"] = "set" if self.api_key != NO_KEY else "none"
+        return data
+
+
+def with_base_url(
+    cfg: LLMConfig, url: str, *, model: str | None = None, api_key: str | None = None
+) -> LLMConfig:
+    """The same settings pointed at ``url``: for the local server once it listens, with the
+    model name it answers to and the key it demands (``LocalServer.model``/``.api_key``)."""
+    changes: dict[str, str] = {"base_url": url.rstrip("/")}
+    if model:
+        changes["model"] = model
+    if api_key:
+        changes["api_key"] = api_key
+    return dataclasses.replace(cfg, **changes)
+
+
+def _api_key(env: Mapping[str, str]) -> str:
+    return next((env[name] for name in ENV_KEYS if env.get(name)), NO_KEY)
+
+
+def _remote(url: str, env: Mapping[str, str]) -> LLMConfig:
+    return LLMConfig(
+        base_url=url.rstrip("/"),
+        model=env.get(ENV_MODEL) or DEFAULT_REMOTE_MODEL,
+        api_key=_api_key(env),
+    )
+
+
+def _local(env: Mapping[str, str]) -> LLMConfig:
+    return LLMConfig(base_url="", model=env.get(ENV_MODEL) or LOCAL_MODEL, local=True)
+
+
+def local_available() -> bool:
+    """Whether the embedded model server can run (llama-cpp-python is installed)."""
+    return importlib.util.find_spec("llama_cpp") is not None
+
+
+def resolve(flag: str | None, env: Mapping[str, str]) -> LLMConfig | None:
+    """The LLM to use for ``--llm FLAG``; None means rules only.
+
+    ``none``: rules only. A URL: that OpenAI-compatible endpoint. ``local``: the
+    embedded model (base_url left empty for the caller). ``auto`` or no flag:
+    $TORCHPORT_LLM_BASE_URL if set, else the local model if it can run, else none.
+    """
+    value = (flag or "auto").strip()
+    if value.lower() == "none":
+        return None
+    if value.startswith(("http://", "https://")):
+        return _remote(value, env)
+    if value.lower() == "local":
+        return _local(env)
+    if value.lower() == "auto":
+        url = env.get(ENV_BASE_URL, "").strip()
+        if url:
+            if not url.startswith(("http://", "https://")):
+                raise LLMConfigError(f"{ENV_BASE_URL}={url!r} is not an http(s) URL")
+            return _remote(url, env)
+        return _local(env) if local_available() else None
+    raise LLMConfigError(f"unknown LLM setting {flag!r}; valid values: {', '.join(VALID_FLAGS)}")

@@ -1,0 +1,403 @@
+"""The repair loop: one problem, a few LLM turns of tool calls, a verified edit or nothing.
+
+The model sees the problem and the numbered code around it, asks for tools (natively,
+or as one JSON object in its answer for servers and small models without tool
+calling), and we run them in the ``Workspace``. The loop is bounded by turns, tokens
+and wall time; it ends "edited" only when the model finished with edits and the
+verifier (when given) passed; any other ending puts the files back as they were.
+Everything sent to the model, and the transcript kept, has secrets masked.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass, field
+from pathlib import PurePosixPath
+
+from torchport.prompts import load as load_prompt
+
+from .client import LLMClient, LLMError, Reply
+from .config import NO_KEY
+from .tools import EDIT_TOOLS, EditRecord, Workspace, describe_tools, tool_schemas, verifier_text
+
+CONTEXT_LINES = 5
+MAX_PROBLEM_CHARS = 1000
+MAX_CONTEXT_CHARS = 3000
+
+TARGET_NOTES: dict[str, str] = {
+    "tpu": 'Google TPU through TorchTPU: the "tpu" device, torch.accelerator.* device APIs, '
+    "torch.autocast('tpu', dtype=torch.bfloat16), no CUDA kernels.",
+    "neuron": 'AWS Trainium through TorchNeuron: the "neuron" device, torch.accelerator.* '
+    "device APIs, bfloat16 autocast, no CUDA kernels.",
+    "xla": "PyTorch/XLA: torch_xla.device(), torch_xla.sync() once per training step, "
+    'backend="xla" for distributed.',
+    "accelerator": "device-agnostic PyTorch: torch.accelerator.current_accelerator() with a CPU "
+    "fallback; runs on CUDA, TPU, Trainium, XPU, MPS and CPU.",
+}
+
+# Names of environment variables whose values are secrets, and shapes of well-known tokens.
+SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSW(OR)?D|CREDENTIAL", re.IGNORECASE)
+SECRET_PATTERNS: tuple[re.Pattern[str], ...] = (
+    re.compile(r"\bsk-[A-Za-z0-9_\-]{8,}"),
+    re.compile(r"\b(?:ghp|gho|ghs|github_pat)_[A-Za-z0-9_]{16,}"),
+    re.compile(r"\bhf_[A-Za-z0-9]{16,}"),
+    re.compile(r"\bAKIA[0-9A-Z]{16}\b"),
+    re.compile(r"\bxox[abprs]-[A-Za-z0-9\-]{10,}"),
+)
+MASK = "[REDACTED]"
+MIN_SECRET_CHARS = 6  # shorter values ("1", "true") would mask ordinary code
+
+REFUSAL = re.compile(
+    r"\b(I\s*(?:can(?:no|')t|cannot|won't|will not|am unable|'m unable|am not able)"
+    r"|I'm sorry|I am sorry|unable to (?:help|assist|comply))",
+    re.IGNORECASE,
+)
+FENCE = re.compile(r"```(?:json|JSON)?\s*(.*?)```", re.DOTALL)
+LINE_NUMBER = re.compile(r"^\s*\d+\| ?")
+
+
+@dataclass
+class RepairRequest:
+    kind: str  # "construct" (a catalogue finding marked llm/manual) | "failure" (verifier)
+    target: str  # tpu | neuron | xla | accelerator
+    path: str  # workspace-relative file
+    start_line: int
+    end_line: int  # the span to look at
+    problem: str  # rule message or error "Type: message"
+    context: str = ""  # traceback tail, the rule's doc, hints
+
+
+@dataclass
+class RepairResult:
+    status: str  # "edited" | "no-change" | "refused" | "gave-up" | "error"
+    edits: list[EditRecord]  # the edits in effect (none unless "edited")
+    summary: str
+    turns: int
+    usage: dict
+    transcript: list[dict]
+    error: str | None = None
+    verify_calls: int = 0
+    rolled_back: list[str] = field(default_factory=list)  # files put back as they were
+
+    def to_json(self) -> dict:
+        data = dict(self.__dict__)
+        data["edits"] = [e.to_json() for e in self.edits]
+        return data
+
+
+class Redactor:
+    """Masks secret values (from the environment and the client) and token-shaped strings."""
+
+    def __init__(self, env: Mapping[str, str], extra: Collection[str] = ()) -> None:
+        values = {v for k, v in env.items() if SECRET_NAME.search(k)} | set(extra)
+        self.values = sorted(
+            (v for v in values if v and len(v.strip()) >= MIN_SECRET_CHARS), key=len, reverse=True
+        )
+
+    def text(self, text: str) -> str:
+        for value in self.values:
+            text = text.replace(value, MASK)
+        for pattern in SECRET_PATTERNS:
+            text = pattern.sub(MASK, text)
+        return text
+
+    def data(self, value):
+        """A copy of a JSON-like value with every string masked."""
+        if isinstance(value, str):
+            return self.text(value)
+        if isinstance(value, list):
+            return [self.data(v) for v in value]
+        if isinstance(value, dict):
+            return {k: self.data(v) for k, v in value.items()}
+        return value
+
+
+@dataclass
+class _Action:
+    name: str
+    arguments: dict
+    call_id: str | None = None  # set for native tool calls, which need an answer each
+    error: str | None = None  # could not be understood; this text goes back instead
+
+
+def user_message(request: RepairRequest, workspace: Workspace) -> str:
+    """The problem, the target and the numbered code around the span."""
+    first = max(1, request.start_line - CONTEXT_LINES)
+    code = workspace.read_file(request.path, first, request.end_line + CONTEXT_LINES)
+    context = request.context.strip()
+    if len(context) > MAX_CONTEXT_CHARS:  # tracebacks matter at their end
+        context = "..." + context[-MAX_CONTEXT_CHARS:]
+    parts = [
+        f"Target: {request.target} ({TARGET_NOTES.get(request.target, 'another accelerator')})",
+        f"Problem ({request.kind}): {request.problem.strip()[:MAX_PROBLEM_CHARS]}",
+        f"File: {request.path}, lines {request.start_line}-{request.end_line}",
+    ]
+    if context:
+        parts.append(f"Context:\n{context}")
+    parts.append(f"Code ({request.path}):\n{code}")
+    return "\n".join(parts)
+
+
+def _loads_object(text: str) -> dict | None:
+    """The first JSON object in ``text`` (fences stripped), or None."""
+    fenced = FENCE.search(text)
+    candidates = [fenced.group(1)] if fenced else []
+    candidates.append(text)
+    decoder = json.JSONDecoder()
+    for candidate in candidates:
+        for match in re.finditer(r"\{", candidate):
+            try:
+                value, _ = decoder.raw_decode(candidate, match.start())
+            except json.JSONDecodeError:
+                continue
+            if isinstance(value, dict):
+                return value
+    return None
+
+
+def _arguments(raw) -> dict | str:
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw) if raw.strip() else {}
+        except json.JSONDecodeError as exc:
+            return f"arguments are not valid JSON ({exc.msg})"
+    return raw if isinstance(raw, dict) else "arguments must be a JSON object"
+
+
+def _content_actions(content: str, default_path: str) -> list[_Action] | str:
+    """Actions from a JSON answer, or an error text for the model."""
+    obj = _loads_object(content)
+    if obj is None:
+        return (
+            'answer with one JSON object: {"tool": NAME, "arguments": {...}}; '
+            "no JSON object was found"
+        )
+    if isinstance(obj.get("edits"), list):  # shorthand: edits + summary, then finish
+        actions = []
+        for edit in obj["edits"]:
+            if not isinstance(edit, dict):
+                return "each item of edits must be an object with start_line, end_line, new_code"
+            actions.append(_Action("replace_lines", {"path": default_path, **edit}))
+        # Bottom-up, so each edit's line numbers still hold when it is made.
+        actions.sort(key=lambda a: _int_or(a.arguments.get("start_line")), reverse=True)
+        summary = obj.get("summary") or "edited"
+        return [*actions, _Action("finish", {"summary": str(summary)})]
+    name = obj.get("tool") or obj.get("name") or obj.get("function")
+    if not isinstance(name, str):
+        return 'the JSON object needs "tool" (a tool name) and "arguments" (an object)'
+    arguments = _arguments(obj.get("arguments", obj.get("parameters", {})))
+    if isinstance(arguments, str):
+        return arguments
+    return [_Action(name, arguments)]
+
+
+def _int_or(value, default: int = 0) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return default
+
+
+def _strip_line_numbers(code: str) -> str:
+    """Drop ``   12| `` prefixes a model copied from a listing along with the code."""
+    lines = code.splitlines(keepends=True)
+    body = [x for x in lines if x.strip()]
+    if body and all(LINE_NUMBER.match(x) for x in body):
+        return "".join(LINE_NUMBER.sub("", x, count=1) for x in lines)
+    return code
+
+
+class _Loop:
+    """One repair's conversation and bookkeeping; ``repair`` drives it turn by turn."""
+
+    def __init__(self, request, workspace, client, verify, edit_paths, env):
+        self.request = request
+        self.workspace = workspace
+        self.client = client
+        self.verify = verify if verify is not None else workspace.verify
+        self.edit_paths = set(edit_paths) if edit_paths is not None else {request.path}
+        extra = [] if client.config.api_key == NO_KEY else [client.config.api_key]
+        self.redact = Redactor(os.environ if env is None else env, extra)
+        self.specs = workspace.specs(with_verifier=self.verify is not None)
+        self.names = {s.name for s in self.specs}
+        self.messages: list[dict] = []
+        self.verify_calls = 0
+        self.first_edit = workspace.mark()  # edits from here on are this repair's
+
+    def send(self, message: dict) -> None:
+        self.messages.append(self.redact.data(message))
+
+    def ask(self) -> Reply:
+        tools = tool_schemas(self.specs) if self.client.tools_supported else None
+        return self.client.chat(self.messages, tools=tools)
+
+    def actions(self, reply: Reply) -> list[_Action] | str:
+        if reply.tool_calls:
+            self.send(
+                {
+                    "role": "assistant",
+                    "content": reply.content,
+                    "tool_calls": [
+                        {
+                            "id": c.id,
+                            "type": "function",
+                            "function": {"name": c.name, "arguments": c.arguments_json},
+                        }
+                        for c in reply.tool_calls
+                    ],
+                }
+            )
+            out = []
+            for call in reply.tool_calls:
+                arguments = _arguments(call.arguments_json)
+                error = arguments if isinstance(arguments, str) else None
+                out.append(_Action(call.name, arguments if not error else {}, call.id, error))
+            return out
+        content = reply.content or ""
+        self.send({"role": "assistant", "content": content})
+        if not content.strip():
+            return 'empty answer; answer with one JSON object: {"tool": NAME, "arguments": {...}}'
+        actions = _content_actions(content, self.request.path)
+        if isinstance(actions, str) and reply.finish_reason == "length":
+            return "your answer was cut off; give a shorter one: one JSON object only"
+        return actions
+
+    def run_tool(self, action: _Action) -> str:
+        if action.error:
+            return f"error: {action.error}"
+        if action.name not in self.names:
+            return (
+                f"error: unknown tool {action.name!r}; available: {', '.join(sorted(self.names))}"
+            )
+        if action.name == "run_verifier":
+            self.verify_calls += 1
+            passed, text = verifier_text(self.verify)
+            return ("ok: " if passed else "failed: ") + text
+        if action.name in EDIT_TOOLS:
+            path = PurePosixPath(str(action.arguments.get("path", "")).strip()).as_posix()
+            if path not in self.edit_paths:
+                return (
+                    f"error: only {', '.join(sorted(self.edit_paths))} may be edited for this "
+                    f"problem, not {path}"
+                )
+            if any(MASK in str(v) for v in action.arguments.values()):
+                return (
+                    f"error: new code contains {MASK}; leave lines holding secrets out of the edit"
+                )
+            if isinstance(action.arguments.get("new_code"), str):
+                action.arguments["new_code"] = _strip_line_numbers(action.arguments["new_code"])
+        return self.workspace.call(action.name, action.arguments)
+
+    def answer(self, results: list[tuple[_Action, str]], native: bool) -> None:
+        if native:
+            for action, text in results:
+                self.send({"role": "tool", "tool_call_id": action.call_id, "content": text})
+        else:
+            text = "\n\n".join(f"Result of {a.name}:\n{t}" for a, t in results)
+            self.send({"role": "user", "content": text})
+
+
+def repair(
+    request: RepairRequest,
+    workspace: Workspace,
+    client: LLMClient,
+    *,
+    verify: Callable[[], dict] | None = None,
+    max_turns: int = 6,
+    max_tokens_total: int | None = None,
+    deadline_s: float | None = None,
+    edit_paths: Collection[str] | None = None,
+    env: Mapping[str, str] | None = None,
+) -> RepairResult:
+    """Ask the model to fix ``request`` through tools; bounded; verified when ``verify`` is given.
+
+    ``edit_paths``: the files edits may touch (default: only ``request.path``).
+    ``env``: where secret values to mask come from (default: ``os.environ``).
+    """
+    started = time.monotonic()
+    before = client.usage_snapshot()
+    loop = _Loop(request, workspace, client, verify, edit_paths, env)
+    turns = 0
+
+    def done(status: str, summary: str = "", error: str | None = None) -> RepairResult:
+        edits = workspace.edits[loop.first_edit :]
+        rolled_back: list[str] = []
+        if status != "edited":
+            rolled_back = workspace.undo()
+            edits = []
+        return RepairResult(
+            status=status,
+            edits=list(edits),
+            summary=loop.redact.text(summary),
+            turns=turns,
+            usage=client.usage.since(before).to_json(),
+            transcript=loop.messages,
+            error=loop.redact.text(error) if error else None,
+            verify_calls=loop.verify_calls,
+            rolled_back=rolled_back,
+        )
+
+    try:
+        workspace.resolve(request.path, editable=True)
+    except ValueError as exc:
+        return done("error", error=f"cannot repair {request.path}: {exc}")
+    tools_text = describe_tools(loop.specs)
+    loop.send({"role": "system", "content": load_prompt("rewriter").replace("{tools}", tools_text)})
+    loop.send({"role": "user", "content": user_message(request, workspace)})
+
+    while turns < max_turns:
+        if deadline_s is not None and time.monotonic() - started >= deadline_s:
+            return done("gave-up", error=f"deadline of {deadline_s:g}s reached")
+        try:
+            reply = loop.ask()
+        except LLMError as exc:
+            return done("error", error=str(exc))
+        turns += 1
+        if reply.refusal:
+            loop.send({"role": "assistant", "content": reply.refusal})
+            return done("refused", summary=reply.refusal)
+        actions = loop.actions(reply)
+        if isinstance(actions, str):
+            if not reply.tool_calls and REFUSAL.search(reply.content or ""):
+                return done("refused", summary=reply.content or "")
+            loop.send({"role": "user", "content": f"error: {actions}"})
+        else:
+            outcome = _run_turn(loop, actions, reply)
+            if outcome is not None:
+                return done(*outcome)
+        used = client.usage.since(before).tokens
+        if max_tokens_total is not None and used >= max_tokens_total:
+            return done("gave-up", error=f"token budget of {max_tokens_total} reached ({used})")
+    return done("gave-up", error=f"no finished repair after {max_turns} turns")
+
+
+def _run_turn(loop: _Loop, actions: list[_Action], reply: Reply) -> tuple[str, str] | None:
+    """Run one turn's tool calls; (status, summary) when the loop is over, else None."""
+    native = bool(reply.tool_calls)
+    results: list[tuple[_Action, str]] = []
+    for action in actions:
+        if action.name != "finish" or action.error:
+            results.append((action, loop.run_tool(action)))
+            continue
+        failed = [a.name for a, text in results if text.startswith("error:")]
+        if failed:
+            results.append((action, f"finish ignored: {', '.join(failed)} failed; fix that first"))
+            continue
+        summary = str(action.arguments.get("summary", "")).strip()
+        if len(loop.workspace.edits) == loop.first_edit:
+            return "no-change", summary
+        if loop.verify is None:
+            return "edited", summary
+        loop.verify_calls += 1
+        passed, text = verifier_text(loop.verify)
+        if passed:
+            return "edited", summary
+        results.append(
+            (action, f"The verifier failed after your edits:\n{text}\nFix it, then call finish.")
+        )
+    loop.answer(results, native)
+    return None

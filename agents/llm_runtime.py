@@ -1,0 +1,49 @@
+"""Turn the ``--llm`` setting into a client, starting the embedded model when asked.
+
+Kept apart from ``agents.llm`` so that rules-only runs never import the
+openai SDK, and so the graph sees one callable: settings -> client or None.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+
+class LLMSetupError(RuntimeError):
+    """The LLM that was asked for cannot be used (bad flag, model not installed)."""
+
+
+def llm_factory(say: Callable[[str], None]) -> Callable[[dict[str, Any]], Any]:
+    """A factory the graph calls once, the first time a node needs the LLM."""
+
+    def make(settings: dict[str, Any]) -> Any:
+        from .llm.client import LLMClient
+        from .llm.config import LLMConfigError, resolve
+
+        try:
+            config = resolve(settings.get("llm"), os.environ)
+        except LLMConfigError as exc:
+            raise LLMSetupError(str(exc)) from exc
+        if config is None:
+            return None
+        if config.local:
+            from .llm import local
+            from .llm.config import with_base_url
+
+            say("starting the embedded model (llama.cpp, loopback only)")
+            try:
+                server = local.LocalServer.shared()
+            except local.LocalModelError as exc:
+                raise LLMSetupError(str(exc)) from exc
+            config = with_base_url(
+                config,
+                server.base_url,
+                model=server.model,
+                api_key=getattr(server, "api_key", None),
+            )
+        say(f"LLM: {config.model} at {config.base_url}")
+        return LLMClient(config)
+
+    return make

@@ -1,0 +1,233 @@
+"""``torchport migrate``: the agent graph from the command line.
+
+Parsing and printing only; the work is in ``agents.graph``. Verification is on
+by default, so a migration that says ``verified`` ran on the emulated device
+and matched the original; ``--no-verify`` gives the codemods alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from torchport.tools.catalogue import TARGETS, load_catalogue
+from torchport.tools.migrate import MigrateError, check_options
+
+EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+
+EPILOG = f"""\
+verdicts (with verification, the default):
+  verified      the migration ran on the emulated device and its losses (or outputs)
+                match the original's, run on the CUDA reference shim, within the
+                tolerance policy (tight for fp32, looser where the target runs bf16)
+  ran           it ran on the emulated device; parity was not established (why is said)
+  failed        it did not run, or its numbers differ; the error is classified
+  not-runnable  no entry point, missing data or packages, or a target with no emulator
+
+exit status:
+  {EXIT_CLEAN}  migrated, verified (or --no-verify), nothing left for a human
+  {EXIT_FINDINGS}  migrated, but not verified or some constructs are left for a human
+  {EXIT_ERROR}  nothing was migrated (bad path, dirty tree, existing output, bad option)
+
+examples:
+  torchport migrate repo/ --target tpu              writes repo-tpu/ after verifying it
+  torchport migrate repo/ -t neuron --dry-run       shows the diff, writes nothing
+  torchport migrate repo/ -t accelerator --in-place rewrites a clean git checkout
+  torchport migrate repo/ -t xla --branch port-xla  commits on a new branch
+  torchport migrate repo/ -t tpu --entry "python train.py --epochs 1"
+  torchport migrate repo/ -t tpu --llm local        lets the embedded model fix the long tail
+  torchport migrate --resume 20261130-101500-ab12cd continues a killed run
+
+Runs are checkpointed in $TORCHPORT_HOME/checkpoints.sqlite (default ~/.cache/torchport).
+LLM endpoints: --llm URL, or TORCHPORT_LLM_BASE_URL / TORCHPORT_LLM_MODEL, with the key
+in TORCHPORT_LLM_API_KEY or OPENAI_API_KEY (never passed to the sandbox).
+"""
+
+
+def add_parser(sub: Any) -> None:
+    m = sub.add_parser(
+        "migrate",
+        help="rewrite a repository for a target and verify it on the emulated device",
+        description="Apply every automatic fix for TARGET, let the LLM (if any) handle the "
+        "long tail, then run the original on the CUDA reference shim and the migration on the "
+        "emulated device and compare. A migrated copy is written to PATH-<target> (PATH is "
+        "untouched) with torchport-report/ (changes.patch, changes.json, changes.csv, "
+        "manual.md, summary.md, verification.json, verification.md).",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    m.add_argument("path", nargs="?", help="repository folder to migrate")
+    m.add_argument("--target", "-t", choices=TARGETS, help="where the code goes (required)")
+    where = m.add_mutually_exclusive_group()
+    where.add_argument("--out", metavar="DIR", help="write the migrated copy here")
+    where.add_argument(
+        "--in-place",
+        action="store_true",
+        help="rewrite PATH itself (a git repo with a clean tree, or --force)",
+    )
+    where.add_argument(
+        "--branch", metavar="NAME", help="commit the result on a new branch NAME (git worktree)"
+    )
+    m.add_argument(
+        "--rules", metavar="CODES", help="only these rule codes or prefixes (e.g. TPD,TPA001)"
+    )
+    m.add_argument(
+        "--dry-run", action="store_true", help="write nothing; print the diff and the summary"
+    )
+    m.add_argument(
+        "--annotate",
+        action="store_true",
+        help="add a '# torchport: CODE ...' comment at each construct left for a human",
+    )
+    m.add_argument(
+        "--force",
+        action="store_true",
+        help="allow a dirty or non-git tree with --in-place (after a backup), or "
+        "replace an existing --out folder",
+    )
+    verify = m.add_argument_group("verification")
+    verify.add_argument(
+        "--no-verify", action="store_true", help="skip running the programs; codemods only"
+    )
+    verify.add_argument(
+        "--entry", metavar="CMD", help='how to run the program, e.g. "python train.py --lr 0.1"'
+    )
+    verify.add_argument(
+        "--steps", type=int, default=5, help="optimizer steps (or forward calls) per run"
+    )
+    verify.add_argument("--timeout", type=float, default=300.0, help="per run, seconds")
+    verify.add_argument("--memory", type=int, default=4096, help="per run, MiB")
+    verify.add_argument(
+        "--isolation",
+        choices=["auto", "bwrap", "docker", "unshare", "process"],
+        default="auto",
+        help="sandbox backend (auto: the strongest available)",
+    )
+    verify.add_argument(
+        "--max-iterations", type=int, default=3, help="repair rounds after the first verification"
+    )
+    agent = m.add_argument_group("agents")
+    agent.add_argument(
+        "--llm",
+        default="auto",
+        metavar="none|local|auto|URL",
+        help="none: rules only; local: the embedded model; URL: an OpenAI-compatible "
+        "endpoint; auto (default): TORCHPORT_LLM_BASE_URL if set, else local if installed, "
+        "else none",
+    )
+    agent.add_argument(
+        "--max-llm-tokens", type=int, default=60_000, help="LLM token budget for the run"
+    )
+    agent.add_argument("--resume", metavar="RUN_ID", help="continue a killed run")
+    m.add_argument("--format", "-f", choices=["text", "json"], default="text")
+    m.add_argument(
+        "--exit-zero",
+        action="store_true",
+        help=f"exit {EXIT_CLEAN} when migrated, even if not verified or items are left",
+    )
+    m.add_argument("--quiet", "-q", action="store_true", help="no progress on standard error")
+    m.set_defaults(func=run)
+
+
+def _settings(args: argparse.Namespace) -> dict[str, Any]:
+    return {
+        "source": str(Path(args.path).resolve()),
+        "target": args.target,
+        "select": [c.strip() for c in (args.rules or "").split(",") if c.strip()],
+        "entry": args.entry,
+        "verify": not args.no_verify,
+        "steps": args.steps,
+        "timeout_s": args.timeout,
+        "memory_mb": args.memory,
+        "isolation": args.isolation,
+        "max_iterations": args.max_iterations,
+        "max_llm_tokens": args.max_llm_tokens,
+        "llm": args.llm,
+        "out": str(Path(args.out).resolve()) if args.out else None,
+        "in_place": args.in_place,
+        "branch": args.branch,
+        "force": args.force,
+        "annotate": args.annotate,
+        "dry_run": args.dry_run,
+    }
+
+
+def _error(message: str) -> int:
+    print(f"torchport: error: {message}", file=sys.stderr)
+    return EXIT_ERROR
+
+
+def run(args: argparse.Namespace) -> int:
+    from . import graph, runs
+    from .deliver import migration_result, options_of, verification_record
+    from .llm_runtime import LLMSetupError, llm_factory
+
+    def say(message: str) -> None:
+        if not args.quiet:
+            print(f"torchport: {message}", file=sys.stderr, flush=True)
+
+    try:
+        if args.resume:
+            graph.saved_state(args.resume)  # an unknown run id fails here, before any LLM starts
+            runtime = graph.Runtime(args.resume, say, llm_factory(say))
+            final = graph.resume(runtime)
+        else:
+            if not args.path or not args.target:
+                return _error("migrate needs PATH and --target (or --resume RUN_ID)")
+            if args.rules and not load_catalogue().select(args.rules.split(",")):
+                return _error(f"--rules {args.rules!r} matches no rule (see `torchport rules`)")
+            settings = _settings(args)
+            check_options(Path(settings["source"]), options_of(settings))
+            run_id = runs.new_run_id()
+            settings["run_id"] = run_id
+            say(f"run {run_id} (resume with: torchport migrate --resume {run_id})")
+            final = graph.start(settings, graph.Runtime(run_id, say, llm_factory(say)))
+    except (MigrateError, graph.GraphError, LLMSetupError) as exc:
+        return _error(str(exc))
+    except OSError as exc:
+        return _error(f"cannot write the migration: {exc}")
+    return _print(args, final, migration_result, verification_record)
+
+
+def _print(args: argparse.Namespace, final: dict[str, Any], migration_result, record) -> int:
+    from torchport.tools.report.migration import migration_to_dict, unified_diff
+
+    settings = final["settings"]
+    result = migration_result(final)
+    written = next(
+        (d for d in reversed(final.get("decisions", [])) if d.get("node") == "report"), {}
+    )
+    verdict = final.get("outcome", "not verified")
+    if args.format == "json":
+        data = migration_to_dict(result)
+        data.update(output=written.get("output"), branch=written.get("branch"))
+        data["verification"] = record(final, verdict)
+        if settings.get("dry_run"):
+            data["diff"] = unified_diff(result)
+        print(json.dumps(data, indent=2, default=str))
+    else:
+        if settings.get("dry_run"):
+            sys.stdout.write(unified_diff(result))
+        left = result.left_for_humans
+        edits = len(final.get("agent_edits", []))
+        print(
+            f"{len(result.edits)} codemod edits"
+            + (f" and {edits} LLM edits" if edits else "")
+            + f" in {len(result.changes)} files for {result.target}; "
+            f"{len(left)} constructs left for a human"
+        )
+        v = final.get("verification") or {}
+        print(f"verdict: {verdict}" + (f" — {v['reason']}" if v.get("reason") else ""))
+        if written.get("output"):
+            branch = f" (branch {written['branch']})" if written.get("branch") else ""
+            print(f"output: {written['output']}{branch}")
+        if written.get("backup"):
+            print(f"backup: {written['backup']}")
+        if written.get("report"):
+            print(f"report: {written['report']}")
+        print(f"run: {settings.get('run_id')}")
+    ok = verdict == "verified" or not settings.get("verify", True)
+    return EXIT_CLEAN if (ok and not result.left_for_humans) or args.exit_zero else EXIT_FINDINGS

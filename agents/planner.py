@@ -1,0 +1,169 @@
+"""The planner: how to run a repository cheaply, and what its migration needs.
+
+The scan ranks entry points by evidence; the planner turns the best one into a
+command the verifier can run without a human: a launch line from a README or a
+script when it names the file (it carries the arguments the authors use), else
+``python FILE``. A command is rejected when its argparse parser has required
+arguments the command does not give, or when it still holds placeholders
+(``$DATA``, ``<path>``): guessing values for those would verify a different
+program. ``--entry`` overrides all of it.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import shlex
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from torchport.tools.findings import EntryPoint, ScanResult
+
+_PLACEHOLDER = re.compile(r"[$<>{}]|\.\.\.|/path/to|PATH_TO", re.IGNORECASE)
+_LAUNCHERS = ("python", "python3", "torchrun")
+
+
+@dataclass
+class Plan:
+    """What the rest of the graph needs from the planner; plain data, checkpointable."""
+
+    entry: list[str] | None
+    entry_reason: str
+    not_runnable: str | None = None
+    rejected: list[dict[str, str]] = field(default_factory=list)
+    auto: int = 0
+    llm: list[dict[str, Any]] = field(default_factory=list)
+    manual: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def required_arguments(source: str) -> list[str]:
+    """Options and positionals an argparse parser in ``source`` insists on."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []
+    required: list[str] = []
+    for node in ast.walk(tree):
+        if not (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "add_argument"
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, str)
+        ):
+            continue
+        name = node.args[0].value
+        keywords = {k.arg: k.value for k in node.keywords if k.arg}
+        if "default" in keywords:
+            continue
+        if name.startswith("-"):
+            flag = keywords.get("required")
+            if isinstance(flag, ast.Constant) and flag.value is True:
+                names = [a.value for a in node.args if isinstance(a, ast.Constant)]
+                required.append("|".join(str(n) for n in names))
+        else:
+            nargs = keywords.get("nargs")
+            if not (isinstance(nargs, ast.Constant) and nargs.value in ("?", "*")):
+                required.append(name)
+    return required
+
+
+def _missing(argv: list[str], required: list[str]) -> list[str]:
+    given = [a.split("=", 1)[0] for a in argv]
+    positionals = [a for a in argv if not a.startswith("-")]
+    missing = []
+    wanted_positionals = [r for r in required if not r.startswith("-")]
+    for option in (r for r in required if r.startswith("-")):
+        if not any(name in given for name in option.split("|")):
+            missing.append(option.split("|")[-1])
+    if len(positionals) < len(wanted_positionals):
+        missing += wanted_positionals[len(positionals) :]
+    return missing
+
+
+def _program_args(argv: list[str], path: str) -> list[str]:
+    """The arguments after the script or module name in a launch command."""
+    module = path.removesuffix("/__main__.py").removesuffix(".py").replace("/", ".")
+    for i, word in enumerate(argv):
+        if word.endswith(path) or word == module:
+            return argv[i + 1 :]
+    return []
+
+
+def command_for(root: Path, entry: EntryPoint) -> tuple[list[str] | None, str]:
+    """A runnable argv for one ranked entry point, or None and why not."""
+    candidates: list[tuple[str, str]] = []
+    if entry.command.split()[:1] and entry.command.split()[0] in _LAUNCHERS:
+        candidates.append((entry.command, "its launch line"))
+    plain = (
+        f"python -m {entry.path.removesuffix('/__main__.py').replace('/', '.')}"
+        if entry.path.endswith("__main__.py")
+        else f"python {entry.path}"
+    )
+    if plain not in (c for c, _ in candidates):
+        candidates.append((plain, "run directly"))
+    try:
+        source = (root / entry.path).read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        return None, f"cannot read {entry.path}: {exc}"
+    required = required_arguments(source)
+    reasons = []
+    for command, how in candidates:
+        if _PLACEHOLDER.search(command):
+            reasons.append(f"`{command}` holds a placeholder")
+            continue
+        try:
+            argv = shlex.split(command)
+        except ValueError as exc:
+            reasons.append(f"`{command}` does not parse: {exc}")
+            continue
+        missing = _missing(_program_args(argv, entry.path), required)
+        if missing:
+            reasons.append(f"`{command}` lacks required arguments {', '.join(missing)}")
+            continue
+        return argv, f"{entry.path} ({how}; {', '.join(entry.reasons)})"
+    return None, "; ".join(reasons)
+
+
+def make_plan(root: Path, scan: ScanResult, target: str, entry: str | None = None) -> Plan:
+    """Choose the entry command and sort the findings into auto, LLM and human work."""
+    auto, llm, manual = 0, [], []
+    for f in scan.findings:
+        kind = f.fix[target]["kind"] if target in f.fix else "manual"
+        item = {"rule": f.rule, "path": f.path, "line": f.line, "message": f.message}
+        if kind == "auto":
+            auto += 1
+        elif kind == "llm":
+            llm.append({**item, "hint": f.fix[target]["hint"]})
+        elif kind == "manual":
+            manual.append({**item, "hint": f.fix[target]["hint"]})
+    plan = Plan(entry=None, entry_reason="", auto=auto, llm=llm, manual=manual)
+    if entry:
+        try:
+            plan.entry, plan.entry_reason = shlex.split(entry), "given with --entry"
+        except ValueError as exc:
+            plan.not_runnable = f"--entry does not parse: {exc}"
+        return plan
+    for candidate in scan.entrypoints:
+        argv, why = command_for(root, candidate)
+        if argv is not None:
+            plan.entry, plan.entry_reason = argv, why
+            return plan
+        plan.rejected.append({"path": candidate.path, "why": why})
+    if not scan.entrypoints:
+        plan.not_runnable = (
+            "no entry point found (no __main__ guard, training script or launch line); "
+            'name one with --entry "python FILE ARGS"'
+        )
+    else:
+        plan.not_runnable = (
+            "no entry point can run without a human: "
+            + "; ".join(f"{r['path']}: {r['why']}" for r in plan.rejected)
+            + '; name one with --entry "python FILE ARGS"'
+        )
+    return plan

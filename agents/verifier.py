@@ -1,0 +1,279 @@
+"""The verifier: run the original and the migration, compare, and say what was proven.
+
+The original runs on the CUDA→CPU reference shim and the migration on the
+emulated target, both through the sandbox harness with the same seed, step
+budget and synthetic data. ``judge`` is pure (two run results in, a verdict
+out) so the policy can be tested without running anything; ``run_pair`` does
+the running. A migration is ``verified`` only when it ran on the emulated
+device and its numbers match the original's within the tolerance policy in
+``data/tolerance.toml``; everything short of that is named for what it is.
+"""
+
+from __future__ import annotations
+
+import importlib.resources
+import importlib.util
+import math
+import re
+import tomllib
+from dataclasses import asdict, dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from torchport.sandbox.harness import RunError, RunSpec, run
+
+VERDICTS = ("verified", "ran", "failed", "not-runnable")
+# The harness mode that runs each target's migrated code. `accelerator` code asks
+# torch.accelerator for the device, so any emulated accelerator proves it.
+MODE_FOR_TARGET = {"tpu": "tpu", "neuron": "neuron", "accelerator": "tpu", "xla": None}
+# Errors that say the environment lacks something the program needs, not that the
+# migration is wrong: when the original fails the same way, nothing can be proven.
+_ENVIRONMENTAL = ("FileNotFoundError", "ModuleNotFoundError", "ImportError", "PermissionError")
+_BF16 = re.compile(r"\bbfloat16\b|\.bfloat16\(\)|\bbf16\b")
+
+
+@dataclass(frozen=True)
+class Budget:
+    steps: int = 5
+    forwards: int = 5
+    timeout_s: float = 300.0
+    memory_mb: int = 4096
+    isolation: str = "auto"
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class Policy:
+    name: str
+    rtol: float
+    atol: float
+    max_steps: int
+
+
+@cache
+def policies() -> dict[str, Policy]:
+    text = importlib.resources.files("torchport.agents").joinpath("data/tolerance.toml")
+    data = tomllib.loads(text.read_text(encoding="utf-8"))
+    return {name: Policy(name, **values) for name, values in data.items()}
+
+
+def choose_policy(original: dict[str, str], migrated: dict[str, str]) -> Policy:
+    """bf16 when the migration computes in bfloat16 and the original did not.
+
+    ``original`` and ``migrated`` map each changed file to its text before and
+    after; files the migration left alone cannot have changed the precision.
+    """
+    before = any(_BF16.search(text) for text in original.values())
+    after = any(_BF16.search(text) for text in migrated.values())
+    return policies()["bf16" if after and not before else "fp32"]
+
+
+@dataclass
+class Parity:
+    compared: str  # "losses" | "outputs" | "nothing"
+    steps: int = 0
+    max_abs: float = 0.0
+    max_rel: float = 0.0
+    worst_step: int | None = None
+    holds: bool = False
+    per_step: list[dict[str, float]] = field(default_factory=list)
+    note: str = ""
+
+
+def _close(a: float, b: float, policy: Policy) -> tuple[bool, float, float]:
+    if math.isnan(a) or math.isnan(b):
+        return math.isnan(a) and math.isnan(b), math.inf, math.inf
+    diff = abs(a - b)
+    rel = diff / abs(b) if b else (0.0 if diff == 0 else math.inf)
+    return diff <= policy.atol + policy.rtol * abs(b), diff, rel
+
+
+def compare_series(reference: list[float], target: list[float], policy: Policy) -> Parity:
+    """Step-by-step comparison of two loss trajectories (the first max_steps)."""
+    n = min(len(reference), len(target), policy.max_steps)
+    parity = Parity("losses", steps=n, holds=n > 0)
+    for i in range(n):
+        ok, diff, rel = _close(target[i], reference[i], policy)
+        parity.per_step.append({"step": i + 1, "reference": reference[i], "target": target[i]})
+        if diff > parity.max_abs or parity.worst_step is None:
+            parity.max_abs, parity.worst_step = max(parity.max_abs, diff), i + 1
+        parity.max_rel = max(parity.max_rel, rel)
+        parity.holds = parity.holds and ok
+    if len(reference) != len(target):
+        parity.note = f"the reference recorded {len(reference)} losses, the target {len(target)}"
+    return parity
+
+
+def compare_outputs(
+    reference: list[dict[str, Any]], target: list[dict[str, Any]], policy: Policy
+) -> Parity:
+    """Inference programs: shapes must be equal, summary statistics close."""
+    flat_ref: list[float] = []
+    flat_tgt: list[float] = []
+    for r, t in zip(reference, target, strict=False):
+        if r.get("shape") != t.get("shape"):
+            return Parity(
+                "outputs", note=f"output shapes differ: {r.get('shape')} vs {t.get('shape')}"
+            )
+        for key in ("mean", "std", "abs_max"):
+            flat_ref.append(float(r.get(key, 0.0)))
+            flat_tgt.append(float(t.get(key, 0.0)))
+    every = Policy(policy.name, policy.rtol, policy.atol, max_steps=10**6)
+    parity = compare_series(flat_ref, flat_tgt, every)
+    parity.compared, parity.steps = "outputs", min(len(reference), len(target))
+    parity.per_step = []
+    return parity
+
+
+@dataclass
+class Verification:
+    verdict: str
+    reason: str
+    policy: str = ""
+    parity: Parity | None = None
+    reference: dict[str, Any] | None = None
+    target: dict[str, Any] | None = None
+    failure: dict[str, Any] | None = None  # the target run, for diagnose
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _brief(result: dict[str, Any] | None) -> dict[str, Any] | None:
+    """What the report keeps of a run: enough to see what happened, not every counter."""
+    if result is None:
+        return None
+    counters = result.get("counters") or {}
+    keep = (
+        "ops",
+        "host_syncs",
+        "host_sync_sites",
+        "h2d_count",
+        "h2d_bytes",
+        "d2h_count",
+        "d2h_bytes",
+        "float64_ops",
+        "cuda_calls",
+        "intercepted",
+    )
+    return {
+        "status": result.get("status"),
+        "exit_code": result.get("exit_code"),
+        "steps": result.get("steps", 0),
+        "forwards": result.get("forwards", 0),
+        "losses": result.get("losses", []),
+        "stopped": result.get("stopped"),
+        "error": result.get("error"),
+        "isolation": result.get("isolation"),
+        "elapsed_s": result.get("elapsed_s"),
+        "synthetic_data": result.get("synthetic_data", []),
+        "counters": {k: counters[k] for k in keep if k in counters},
+        "stderr_tail": (result.get("stderr_tail") or "")[-1500:],
+    }
+
+
+def _error_text(result: dict[str, Any]) -> str:
+    error = result.get("error") or {}
+    return f"{error.get('type', '?')}: {error.get('message', '')}".strip()
+
+
+def judge(
+    reference: dict[str, Any] | None, target: dict[str, Any], policy: Policy, mode: str
+) -> Verification:
+    """The verdict for one pair of runs (``reference`` None: the original was not run)."""
+    v = Verification("failed", "", policy=policy.name, reference=_brief(reference))
+    v.target = _brief(target)
+    ref_ok = reference is not None and reference.get("status") == "ok"
+    if target.get("status") != "ok":
+        error = target.get("error") or {}
+        same_as_original = (
+            reference is not None
+            and not ref_ok
+            and _error_text(reference) == _error_text(target)
+            and error.get("type") in _ENVIRONMENTAL
+        )
+        if same_as_original:
+            v.verdict = "not-runnable"
+            v.reason = f"the original fails here the same way: {_error_text(target)}"
+        else:
+            v.verdict, v.failure = "failed", target
+            v.reason = f"{target.get('status')}: {_error_text(target)}"
+        return v
+    ops = (target.get("counters") or {}).get("ops")
+    if ops == 0:
+        v.verdict = "ran"
+        v.reason = f"it ran, but on the CPU: no operation reached the emulated {mode} device"
+        return v
+    if not ref_ok:
+        v.verdict = "ran"
+        v.reason = (
+            "the original did not run on the reference shim, so there is nothing to compare "
+            f"with ({_error_text(reference) if reference else 'not run'})"
+        )
+        return v
+    if reference.get("losses") and target.get("losses"):
+        parity = compare_series(reference["losses"], target["losses"], policy)
+    elif reference.get("outputs") and target.get("outputs"):
+        parity = compare_outputs(reference["outputs"], target["outputs"], policy)
+    else:
+        v.verdict = "ran"
+        v.reason = "neither a loss nor a model output was recorded in both runs to compare"
+        v.parity = Parity("nothing")
+        return v
+    v.parity = parity
+    if parity.holds:
+        v.verdict = "verified"
+        v.reason = (
+            f"{parity.steps} {'steps' if parity.compared == 'losses' else 'outputs'} match the "
+            f"original within the {policy.name} policy (max abs {parity.max_abs:.3g}, "
+            f"max rel {parity.max_rel:.3g})"
+        )
+    else:
+        v.verdict = "failed"
+        v.reason = parity.note or (
+            f"parity does not hold under the {policy.name} policy: worst at "
+            f"{'step' if parity.compared == 'losses' else 'output'} {parity.worst_step}, "
+            f"abs {parity.max_abs:.3g}, rel {parity.max_rel:.3g}"
+        )
+        v.failure = {
+            **target,
+            "error": {"type": "ParityMismatch", "message": v.reason, "frame": None},
+        }
+    return v
+
+
+def run_program(root: Path, argv: list[str], mode: str, budget: Budget) -> dict[str, Any]:
+    """One sandboxed run as plain data (a harness that cannot start is a failed run)."""
+    spec = RunSpec(
+        root=root,
+        command=argv,
+        mode=mode,
+        steps=budget.steps,
+        forwards=budget.forwards,
+        seed=budget.seed,
+        timeout_s=budget.timeout_s,
+        memory_mb=budget.memory_mb,
+        isolation=budget.isolation,
+    )
+    try:
+        return run(spec).to_json()
+    except RunError as exc:
+        return {
+            "status": "failed",
+            "exit_code": None,
+            "error": {"type": "RunError", "message": str(exc), "frame": None},
+        }
+
+
+def unsupported_target(target: str) -> str | None:
+    """Why a target's code cannot run in this sandbox at all, or None."""
+    mode = MODE_FOR_TARGET.get(target)
+    if target == "xla" and importlib.util.find_spec("torch_xla") is None:
+        return (
+            "PyTorch/XLA code needs torch_xla, which is not installed in the sandbox and has "
+            "no emulator here; the migration was checked statically only"
+        )
+    if mode is None and target != "xla":
+        return f"no emulated device for target {target!r}"
+    return None

@@ -1,0 +1,48 @@
+"""Materialise a migration (source tree + overlay of changed files) as a real folder,
+and read an edited folder back into an overlay.
+
+The verifier runs a materialised copy; the LLM's tools edit one; neither ever
+touches the user's repository.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+_IGNORE = shutil.ignore_patterns(".git", "__pycache__", ".venv", "venv", "torchport-report")
+
+
+def materialize(source: Path, overlay: dict[str, str], dest: Path) -> Path:
+    """A fresh copy of ``source`` at ``dest`` with the overlay's files written over it."""
+    if dest.exists():
+        shutil.rmtree(dest)
+    shutil.copytree(source, dest, symlinks=True, ignore=_IGNORE)
+    for rel, text in overlay.items():
+        path = dest / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    return dest
+
+
+def changed_files(source: Path, work: Path, paths: set[str] | None = None) -> dict[str, str]:
+    """Python files in ``work`` whose text differs from ``source`` (or only ``paths``)."""
+    overlay: dict[str, str] = {}
+    candidates = (
+        paths
+        if paths is not None
+        else {str(p.relative_to(work)) for p in work.rglob("*.py") if not p.is_symlink()}
+    )
+    for rel in sorted(candidates):
+        new = work / rel
+        if not new.is_file():
+            continue
+        text = new.read_text(encoding="utf-8", errors="surrogateescape")
+        old = source / rel
+        try:
+            before = old.read_text(encoding="utf-8", errors="surrogateescape")
+        except OSError:
+            before = None
+        if text != before:
+            overlay[rel] = text
+    return overlay

@@ -1,0 +1,97 @@
+"""The planner picks a command the verifier can run without a human, or says why none."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from torchport.agents.planner import make_plan, required_arguments
+from torchport.tools.scanner import ScanOptions, scan
+
+TRAIN = """\
+import argparse
+import torch
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--lr", type=float, default=0.1)
+    {extra}
+    args = p.parse_args()
+    model = torch.nn.Linear(2, 1).cuda()
+    loss = model(torch.ones(1, 2).cuda()).sum()
+    loss.backward()
+
+if __name__ == "__main__":
+    main()
+"""
+
+
+def repo(tmp_path: Path, extra: str = "", readme: str | None = None) -> Path:
+    (tmp_path / "train.py").write_text(TRAIN.format(extra=extra))
+    if readme is not None:
+        (tmp_path / "README.md").write_text(readme)
+    return tmp_path
+
+
+def plan_for(root: Path, entry: str | None = None):
+    return make_plan(root, scan(root, ScanOptions(target="tpu")), "tpu", entry)
+
+
+def test_required_arguments_are_those_without_defaults():
+    source = TRAIN.format(
+        extra='p.add_argument("--data", required=True)\n    p.add_argument("out")\n'
+        '    p.add_argument("--opt", required=True, default="x")\n'
+        '    p.add_argument("maybe", nargs="?")'
+    )
+    assert required_arguments(source) == ["--data", "out"]
+    assert required_arguments("def broken(:\n") == []
+
+
+def test_a_script_without_required_arguments_runs_directly(tmp_path):
+    plan = plan_for(repo(tmp_path))
+    assert plan.entry == ["python", "train.py"] and plan.not_runnable is None
+    assert "train.py" in plan.entry_reason and plan.auto >= 2
+
+
+def test_the_readme_launch_line_supplies_required_arguments(tmp_path):
+    root = repo(
+        tmp_path,
+        extra='p.add_argument("--data", required=True)',
+        readme="Run it:\n\n    python train.py --data samples --lr 0.01\n",
+    )
+    plan = plan_for(root)
+    assert plan.entry == ["python", "train.py", "--data", "samples", "--lr", "0.01"]
+
+
+def test_placeholders_and_missing_arguments_make_it_not_runnable(tmp_path):
+    root = repo(
+        tmp_path,
+        extra='p.add_argument("--data", required=True)',
+        readme="    python train.py --data $DATA_DIR\n",
+    )
+    plan = plan_for(root)
+    assert plan.entry is None
+    assert "placeholder" in plan.not_runnable and "--data" in plan.not_runnable
+    assert "--entry" in plan.not_runnable
+
+
+def test_entry_overrides_and_no_entry_point_says_so(tmp_path):
+    root = repo(tmp_path, extra='p.add_argument("--data", required=True)')
+    plan = plan_for(root, entry="python train.py --data 'a b'")
+    assert plan.entry == ["python", "train.py", "--data", "a b"]
+    assert plan.entry_reason == "given with --entry"
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    (lib / "model.py").write_text("import torch\nnet = torch.nn.Linear(2, 2).cuda()\n")
+    plan = plan_for(lib)
+    assert plan.entry is None and "no entry point found" in plan.not_runnable
+
+
+def test_findings_are_sorted_into_auto_llm_and_manual(tmp_path):
+    (tmp_path / "k.py").write_text(
+        "import torch\nfrom flash_attn import flash_attn_func\n"
+        "props = torch.cuda.get_device_properties(0)\nx = torch.ones(2).cuda()\n"
+    )
+    plan = plan_for(tmp_path)
+    assert plan.auto >= 1
+    assert any(item["path"] == "k.py" for item in plan.llm + plan.manual)
+    assert all("hint" in item for item in plan.llm + plan.manual)

@@ -1,0 +1,126 @@
+"""The verifier's judgement and tolerance policy, on run results as the harness
+writes them (no programs are run here: ``judge`` is pure)."""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+
+import pytest
+from torchport.agents.verifier import (
+    choose_policy,
+    compare_outputs,
+    compare_series,
+    judge,
+    policies,
+    unsupported_target,
+)
+
+FP32 = policies()["fp32"]
+BF16 = policies()["bf16"]
+
+
+def run(status="ok", losses=(), outputs=(), ops=100, error=None):
+    return {
+        "status": status,
+        "exit_code": 0 if status == "ok" else 1,
+        "losses": list(losses),
+        "outputs": list(outputs),
+        "counters": {"ops": ops},
+        "error": error,
+    }
+
+
+def test_policy_file_defines_fp32_tighter_than_bf16():
+    assert FP32.rtol < BF16.rtol and FP32.atol <= BF16.atol
+    assert BF16.max_steps < FP32.max_steps
+
+
+def test_bf16_policy_only_when_the_migration_introduces_bfloat16():
+    amp_before = {"t.py": 'with torch.autocast("cuda", dtype=torch.float16):'}
+    amp_after = {"t.py": 'with torch.autocast("tpu", dtype=torch.bfloat16):'}
+    assert choose_policy(amp_before, amp_after).name == "bf16"
+    assert choose_policy({"t.py": "x.cuda()"}, {"t.py": 'x.to("tpu")'}).name == "fp32"
+    already = {"t.py": "x = x.to(torch.bfloat16).cuda()"}
+    assert choose_policy(already, {"t.py": 'x = x.to(torch.bfloat16).to("tpu")'}).name == "fp32"
+
+
+def test_identical_losses_verify_and_a_small_drift_does_not_under_fp32():
+    ref = [2.30, 2.10, 1.90]
+    assert compare_series(ref, list(ref), FP32).holds
+    drift = [2.30, 2.10 * (1 + 1e-3), 1.90]
+    parity = compare_series(ref, drift, FP32)
+    assert not parity.holds and parity.worst_step == 2
+    assert parity.max_rel == pytest.approx(1e-3, rel=1e-6)
+    assert compare_series(ref, drift, BF16).holds
+
+
+def test_bf16_compares_only_the_first_steps_and_nan_never_matches_a_number():
+    ref = [1.0] * 10
+    late_divergence = [1.0] * BF16.max_steps + [5.0] * (10 - BF16.max_steps)
+    assert compare_series(ref, late_divergence, BF16).holds
+    assert compare_series(ref, late_divergence, FP32).holds is False
+    assert not compare_series([1.0], [math.nan], FP32).holds
+    assert compare_series([math.nan], [math.nan], FP32).holds
+
+
+def test_no_common_step_is_not_parity():
+    assert not compare_series([], [1.0], FP32).holds
+
+
+def test_outputs_compare_shapes_then_statistics():
+    a = {"shape": [2, 3], "mean": 0.5, "std": 1.0, "abs_max": 2.0}
+    assert compare_outputs([a], [dict(a)], FP32).holds
+    assert not compare_outputs([a], [{**a, "shape": [3, 2]}], FP32).holds
+    assert "shapes differ" in compare_outputs([a], [{**a, "shape": [3, 2]}], FP32).note
+    assert not compare_outputs([a], [{**a, "mean": 0.6}], FP32).holds
+
+
+def test_verified_when_losses_match():
+    v = judge(run(losses=[2.3, 2.2]), run(losses=[2.3, 2.2]), FP32, "tpu")
+    assert v.verdict == "verified" and "2 steps" in v.reason and v.failure is None
+
+
+def test_parity_mismatch_is_a_classified_failure():
+    v = judge(run(losses=[2.3, 2.2]), run(losses=[2.3, 2.5]), FP32, "tpu")
+    assert v.verdict == "failed"
+    assert v.failure["error"]["type"] == "ParityMismatch" and "step 2" in v.reason
+
+
+def test_a_crash_of_the_migration_fails_with_its_error():
+    error = {"type": "RuntimeError", "message": "boom", "frame": {"file": "t.py", "line": 3}}
+    v = judge(run(losses=[1.0]), run("failed", error=error), FP32, "tpu")
+    assert v.verdict == "failed" and v.reason == "failed: RuntimeError: boom"
+    assert v.failure["error"] == error
+
+
+def test_missing_data_in_both_runs_is_not_runnable():
+    error = {"type": "FileNotFoundError", "message": "[Errno 2] No such file: 'data.csv'"}
+    v = judge(run("failed", error=error), run("failed", error=error), FP32, "tpu")
+    assert v.verdict == "not-runnable" and "data.csv" in v.reason
+    # ... but a CUDA error in the original is not an excuse for the migration's
+    cuda = {"type": "AssertionError", "message": "Torch not compiled with CUDA enabled"}
+    assert judge(run("failed", error=cuda), run("failed", error=cuda), FP32, "tpu").verdict == (
+        "failed"
+    )
+
+
+def test_running_on_the_cpu_is_not_verification():
+    v = judge(run(losses=[1.0]), run(losses=[1.0], ops=0), FP32, "tpu")
+    assert v.verdict == "ran" and "on the CPU" in v.reason
+
+
+def test_without_a_reference_or_numbers_the_verdict_is_ran():
+    failed_ref = run("failed", error={"type": "RuntimeError", "message": "no driver"})
+    v = judge(failed_ref, run(losses=[1.0]), FP32, "tpu")
+    assert v.verdict == "ran" and "no driver" in v.reason
+    assert judge(run(), run(), FP32, "tpu").verdict == "ran"
+
+
+def test_xla_without_torch_xla_is_not_runnable_and_emulated_targets_are():
+    assert unsupported_target("tpu") is None and unsupported_target("accelerator") is None
+    reason = unsupported_target("xla")
+    if importlib.util.find_spec("torch_xla") is None:
+        assert "torch_xla" in reason
+    else:
+        assert reason is None
