@@ -6,6 +6,10 @@ VENV ?= .venv
 TORCH ?= torch==2.13.0+cpu
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.torchport-installed
+# `local` is the embedded default model (--llm local): the first set-up compiles
+# llama-cpp-python (~8 min, needs a C/C++ compiler and cmake) and fetches 1.1 GB of model
+# parts. EXTRAS=dev leaves it out; its tests then skip.
+EXTRAS ?= dev,local
 
 .PHONY: setup demo test lint bench sandbox-tools
 
@@ -14,7 +18,7 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check "$(TORCH)"
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e ".[dev]"
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e ".[$(EXTRAS)]"
 	touch $(STAMP)
 
 # The main job on the bundled CUDA example, offline: what ties it to CUDA, then the
@@ -45,3 +49,4 @@ lint: $(STAMP)
 bench: $(STAMP) .venv-bench/bin/torchfix
 	$(BIN)/python benchmarks/scan_speed.py --torchfix .venv-bench/bin/torchfix
 	$(BIN)/python benchmarks/emulator_overhead.py
+	$(BIN)/python benchmarks/cpp_backend/bench.py --repeats 3

@@ -215,19 +215,18 @@ def build(runtime: Runtime) -> StateGraph:
         reference = state.get("reference")
         if reference is None:
             runtime.say("verifying: running the original on the CUDA reference shim")
-            reference = verifier.run_program(source, p["entry"], "reference", budget)
+            reference = verifier.reference_run(
+                source, p["entry"], budget, runs.home() / "references"
+            )
             update["reference"] = reference
         overlay = state.get("overlay") or {}
         work = materialize(source, overlay, runtime.scratch / "work")
         mode = verifier.MODE_FOR_TARGET[s["target"]] or "plain"
         runtime.say(f"verifying: running the migration on the emulated {mode} device")
         target_run = verifier.run_program(work, p["entry"], mode, budget)
-        originals = {
-            rel: (source / rel).read_text(encoding="utf-8", errors="replace")
-            for rel in overlay
-            if (source / rel).is_file()
-        }
-        policy = verifier.choose_policy(originals, overlay)
+        policy = verifier.choose_policy(
+            f.read_text(encoding="utf-8", errors="replace") for f in work.rglob("*.py")
+        )
         v = verifier.judge(reference, target_run, policy, mode)
         runtime.say(f"verdict: {v.verdict} ({v.reason})")
         update["verification"] = v.to_json()
@@ -242,6 +241,12 @@ def build(runtime: Runtime) -> StateGraph:
         s = state["settings"]
         v = state["verification"] or {}
         found = _as_dict(classify(v.get("failure") or v.get("target") or {}, s["target"]))
+        edits = state.get("agent_edits") or []
+        if not found.get("file") and edits:
+            # A crash-free failure (parity) has no frame; the LLM's latest edit is the
+            # likeliest cause, so that is where the next repair looks.
+            found["file"], found["line"] = edits[-1]["path"], edits[-1]["start_line"]
+            found["cause"] = f"{found.get('cause')}; the latest LLM edit is the likeliest cause"
         tried = {
             (d.get("signature"), d.get("file"), d.get("line"), d.get("fix"))
             for d in state.get("decisions", [])

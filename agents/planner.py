@@ -22,6 +22,8 @@ from torchport.tools.findings import EntryPoint, ScanResult
 
 _PLACEHOLDER = re.compile(r"[$<>{}]|\.\.\.|/path/to|PATH_TO", re.IGNORECASE)
 _LAUNCHERS = ("python", "python3", "torchrun")
+# Evidence (from tools.entrypoints) that running the file does something.
+_RUNS_SOMETHING = ("__main__ guard", "package __main__")
 
 
 @dataclass
@@ -97,6 +99,8 @@ def _program_args(argv: list[str], path: str) -> list[str]:
 
 def command_for(root: Path, entry: EntryPoint) -> tuple[list[str] | None, str]:
     """A runnable argv for one ranked entry point, or None and why not."""
+    if not any(r in _RUNS_SOMETHING or r.startswith("launched in ") for r in entry.reasons):
+        return None, "no __main__ guard or launch line: running it would only define things"
     candidates: list[tuple[str, str]] = []
     if entry.command.split()[:1] and entry.command.split()[0] in _LAUNCHERS:
         candidates.append((entry.command, "its launch line"))
@@ -130,6 +134,17 @@ def command_for(root: Path, entry: EntryPoint) -> tuple[list[str] | None, str]:
     return None, "; ".join(reasons)
 
 
+def _notebook(root: Path, scan: ScanResult) -> str | None:
+    """The notebook to run when no script is runnable: the one with the most findings."""
+    counts: dict[str, int] = {}
+    for f in scan.findings:
+        if f.path.endswith(".ipynb"):
+            counts[f.path] = counts.get(f.path, 0) + 1
+    if not counts:
+        return None
+    return min(counts, key=lambda path: (-counts[path], path.count("/"), path))
+
+
 def make_plan(root: Path, scan: ScanResult, target: str, entry: str | None = None) -> Plan:
     """Choose the entry command and sort the findings into auto, LLM and human work."""
     auto, llm, manual = 0, [], []
@@ -155,6 +170,11 @@ def make_plan(root: Path, scan: ScanResult, target: str, entry: str | None = Non
             plan.entry, plan.entry_reason = argv, why
             return plan
         plan.rejected.append({"path": candidate.path, "why": why})
+    notebook = _notebook(root, scan)
+    if notebook is not None:
+        plan.entry = ["python", notebook]
+        plan.entry_reason = f"{notebook} (a notebook: its code cells run in order, magics skipped)"
+        return plan
     if not scan.entrypoints:
         plan.not_runnable = (
             "no entry point found (no __main__ guard, training script or launch line); "

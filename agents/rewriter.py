@@ -119,7 +119,7 @@ def failure_request(
     path, line = diagnosis.get("file"), diagnosis.get("line")
     if not path or not line:
         return None
-    run = verification.get("target") or {}
+    run = verification.get("failure") or verification.get("target") or {}
     error = run.get("error") or {}
     return {
         "kind": "failure",

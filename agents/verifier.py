@@ -11,11 +11,15 @@ device and its numbers match the original's within the tolerance policy in
 
 from __future__ import annotations
 
+import hashlib
 import importlib.resources
 import importlib.util
+import json
 import math
+import os
 import re
 import tomllib
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from functools import cache
 from pathlib import Path
@@ -30,7 +34,8 @@ MODE_FOR_TARGET = {"tpu": "tpu", "neuron": "neuron", "accelerator": "tpu", "xla"
 # Errors that say the environment lacks something the program needs, not that the
 # migration is wrong: when the original fails the same way, nothing can be proven.
 _ENVIRONMENTAL = ("FileNotFoundError", "ModuleNotFoundError", "ImportError", "PermissionError")
-_BF16 = re.compile(r"\bbfloat16\b|\.bfloat16\(\)|\bbf16\b")
+_NOT_COPIED = {".git", "__pycache__", ".venv", "venv", "torchport-report"}
+_BF16 = re.compile(r"\bbfloat16\b|\bbf16\b|\bautocast\b|\bhalf\(\)|\bfloat16\b")
 
 
 @dataclass(frozen=True)
@@ -58,15 +63,16 @@ def policies() -> dict[str, Policy]:
     return {name: Policy(name, **values) for name, values in data.items()}
 
 
-def choose_policy(original: dict[str, str], migrated: dict[str, str]) -> Policy:
-    """bf16 when the migration computes in bfloat16 and the original did not.
+def choose_policy(migrated_sources: Iterable[str]) -> Policy:
+    """bf16 when the migrated program may compute in reduced precision on the target.
 
-    ``original`` and ``migrated`` map each changed file to its text before and
-    after; files the migration left alone cannot have changed the precision.
+    The reference shim disables CUDA autocast (as a CPU-only torch does), so an
+    original that autocasts ran in fp32 while its migration autocasts on the
+    emulated device: any autocast or bfloat16/float16 in the migrated program's
+    files means the two runs differ by rounding, and the looser policy applies.
     """
-    before = any(_BF16.search(text) for text in original.values())
-    after = any(_BF16.search(text) for text in migrated.values())
-    return policies()["bf16" if after and not before else "fp32"]
+    uses_low_precision = any(_BF16.search(text) for text in migrated_sources)
+    return policies()["bf16" if uses_low_precision else "fp32"]
 
 
 @dataclass
@@ -264,6 +270,44 @@ def run_program(root: Path, argv: list[str], mode: str, budget: Budget) -> dict[
             "exit_code": None,
             "error": {"type": "RunError", "message": str(exc), "frame": None},
         }
+
+
+def tree_digest(root: Path) -> str:
+    """A digest of every file's path and bytes under ``root`` (what a run can see)."""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in root.rglob("*") if p.is_file() and not p.is_symlink()):
+        rel = path.relative_to(root)
+        if _NOT_COPIED.intersection(rel.parts):
+            continue  # the harness does not copy these into the run either
+        digest.update(str(rel).encode() + b"\0")
+        digest.update(hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()
+
+
+def reference_run(root: Path, argv: list[str], budget: Budget, cache: Path | None) -> dict:
+    """The original's run on the reference shim, reused when nothing it depends on changed.
+
+    The original is read only and runs with fixed seeds, so its numbers depend only on
+    its files, the command and the budget: migrating one repository to several
+    targets (or resuming, or re-running an evaluation) runs it once. A failed run is
+    not cached (it may have been the machine's fault).
+    """
+    key = hashlib.sha256(
+        json.dumps([tree_digest(root), argv, asdict(budget)], sort_keys=True).encode()
+    ).hexdigest()[:32]
+    path = cache / f"{key}.json" if cache is not None else None
+    if path is not None and path.is_file():
+        try:
+            return {**json.loads(path.read_text()), "cached": True}
+        except (OSError, ValueError):
+            pass
+    result = run_program(root, argv, "reference", budget)
+    if path is not None and result.get("status") == "ok":
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(result, default=str))
+        os.replace(tmp, path)
+    return result
 
 
 def unsupported_target(target: str) -> str | None:

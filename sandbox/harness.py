@@ -121,13 +121,16 @@ def torchrun_parts(command: list[str]) -> Distributed | None:
 
 
 def program_argv(command: list[str]) -> list[str]:
-    """``python train.py --x 1`` -> ``train.py --x 1``; ``python -m pkg`` -> ``-m pkg``."""
+    """``python train.py --x 1`` -> ``train.py --x 1``; ``python -m pkg`` -> ``-m pkg``.
+
+    ``python explore.ipynb`` runs a notebook's code cells in order (see ``launch``).
+    """
     if not command:
         raise RunError("empty command")
     head = Path(command[0]).name
     if head.startswith("python"):
         rest = command[1:]
-    elif command[0].endswith(".py"):
+    elif command[0].endswith((".py", ".ipynb")):
         rest = command
     else:
         raise RunError(f"only python programs can be run for now, not {command[0]!r}")

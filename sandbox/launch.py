@@ -104,8 +104,45 @@ def user_frame(tb) -> dict[str, Any] | None:
     }
 
 
+def notebook_cells(path: Path) -> list[tuple[int, str]]:
+    """A notebook's code cells as (1-based cell number, Python source).
+
+    Shell escapes and magics (``!cmd``, ``%magic``, ``%%cell``) are IPython, not
+    Python, and mean nothing in a sandbox with no shell or network; each such line
+    becomes ``pass`` so line numbers stay those of the cell.
+    """
+    cells = []
+    notebook = json.loads(path.read_text(encoding="utf-8"))
+    for number, cell in enumerate(notebook.get("cells", []), start=1):
+        if cell.get("cell_type") != "code":
+            continue
+        source = cell.get("source", "")
+        text = "".join(source) if isinstance(source, list) else source
+        if text.lstrip().startswith("%%"):
+            continue  # a cell magic: the whole cell is not Python
+        lines = [
+            (line[: len(line) - len(line.lstrip())] + "pass")
+            if line.lstrip().startswith(("!", "%"))
+            else line
+            for line in text.splitlines()
+        ]
+        cells.append((number, "\n".join(lines) + "\n"))
+    return cells
+
+
+def _run_notebook(path: Path) -> None:
+    """Run the code cells in order in one namespace, as "Run all" does."""
+    namespace: dict[str, Any] = {"__name__": "__main__", "__file__": str(path)}
+    sys.path.insert(0, str(path.resolve().parent))
+    for number, code in notebook_cells(path):
+        exec(compile(code, f"{path}#cell{number}", "exec"), namespace)
+
+
 def _run_program(program: list[str]) -> None:
-    if program[:1] == ["-m"]:
+    if program[:1] and program[0].endswith(".ipynb"):
+        sys.argv = list(program)
+        _run_notebook(Path(program[0]))
+    elif program[:1] == ["-m"]:
         module, args = program[1], program[2:]
         sys.argv = [module, *args]
         sys.path.insert(0, os.getcwd())

@@ -287,3 +287,42 @@ def test_installed_libraries_get_their_dataset_entry_points_patched(tmp_path, mo
         synthetic.uninstall()
         for name in ("torchvision", "torchvision.datasets", "datasets"):
             sys.modules.pop(name, None)
+
+
+def test_a_notebook_runs_cell_by_cell_with_magics_skipped(tmp_path):
+    import json
+
+    def cell(*lines):
+        return {"cell_type": "code", "metadata": {}, "outputs": [], "source": list(lines)}
+
+    notebook = {
+        "cells": [
+            cell("!nvidia-smi\n", "import torch\n", "%matplotlib inline\n"),
+            {"cell_type": "markdown", "metadata": {}, "source": ["# train\n"]},
+            cell("%%timeit\n", "this is not python\n"),
+            cell(
+                "model = torch.nn.Linear(2, 1)\n",
+                "opt = torch.optim.SGD(model.parameters(), lr=0.1)\n",
+                "for _ in range(5):\n",
+                "    loss = model(torch.ones(4, 2)).pow(2).mean()\n",
+                "    opt.zero_grad(); loss.backward(); opt.step()\n",
+            ),
+            cell("raise ValueError('after the budget: never reached')\n"),
+        ],
+        "metadata": {},
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
+    (tmp_path / "explore.ipynb").write_text(json.dumps(notebook))
+    result = run(
+        RunSpec(tmp_path, ["python", "explore.ipynb"], steps=3, timeout_s=120, isolation="process")
+    )
+    assert result.status == "ok", (result.error, result.stderr_tail)
+    assert result.steps == 3 and len(result.losses) == 3
+    (tmp_path / "explore.ipynb").write_text(
+        json.dumps({**notebook, "cells": [cell("import torch\n", "x = 1 / 0\n")]})
+    )
+    failed = run(RunSpec(tmp_path, ["python", "explore.ipynb"], timeout_s=120, isolation="process"))
+    assert failed.error["type"] == "ZeroDivisionError"
+    assert failed.error["frame"]["file"].endswith("explore.ipynb#cell1")
+    assert failed.error["frame"]["line"] == 2

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from torchport.agents.planner import make_plan, required_arguments
@@ -84,6 +85,31 @@ def test_entry_overrides_and_no_entry_point_says_so(tmp_path):
     (lib / "model.py").write_text("import torch\nnet = torch.nn.Linear(2, 2).cuda()\n")
     plan = plan_for(lib)
     assert plan.entry is None and "no entry point found" in plan.not_runnable
+
+
+def test_a_training_module_without_a_main_guard_is_not_the_entry(tmp_path):
+    (tmp_path / "trainer.py").write_text(
+        "import torch\nclass Trainer:\n    def step(self, loss):\n        loss.backward()\n"
+    )
+    (tmp_path / "run.py").write_text(
+        "from trainer import Trainer\nif __name__ == '__main__':\n    Trainer()\n"
+    )
+    plan = plan_for(tmp_path)
+    assert plan.entry == ["python", "run.py"]
+    assert plan.rejected[0]["path"] == "trainer.py" and "__main__" in plan.rejected[0]["why"]
+
+
+def test_a_notebook_is_run_when_no_script_is(tmp_path):
+    cell = {"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None}
+    nb = {
+        "cells": [{**cell, "source": ["import torch\n", "x = torch.ones(2).cuda()\n"]}],
+        "metadata": {},
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
+    (tmp_path / "explore.ipynb").write_text(json.dumps(nb))
+    plan = plan_for(tmp_path)
+    assert plan.entry == ["python", "explore.ipynb"] and "notebook" in plan.entry_reason
 
 
 def test_findings_are_sorted_into_auto_llm_and_manual(tmp_path):

@@ -36,13 +36,12 @@ def test_policy_file_defines_fp32_tighter_than_bf16():
     assert BF16.max_steps < FP32.max_steps
 
 
-def test_bf16_policy_only_when_the_migration_introduces_bfloat16():
-    amp_before = {"t.py": 'with torch.autocast("cuda", dtype=torch.float16):'}
-    amp_after = {"t.py": 'with torch.autocast("tpu", dtype=torch.bfloat16):'}
-    assert choose_policy(amp_before, amp_after).name == "bf16"
-    assert choose_policy({"t.py": "x.cuda()"}, {"t.py": 'x.to("tpu")'}).name == "fp32"
-    already = {"t.py": "x = x.to(torch.bfloat16).cuda()"}
-    assert choose_policy(already, {"t.py": 'x = x.to(torch.bfloat16).to("tpu")'}).name == "fp32"
+def test_bf16_policy_when_the_migrated_program_may_run_reduced_precision():
+    assert choose_policy(['with torch.autocast("tpu", dtype=torch.bfloat16):']).name == "bf16"
+    # an autocast without a dtype runs bf16 on the device, fp32 on the shim
+    assert choose_policy(["with torch.autocast(device_type=device.type):"]).name == "bf16"
+    assert choose_policy(["x = x.half()"]).name == "bf16"
+    assert choose_policy(['x = x.to("tpu")', "y = autocaster(x)"]).name == "fp32"
 
 
 def test_identical_losses_verify_and_a_small_drift_does_not_under_fp32():
