@@ -174,6 +174,7 @@ def _brief(result: dict[str, Any] | None) -> dict[str, Any] | None:
         "isolation": result.get("isolation"),
         "elapsed_s": result.get("elapsed_s"),
         "synthetic_data": result.get("synthetic_data", []),
+        "reference_standins": result.get("reference_standins", []),
         "counters": {k: counters[k] for k in keep if k in counters},
         "stderr_tail": (result.get("stderr_tail") or "")[-1500:],
     }
@@ -235,6 +236,12 @@ def judge(
             f"original within the {policy.name} policy (max abs {parity.max_abs:.3g}, "
             f"max rel {parity.max_rel:.3g})"
         )
+        standins = reference.get("reference_standins") or []
+        if standins:
+            v.reason += (
+                "; the original ran with pure-PyTorch stand-ins for CUDA-only APIs: "
+                + ", ".join(standins)
+            )
     else:
         v.verdict = "failed"
         v.reason = parity.note or (

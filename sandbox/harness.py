@@ -60,6 +60,7 @@ class RunResult:
     isolation: str = ""
     mode: str = ""
     synthetic_data: list[dict[str, Any]] = field(default_factory=list)
+    reference_standins: list[str] = field(default_factory=list)  # reference mode: APIs stood in
     ranks: list[dict[str, Any]] = field(default_factory=list)  # torchrun: each rank's outcome
 
     def to_json(self) -> dict[str, Any]:
@@ -221,6 +222,7 @@ def run(spec: RunSpec) -> RunResult:
             "error",
             "stopped",
             "synthetic_data",
+            "reference_standins",
             "ranks",
         ):
             if key in data:

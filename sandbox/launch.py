@@ -7,7 +7,9 @@ reference shim), fix seeds, watch the program with a step budget, run it as
 
 Under torchrun each rank runs this launcher (``--per-rank`` gives each its own result
 file), and datasets asked of torchvision, torchaudio or HF ``datasets`` are synthetic
-unless ``--real-data`` (see ``sandbox.synthetic``).
+unless ``--real-data`` (see ``sandbox.synthetic``). In ``reference`` mode, flash-attn,
+xformers and apex are pure-PyTorch stand-ins when not installed (see
+``sandbox.shim.standins``; the result lists those used as ``reference_standins``).
 
 Modes: ``plain`` (nothing activated), ``reference`` (CUDA code on CPU through the
 shim), ``tpu`` / ``neuron`` (the emulated device).
@@ -167,13 +169,19 @@ def main(argv: list[str] | None = None) -> int:
     result: dict[str, Any] = {"mode": options.mode, "program": program, "status": "failed"}
     if options.per_rank:
         result["rank"] = int(os.environ.get("RANK", "0"))
-    synthetic = None
+    synthetic = standins = None
     started = time.perf_counter()
     watcher = budget = None
     if options.chdir:
         os.chdir(options.chdir)
     try:
         watcher = _activate(options.mode, options.devices)
+        if options.mode == "reference":
+            # CUDA-only libraries (flash-attn, xformers, apex) as pure-PyTorch stand-ins
+            # when absent; never in a target mode: the port must not depend on them.
+            from torchport.sandbox.shim import standins
+
+            standins.install()
         _seed(options.seed)
         if not options.real_data:
             from torchport.sandbox import synthetic
@@ -216,6 +224,8 @@ def main(argv: list[str] | None = None) -> int:
                 result["counters"] = {"error": repr(exc)}
         if synthetic is not None and synthetic.records():
             result["synthetic_data"] = synthetic.records()
+        if standins is not None and standins.records():
+            result["reference_standins"] = standins.records()
         result_path(options.result, options.per_rank).write_text(
             json.dumps(result, indent=2, default=str)
         )

@@ -80,6 +80,13 @@ def test_verified_when_losses_match():
     assert v.verdict == "verified" and "2 steps" in v.reason and v.failure is None
 
 
+def test_a_reference_with_stand_ins_says_so():
+    ref = {**run(losses=[1.0]), "reference_standins": ["flash_attn.flash_attn_func"]}
+    v = judge(ref, run(losses=[1.0]), FP32, "tpu")
+    assert v.verdict == "verified" and "stand-ins" in v.reason and "flash_attn" in v.reason
+    assert v.reference["reference_standins"] == ["flash_attn.flash_attn_func"]
+
+
 def test_parity_mismatch_is_a_classified_failure():
     v = judge(run(losses=[2.3, 2.2]), run(losses=[2.3, 2.5]), FP32, "tpu")
     assert v.verdict == "failed"

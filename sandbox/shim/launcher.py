@@ -3,7 +3,8 @@
 Behaves like `python SCRIPT ARGS` / `python -m MODULE ARGS` (same `sys.argv`, `sys.path[0]`
 and `__name__ == "__main__"`), prints nothing of its own to stdout, and, when
 TORCHPORT_SHIM_REPORT names a file, writes the intercepted-API record there as JSON at exit
-(even when the program fails or calls sys.exit).
+(even when the program fails or calls sys.exit), with the reference stand-ins the program
+used (``reference_standins``, see ``standins``) when it used any.
 """
 
 from __future__ import annotations
@@ -14,16 +15,20 @@ import os
 import runpy
 import sys
 
-from . import activate, intercepted
+from . import activate, intercepted, standins
 
 REPORT_ENV = "TORCHPORT_SHIM_REPORT"
 USAGE = "usage: python -m torchport.sandbox.shim [-m MODULE | SCRIPT] [ARGS...]"
 
 
 def write_report(path: str) -> None:
-    """Write `intercepted()` to `path` as JSON ({"intercepted": [...]})."""
+    """Write `intercepted()` to `path` as JSON ({"intercepted": [...]}), and the stand-ins
+    used, if any ({"reference_standins": [...]})."""
+    report: dict[str, object] = {"intercepted": intercepted()}
+    if standins.records():
+        report["reference_standins"] = standins.records()
     with open(path, "w", encoding="utf-8") as handle:
-        json.dump({"intercepted": intercepted()}, handle, indent=2)
+        json.dump(report, handle, indent=2)
         handle.write("\n")
 
 
@@ -37,6 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     if report:
         atexit.register(write_report, report)
     activate()
+    standins.install()
     if argv[0] == "-m":
         sys.argv = [argv[1], *argv[2:]]  # runpy replaces argv[0] with the module's path
         sys.path[0] = os.getcwd()
