@@ -148,13 +148,12 @@ def build(runtime: Runtime) -> StateGraph:
                     log.append(decision("rewrite", "LLM token budget spent", item=item["rule"]))
                     break
                 runtime.say(f"rewriting: asking the LLM about {item['rule']} at {item['path']}")
-                doc = _rule_doc(item["rule"])
                 overlay, record = rewriter.llm_repair(
                     client,
                     source,
                     overlay,
                     runtime.scratch / "llm",
-                    rewriter.construct_request(item, s["target"], doc),
+                    rewriter.construct_request(item, s["target"]),
                     max_turns=6,
                     max_tokens=s["max_llm_tokens"] - _tokens(usage),
                 )
@@ -351,16 +350,6 @@ def _brief(record: dict[str, Any]) -> dict[str, Any]:
         "edits": len(record.get("edits", [])),
         "error": record.get("error"),
     }
-
-
-def _rule_doc(code: str, limit: int = 1500) -> str:
-    """The rule's documentation from "How it is fixed" on: the small model's best hint."""
-    rule = load_catalogue().get(code)
-    if rule is None:
-        return ""
-    doc = rule.doc
-    start = doc.find("## How it is fixed")
-    return (doc[start:] if start >= 0 else doc)[:limit]
 
 
 def _allowed(rules: list[str], select: list[str]) -> list[str]:

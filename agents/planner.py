@@ -75,6 +75,23 @@ def required_arguments(source: str) -> list[str]:
     return required
 
 
+def does_something_at_top_level(source: str) -> bool:
+    """Whether running the file does more than define names: a top-level loop, call or
+    ``with``/``if``/``try`` block (a script without a ``__main__`` guard)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return False
+    defining = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+    for node in tree.body:
+        if isinstance(node, (*defining, ast.Assign, ast.AnnAssign, ast.Pass)):
+            continue
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
+            continue  # a docstring
+        return True
+    return False
+
+
 def _missing(argv: list[str], required: list[str]) -> list[str]:
     given = [a.split("=", 1)[0] for a in argv]
     positionals = [a for a in argv if not a.startswith("-")]
@@ -99,8 +116,13 @@ def _program_args(argv: list[str], path: str) -> list[str]:
 
 def command_for(root: Path, entry: EntryPoint) -> tuple[list[str] | None, str]:
     """A runnable argv for one ranked entry point, or None and why not."""
-    if not any(r in _RUNS_SOMETHING or r.startswith("launched in ") for r in entry.reasons):
-        return None, "no __main__ guard or launch line: running it would only define things"
+    try:
+        source = (root / entry.path).read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        return None, f"cannot read {entry.path}: {exc}"
+    launched = any(r in _RUNS_SOMETHING or r.startswith("launched in ") for r in entry.reasons)
+    if not launched and not does_something_at_top_level(source):
+        return None, "no __main__ guard, launch line or top-level code: it only defines things"
     candidates: list[tuple[str, str]] = []
     if entry.command.split()[:1] and entry.command.split()[0] in _LAUNCHERS:
         candidates.append((entry.command, "its launch line"))
@@ -111,10 +133,6 @@ def command_for(root: Path, entry: EntryPoint) -> tuple[list[str] | None, str]:
     )
     if plain not in (c for c, _ in candidates):
         candidates.append((plain, "run directly"))
-    try:
-        source = (root / entry.path).read_text(encoding="utf-8", errors="replace")
-    except OSError as exc:
-        return None, f"cannot read {entry.path}: {exc}"
     required = required_arguments(source)
     reasons = []
     for command, how in candidates:
@@ -150,7 +168,13 @@ def make_plan(root: Path, scan: ScanResult, target: str, entry: str | None = Non
     auto, llm, manual = 0, [], []
     for f in scan.findings:
         kind = f.fix[target]["kind"] if target in f.fix else "manual"
-        item = {"rule": f.rule, "path": f.path, "line": f.line, "message": f.message}
+        item = {
+            "rule": f.rule,
+            "path": f.path,
+            "line": f.line,
+            "end_line": f.end_line,
+            "message": f.message,
+        }
         if kind == "auto":
             auto += 1
         elif kind == "llm":

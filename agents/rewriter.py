@@ -9,6 +9,7 @@ repository.
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -20,7 +21,10 @@ from .workspace import changed_files, materialize
 if TYPE_CHECKING:
     from .llm.client import LLMClient
 
-SPAN_CONTEXT = 3  # lines either side of a construct the LLM is shown as its span
+SPAN_CONTEXT = 3  # lines either side of a failing line the LLM is shown as its span
+# How far from its span an LLM edit may reach (imports excepted): a construct is one
+# statement; a failure's cause is near the failing line, not across the file.
+WINDOW = {"construct": 2, "failure": 12}
 
 
 def codemods(
@@ -73,6 +77,8 @@ def llm_repair(
     from .llm.tools import Workspace
 
     materialize(source, overlay, work)
+    target_file = work / request["path"]
+    before = target_file.read_text(encoding="utf-8") if target_file.is_file() else ""
     outcome = repair(
         RepairRequest(**request),
         Workspace(work),
@@ -92,24 +98,64 @@ def llm_repair(
     }
     if not outcome.edits or outcome.status not in ("edited",):
         return overlay, record
+    after = target_file.read_text(encoding="utf-8") if target_file.is_file() else ""
+    strayed = outside_window(
+        before, after, request["start_line"], request["end_line"], WINDOW[request["kind"]]
+    )
+    if strayed:  # the scratch copy is rebuilt from the overlay next time: nothing to undo
+        record.update(status="rejected", error=f"edit outside the problem's lines: {strayed}")
+        record["rejected_edits"], record["edits"] = record["edits"], []
+        return overlay, record
     touched = {e.path for e in outcome.edits}
     updated = dict(overlay)
     updated.update(changed_files(source, work, touched))
     return updated, record
 
 
-def construct_request(item: dict[str, Any], target: str, doc: str = "") -> dict[str, Any]:
-    """A catalogue finding marked ``llm`` as a repair request."""
-    line = int(item["line"])
+def construct_request(item: dict[str, Any], target: str) -> dict[str, Any]:
+    """A catalogue finding marked ``llm`` as a repair request: exactly its lines.
+
+    Only the rule's one-line hint goes with it: a small model shown a doc page's
+    example copies the example instead of fixing the code in front of it.
+    """
     return {
         "kind": "construct",
         "target": target,
         "path": item["path"],
-        "start_line": max(1, line - SPAN_CONTEXT),
-        "end_line": line + SPAN_CONTEXT,
+        "start_line": int(item["line"]),
+        "end_line": int(item.get("end_line") or item["line"]),
         "problem": f"{item['rule']}: {item['message']}",
-        "context": f"Suggested approach: {item.get('hint', '')}\n{doc}".strip(),
+        "context": f"Suggested approach: {item.get('hint', '')}",
     }
+
+
+def outside_window(before: str, after: str, start: int, end: int, margin: int) -> str | None:
+    """Why an edit strays from lines ``start..end`` (+- margin), or None if it does not.
+
+    Import lines may be added or removed anywhere (a replacement needs its imports
+    and leaves the CUDA library's unused); any other change outside the window is
+    the model rewriting code it was not asked about.
+    """
+    old, new = before.splitlines(), after.splitlines()
+    low, high = start - margin, end + margin
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(
+        None, old, new, autojunk=False
+    ).get_opcodes():
+        if tag == "equal":
+            continue
+        inside = low - 1 <= i1 <= high if i1 == i2 else (i1 + 1 >= low and i2 <= high)
+        if inside:  # old lines i1+1..i2 (1-based), or an insertion after line i1
+            continue
+        changed = [*old[i1:i2], *new[j1:j2]]
+        if all(_is_import(line) for line in changed):
+            continue
+        return f"changed lines {i1 + 1}-{max(i2, i1 + 1)}, outside {max(1, low)}-{high}"
+    return None
+
+
+def _is_import(line: str) -> bool:
+    stripped = line.strip()
+    return not stripped or stripped.startswith(("import ", "from "))
 
 
 def failure_request(

@@ -97,6 +97,12 @@ def test_a_training_module_without_a_main_guard_is_not_the_entry(tmp_path):
     plan = plan_for(tmp_path)
     assert plan.entry == ["python", "run.py"]
     assert plan.rejected[0]["path"] == "trainer.py" and "__main__" in plan.rejected[0]["why"]
+    # a plain script (top-level loop, no guard) is runnable
+    (tmp_path / "trainer.py").write_text(
+        "import torch\nw = torch.ones(2, requires_grad=True)\nfor _ in range(3):\n"
+        "    (w * 2).sum().backward()\n"
+    )
+    assert plan_for(tmp_path).entry == ["python", "trainer.py"]
 
 
 def test_a_notebook_is_run_when_no_script_is(tmp_path):
