@@ -5,7 +5,13 @@ Uses ``torch.utils.backend_registration._setup_privateuseone_for_python_backend`
 ``is_<name>``, ``Module.<name>()``, hooks and guard; then supplies what that
 helper cannot: a device module (``torch.<name>``) that knows the device count,
 and ``torch.accelerator`` index functions, because the Python device guard is
-fixed at one device, index 0, with a no-op ``setDevice``.
+fixed at one device, index 0, with a no-op ``setDevice``. The same guard makes
+torch resolve an index-less ``"tpu"`` to ``tpu:0`` and gives the autograd engine
+a single device queue, so ``Tensor.to`` / ``torch.tensor`` are taught the current
+device and backward runs on the calling thread. Then ``torch.Generator``
+(generator.py), memory statistics (memory.py), CUDA-use records (cuda.py),
+serialization (serialization.py), ``torch.compile``, ``torch.distributed`` and
+pinning are set up for the device.
 """
 
 from __future__ import annotations
@@ -22,8 +28,9 @@ from typing import Any
 
 import torch
 from torch.utils import backend_registration
+from torch.utils._pytree import tree_flatten
 
-from . import counters, state
+from . import counters, cuda, device_api, generator, memory, serialization, state
 from .tensor import EmulatedTensor
 
 _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
@@ -119,6 +126,8 @@ def make_device_module(name: str) -> types.ModuleType:
         if name == "tpu" and key in _LEGACY:
             fn = _legacy_guarded(fn, _LEGACY[key])
         setattr(mod, key, fn)
+    for key, value in device_api.extra_functions(name).items():
+        setattr(mod, key, value)
     return mod
 
 
@@ -147,25 +156,138 @@ def _patch_accelerator() -> None:
     acc.set_device_idx = acc.set_device_index
     acc.synchronize = _synchronize
     acc.device_index = _AcceleratorDeviceIndex
+    acc.current_stream = lambda device=None, /: device_api.current_stream(device)
+
+
+def _on_device(*objs: Any) -> bool:
+    """True if any tensor in ``objs`` (or a module's parameters/buffers) is a device tensor."""
+    for obj in objs:
+        if isinstance(obj, torch.nn.Module):
+            tensors = [*obj.parameters(), *obj.buffers()]
+        else:
+            tensors = [x for x in tree_flatten(obj)[0] if isinstance(x, torch.Tensor)]
+        if any(t.device.type == state.name for t in tensors):
+            return True
+    return False
+
+
+def _inductor_refused(name: str) -> RuntimeError:
+    return RuntimeError(
+        f"torch.compile(backend='inductor') cannot compile for {name} tensors; "
+        f"use backend={name!r} (the default for {name} inputs) or leave backend unset."
+    )
+
+
+_UNSET = object()
 
 
 def _patch_compile(name: str) -> None:
-    """Accept ``torch.compile(backend=name)`` and run the function eagerly.
+    """``torch.compile`` as on the device: backend ``name`` runs the function eagerly.
 
     The emulator checks numerics, not compilation: a compiled function on the
-    real device runs the same ops, so eager is the faithful reference here.
+    real device runs the same ops, so eager is the faithful reference here. As in
+    TorchTPU, ``name`` is also the default backend for device inputs (a module
+    whose parameters are on the device when compiled, or a function called with
+    device tensors), and ``backend="inductor"`` with TPU inputs raises. Other
+    backends, and the default backend for CPU inputs, are torch's own. CUDA-graph
+    modes (``mode="reduce-overhead"``...) mean nothing there and are ignored.
     """
     original = torch.compile
 
     @functools.wraps(original)
-    def compile(model: Any = None, *args: Any, backend: Any = "inductor", **kwargs: Any) -> Any:
-        if backend != name:
-            return original(model, *args, backend=backend, **kwargs)
+    def compile(model: Any = None, *args: Any, backend: Any = _UNSET, **kwargs: Any) -> Any:
         if model is None:
-            return lambda m: m
-        return model
+            return lambda m: compile(m, *args, backend=backend, **kwargs)
+        if backend == name:
+            return model
+        if backend is not _UNSET and backend != "inductor":
+            return original(model, *args, backend=backend, **kwargs)
+        refuse = backend == "inductor" and name == "tpu"
+        real_backend = "inductor" if backend is _UNSET else backend
+        if isinstance(model, torch.nn.Module):
+            if _on_device(model):
+                if refuse:
+                    raise _inductor_refused(name)
+                return model
+            return original(model, *args, backend=real_backend, **kwargs)
+        compiled: list[Any] = []
+
+        @functools.wraps(model)
+        def run(*call_args: Any, **call_kwargs: Any) -> Any:
+            if _on_device(call_args, call_kwargs):
+                if refuse:
+                    raise _inductor_refused(name)
+                return model(*call_args, **call_kwargs)
+            if not compiled:
+                compiled.append(original(model, *args, backend=real_backend, **kwargs))
+            return compiled[0](*call_args, **call_kwargs)
+
+        return run
 
     torch.compile = compile
+
+
+def _resolve(device: Any) -> Any:
+    """``"tpu"`` (no index) -> the current emulated device, as ``"cuda"`` means on CUDA."""
+    if isinstance(device, str):
+        if device == state.name:
+            return torch.device(state.name, state.current_index())
+    elif isinstance(device, torch.device) and device.type == state.name and device.index is None:
+        return torch.device(state.name, state.current_index())
+    return device
+
+
+def _with_current_device(fn: Callable[..., Any], position: int | None) -> Callable[..., Any]:
+    """Wrap ``fn`` so that an index-less device argument means the current device.
+
+    torch resolves a missing index in C++, through the device guard, before the
+    emulator's kernels run; the Python backend's guard always answers 0. Factory
+    functions keep ``device=`` unresolved and need no wrapper; ``Tensor.to`` and the
+    ``torch.tensor`` family do. ``position`` is the device's positional index, if any.
+    """
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if state.current_index():  # index 0 is what torch fills in anyway
+            if "device" in kwargs:
+                kwargs["device"] = _resolve(kwargs["device"])
+            elif position is not None and len(args) > position:
+                args = (*args[:position], _resolve(args[position]), *args[position + 1 :])
+        return fn(*args, **kwargs)
+
+    return wrapper
+
+
+def _patch_device_resolution() -> None:
+    """``x.to("tpu")``, ``torch.tensor(..., device="tpu")``: on the current device."""
+    torch.Tensor.to = _with_current_device(torch.Tensor.to, 1)  # type: ignore[method-assign]
+    new_tensor = _with_current_device(torch.Tensor.new_tensor, None)
+    torch.Tensor.new_tensor = new_tensor  # type: ignore[method-assign]
+    for name in ("tensor", "as_tensor", "asarray", "sparse_coo_tensor"):
+        setattr(torch, name, _with_current_device(getattr(torch, name), None))
+
+
+def _single_threaded_backward(real: Callable[..., Any]) -> Callable[..., Any]:
+    """Run every backward pass on the calling thread (autograd multithreading off).
+
+    torch's autograd engine gives each device index its own worker thread and
+    ready queue, as many as the device guard's ``deviceCount()``: the Python
+    PrivateUse1 guard answers 1, so backward through tensors on ``tpu:1`` and
+    above fails an internal assert (engine.cpp, ``device_ready_queues_``). With
+    multithreading disabled the engine uses the caller's CPU queue for all
+    devices; the ops and their order, hence the numbers, are the same.
+    """
+
+    @functools.wraps(real)
+    def _engine_run_backward(*args: Any, **kwargs: Any) -> Any:
+        previous = torch._C._is_multithreading_enabled()
+        torch._C._set_multithreading_enabled(False)
+        try:
+            return real(*args, **kwargs)
+        finally:
+            torch._C._set_multithreading_enabled(previous)
+
+    return _engine_run_backward
 
 
 def _let_autograd_threads_settle() -> None:
@@ -181,25 +303,6 @@ def _let_autograd_threads_settle() -> None:
     """
     for _ in range(5):
         time.sleep(0.01)
-
-
-def _storage_tag(storage: Any) -> str | None:
-    return None  # emulated tensors are saved as CPU copies (EmulatedTensor.__reduce_ex__)
-
-
-def _storage_deserialize(storage: Any, location: str) -> Any:
-    """Keep storages on the CPU when ``torch.load(..., map_location=<device>)``.
-
-    torch's PrivateUse1 default would call ``storage.to(<device>)``, and the
-    emulated device has no storages (it crashes). Emulated tensors are saved as a
-    CPU copy plus a rebuild that moves them with ``.to(map_location)``, so the
-    CPU storage is what that rebuild needs. (A plain CPU tensor saved and loaded
-    with ``map_location=<device>`` therefore stays on the CPU here.)
-    """
-    if location.split(":")[0] == state.name:
-        state.check_index(torch.device(location).index)
-        return storage
-    return None
 
 
 def _gloo_creator(store: Any, rank: int, size: int, timeout: Any) -> Any:
@@ -229,28 +332,46 @@ def _register_distributed(name: str) -> None:
 
 
 def _pin_memory(self: torch.Tensor, device: Any = None) -> torch.Tensor:
-    """Pinning is a no-op: the emulated device's memory is host memory.
+    """A pinned copy, as torch makes one; pinning itself is a no-op here.
 
-    torch 2.13 pins for a PrivateUse1 accelerator through the C++
-    ``PrivateUse1HooksInterface::getPinnedMemoryAllocator``, which a Python
-    backend cannot provide; pinning only speeds up DMA, never changes values.
+    The emulated device's memory is host memory. torch 2.13 pins for a PrivateUse1
+    accelerator through the C++ ``PrivateUse1HooksInterface::getPinnedMemoryAllocator``,
+    which a Python backend cannot provide; pinning only speeds up DMA, never changes
+    values. The copy is flagged so that ``is_pinned()`` answers as on a device.
     """
-    return self
+    if self.device.type != "cpu":
+        kind = torch.empty(0, dtype=self.dtype).type()  # torch.FloatTensor
+        kind = kind.replace("torch.", f"torch.{self.device.type}.", 1)
+        raise RuntimeError(f"cannot pin '{kind}' only dense CPU tensors can be pinned")
+    if _is_pinned(self):
+        return self
+    out = self.clone()
+    out._torchport_pinned = True
+    return out
 
 
 def _is_pinned(self: torch.Tensor, device: Any = None) -> bool:
-    return False
+    return bool(getattr(self, "_torchport_pinned", False))
 
 
 def register(name: str, devices: int) -> None:
     """Make ``name`` a working torch device with ``devices`` CPU-backed ordinals."""
     state.name = name
     state.count = devices
-    backend_registration._setup_privateuseone_for_python_backend(
-        name, backend_module=make_device_module(name)
-    )
+    generator.install()
+    module = make_device_module(name)
+    backend_registration._setup_privateuseone_for_python_backend(name, backend_module=module)
+    module.default_generators = generator.default_generators()  # needs the device name
     atexit.register(_let_autograd_threads_settle)
+    import torch.autograd.graph
+
+    backward = _single_threaded_backward(torch.autograd.graph._engine_run_backward)
+    torch.autograd.graph._engine_run_backward = backward
+    torch.autograd._engine_run_backward = backward  # type: ignore[attr-defined]
     _patch_accelerator()
+    _patch_device_resolution()
+    memory.install()
+    cuda.install()
     _patch_compile(name)
     # Real device tensors are plain torch.Tensor, which optimizers send down their
     # default foreach path; let the wrapper take the same path.
@@ -259,8 +380,7 @@ def register(name: str, devices: int) -> None:
 
     for types_list in (optimizer._foreach_supported_types, _foreach_utils._foreach_supported_types):
         types_list.append(EmulatedTensor)
-    # Before torch's PrivateUse1 package (priority 23), whose deserializer would crash.
-    torch.serialization.register_package(11, _storage_tag, _storage_deserialize)
+    serialization.install()
     _register_distributed(name)
     torch.Tensor.pin_memory = _pin_memory  # type: ignore[method-assign]
     torch.Tensor.is_pinned = _is_pinned  # type: ignore[method-assign]

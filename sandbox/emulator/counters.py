@@ -26,11 +26,28 @@ _syncs: Counter[str] = Counter()
 _sync_sites: Counter[str] = Counter()
 _transfers = {"h2d_count": 0, "h2d_bytes": 0, "d2h_count": 0, "d2h_bytes": 0}
 _float64 = Counter[str]()
+# CUDA APIs the program tried: (api, file, line) -> count.
+_cuda: Counter[tuple[str, str, int]] = Counter()
 _quiet = threading.local()
 # Ops per optimizer step: op totals at each step's end (torch.optim step hooks).
 _step_ends: list[int] = []
 _steps = Counter[str]()
 MAX_STEPS = 10_000
+
+
+def is_internal(filename: str) -> bool:
+    """True for frames of torch itself, of this package and of the import machinery."""
+    return filename.startswith((_TORCH_DIR, _OUR_DIR)) or filename.startswith("<frozen")
+
+
+def user_frame() -> tuple[str, int]:
+    """``(file, line)`` of the innermost frame outside torch and the emulator."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        if not is_internal(frame.f_code.co_filename):
+            return frame.f_code.co_filename, frame.f_lineno
+        frame = frame.f_back
+    return "<unknown>", 0
 
 
 def call_site() -> str:
@@ -39,13 +56,8 @@ def call_site() -> str:
     Sync sites are what a user must fix, so frames of torch itself (printing,
     autograd) and of this package are skipped.
     """
-    frame = sys._getframe(1)
-    while frame is not None:
-        name = frame.f_code.co_filename
-        if not name.startswith((_TORCH_DIR, _OUR_DIR)) and not name.startswith("<frozen"):
-            return f"{name}:{frame.f_lineno}"
-        frame = frame.f_back
-    return "<unknown>"
+    filename, line = user_frame()
+    return f"{filename}:{line}" if line else filename
 
 
 class quiet:
@@ -96,6 +108,16 @@ def record_transfer(direction: str, nbytes: int) -> None:
         _transfers[f"{direction}_bytes"] += int(nbytes)
 
 
+def record_cuda(api: str) -> None:
+    """Count one attempted use of CUDA (``api``) at the user's call site.
+
+    Not silenced by :class:`quiet`: a CUDA call is the program's however it is reached.
+    """
+    filename, line = user_frame()
+    with _lock:
+        _cuda[(api, filename, line)] += 1
+
+
 def record_optimizer_step(*_: Any) -> None:
     """Mark the end of one optimizer step (a global ``torch.optim`` post-step hook)."""
     with _lock:
@@ -120,6 +142,11 @@ def counters() -> dict[str, Any]:
             **_transfers,
             "float64_ops": sum(_float64.values()),
             "float64_ops_by_name": dict(_float64),
+            "cuda_calls": sum(_cuda.values()),
+            "cuda_call_sites": [
+                {"api": api, "file": filename, "line": line, "count": count}
+                for (api, filename, line), count in sorted(_cuda.items())
+            ],
         }
 
 
@@ -130,6 +157,7 @@ def reset() -> None:
         _syncs.clear()
         _sync_sites.clear()
         _float64.clear()
+        _cuda.clear()
         _step_ends.clear()
         _steps.clear()
         for key in _transfers:

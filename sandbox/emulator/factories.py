@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from . import counters, state
+from . import counters, generator, state
 from .tensor import EmulatedTensor, to_device
 
 # Overloads that take a device= keyword and no tensor.
@@ -32,8 +32,12 @@ FACTORY_OPS: tuple[str, ...] = (
     "randn",
     "randn.generator",
     "randint",
+    "randint.generator",
     "randint.low",
+    "randint.low_generator",
     "randperm",
+    "randperm.generator",
+    "normal.float_float",
     "arange",
     "arange.start",
     "arange.start_step",
@@ -52,6 +56,8 @@ def _make_kernel(op: Any) -> Any:
         index = state.check_index(torch.device(kwargs.get("device") or state.name).index)
         kwargs["device"] = torch.device("cpu")
         kwargs.pop("pin_memory", None)
+        if kwargs.get("generator") is not None:
+            kwargs["generator"] = generator.for_device_op(kwargs["generator"])
         out = op(*args, **kwargs)
         counters.record_op(str(op.overloadpacket.__name__), out.dtype == torch.float64)
         return to_device(out, index)

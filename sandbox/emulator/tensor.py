@@ -14,7 +14,7 @@ from typing import Any
 import torch
 from torch.utils._pytree import tree_flatten, tree_map
 
-from . import counters, state
+from . import counters, generator, memory, state
 
 aten = torch.ops.aten
 
@@ -50,6 +50,7 @@ class EmulatedTensor(torch.Tensor):
             requires_grad=elem.requires_grad,
         )
         r._elem = elem
+        memory.track(r, elem, index)
         return r
 
     def __repr__(self, *, tensor_contents: Any = None) -> str:  # type: ignore[override]
@@ -117,7 +118,7 @@ def _nbytes(t: torch.Tensor) -> int:
     return t.numel() * t.element_size()
 
 
-def _device_of(flat: list[Any], func: Any) -> int | None:
+def _device_of(flat: list[Any], func: Any, args: tuple, kwargs: dict) -> int | None:
     """Index of the device the op runs on; raise PyTorch's error on a mix."""
     index: int | None = None
     cpu = False
@@ -125,27 +126,53 @@ def _device_of(flat: list[Any], func: Any) -> int | None:
         if isinstance(a, EmulatedTensor):
             i = a.device.index
             if index is not None and i != index:
-                _mismatch(f"{state.name}:{index}", f"{state.name}:{i}", func)
+                _mismatch(func, args, kwargs)
             index = i
         elif isinstance(a, torch.Tensor) and a.dim() > 0:
             cpu = True
     if cpu and index is not None and func not in _MIXED_DEVICE_OK:
-        _mismatch(f"{state.name}:{index}", "cpu", func)
+        _mismatch(func, args, kwargs)
     return index
 
 
-def _mismatch(a: str, b: str, func: Any) -> None:
-    # Same wording as c10's TensorIterator / device check on a real backend.
+def _mismatch(func: Any, args: tuple, kwargs: dict) -> None:
+    """Raise the device-mismatch error torch 2.13 raises for the same op on CUDA.
+
+    Pointwise ops and reductions check devices in TensorIterator: "... but found
+    at least two devices, <first non-CPU device> and <the other>!". Other ops check
+    in their generated wrapper (aten/src/ATen/core/adaption.cpp), argument by
+    argument in schema order: "... but got <arg> is on <device>, different from
+    other tensors on <first tensor's device> (when checking argument in method
+    wrapper_<Backend>_<op>)". CPU scalars (0-dim) are accepted, as on CUDA.
+    """
+    named: list[tuple[str, torch.Tensor]] = []
+    schema = func._schema.arguments
+    for i, arg in enumerate(schema):
+        value = args[i] if i < len(args) else kwargs.get(arg.name)
+        items = value if isinstance(value, list | tuple) else [value]
+        named += [(arg.name, t) for t in items if isinstance(t, torch.Tensor)]
+    tensors = [(n, t) for n, t in named if not (t.device.type == "cpu" and t.dim() == 0)]
+    prefix = "Expected all tensors to be on the same device, but "
+    if (
+        torch.Tag.pointwise in func.tags
+        or torch.Tag.reduction in func.tags
+        or (func.__name__.startswith("_foreach_"))
+    ):
+        common = next((t.device for _, t in tensors if t.device.type != "cpu"), None)
+        other = next(t.device for _, t in tensors if t.device != common)
+        raise RuntimeError(f"{prefix}found at least two devices, {common} and {other}!")
+    common = tensors[0][1].device
+    name, bad = next((n, t) for n, t in tensors if t.device != common)
     raise RuntimeError(
-        "Expected all tensors to be on the same device, but found at least two "
-        f"devices, {a} and {b}! (when checking argument for {func})"
+        f"{prefix}got {name} is on {bad.device}, different from other tensors on {common} "
+        f"(when checking argument in method wrapper_PrivateUse1_{func.__name__.split('.')[0]})"
     )
 
 
 def dispatch(func: Any, args: tuple, kwargs: dict) -> Any:
     """Run ``func`` on the CPU tensors behind ``args`` and rewrap the results."""
     flat, _ = tree_flatten((args, kwargs))
-    index = _device_of(flat, func)
+    index = _device_of(flat, func, args, kwargs)
 
     # A device= argument decides where the result lives (``.to``, ``*_like``).
     to_host = False
@@ -157,6 +184,9 @@ def dispatch(func: Any, args: tuple, kwargs: dict) -> Any:
             kwargs = {**kwargs, "device": torch.device("cpu")}
         elif target.type == "cpu":
             to_host = True
+
+    if kwargs.get("generator") is not None:  # random ops on device tensors
+        kwargs = {**kwargs, "generator": generator.for_device_op(kwargs["generator"])}
 
     wrappers = {id(a._elem): a for a in flat if isinstance(a, EmulatedTensor)}
 
@@ -193,10 +223,37 @@ def dispatch(func: Any, args: tuple, kwargs: dict) -> Any:
         if isinstance(x, torch.Tensor) and not isinstance(x, EmulatedTensor):
             # In-place and out= ops return their input: give back its wrapper.
             same = wrappers.get(id(x))
-            return same if same is not None else EmulatedTensor(x, index)
+            if same is None:
+                return EmulatedTensor(x, index)
+            if same.shape != x.shape or (x.layout == torch.strided and same.stride() != x.stride()):
+                _sync_metadata(same)  # resize_, t_, unsqueeze_, out= resized...
+            return same
         return x
 
     return tree_map(wrap, out)
+
+
+_PYTHON_KEY = torch._C.DispatchKeySet(torch._C.DispatchKey.Python)
+_META_KEY = torch._C.DispatchKeySet(torch._C.DispatchKey.Meta)
+
+
+def _sync_metadata(wrapper: EmulatedTensor) -> None:
+    """Give ``wrapper`` the sizes and strides its CPU tensor got from an in-place op.
+
+    A wrapper's metadata is fixed at creation; ops that change a tensor's shape in
+    place (``resize_``, ``t_``, ``unsqueeze_``, an ``out=`` tensor resized) change
+    only the CPU tensor inside. The wrapper's placeholder storage uses the meta
+    allocator, so the Meta kernel of ``set_`` (below the Python key) can set the
+    wrapper's own sizes and strides, growing that placeholder if needed.
+    """
+    elem = wrapper._elem
+    if elem.layout != torch.strided:
+        return  # sparse_resize_ and friends: the wrapper keeps its creation shape
+    with torch._C._ExcludeDispatchKeyGuard(_PYTHON_KEY), torch._C._DisableTorchDispatch():
+        storage = torch.Tensor.untyped_storage(wrapper)
+        aten.set_.source_Storage_storage_offset.redispatch(
+            _META_KEY, wrapper, storage, elem.storage_offset(), elem.size(), elem.stride()
+        )
 
 
 def to_device(t: torch.Tensor, index: int) -> EmulatedTensor:

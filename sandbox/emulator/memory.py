@@ -1,0 +1,144 @@
+"""Device memory statistics for ``torch.accelerator.memory_allocated()`` and friends.
+
+``torch.accelerator.memory_*`` reach the C++ ``DeviceAllocator`` of the current
+accelerator; a Python PrivateUse1 backend has none, and torch 2.13 fails an
+internal assert ("Allocator for tpu is not a DeviceAllocator"). The emulator
+answers them from its own books instead: every device tensor's CPU storage is
+counted once, on its device, from the first wrapper that holds it until the last
+one is freed. There is no caching allocator, so "reserved" equals "allocated"
+and ``empty_cache()`` frees nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import weakref
+from collections import defaultdict
+from typing import Any
+
+import torch
+
+from . import state
+
+_lock = threading.Lock()
+# (device index, storage data pointer) -> [bytes, live wrappers]
+_storages: dict[tuple[int, int], list[int]] = {}
+_current: defaultdict[int, int] = defaultdict(int)
+_peak: defaultdict[int, int] = defaultdict(int)
+_allocated: defaultdict[int, int] = defaultdict(int)  # accumulated bytes
+_freed: defaultdict[int, int] = defaultdict(int)
+_allocs: defaultdict[int, int] = defaultdict(int)
+_frees: defaultdict[int, int] = defaultdict(int)
+
+
+def _release(key: tuple[int, int]) -> None:
+    with _lock:
+        entry = _storages.get(key)
+        if entry is None:
+            return
+        entry[1] -= 1
+        if entry[1] == 0:
+            del _storages[key]
+            _current[key[0]] -= entry[0]
+            _freed[key[0]] += entry[0]
+            _frees[key[0]] += 1
+
+
+def track(wrapper: torch.Tensor, elem: torch.Tensor, index: int) -> None:
+    """Account for ``elem``'s storage while ``wrapper`` (a device tensor) lives.
+
+    Sparse and other storage-less layouts are not counted (their parts are).
+    """
+    if elem.layout != torch.strided:
+        return
+    storage = elem.untyped_storage()
+    nbytes = storage.nbytes()
+    if nbytes == 0:
+        return
+    key = (index, storage.data_ptr())
+    with _lock:
+        entry = _storages.get(key)
+        if entry is None:
+            _storages[key] = [nbytes, 1]
+            _current[index] += nbytes
+            _allocated[index] += nbytes
+            _allocs[index] += 1
+            if _current[index] > _peak[index]:
+                _peak[index] = _current[index]
+        else:
+            entry[1] += 1
+    weakref.finalize(wrapper, _release, key).atexit = False
+
+
+def _index(device_index: Any) -> int:
+    if device_index is None:
+        return state.current_index()
+    return state.check_index(int(device_index))
+
+
+def device_stats(device_index: Any = None) -> dict[str, Any]:
+    """``torch._C._accelerator_getDeviceStats``: the nested dict torch flattens."""
+    i = _index(device_index)
+    with _lock:
+        bytes_stat = {
+            "current": _current[i],
+            "peak": _peak[i],
+            "allocated": _allocated[i],
+            "freed": _freed[i],
+        }
+        count_stat = {
+            "current": _allocs[i] - _frees[i],
+            "peak": _allocs[i] - _frees[i],
+            "allocated": _allocs[i],
+            "freed": _frees[i],
+        }
+    pools = ("all", "small_pool", "large_pool")
+    return {
+        "allocated_bytes": {p: dict(bytes_stat) for p in pools},
+        "reserved_bytes": {p: dict(bytes_stat) for p in pools},
+        "active_bytes": {p: dict(bytes_stat) for p in pools},
+        "requested_bytes": {p: dict(bytes_stat) for p in pools},
+        "allocation": {p: dict(count_stat) for p in pools},
+        "segment": {p: dict(count_stat) for p in pools},
+        "active": {p: dict(count_stat) for p in pools},
+        "num_alloc_retries": 0,
+        "num_ooms": 0,
+        "num_sync_all_streams": 0,
+        "num_device_alloc": _allocs[i],
+        "num_device_free": _frees[i],
+    }
+
+
+def reset_peak(device_index: Any = None) -> None:
+    """``torch._C._accelerator_resetPeakStats``: the peak restarts from current use."""
+    i = _index(device_index)
+    with _lock:
+        _peak[i] = _current[i]
+
+
+def reset_accumulated(device_index: Any = None) -> None:
+    """``torch._C._accelerator_resetAccumulatedStats``."""
+    i = _index(device_index)
+    with _lock:
+        _allocated[i] = _freed[i] = 0
+        _allocs[i] = _frees[i] = 0
+
+
+def memory_info(device_index: Any = None) -> tuple[int, int]:
+    """``(free, total)`` bytes: the emulated device's memory is the host's."""
+    _index(device_index)
+    page = os.sysconf("SC_PAGE_SIZE")
+    return page * os.sysconf("SC_AVPHYS_PAGES"), page * os.sysconf("SC_PHYS_PAGES")
+
+
+def install() -> None:
+    """Answer torch.accelerator's memory calls from the emulator's books."""
+    c = torch._C
+    c._accelerator_isAllocatorInitialized = lambda: True
+    c._accelerator_getDeviceStats = device_stats
+    c._accelerator_resetPeakStats = reset_peak
+    c._accelerator_resetAccumulatedStats = reset_accumulated
+    c._accelerator_emptyCache = lambda: None
+    c._accelerator_emptyHostCache = lambda: None
+    c._accelerator_getMemoryInfo = memory_info
