@@ -374,6 +374,28 @@ def item2_autograd():
         "pipeline": [diff(ref[:2], split[:2]), split[2:]],
     }
 
+def recurrent(device):
+    out = []
+    for kind in ("GRUCell", "LSTMCell", "GRU", "LSTM", "GRUbi"):
+        torch.manual_seed(0)
+        mod, x = {
+            "GRUCell": lambda: (nn.GRUCell(4, 5), torch.randn(3, 4)),
+            "LSTMCell": lambda: (nn.LSTMCell(4, 5), torch.randn(3, 4)),
+            "GRU": lambda: (nn.GRU(4, 5, batch_first=True), torch.randn(2, 3, 4)),
+            "LSTM": lambda: (nn.LSTM(4, 5, num_layers=2), torch.randn(3, 2, 4)),
+            "GRUbi": lambda: (nn.GRU(4, 5, num_layers=2, bidirectional=True), torch.randn(3, 2, 4)),
+        }[kind]()
+        mod = mod.to(device)
+        y = mod(x.to(device))
+        loss = (y[0] if isinstance(y, tuple) else y).pow(2).sum()
+        loss.backward()
+        out.append([loss.item(), sum(p.grad.abs().sum().item() for p in mod.parameters())])
+    return out
+
+@section
+def item2_recurrent_layers():
+    return {"cpu": recurrent("cpu"), "tpu": recurrent("tpu")}
+
 def train(device, cls, foreach):
     torch.manual_seed(0)
     if cls.__name__ == "SparseAdam":  # needs sparse gradients
@@ -965,6 +987,14 @@ def test_item2_autograd_matches_cpu(tpu_run: dict[str, Any]) -> None:
     assert r["devices"] == [["tpu:0"], ["tpu:2"]]  # any device index, not only 0
     assert r["same"] == [True, True, True]  # hooks, no_grad, grad_fn type
     assert r["pipeline"] == [0.0, ["tpu:1", "tpu:2"]]  # backward across two devices
+
+
+def test_item2_recurrent_layers_match_cpu(tpu_run: dict[str, Any]) -> None:
+    """ATen sends RNN cells off the CPU to CUDA-only fused kernels; the emulator must not."""
+    r = part(tpu_run, "item2_recurrent_layers")
+    for (cpu_loss, cpu_grad), (tpu_loss, tpu_grad) in zip(r["cpu"], r["tpu"], strict=True):
+        assert tpu_loss == pytest.approx(cpu_loss, rel=1e-6)
+        assert tpu_grad == pytest.approx(cpu_grad, rel=1e-6)
 
 
 def test_item2_every_optimizer_foreach_and_single_tensor_match_cpu(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from . import autocast, backend, factories, state
+from . import autocast, backend, factories, rnn_cells, state
 from .counters import counters, reset
 from .tensor import EmulatedTensor
 
@@ -44,6 +44,7 @@ def activate(name: str = "tpu", devices: int = 1) -> torch.device:
     backend.register(name, devices)
     factories.register()
     autocast.register()
+    rnn_cells.register()
     return torch.device(name, 0)
 
 
