@@ -126,69 +126,76 @@ def build(runtime: Runtime) -> StateGraph:
         log: list[dict[str, Any]] = []
         agent_edits: list[dict[str, Any]] = []
         overlay = state.get("overlay")
-        fix = state.get("next_fix")
-        wants_llm = (overlay is None and state["plan"].get("llm")) or (fix or {}).get(
-            "kind"
-        ) == "llm"
+        fix = state.get("next_fix") or {}
+        first = overlay is None
+        wants_llm = (first and state["plan"].get("llm")) or fix.get("kind") in ("llm", "constructs")
         client = runtime.llm(s) if wants_llm else None  # the local model starts only if needed
         usage = dict(state.get("llm_usage") or {})
-        if overlay is None:
+
+        def ask(request: dict[str, Any], why: str) -> None:
+            nonlocal overlay, usage
+            overlay, record = rewriter.llm_repair(
+                client,
+                source,
+                overlay,
+                runtime.scratch / "llm",
+                request,
+                max_turns=6,
+                max_tokens=s["max_llm_tokens"] - _tokens(usage),
+            )
+            usage = _add_usage(usage, record["usage"])
+            agent_edits.extend({**e, "by": "llm", "for": why} for e in record["edits"])
+            log.append(decision("rewrite", f"LLM {record['status']}", **_brief(record)))
+
+        if first:
             runtime.say("rewriting: applying the catalogue's codemods")
             overlay, summary = rewriter.codemods(
                 source, s["target"], s.get("select", []), s.get("annotate", False)
             )
             log.append(decision("rewrite", "codemods", **summary))
-            items = state["plan"].get("llm", [])
-            if items and client is None:
+            if state["plan"].get("llm") and client is None:
                 log.append(
-                    decision("rewrite", "left for a human (no LLM configured)", items=len(items))
+                    decision(
+                        "rewrite",
+                        "left for a human (no LLM configured)",
+                        items=len(state["plan"]["llm"]),
+                    )
                 )
-            for item in items[:MAX_CONSTRUCT_REPAIRS] if client is not None else []:
+        if client is not None and (first or fix.get("kind") == "constructs"):
+            # Located again on the migrated code (the codemods moved lines), and taken
+            # bottom-up so that an edit never shifts the lines of one still to come.
+            items = rewriter.llm_constructs(source, overlay, runtime.scratch / "scan", s)
+            for item in items[:MAX_CONSTRUCT_REPAIRS]:
                 if _tokens(usage) >= s["max_llm_tokens"]:
                     log.append(decision("rewrite", "LLM token budget spent", item=item["rule"]))
                     break
                 runtime.say(f"rewriting: asking the LLM about {item['rule']} at {item['path']}")
-                overlay, record = rewriter.llm_repair(
-                    client,
-                    source,
-                    overlay,
-                    runtime.scratch / "llm",
-                    rewriter.construct_request(item, s["target"]),
-                    max_turns=6,
-                    max_tokens=s["max_llm_tokens"] - _tokens(usage),
-                )
-                usage = _add_usage(usage, record["usage"])
-                agent_edits += [{**e, "by": "llm", "for": item["rule"]} for e in record["edits"]]
-                log.append(decision("rewrite", f"LLM {record['status']}", **_brief(record)))
-        if fix:
-            if fix["kind"] == "rules":
-                runtime.say(f"rewriting: re-running rules {', '.join(fix['rules'])}")
-                updated = rewriter.apply_rules(
-                    source, overlay, runtime.scratch / "rules", s["target"], fix["rules"]
-                )
-                changed = sorted(k for k in updated if updated.get(k) != overlay.get(k))
-                log.append(decision("rewrite", "rules re-run", rules=fix["rules"], files=changed))
-                overlay = updated
-            elif fix["kind"] == "llm" and client is not None:
-                request = fix["request"]
-                runtime.say(f"rewriting: asking the LLM to repair {request['path']}")
-                overlay, record = rewriter.llm_repair(
-                    client,
-                    source,
-                    overlay,
-                    runtime.scratch / "llm",
-                    request,
-                    max_turns=6,
-                    max_tokens=s["max_llm_tokens"] - _tokens(usage),
-                )
-                usage = _add_usage(usage, record["usage"])
-                agent_edits += [{**e, "by": "llm", "for": "failure"} for e in record["edits"]]
-                log.append(decision("rewrite", f"LLM {record['status']}", **_brief(record)))
+                ask(rewriter.construct_request(item, s["target"]), item["rule"])
+        if fix.get("kind") == "rules":
+            runtime.say(f"rewriting: re-running rules {', '.join(fix['rules'])}")
+            updated = rewriter.apply_rules(
+                source, overlay, runtime.scratch / "rules", s["target"], fix["rules"]
+            )
+            changed = sorted(k for k in updated if updated.get(k) != overlay.get(k))
+            log.append(decision("rewrite", "rules re-run", rules=fix["rules"], files=changed))
+            overlay = updated
+        elif fix.get("kind") == "llm" and client is not None:
+            runtime.say(f"rewriting: asking the LLM to repair {fix['request']['path']}")
+            ask(fix["request"], "failure")
+        touched = sorted({e["path"] for e in agent_edits})
+        if touched:
+            pruned = rewriter.prune_cuda_imports(
+                source, overlay, runtime.scratch / "prune", touched
+            )
+            if pruned != overlay:
+                dropped = sorted(k for k in pruned if pruned[k] != overlay.get(k))
+                log.append(decision("rewrite", "unused CUDA-only imports removed", files=dropped))
+                overlay = pruned
         return {
             "overlay": overlay,
             "next_fix": None,
             "decisions": log,
-            "agent_edits": agent_edits,
+            "agent_edits": [*(state.get("agent_edits") or []), *agent_edits],
             "llm_usage": usage,
         }
 
@@ -232,6 +239,26 @@ def build(runtime: Runtime) -> StateGraph:
         update["decisions"] = [
             decision("verify", v.verdict, why=v.reason, policy=v.policy, iteration=iteration)
         ]
+        best = state.get("best")
+        rank = verifier.rank(update["verification"])
+        if best is not None and rank < best["rank"]:
+            runtime.say("the last repair made it worse: undoing it")
+            update.update(
+                overlay=best["overlay"],
+                agent_edits=best["agent_edits"],
+                verification=best["verification"],
+            )
+            update["decisions"].append(
+                decision("verify", "reverted", why=f"worse than round {best['iteration']}")
+            )
+        else:
+            update["best"] = {
+                "overlay": overlay,
+                "agent_edits": state.get("agent_edits") or [],
+                "verification": update["verification"],
+                "rank": rank,
+                "iteration": iteration,
+            }
         return update
 
     def diagnose(state: State) -> dict[str, Any]:
@@ -240,29 +267,45 @@ def build(runtime: Runtime) -> StateGraph:
         s = state["settings"]
         v = state["verification"] or {}
         found = _as_dict(classify(v.get("failure") or v.get("target") or {}, s["target"]))
-        edits = state.get("agent_edits") or []
-        if not found.get("file") and edits:
-            # A crash-free failure (parity) has no frame; the LLM's latest edit is the
-            # likeliest cause, so that is where the next repair looks.
-            found["file"], found["line"] = edits[-1]["path"], edits[-1]["start_line"]
-            found["cause"] = f"{found.get('cause')}; the latest LLM edit is the likeliest cause"
         tried = {
             (d.get("signature"), d.get("file"), d.get("line"), d.get("fix"))
             for d in state.get("decisions", [])
             if d.get("node") == "diagnose"
         }
         fix: dict[str, Any] | None = None
+        overlay = state.get("overlay") or {}
+        if not found.get("file") and state.get("agent_edits") and runtime.llm(s) is not None:
+            # A crash-free failure (parity) has no frame: the LLM's own edits are the
+            # likeliest cause; each is revisited once, newest first, with its original.
+            for edit in reversed(state["agent_edits"]):
+                request = rewriter.edit_request(edit, overlay, v, s["target"])
+                if request is None:
+                    continue
+                line = request["start_line"]
+                if (found.get("signature"), edit["path"], line, "llm") not in tried:
+                    found.update(file=edit["path"], line=line)
+                    found["cause"] = f"{found.get('cause')}; revisiting the LLM's edit there"
+                    fix = {"kind": "llm", "request": request}
+                    break
         key = (found.get("signature"), found.get("file"), found.get("line"))
         action = found.get("action")
         has_llm = action in ("rules", "llm") and runtime.llm(s) is not None
         rules = _allowed(found.get("rules") or [], s.get("select") or [])
-        if action == "rules" and rules and (*key, "rules") not in tried:
-            overlay = state.get("overlay") or {}
+        if fix is None and action == "rules" and rules and (*key, "rules") not in tried:
             updated = rewriter.apply_rules(
                 Path(s["source"]), overlay, runtime.scratch / "rules", s["target"], rules
             )
             if updated != overlay:  # only a rule that changes something is worth a round
                 fix = {"kind": "rules", "rules": rules}
+        missing_library = str(found.get("signature", "")).startswith("missing-")
+        if fix is None and has_llm and missing_library and (*key, "constructs") not in tried:
+            # A CUDA-only library still imported: its remaining uses are catalogue
+            # constructs; fixing those (and dropping the unused import) is the repair.
+            remaining = rewriter.llm_constructs(
+                Path(s["source"]), overlay, runtime.scratch / "scan", s
+            )
+            if remaining:
+                fix = {"kind": "constructs", "items": len(remaining)}
         if fix is None and has_llm:
             request = rewriter.failure_request(found, v, s["target"])
             if request is not None and (*key, "llm") not in tried:

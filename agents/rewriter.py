@@ -11,10 +11,15 @@ from __future__ import annotations
 
 import difflib
 from dataclasses import asdict
+from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import libcst as cst
+from torchport.tools.catalogue import load_catalogue
+from torchport.tools.edits import EditRefused, remove_unused_imports
 from torchport.tools.migrate import MigrateOptions, migrate
+from torchport.tools.scanner import ScanOptions, scan
 
 from .workspace import changed_files, materialize
 
@@ -86,6 +91,8 @@ def llm_repair(
         verify=verify,
         max_turns=max_turns,
         max_tokens_total=max_tokens,
+        # A small local model does better rewriting a given span than driving tools.
+        protocol="span" if getattr(client.config, "local", False) else "tools",
     )
     record = {
         "request": request,
@@ -110,6 +117,62 @@ def llm_repair(
     updated = dict(overlay)
     updated.update(changed_files(source, work, touched))
     return updated, record
+
+
+def llm_constructs(
+    source: Path, overlay: dict[str, str], work: Path, settings: dict[str, Any]
+) -> list[dict[str, Any]]:
+    """The catalogue's ``llm`` constructs in the current migration, bottom-up per file."""
+    materialize(source, overlay, work)
+    target = settings["target"]
+    scanned = scan(work, ScanOptions(target=target, select=tuple(settings.get("select") or ())))
+    items = [
+        {
+            "rule": f.rule,
+            "path": f.path,
+            "line": f.line,
+            "end_line": f.end_line,
+            "message": f.message,
+            "hint": f.fix[target]["hint"],
+        }
+        for f in scanned.findings
+        if f.fix[target]["kind"] == "llm" and f.path.endswith(".py")
+    ]
+    return sorted(items, key=lambda i: (i["path"], -i["line"]))
+
+
+def prune_cuda_imports(
+    source: Path, overlay: dict[str, str], work: Path, paths: list[str]
+) -> dict[str, str]:
+    """Drop imports of CUDA-only libraries that nothing uses any more in ``paths``.
+
+    Once the LLM replaced every use of apex or flash-attn, the import is what
+    still fails on the target; an unused import does nothing else.
+    """
+    materialize(source, overlay, work)
+    updated = dict(overlay)
+    for rel in paths:
+        path = work / rel
+        if not path.is_file():
+            continue
+        text = path.read_text(encoding="utf-8")
+        try:
+            pruned = remove_unused_imports(text, cuda_only_modules(), rel)
+        except (EditRefused, cst.ParserSyntaxError):  # the verifier reports such a file
+            continue
+        if pruned != text:
+            updated[rel] = pruned
+    return updated
+
+
+@cache
+def cuda_only_modules() -> tuple[str, ...]:
+    """The CUDA-only libraries the catalogue knows (rule TPP001's import patterns)."""
+    rule = load_catalogue().get("TPP001")
+    patterns = rule.match.get("import", []) if rule is not None else []
+    return tuple(
+        sorted({p.removesuffix(".*") for p in patterns if "*" not in p.removesuffix(".*")})
+    )
 
 
 def construct_request(item: dict[str, Any], target: str) -> dict[str, Any]:
@@ -156,6 +219,38 @@ def outside_window(before: str, after: str, start: int, end: int, margin: int) -
 def _is_import(line: str) -> bool:
     stripped = line.strip()
     return not stripped or stripped.startswith(("import ", "from "))
+
+
+def edit_request(
+    edit: dict[str, Any], overlay: dict[str, str], verification: dict[str, Any], target: str
+) -> dict[str, Any] | None:
+    """Revisit an earlier LLM edit after a parity failure, showing what it replaced.
+
+    The edit is found again by its text (later edits and pruned imports moved its
+    lines); an edit whose text is gone (rewritten since) is not revisited.
+    """
+    text, after = overlay.get(edit["path"]), edit.get("after") or ""
+    if text is None or not after.strip() or after not in text:
+        return None
+    start = text[: text.index(after)].count("\n") + 1
+    end = start + max(after.rstrip("\n").count("\n"), 0)
+    run = verification.get("failure") or verification.get("target") or {}
+    error = run.get("error") or {}
+    return {
+        "kind": "failure",
+        "target": target,
+        "path": edit["path"],
+        "start_line": start,
+        "end_line": end,
+        "problem": f"{error.get('type', 'Error')}: {error.get('message', '')}"[:600],
+        "context": (
+            "These lines were rewritten earlier and the program's numbers no longer match "
+            "the original's. Make them compute exactly what the original computed: the same "
+            "values and hyperparameters, including defaults that differ between the old API "
+            f"and the new one.\nOriginal:\n{edit.get('before', '').rstrip()}\n"
+            f"Now:\n{after.rstrip()}"
+        ),
+    }
 
 
 def failure_request(

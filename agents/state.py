@@ -44,7 +44,10 @@ class State(TypedDict, total=False):
     diagnosis: dict[str, Any] | None
     next_fix: dict[str, Any] | None  # what the rewriter should try next
     decisions: Annotated[list[dict[str, Any]], operator.add]  # every node's choices, in order
-    agent_edits: Annotated[list[dict[str, Any]], operator.add]  # edits beyond the codemods
+    agent_edits: list[dict[str, Any]]  # edits beyond the codemods, in the current overlay
+    # The best migration so far (overlay, agent_edits, verification, rank): a repair that
+    # makes things worse is undone, and the report delivers the best, not the last.
+    best: dict[str, Any] | None
     llm_usage: dict[str, Any]
     elapsed_s: Annotated[float, operator.add]
     outcome: str  # the final verdict

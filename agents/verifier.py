@@ -256,6 +256,15 @@ def judge(
     return v
 
 
+def rank(verification: dict[str, Any]) -> int:
+    """How far a migration got, to keep the best of several rounds (higher is better)."""
+    verdict = verification.get("verdict")
+    if verdict == "failed":
+        error = ((verification.get("failure") or {}).get("error")) or {}
+        return 2 if error.get("type") == "ParityMismatch" else 1
+    return {"verified": 4, "ran": 3, "not-runnable": 0}.get(str(verdict), 0)
+
+
 def run_program(root: Path, argv: list[str], mode: str, budget: Budget) -> dict[str, Any]:
     """One sandboxed run as plain data (a harness that cannot start is a failed run)."""
     spec = RunSpec(

@@ -108,3 +108,24 @@ def test_empty_new_code_removes_statements_and_keeps_a_block_valid():
 def test_bad_line_numbers_are_refused():
     with pytest.raises(EditRefused, match="bad line span"):
         replace_lines(SOURCE, 9, 8, "pass")
+
+
+def test_remove_unused_imports_drops_only_unused_names_of_the_given_modules():
+    from torchport.tools.edits import remove_unused_imports
+
+    source = (
+        "import torch\n"
+        "from apex.normalization import FusedLayerNorm\n"
+        "from apex.optimizers import FusedAdam  # still used\n"
+        "import flash_attn as fa\n"
+        "import numpy as np\n"
+        "\n"
+        "norm = torch.nn.LayerNorm(3)\n"
+        "opt = FusedAdam([])\n"
+    )
+    pruned = remove_unused_imports(source, ("apex", "flash_attn"))
+    assert "FusedLayerNorm" not in pruned and "flash_attn" not in pruned
+    assert "from apex.optimizers import FusedAdam  # still used\n" in pruned
+    assert "import numpy as np\n" in pruned  # unused, but not a module we were asked about
+    assert remove_unused_imports(pruned, ("apex", "flash_attn")) == pruned
+    assert remove_unused_imports(source, ("triton",)) == source

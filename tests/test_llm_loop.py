@@ -126,6 +126,42 @@ def test_json_in_content_with_fences(repo):
     assert "torch.accelerator.synchronize()" in feedback["content"]
 
 
+def test_span_protocol_offers_no_tools_and_names_the_lines_to_rewrite(repo):
+    answer = Content('```json\n{"new_code": "torch.accelerator.synchronize()"}\n```')
+    result, server = run([answer], repo, protocol="span")
+    assert result.status == "edited" and result.turns == 1
+    assert (repo / "train.py").read_text() == FIXED
+    body = server.requests[0]
+    assert "tools" not in body
+    assert "Rewrite line 5 of train.py" in last_message(body)["content"]
+    assert '"start_line": 5' in last_message(body)["content"]
+
+
+def test_span_protocol_repairs_a_dropped_closing_quote_and_asks_again_in_its_own_terms(repo):
+    broken = (
+        '{"edits": [{"start_line": 5, "end_line": 5, '
+        '"new_code": "torch.accelerator.synchronize()}], "summary": "sync"}'
+    )
+    result, _ = run([Content(broken)], repo, protocol="span")
+    assert result.status == "edited" and (repo / "train.py").read_text() == FIXED
+    (repo / "train.py").write_text(TRAIN)
+    result, server = run(
+        [Content("sure, here you go"), Content('{"new_code": "torch.accelerator.synchronize()"}')],
+        repo,
+        protocol="span",
+    )
+    assert result.status == "edited" and result.turns == 2
+    assert '"edits"' in last_message(server.requests[1])["content"]
+    assert '"tool"' not in last_message(server.requests[1])["content"]
+
+
+def test_span_protocol_empty_edits_is_no_change_and_bad_protocol_is_refused(repo):
+    result, _ = run([Content('{"edits": [], "summary": "needs a human"}')], repo, protocol="span")
+    assert result.status == "no-change" and (repo / "train.py").read_text() == TRAIN
+    with pytest.raises(ValueError, match="protocol"):
+        run([], repo, protocol="freeform")
+
+
 def test_edits_shorthand_applies_every_edit_bottom_up_then_finishes(repo):
     shorthand = {
         "edits": [

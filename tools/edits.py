@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 from libcst.codemod import CodemodContext
-from libcst.codemod.visitors import AddImportsVisitor
+from libcst.codemod.visitors import AddImportsVisitor, RemoveImportsVisitor
 from libcst.metadata import (
     CodeRange,
     MetadataWrapper,
@@ -351,3 +351,57 @@ def replace_lines(
     ):
         raise EditRefused("the edit would change lines outside the span; give a smaller span")
     return EditResult(new_source, start_line, max(start_line, len(new_lines) - kept_after))
+
+
+def remove_unused_imports(source: str, modules: tuple[str, ...], path: str = "<edit>") -> str:
+    """Drop imports from ``modules`` (and their submodules) whose names nothing uses.
+
+    After the LLM replaced every use of a CUDA-only library, its import is what
+    still fails on the target; removing an import nobody uses cannot change what
+    the program computes (beyond the import's own side effects, which for these
+    libraries is loading CUDA code). Imports still in use are kept.
+    """
+    tree = cst.parse_module(source)
+    context = CodemodContext()
+    finder = _ImportsOf(modules)
+    tree.visit(finder)
+    if not finder.found:
+        return source
+    for module, name, asname in finder.found:
+        RemoveImportsVisitor.remove_unused_import(context, module, name, asname)
+    new_source = RemoveImportsVisitor(context).transform_module(tree).code
+    _check(new_source, path)
+    return new_source
+
+
+class _ImportsOf(cst.CSTVisitor):
+    def __init__(self, modules: tuple[str, ...]) -> None:
+        self.modules = modules
+        self.found: list[tuple[str, str | None, str | None]] = []
+
+    def _wanted(self, module: str) -> bool:
+        return any(module == m or module.startswith(m + ".") for m in self.modules)
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
+        if node.module is None or node.relative or isinstance(node.names, cst.ImportStar):
+            return
+        module = cst.Module([]).code_for_node(node.module)
+        if self._wanted(module):
+            for alias in node.names:
+                asname = alias.asname.name if alias.asname else None
+                self.found.append(
+                    (
+                        module,
+                        cst.Module([]).code_for_node(alias.name),
+                        cst.Module([]).code_for_node(asname) if asname else None,
+                    )
+                )
+
+    def visit_Import(self, node: cst.Import) -> None:
+        for alias in node.names:
+            module = cst.Module([]).code_for_node(alias.name)
+            if self._wanted(module):
+                asname = alias.asname.name if alias.asname else None
+                self.found.append(
+                    (module, None, cst.Module([]).code_for_node(asname) if asname else None)
+                )

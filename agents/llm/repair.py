@@ -25,6 +25,9 @@ from .config import NO_KEY
 from .tools import EDIT_TOOLS, EditRecord, Workspace, describe_tools, tool_schemas, verifier_text
 
 CONTEXT_LINES = 5
+PROTOCOLS = ("tools", "span")
+SPAN_LINES = 3  # code lines shown either side of the span in the span protocol
+SPAN_CONTEXT_CHARS = 800
 MAX_PROBLEM_CHARS = 1000
 MAX_CONTEXT_CHARS = 3000
 
@@ -142,6 +145,42 @@ def user_message(request: RepairRequest, workspace: Workspace) -> str:
     return "\n".join(parts)
 
 
+def span_message(request: RepairRequest, workspace: Workspace) -> str:
+    """The span protocol's request: short and concrete, for a small model.
+
+    Measured with the embedded 1.5B model: a long target description, a
+    "Context:" block and file trailers made it copy the prompt's example instead
+    of fixing the code; this plain layout made it fix apex/CUDA lines correctly.
+    """
+    numbered = workspace.read_file(
+        request.path, max(1, request.start_line - SPAN_LINES), request.end_line + SPAN_LINES
+    )
+    code = "\n".join(line for line in numbered.splitlines() if not line.startswith("["))
+    lines = (
+        f"line {request.start_line}"
+        if request.start_line == request.end_line
+        else f"lines {request.start_line}-{request.end_line}"
+    )
+    context = request.context.strip()
+    hint = context.removeprefix("Suggested approach:").strip() if context else ""
+    parts = [f"Target: {request.target}", f"Problem: {request.problem.strip()[:MAX_PROBLEM_CHARS]}"]
+    if hint and request.kind == "construct":
+        parts.append(f"Suggested fix: {hint[:MAX_PROBLEM_CHARS]}")
+    elif context:
+        parts.append(f"Error details:\n{context[-SPAN_CONTEXT_CHARS:]}")
+    answer = {
+        "edits": [
+            {"start_line": request.start_line, "end_line": request.end_line, "new_code": "..."}
+        ],
+        "summary": "...",
+    }
+    parts += [
+        f"Code ({request.path}):\n{code}",
+        f"\nRewrite {lines} of {request.path}. Answer with one JSON object: {json.dumps(answer)}",
+    ]
+    return "\n".join(parts)
+
+
 def _loads_object(text: str) -> dict | None:
     """The first JSON object in ``text`` (fences stripped), or None."""
     fenced = FENCE.search(text)
@@ -159,6 +198,31 @@ def _loads_object(text: str) -> dict | None:
     return None
 
 
+SALVAGE = re.compile(
+    r'"start_line"\s*:\s*(\d+)\s*,\s*"end_line"\s*:\s*(\d+)\s*,\s*"new_code"\s*:\s*"(.*?)"?\s*\}\s*\]',
+    re.DOTALL,
+)
+
+
+def _salvaged_edit(content: str) -> dict | None:
+    """An ``edits`` answer whose JSON is broken in the way small models break it.
+
+    The embedded 1.5B model sometimes drops the closing quote of ``new_code``
+    (``..."new_code": "x = f(y)}], "summary": ...``). When the answer still has
+    the shape of one edit, take its code as written rather than waste a turn;
+    the edit tool checks the code parses, so a wrong guess is refused there.
+    """
+    match = SALVAGE.search(content)
+    if match is None:
+        return None
+    try:
+        code = json.loads(f'"{match.group(3)}"')
+    except json.JSONDecodeError:
+        code = match.group(3)
+    edit = {"start_line": int(match.group(1)), "end_line": int(match.group(2)), "new_code": code}
+    return {"edits": [edit], "summary": "edit (answer's JSON repaired)"}
+
+
 def _arguments(raw) -> dict | str:
     if isinstance(raw, str):
         try:
@@ -168,15 +232,24 @@ def _arguments(raw) -> dict | str:
     return raw if isinstance(raw, dict) else "arguments must be a JSON object"
 
 
-def _content_actions(content: str, default_path: str) -> list[_Action] | str:
+def _content_actions(content: str, request: RepairRequest) -> list[_Action] | str:
     """Actions from a JSON answer, or an error text for the model."""
+    default_path = request.path
     obj = _loads_object(content)
+    if obj is None:
+        obj = _salvaged_edit(content)
+    if obj is not None and isinstance(obj.get("new_code"), str) and "tool" not in obj:
+        # shorthand of the span protocol: the request's own lines, rewritten
+        span = {"start_line": request.start_line, "end_line": request.end_line}
+        obj = {"edits": [{**span, "new_code": obj["new_code"]}], "summary": obj.get("summary")}
     if obj is None:
         return (
             'answer with one JSON object: {"tool": NAME, "arguments": {...}}; '
             "no JSON object was found"
         )
     if isinstance(obj.get("edits"), list):  # shorthand: edits + summary, then finish
+        if not obj["edits"]:
+            return [_Action("finish", {"summary": str(obj.get("summary") or "no change")})]
         actions = []
         for edit in obj["edits"]:
             if not isinstance(edit, dict):
@@ -214,7 +287,7 @@ def _strip_line_numbers(code: str) -> str:
 class _Loop:
     """One repair's conversation and bookkeeping; ``repair`` drives it turn by turn."""
 
-    def __init__(self, request, workspace, client, verify, edit_paths, env):
+    def __init__(self, request, workspace, client, verify, edit_paths, env, protocol="tools"):
         self.request = request
         self.workspace = workspace
         self.client = client
@@ -222,6 +295,7 @@ class _Loop:
         self.edit_paths = set(edit_paths) if edit_paths is not None else {request.path}
         extra = [] if client.config.api_key == NO_KEY else [client.config.api_key]
         self.redact = Redactor(os.environ if env is None else env, extra)
+        self.protocol = protocol
         self.specs = workspace.specs(with_verifier=self.verify is not None)
         self.names = {s.name for s in self.specs}
         self.messages: list[dict] = []
@@ -232,7 +306,8 @@ class _Loop:
         self.messages.append(self.redact.data(message))
 
     def ask(self) -> Reply:
-        tools = tool_schemas(self.specs) if self.client.tools_supported else None
+        native = self.client.tools_supported and self.protocol == "tools"
+        tools = tool_schemas(self.specs) if native else None
         return self.client.chat(self.messages, tools=tools)
 
     def actions(self, reply: Reply) -> list[_Action] | str:
@@ -261,9 +336,15 @@ class _Loop:
         self.send({"role": "assistant", "content": content})
         if not content.strip():
             return 'empty answer; answer with one JSON object: {"tool": NAME, "arguments": {...}}'
-        actions = _content_actions(content, self.request.path)
+        actions = _content_actions(content, self.request)
         if isinstance(actions, str) and reply.finish_reason == "length":
             return "your answer was cut off; give a shorter one: one JSON object only"
+        if isinstance(actions, str) and self.protocol == "span":
+            return (
+                "answer with exactly one valid JSON object: "
+                '{"edits": [{"start_line": N, "end_line": M, "new_code": "..."}], '
+                '"summary": "..."}'
+            )
         return actions
 
     def run_tool(self, action: _Action) -> str:
@@ -312,15 +393,21 @@ def repair(
     deadline_s: float | None = None,
     edit_paths: Collection[str] | None = None,
     env: Mapping[str, str] | None = None,
+    protocol: str = "tools",
 ) -> RepairResult:
     """Ask the model to fix ``request`` through tools; bounded; verified when ``verify`` is given.
 
     ``edit_paths``: the files edits may touch (default: only ``request.path``).
     ``env``: where secret values to mask come from (default: ``os.environ``).
+    ``protocol``: "tools" (the model may read, search and edit through tools) or
+    "span" (for small models: no tools offered; the model answers with the
+    rewritten lines of the request's span as JSON, applied by the same AST tool).
     """
+    if protocol not in PROTOCOLS:
+        raise ValueError(f"unknown protocol {protocol!r}; expected one of {PROTOCOLS}")
     started = time.monotonic()
     before = client.usage_snapshot()
-    loop = _Loop(request, workspace, client, verify, edit_paths, env)
+    loop = _Loop(request, workspace, client, verify, edit_paths, env, protocol)
     turns = 0
 
     def done(status: str, summary: str = "", error: str | None = None) -> RepairResult:
@@ -345,9 +432,14 @@ def repair(
         workspace.resolve(request.path, editable=True)
     except ValueError as exc:
         return done("error", error=f"cannot repair {request.path}: {exc}")
-    tools_text = describe_tools(loop.specs)
-    loop.send({"role": "system", "content": load_prompt("rewriter").replace("{tools}", tools_text)})
-    loop.send({"role": "user", "content": user_message(request, workspace)})
+    if protocol == "span":
+        loop.send({"role": "system", "content": load_prompt("rewriter_span")})
+        loop.send({"role": "user", "content": span_message(request, workspace)})
+    else:
+        tools_text = describe_tools(loop.specs)
+        system = load_prompt("rewriter").replace("{tools}", tools_text)
+        loop.send({"role": "system", "content": system})
+        loop.send({"role": "user", "content": user_message(request, workspace)})
 
     while turns < max_turns:
         if deadline_s is not None and time.monotonic() - started >= deadline_s:
