@@ -22,11 +22,12 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 # The main job on the bundled CUDA example, offline: what ties it to CUDA, then the
-# migrated copy for TorchTPU (out/cuda_mnist-tpu, with torchport-report/ inside).
+# migrated copy for TorchTPU (out/cuda_mnist-tpu, with torchport-report/ inside),
+# verified: the original on the CUDA reference shim, the migration on the emulated tpu.
 demo: $(STAMP)
 	$(BIN)/torchport scan examples/cuda_mnist --target tpu --exit-zero
 	$(BIN)/torchport migrate examples/cuda_mnist --target tpu --out out/cuda_mnist-tpu --exit-zero
-	@echo "diff: out/cuda_mnist-tpu/torchport-report/changes.patch; still for a human: out/cuda_mnist-tpu/torchport-report/manual.md"
+	@echo "diff: out/cuda_mnist-tpu/torchport-report/changes.patch; evidence: out/cuda_mnist-tpu/torchport-report/verification.md; still for a human: out/cuda_mnist-tpu/torchport-report/manual.md"
 
 # Isolation backends for the sandbox tests: bubblewrap, and docker unless
 # TORCHPORT_WITH_DOCKER=0. Installs only as root with apt-get; otherwise says what is

@@ -26,11 +26,15 @@ def _torchport_home(tmp_path_factory: pytest.TempPathFactory):
     """Checkpoints and scratch copies of agent runs go to a temporary folder, never ~/.cache."""
     import os
 
+    from torchport.agents.llm import local
+
     home = tmp_path_factory.mktemp("torchport-home")
-    old = os.environ.get("TORCHPORT_HOME")
+    saved = {k: os.environ.get(k) for k in ("TORCHPORT_HOME", "TORCHPORT_MODELS")}
+    os.environ["TORCHPORT_MODELS"] = str(local.cache_dir())  # the one model cache, kept
     os.environ["TORCHPORT_HOME"] = str(home)
     yield home
-    if old is None:
-        os.environ.pop("TORCHPORT_HOME", None)
-    else:
-        os.environ["TORCHPORT_HOME"] = old
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value

@@ -192,3 +192,64 @@ def test_a_prompt_injection_in_the_repo_changes_nothing_outside_the_migration(
     assert os.environ["OPENAI_API_KEY"] == SECRET  # (the test's own, untouched)
     assert sorted(p.name for p in program.iterdir()) == ["README.md", "data.py", "train.py"]
     assert len(llm.requests) == len(obey) and llm.exhausted == 0
+
+
+def _cli(*args: str, env: dict[str, str]):
+    import subprocess
+    import sys
+
+    return subprocess.Popen(
+        [sys.executable, "-m", "torchport.agents.cli", "migrate", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        start_new_session=True,
+    )
+
+
+@pytest.mark.slow
+def test_killed_in_the_second_round_resumes_to_the_uninterrupted_result(program, tmp_path):
+    """Killed while verifying the LLM's repair (round 2 of the loop), then resumed."""
+    import signal
+    import time
+
+    env = {**os.environ, "TORCHPORT_HOME": str(tmp_path / "home")}
+
+    def script() -> list:
+        return [edits(4, 5, "batch = 8", "wrong"), edits(4, 4, "batch = 16", "right")]
+
+    def common(llm: ScriptedLLM) -> list[str]:
+        return ["-t", "tpu", "--llm", llm.base_url, "--steps", "3", "--exit-zero"]
+
+    with ScriptedLLM(script()) as llm:
+        whole = _cli(str(program), "--out", str(tmp_path / "whole"), *common(llm), env=env)
+        assert whole.wait(timeout=600) == 0, whole.stderr.read()
+
+    with ScriptedLLM(script()) as llm:
+        killed = _cli(str(program), "--out", str(tmp_path / "resumed"), *common(llm), env=env)
+        run_id, rounds = None, 0
+        for line in killed.stderr:
+            if run_id is None and line.startswith("torchport: run "):
+                run_id = line.split()[2]
+            if "running the migration on the emulated" in line:
+                rounds += 1
+                if rounds == 2:
+                    time.sleep(0.5)
+                    os.killpg(killed.pid, signal.SIGKILL)
+                    break
+        killed.wait(timeout=60)
+        assert rounds == 2 and killed.returncode == -signal.SIGKILL
+        assert len(llm.requests) == 2
+
+    # No server now: the round's repair is checkpointed, so resuming needs no LLM.
+    resumed = _cli("--resume", run_id, "--exit-zero", env=env)
+    _, err = resumed.communicate(timeout=600)
+    assert resumed.returncode == 0, err
+    assert f"resuming {run_id} at verify" in err
+    a = json.loads((tmp_path / "whole/torchport-report/verification.json").read_text())
+    b = json.loads((tmp_path / "resumed/torchport-report/verification.json").read_text())
+    assert a["verdict"] == b["verdict"] == "verified"
+    assert [d["decision"] for d in a["decisions"]] == [d["decision"] for d in b["decisions"]]
+    assert a["agent_edits"] == b["agent_edits"]
+    assert (tmp_path / "whole/train.py").read_text() == (tmp_path / "resumed/train.py").read_text()

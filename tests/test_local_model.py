@@ -151,6 +151,9 @@ def test_installed_part_reads_the_distribution_record():
 
 
 def test_cache_dir_honours_torchport_home(monkeypatch, tmp_path):
+    monkeypatch.setenv("TORCHPORT_MODELS", str(tmp_path / "m"))
+    assert local.cache_dir() == tmp_path / "m"
+    monkeypatch.delenv("TORCHPORT_MODELS")
     monkeypatch.setenv("TORCHPORT_HOME", str(tmp_path))
     assert local.cache_dir() == tmp_path / "models"
     monkeypatch.delenv("TORCHPORT_HOME")

@@ -139,7 +139,12 @@ def find_parts(
 
 
 def cache_dir() -> Path:
-    """Where assembled models live: $TORCHPORT_HOME/models, else the user's cache."""
+    """Where assembled models live: $TORCHPORT_MODELS, $TORCHPORT_HOME/models, else the
+    user's cache. (Tests point TORCHPORT_HOME at a temporary folder per session but keep
+    one model cache: assembling it copies 1.1 GB.)"""
+    models = os.environ.get("TORCHPORT_MODELS")
+    if models:
+        return Path(models).expanduser()
     home = os.environ.get("TORCHPORT_HOME")
     if home:
         return Path(home).expanduser() / "models"
