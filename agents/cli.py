@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import sys
 import textwrap
@@ -101,6 +102,7 @@ def _build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_scan)
 
     migrate_command.add_parser(sub)
+    importlib.import_module("torchport.evals.cli").add_parser(sub)  # the eval front door
 
     run = sub.add_parser(
         "run",

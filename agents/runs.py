@@ -18,7 +18,8 @@ def home() -> Path:
 
 
 def checkpoint_db() -> Path:
-    path = home() / "checkpoints.sqlite"
+    """``$TORCHPORT_CHECKPOINTS`` if set (parallel evaluation jobs each get one)."""
+    path = Path(os.environ.get("TORCHPORT_CHECKPOINTS") or home() / "checkpoints.sqlite")
     path.parent.mkdir(parents=True, exist_ok=True)
     return path
 

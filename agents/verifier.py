@@ -265,9 +265,12 @@ def rank(verification: dict[str, Any]) -> int:
     return {"verified": 4, "ran": 3, "not-runnable": 0}.get(str(verdict), 0)
 
 
-def run_program(root: Path, argv: list[str], mode: str, budget: Budget) -> dict[str, Any]:
+def run_program(
+    root: Path, argv: list[str], mode: str, budget: Budget, preload: tuple[str, ...] = ()
+) -> dict[str, Any]:
     """One sandboxed run as plain data (a harness that cannot start is a failed run)."""
     spec = RunSpec(
+        preload=preload,
         root=root,
         command=argv,
         mode=mode,

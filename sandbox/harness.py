@@ -41,6 +41,9 @@ class RunSpec:
     timeout_s: float = 300.0
     memory_mb: int = 4096
     isolation: str = "auto"
+    # Modules the launcher imports after activating the mode, before the program: a
+    # runtime patch under evaluation (e.g. a CUDA-to-device "transfer" baseline).
+    preload: tuple[str, ...] = ()
 
 
 @dataclass
@@ -165,6 +168,8 @@ def launcher_argv(spec: RunSpec, result_file: Path, program_dir: Path) -> list[s
         argv += ["--steps", str(spec.steps)]
     if spec.forwards is not None:
         argv += ["--forwards", str(spec.forwards)]
+    for module in spec.preload:
+        argv += ["--preload", module]
     program = dist.program if dist is not None else program_argv(spec.command)
     return [*argv, "--", *program]
 

@@ -18,6 +18,7 @@ shim), ``tpu`` / ``neuron`` (the emulated device).
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import random
@@ -48,6 +49,13 @@ def _parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
         "--per-rank",
         action="store_true",
         help="one result per distributed rank: RESULT's stem gets .rank<RANK> (torchrun)",
+    )
+    parser.add_argument(
+        "--preload",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help="import MODULE after activating the mode, before the program (a runtime patch)",
     )
     parser.add_argument(
         "--real-data",
@@ -182,6 +190,8 @@ def main(argv: list[str] | None = None) -> int:
             from torchport.sandbox.shim import standins
 
             standins.install()
+        for module in options.preload:
+            importlib.import_module(module)
         _seed(options.seed)
         if not options.real_data:
             from torchport.sandbox import synthetic

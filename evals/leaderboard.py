@@ -1,0 +1,139 @@
+"""The leaderboard: success rate per mode and difficulty, and every task's details.
+
+Written as Markdown (for people and the README), JSON and CSV (for machines and
+spreadsheets) and a PNG bar chart (matplotlib, no display needed). Success means
+the verdict a correct port reaches for that task and target (``task.toml``).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from .tasks import DIFFICULTIES
+
+
+def summarize(results: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per mode: success overall and per difficulty, mean precision/recall, totals."""
+    by_mode: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for r in results:
+        by_mode[r["mode"]].append(r)
+    table = {}
+    for mode, rows in by_mode.items():
+        per_difficulty = {}
+        for difficulty in DIFFICULTIES:
+            some = [r for r in rows if r["difficulty"] == difficulty]
+            if some:
+                per_difficulty[difficulty] = {
+                    "success": sum(r["success"] for r in some) / len(some),
+                    "n": len(some),
+                }
+        table[mode] = {
+            "success": sum(r["success"] for r in rows) / len(rows),
+            "n": len(rows),
+            "verified": sum(r["verdict"] == "verified" for r in rows),
+            "by_difficulty": per_difficulty,
+            "precision": sum(r["precision"] for r in rows) / len(rows),
+            "recall": sum(r["recall"] for r in rows) / len(rows),
+            "residual_constructs": sum(max(r["residual_constructs"], 0) for r in rows),
+            "llm_calls": sum(r["llm_calls"] for r in rows),
+            "llm_tokens": sum(r["llm_tokens"] for r in rows),
+            "wall_s": round(sum(r["wall_s"] for r in rows), 1),
+        }
+    return table
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.0f}%"
+
+
+def markdown(results: list[dict[str, Any]], command: str = "") -> str:
+    summary = summarize(results)
+    lines = ["# torchport eval", ""]
+    if command:
+        lines += [f"`{command}`", ""]
+    head = ["mode", "success", *DIFFICULTIES, "verified", "precision", "recall", "residual"]
+    lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for mode, s in summary.items():
+        cells = [mode, f"{_pct(s['success'])} ({s['n']})"]
+        for difficulty in DIFFICULTIES:
+            d = s["by_difficulty"].get(difficulty)
+            cells.append(f"{_pct(d['success'])} ({d['n']})" if d else "–")
+        cells += [
+            str(s["verified"]),
+            f"{s['precision']:.2f}",
+            f"{s['recall']:.2f}",
+            str(s["residual_constructs"]),
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    lines += [
+        "",
+        "success: the verdict a correct port reaches (task.toml); precision/recall: edits "
+        "against the hand-written golden migration (statement level); residual: CUDA "
+        "constructs the target still has to deal with in the result.",
+        "",
+        "## Tasks",
+        "",
+        "| task | difficulty | mode | target | expected | verdict | P | R | residual | s "
+        "| report |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in results:
+        report = f"[report]({r['report']})" if r.get("report") else ""
+        lines.append(
+            f"| {r['task']} | {r['difficulty']} | {r['mode']} | {r['target']} | "
+            f"{r['expected']} | {'✔ ' if r['success'] else '✘ '}{r['verdict']} | "
+            f"{r['precision']:.2f} | {r['recall']:.2f} | {r['residual_constructs']} | "
+            f"{r['wall_s']} | {report} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def chart(results: list[dict[str, Any]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    summary = summarize(results)
+    modes = list(summary)
+    present = [d for d in DIFFICULTIES if any(d in s["by_difficulty"] for s in summary.values())]
+    width = 0.8 / max(1, len(present))
+    fig, ax = plt.subplots(figsize=(2 + 1.6 * len(modes), 4))
+    for i, difficulty in enumerate(present):
+        values = [
+            100 * summary[m]["by_difficulty"].get(difficulty, {}).get("success", 0.0) for m in modes
+        ]
+        ax.bar([x + i * width for x in range(len(modes))], values, width, label=difficulty)
+    ax.set_xticks([x + width * (len(present) - 1) / 2 for x in range(len(modes))], modes)
+    ax.set_ylabel("success rate (%)")
+    ax.set_ylim(0, 100)
+    ax.set_title("torchport eval: success per mode and difficulty")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def write(results: list[dict[str, Any]], out: Path, command: str = "") -> dict[str, Path]:
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {
+        "markdown": out / "leaderboard.md",
+        "json": out / "leaderboard.json",
+        "csv": out / "leaderboard.csv",
+        "png": out / "leaderboard.png",
+    }
+    paths["markdown"].write_text(markdown(results, command), encoding="utf-8")
+    paths["json"].write_text(
+        json.dumps({"summary": summarize(results), "results": results}, indent=2)
+    )
+    with paths["csv"].open("w", newline="") as handle:
+        fields = [k for k in results[0] if k not in ("outside_golden", "error")] if results else []
+        writer = csv.DictWriter(handle, fieldnames=fields, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(results)
+    chart(results, paths["png"])
+    return paths
