@@ -6,12 +6,11 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
+from cli_process import migrate_process
 from torchport.agents import graph, runs
 from torchport.agents.cli import main
 
@@ -84,27 +83,16 @@ def test_no_verify_runs_nothing_and_cli_reports_the_verdict(tmp_path, capsys):
     assert main(["migrate", str(src), "-q"]) == 2  # no --target
 
 
-def _cli(*args: str, env: dict[str, str]) -> subprocess.Popen:
-    return subprocess.Popen(
-        [sys.executable, "-m", "torchport.agents.cli", "migrate", *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-        start_new_session=True,
-    )
-
-
 @pytest.mark.slow
 def test_a_run_killed_mid_loop_resumes_to_the_same_result(tmp_path):
     src = program(tmp_path / "src")
     env = {**os.environ, "TORCHPORT_HOME": str(tmp_path / "home")}
     common = ["-t", "tpu", "--llm", "none", "--steps", "3", "--exit-zero"]
 
-    whole = _cli(str(src), "--out", str(tmp_path / "whole"), *common, env=env)
+    whole = migrate_process(str(src), "--out", str(tmp_path / "whole"), *common, env=env)
     assert whole.wait(timeout=600) == 0, whole.stderr.read()
 
-    killed = _cli(str(src), "--out", str(tmp_path / "resumed"), *common, env=env)
+    killed = migrate_process(str(src), "--out", str(tmp_path / "resumed"), *common, env=env)
     run_id = None
     for line in killed.stderr:
         if run_id is None and line.startswith("torchport: run "):
@@ -117,7 +105,7 @@ def test_a_run_killed_mid_loop_resumes_to_the_same_result(tmp_path):
     assert run_id and killed.returncode == -signal.SIGKILL
     assert not (tmp_path / "resumed").exists()  # nothing delivered by the killed run
 
-    resumed = _cli("--resume", run_id, "--format", "json", "--exit-zero", env=env)
+    resumed = migrate_process("--resume", run_id, "--format", "json", "--exit-zero", env=env)
     out, err = resumed.communicate(timeout=600)
     assert resumed.returncode == 0, err
     assert f"resuming {run_id} at verify" in err

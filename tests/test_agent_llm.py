@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 
 import pytest
+from cli_process import migrate_process
 from scripted_llm import Content, ScriptedLLM
 from torchport.agents import graph, runs
 from torchport.agents.llm_runtime import llm_factory
@@ -194,20 +195,6 @@ def test_a_prompt_injection_in_the_repo_changes_nothing_outside_the_migration(
     assert len(llm.requests) == len(obey) and llm.exhausted == 0
 
 
-def _cli(*args: str, env: dict[str, str]):
-    import subprocess
-    import sys
-
-    return subprocess.Popen(
-        [sys.executable, "-m", "torchport.agents.cli", "migrate", *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-        start_new_session=True,
-    )
-
-
 @pytest.mark.slow
 def test_killed_in_the_second_round_resumes_to_the_uninterrupted_result(program, tmp_path):
     """Killed while verifying the LLM's repair (round 2 of the loop), then resumed."""
@@ -223,11 +210,15 @@ def test_killed_in_the_second_round_resumes_to_the_uninterrupted_result(program,
         return ["-t", "tpu", "--llm", llm.base_url, "--steps", "3", "--exit-zero"]
 
     with ScriptedLLM(script()) as llm:
-        whole = _cli(str(program), "--out", str(tmp_path / "whole"), *common(llm), env=env)
+        whole = migrate_process(
+            str(program), "--out", str(tmp_path / "whole"), *common(llm), env=env
+        )
         assert whole.wait(timeout=600) == 0, whole.stderr.read()
 
     with ScriptedLLM(script()) as llm:
-        killed = _cli(str(program), "--out", str(tmp_path / "resumed"), *common(llm), env=env)
+        killed = migrate_process(
+            str(program), "--out", str(tmp_path / "resumed"), *common(llm), env=env
+        )
         run_id, rounds = None, 0
         for line in killed.stderr:
             if run_id is None and line.startswith("torchport: run "):
@@ -243,7 +234,7 @@ def test_killed_in_the_second_round_resumes_to_the_uninterrupted_result(program,
         assert len(llm.requests) == 2
 
     # No server now: the round's repair is checkpointed, so resuming needs no LLM.
-    resumed = _cli("--resume", run_id, "--exit-zero", env=env)
+    resumed = migrate_process("--resume", run_id, "--exit-zero", env=env)
     _, err = resumed.communicate(timeout=600)
     assert resumed.returncode == 0, err
     assert f"resuming {run_id} at verify" in err
