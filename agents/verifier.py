@@ -25,7 +25,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from torchport.sandbox.harness import RunError, RunSpec, run
+from torchport.sandbox.harness import RunError, RunSpec, run, torchrun_parts
 
 VERDICTS = ("verified", "ran", "failed", "not-runnable")
 # The harness mode that runs each target's migrated code. `accelerator` code asks
@@ -269,8 +269,11 @@ def run_program(
     root: Path, argv: list[str], mode: str, budget: Budget, preload: tuple[str, ...] = ()
 ) -> dict[str, Any]:
     """One sandboxed run as plain data (a harness that cannot start is a failed run)."""
+    dist = torchrun_parts(argv)
     spec = RunSpec(
         preload=preload,
+        # one emulated device per local rank, as each rank sets its own
+        devices=dist.nproc if dist is not None and dist.nproc else 1,
         root=root,
         command=argv,
         mode=mode,

@@ -15,6 +15,10 @@ from typing import Any
 import torch
 from torch.optim.optimizer import register_optimizer_step_post_hook
 
+from .emulator.counters import quiet
+
+LOSS_SCALE = "_torchport_loss_scale"
+
 
 class StepBudgetReached(BaseException):
     """Raised after the last budgeted step. A BaseException, so a program's own
@@ -42,8 +46,28 @@ class Budget:
 
 
 def _scalar(t: torch.Tensor) -> float:
-    value = float(t.detach().reshape(()).to("cpu", torch.float64))
+    # Recording is the harness's business: its sync and float64 cast are not the program's.
+    with quiet():
+        value = float(t.detach().reshape(()).to("cpu", torch.float64))
+        value /= getattr(t, LOSS_SCALE, 1.0)
     return value if math.isfinite(value) else float("nan")
+
+
+def _tag_scaled_losses() -> None:
+    """Make ``GradScaler.scale(loss)`` remember its factor, so the loss recorded at
+    ``backward()`` is the program's loss, not loss x 65536: a reference run (CUDA
+    GradScaler disabled on the CPU) and a port that keeps an enabled scaler must
+    record the same numbers."""
+    original = torch.amp.GradScaler.scale
+
+    def scale(self: torch.amp.GradScaler, outputs: Any) -> Any:
+        scaled = original(self, outputs)
+        if isinstance(scaled, torch.Tensor) and scaled is not outputs and self.is_enabled():
+            with quiet():
+                setattr(scaled, LOSS_SCALE, float(self.get_scale()))
+        return scaled
+
+    torch.amp.GradScaler.scale = scale  # type: ignore[method-assign]
 
 
 def summarize(value: Any) -> dict[str, Any] | None:
@@ -65,6 +89,7 @@ def summarize(value: Any) -> dict[str, Any] | None:
 
 def install(budget: Budget) -> Budget:
     """Hook torch for this process; returns the budget being filled."""
+    _tag_scaled_losses()
     original_backward = torch.Tensor.backward
 
     def backward(self: torch.Tensor, *args: Any, **kwargs: Any):

@@ -49,6 +49,8 @@ def autocast_checks(dev):
     xd, yd = x.to(dev), y.to(dev)
     conv = nn.Conv2d(2, 2, 3).to(dev)
     r = {}
+    with torch.autocast(dev):  # no dtype: the runtimes' default, bfloat16
+        r["default_dtype"] = str((xd @ xd.T).dtype)
     with torch.autocast(dev, dtype=torch.bfloat16):
         r["enabled"] = [torch.is_autocast_enabled(dev), str(torch.get_autocast_dtype(dev))]
         mm = xd @ yd
@@ -1059,6 +1061,7 @@ def test_item2_autocast_bfloat16(
         else part(neuron_run, "item2_autocast_neuron")
     )
     assert r["enabled"] == [True, "torch.bfloat16"]
+    assert r["default_dtype"] == "torch.bfloat16"
     d = r["dtypes"]
     assert d["matmul"] == d["linear"] == d["conv"] == d["add"] == "torch.bfloat16"
     assert d["softmax"] == d["sum"] == "torch.float32"

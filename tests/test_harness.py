@@ -280,7 +280,9 @@ def test_installed_libraries_get_their_dataset_entry_points_patched(tmp_path, mo
 
         assert torchvision.REAL == 1  # the real package, not the stand-in
         image, label = torchvision.datasets.MNIST("data", download=True)[0]
-        assert image.shape == (28, 28) and isinstance(label, int)
+        # a PIL image where Pillow is installed (as torchvision gives), else a tensor
+        dims = tuple(image.shape) if hasattr(image, "shape") else image.size[::-1]
+        assert dims == (28, 28) and isinstance(label, int)
         split = datasets.load_dataset("imdb", split="test")
         assert type(split) is datasets.Dataset and len(split["text"]) == 128
     finally:
@@ -326,3 +328,33 @@ def test_a_notebook_runs_cell_by_cell_with_magics_skipped(tmp_path):
     assert failed.error["type"] == "ZeroDivisionError"
     assert failed.error["frame"]["file"].endswith("explore.ipynb#cell1")
     assert failed.error["frame"]["line"] == 2
+
+
+def test_the_loss_recorded_under_a_grad_scaler_is_the_programs_loss(tmp_path):
+    """backward() sees loss x scale; the reference (scaler disabled) sees the loss."""
+    program = textwrap.dedent(
+        """
+        import torch
+        torch.manual_seed(0)
+        model = torch.nn.Linear(4, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        scaler = torch.amp.GradScaler("cpu", enabled=ENABLED)
+        for _ in range(5):
+            loss = model(torch.randn(8, 4)).pow(2).mean()
+            opt.zero_grad()
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+        """
+    )
+    losses = {}
+    for enabled in (True, False):
+        (tmp_path / "train.py").write_text(program.replace("ENABLED", str(enabled)))
+        result = run(
+            RunSpec(tmp_path, ["python", "train.py"], steps=3, timeout_s=120, isolation="process")
+        )
+        assert result.status == "ok", result.stderr_tail
+        losses[enabled] = result.losses
+    assert len(losses[True]) == 3
+    assert losses[True] == pytest.approx(losses[False], rel=1e-6)
+    assert losses[True][0] < 100  # not 65536 x the loss

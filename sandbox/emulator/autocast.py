@@ -196,3 +196,6 @@ def register() -> None:
                 continue
             lib.impl(qualname, make(getattr(packet, overload or "default")), _KEY)
     _libs.extend((fallback, lib))
+    # TorchTPU and TorchNeuron autocast to bfloat16 by default (torch's PrivateUse1
+    # default is float16), so `torch.autocast(device.type)` without a dtype is bf16.
+    torch.set_autocast_dtype(torch._C._get_privateuse1_backend_name(), torch.bfloat16)
