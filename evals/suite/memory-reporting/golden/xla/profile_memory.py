@@ -1,0 +1,95 @@
+"""How much GPU memory does training the autoencoder take at each batch size?
+
+    python profile_memory.py --gpu 0 --batch-sizes 64 128 256 512
+"""
+import argparse
+import gc
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+import torch_xla
+import torch_xla.core.xla_model as xm
+
+MB = 1024**2
+
+
+class MemoryLogger:
+    """Thin wrapper over the XLA runtime's memory info (xm.get_memory_info)."""
+
+    def __init__(self, device):
+        self.device = device
+
+    def snapshot(self, tag):
+        torch_xla.sync(wait=True)  # run the pending graph so the numbers are current
+        info = xm.get_memory_info(self.device)
+        allocated = info["bytes_used"] / MB
+        limit = info["bytes_limit"] / MB
+        # the runtime has no resettable peak: this one is process-wide, where reported
+        peak = info.get("peak_bytes_used", info["bytes_used"]) / MB
+        print(f"[{tag:>12}] allocated {allocated:8.1f} MB | limit {limit:8.1f} MB | "
+              f"peak {peak:8.1f} MB")
+        return peak
+
+    def reset(self):
+        # drop whatever the previous trial left behind before measuring the next one
+        gc.collect()
+
+
+class AutoEncoder(nn.Module):
+    def __init__(self, dim=784, hidden=512, code=32):
+        super().__init__()
+        self.encoder = nn.Sequential(
+            nn.Linear(dim, hidden), nn.ReLU(), nn.Linear(hidden, hidden // 2), nn.ReLU(),
+            nn.Linear(hidden // 2, code),
+        )
+        self.decoder = nn.Sequential(
+            nn.Linear(code, hidden // 2), nn.ReLU(), nn.Linear(hidden // 2, hidden), nn.ReLU(),
+            nn.Linear(hidden, dim),
+        )
+
+    def forward(self, x):
+        return torch.sigmoid(self.decoder(self.encoder(x)))
+
+
+def run_trial(model, batch_size, steps, device):
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    for _ in range(steps):
+        x = torch.rand(batch_size, 784, device=device)
+        recon = model(x)
+        loss = F.binary_cross_entropy(recon, x)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        torch_xla.sync()
+    return loss.detach()
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--gpu", type=int, default=0)
+    parser.add_argument("--batch-sizes", type=int, nargs="+", default=[64, 128, 256, 512])
+    parser.add_argument("--steps-per-trial", type=int, default=20)
+    args = parser.parse_args()
+
+    device = torch_xla.device()
+    torch.manual_seed(0)
+
+    model = AutoEncoder().to(device)
+    logger = MemoryLogger(device)
+    logger.snapshot("model")
+
+    peaks = {}
+    for bs in args.batch_sizes:
+        logger.reset()
+        loss = run_trial(model, bs, args.steps_per_trial, device)
+        peaks[bs] = logger.snapshot(f"bs={bs}")
+        print(f"{'':>14} final loss {loss.item():.4f}")
+
+    print("\nbatch size -> peak MB")
+    for bs, peak in peaks.items():
+        print(f"  {bs:5d} -> {peak:8.1f}")
+
+
+if __name__ == "__main__":
+    main()

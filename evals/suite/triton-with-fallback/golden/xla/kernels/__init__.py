@@ -1,0 +1,3 @@
+from .softmax import softmax
+
+__all__ = ["softmax"]

@@ -1,0 +1,3 @@
+from .model import VisionTransformer
+
+__all__ = ["VisionTransformer"]
