@@ -325,6 +325,11 @@ def divide_after_sum(original: cst.CSTNode, node: cst.CSTNode, ctx: FixContext):
 
 @register("TPS001")
 def map_location_cuda(node: cst.Call, ctx: FixContext):
+    # Onto the device for tpu/neuron: tensors the program uses straight from the
+    # checkpoint (not only through load_state_dict) must land where the model is.
+    # xla loads on the CPU first (torch_xla's advice); accelerator code may be on a CPU.
+    if ctx.target in ("tpu", "neuron"):
+        return with_arg_value(node, "map_location", 1, ctx.device_expr())
     return with_arg_value(node, "map_location", 1, cst.SimpleString('"cpu"'))
 
 
