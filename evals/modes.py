@@ -1,6 +1,7 @@
 """How each evaluated mode migrates a task, and how every result is verified the same way.
 
-``rules`` and ``rules+llm`` run torchport's own agent graph; ``llm`` asks the model
+``rules`` and ``rules+llm`` run torchport's own agent graph (the LLM is the one
+``--llm auto`` finds: ``TORCHPORT_LLM_BASE_URL``, else the embedded model); ``llm`` asks the model
 to port each CUDA statement with no catalogue (its hints and codemods withheld);
 ``naive`` replaces the text ``cuda`` with the target's name; ``shim`` edits
 nothing and patches torch at run time (``evals.transfer``), as vendor GPU-migration
@@ -124,7 +125,9 @@ def llm_only(task: Task, target: str, out: Path, budget: Budget, cache: Path) ->
     from torchport.agents import rewriter
     from torchport.agents.llm_runtime import llm_factory
 
-    client = llm_factory(lambda m: None)({"llm": "local"})
+    client = llm_factory(lambda m: None)({"llm": "auto"})
+    if client is None:
+        raise RuntimeError("the llm mode needs an LLM: TORCHPORT_LLM_BASE_URL or the local model")
     _copy(task, out)
     usage: dict[str, Any] = {}
     overlay: dict[str, str] = {}
@@ -174,7 +177,7 @@ def llm_only(task: Task, target: str, out: Path, budget: Budget, cache: Path) ->
 
 RUNNERS: dict[str, Callable[..., Migration]] = {
     "rules": agent_graph("none"),
-    "rules+llm": agent_graph("local"),
+    "rules+llm": agent_graph("auto"),
     "llm": llm_only,
     "naive": naive,
     "shim": shim,

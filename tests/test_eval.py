@@ -161,3 +161,19 @@ def test_suite_files_are_validated(suite):
     (suite / "linear" / "task.toml").write_text('difficulty = "trivial"\nentry = "x"\n')
     with pytest.raises(SuiteError, match="difficulty"):
         load_suite(suite)
+
+
+@pytest.mark.slow
+def test_the_llm_mode_ports_cuda_statements_without_the_catalogue(suite, tmp_path, monkeypatch):
+    """A scripted OpenAI-compatible server (a test double) answers for the model."""
+    from scripted_llm import Content, ScriptedLLM
+
+    answer = Content('{"new_code": "device = torch.device(\\"tpu\\")", "summary": "tpu"}')
+    with ScriptedLLM([answer]) as llm:
+        monkeypatch.setenv("TORCHPORT_LLM_BASE_URL", llm.base_url)
+        results = run_all(load_suite(suite, ["linear"]), ["llm"], ["tpu"], tmp_path / "w", BUDGET)
+        prompt = llm.requests[0]["messages"][-1]["content"]
+    [result] = results
+    assert result["verdict"] == "verified" and result["success"], result["reason"]
+    assert (result["precision"], result["recall"], result["llm_calls"]) == (1.0, 1.0, 1)
+    assert "port it to tpu" in prompt and "Suggested" not in prompt  # no catalogue help
