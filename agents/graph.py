@@ -204,7 +204,7 @@ def build(runtime: Runtime) -> StateGraph:
         p = state["plan"]
         iteration = state.get("iteration", 0) + 1
         update: dict[str, Any] = {"iteration": iteration}
-        why_not = p.get("not_runnable") or verifier.unsupported_target(s["target"])
+        why_not = p.get("not_runnable")
         if why_not:
             v = verifier.Verification("not-runnable", why_not)
             update["verification"] = v.to_json()
@@ -219,21 +219,20 @@ def build(runtime: Runtime) -> StateGraph:
         )
         source = Path(s["source"])
         reference = state.get("reference")
-        if reference is None:
-            runtime.say("verifying: running the original on the CUDA reference shim")
-            reference = verifier.reference_run(
-                source, p["entry"], budget, runs.home() / "references"
-            )
-            update["reference"] = reference
         overlay = state.get("overlay") or {}
         work = materialize(source, overlay, runtime.scratch / "work")
-        mode = verifier.MODE_FOR_TARGET[s["target"]] or "plain"
-        runtime.say(f"verifying: running the migration on the emulated {mode} device")
-        target_run = verifier.run_program(work, p["entry"], mode, budget)
-        policy = verifier.choose_policy(
-            f.read_text(encoding="utf-8", errors="replace") for f in work.rglob("*.py")
+        v, ran = verifier.verify_tree(
+            source,
+            work,
+            p["entry"],
+            s["target"],
+            budget,
+            runs.home() / "references",
+            reference=reference,
+            say=runtime.say,
         )
-        v = verifier.judge(reference, target_run, policy, mode)
+        if reference is None:
+            update["reference"] = ran
         runtime.say(f"verdict: {v.verdict} ({v.reason})")
         update["verification"] = v.to_json()
         update["decisions"] = [

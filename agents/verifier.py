@@ -19,7 +19,7 @@ import math
 import os
 import re
 import tomllib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from functools import cache
 from pathlib import Path
@@ -330,6 +330,37 @@ def reference_run(root: Path, argv: list[str], budget: Budget, cache: Path | Non
         tmp.write_text(json.dumps(result, default=str))
         os.replace(tmp, path)
     return result
+
+
+def verify_tree(
+    source: Path,
+    tree: Path,
+    argv: list[str],
+    target: str,
+    budget: Budget,
+    cache: Path | None,
+    preload: tuple[str, ...] = (),
+    reference: dict[str, Any] | None = None,
+    say: Callable[[str], None] = lambda message: None,
+) -> tuple[Verification, dict[str, Any] | None]:
+    """Run the original (``reference``, if not given) and ``tree`` on the target; judge.
+
+    Returns the verdict and the reference run, which callers may keep (the graph
+    checkpoints it; the disk cache makes a second call cheap anyway).
+    """
+    why = unsupported_target(target)
+    if why:
+        return Verification("not-runnable", why), reference
+    if reference is None:
+        say("verifying: running the original on the CUDA reference shim")
+        reference = reference_run(source, argv, budget, cache)
+    mode = MODE_FOR_TARGET[target] or "plain"
+    say(f"verifying: running the migration on the emulated {mode} device")
+    run = run_program(tree, argv, mode, budget, preload=preload)
+    policy = choose_policy(
+        f.read_text(encoding="utf-8", errors="replace") for f in tree.rglob("*.py")
+    )
+    return judge(reference, run, policy, mode), reference
 
 
 def unsupported_target(target: str) -> str | None:

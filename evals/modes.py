@@ -45,15 +45,10 @@ def verify_tree(
     task: Task, tree: Path, target: str, budget: Budget, cache: Path, preload: tuple = ()
 ) -> dict[str, Any]:
     """The verifier's verdict for a migrated tree, against the task's original."""
-    why = verifier.unsupported_target(target)
-    if why:
-        return verifier.Verification("not-runnable", why).to_json()
-    argv = list(task.entry)
-    reference = verifier.reference_run(task.repo, argv, budget, cache)
-    mode = verifier.MODE_FOR_TARGET[target] or "plain"
-    run = verifier.run_program(tree, argv, mode, budget, preload=preload)
-    texts = (p.read_text(encoding="utf-8", errors="replace") for p in tree.rglob("*.py"))
-    return verifier.judge(reference, run, verifier.choose_policy(texts), mode).to_json()
+    verification, _ = verifier.verify_tree(
+        task.repo, tree, list(task.entry), target, budget, cache, preload
+    )
+    return verification.to_json()
 
 
 def _copy(task: Task, out: Path) -> Path:
