@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 from torchport.tools.catalogue import TARGETS, load_catalogue
-from torchport.tools.migrate import MigrateError, check_options
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
@@ -161,6 +160,8 @@ def _error(message: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    from torchport.tools.migrate import MigrateError, check_options  # codemods: ~0.3 s
+
     from . import graph, runs
     from .deliver import migration_result, options_of, verification_record
     from .llm_runtime import LLMSetupError, llm_factory

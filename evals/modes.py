@@ -24,8 +24,6 @@ from torchport.agents.verifier import Budget
 
 from .tasks import Task
 
-MODES = ("rules", "rules+llm", "llm", "naive", "shim")
-NEEDS_LLM = ("rules+llm", "llm")
 _COPY_IGNORE = shutil.ignore_patterns(".git", "__pycache__", "torchport-report")
 
 
@@ -170,6 +168,7 @@ def llm_only(task: Task, target: str, out: Path, budget: Budget, cache: Path) ->
     return Migration(out, verify_tree(task, out, target, budget, cache), llm=usage)
 
 
+# The keys are evals.cli.MODES (kept there so the command line starts fast).
 RUNNERS: dict[str, Callable[..., Migration]] = {
     "rules": agent_graph("none"),
     "rules+llm": agent_graph("auto"),

@@ -177,3 +177,9 @@ def test_the_llm_mode_ports_cuda_statements_without_the_catalogue(suite, tmp_pat
     assert result["verdict"] == "verified" and result["success"], result["reason"]
     assert (result["precision"], result["recall"], result["llm_calls"]) == (1.0, 1.0, 1)
     assert "port it to tpu" in prompt and "Suggested" not in prompt  # no catalogue help
+
+
+def test_every_mode_the_command_line_offers_has_a_runner():
+    from torchport.evals.cli import MODES
+
+    assert set(MODES) == set(modes.RUNNERS)
