@@ -172,13 +172,11 @@ def build(runtime: Runtime) -> StateGraph:
                 runtime.say(f"rewriting: asking the LLM about {item['rule']} at {item['path']}")
                 ask(rewriter.construct_request(item, s["target"]), item["rule"])
         if fix.get("kind") == "rules":
-            runtime.say(f"rewriting: re-running rules {', '.join(fix['rules'])}")
-            updated = rewriter.apply_rules(
-                source, overlay, runtime.scratch / "rules", s["target"], fix["rules"]
+            runtime.say(f"rewriting: applying rules {', '.join(fix['rules'])} again")
+            log.append(
+                decision("rewrite", "rules re-run", rules=fix["rules"], files=sorted(fix["files"]))
             )
-            changed = sorted(k for k in updated if updated.get(k) != overlay.get(k))
-            log.append(decision("rewrite", "rules re-run", rules=fix["rules"], files=changed))
-            overlay = updated
+            overlay = {**overlay, **fix["files"]}
         elif fix.get("kind") == "llm" and client is not None:
             runtime.say(f"rewriting: asking the LLM to repair {fix['request']['path']}")
             ask(fix["request"], "failure")
@@ -295,7 +293,9 @@ def build(runtime: Runtime) -> StateGraph:
                 Path(s["source"]), overlay, runtime.scratch / "rules", s["target"], rules
             )
             if updated != overlay:  # only a rule that changes something is worth a round
-                fix = {"kind": "rules", "rules": rules}
+                # the changed files travel with the fix: rewrite applies, not recomputes
+                changed = {k: v for k, v in updated.items() if overlay.get(k) != v}
+                fix = {"kind": "rules", "rules": rules, "files": changed}
         missing_library = str(found.get("signature", "")).startswith("missing-")
         if fix is None and has_llm and missing_library and (*key, "constructs") not in tried:
             # A CUDA-only library still imported: its remaining uses are catalogue
