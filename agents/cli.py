@@ -103,6 +103,7 @@ def _build_parser() -> argparse.ArgumentParser:
 
     migrate_command.add_parser(sub)
     importlib.import_module("torchport.evals.cli").add_parser(sub)  # the eval front door
+    importlib.import_module("torchport.agents.chat.command").add_parser(sub)
 
     run = sub.add_parser(
         "run",

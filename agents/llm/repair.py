@@ -181,7 +181,7 @@ def span_message(request: RepairRequest, workspace: Workspace) -> str:
     return "\n".join(parts)
 
 
-def _loads_object(text: str) -> dict | None:
+def loads_object(text: str) -> dict | None:
     """The first JSON object in ``text`` (fences stripped), or None."""
     fenced = FENCE.search(text)
     candidates = [fenced.group(1)] if fenced else []
@@ -235,7 +235,7 @@ def _arguments(raw) -> dict | str:
 def _content_actions(content: str, request: RepairRequest) -> list[_Action] | str:
     """Actions from a JSON answer, or an error text for the model."""
     default_path = request.path
-    obj = _loads_object(content)
+    obj = loads_object(content)
     if obj is None:
         obj = _salvaged_edit(content)
     if obj is not None and isinstance(obj.get("new_code"), str) and "tool" not in obj:

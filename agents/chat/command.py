@@ -1,0 +1,166 @@
+"""``torchport chat``: the terminal loop around the session graph.
+
+The graph decides; this module only reads lines, renders events and feeds the
+person's answers back into langgraph (``Command(resume=...)``). Ctrl-C stops a
+long command and leaves the session resumable; Ctrl-D at the prompt quits.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from torchport.tools.catalogue import TARGETS
+
+EXIT_OK, EXIT_INTERRUPTED, EXIT_ERROR = 0, 130, 2
+PROMPT = "torchport> "
+
+EPILOG = """\
+commands inside the session (plain language works too with an LLM):
+  /scan /plan /migrate /diff [FILE] /explain CODE|N|FILE:LINE /verify
+  /apply /undo N|CODE|FILE|all /target [T] /report /help /quit
+
+The repository changes only at /apply, after you answer yes; the originals are
+backed up first. Every command is checkpointed in $TORCHPORT_HOME/checkpoints.sqlite,
+so a closed terminal loses nothing: torchport chat --resume SESSION.
+
+examples:
+  torchport chat repo/                       rules only unless an LLM is found (--llm auto)
+  torchport chat repo/ --target neuron --llm local
+  torchport chat --resume 20261130-101500-ab12cd
+"""
+
+
+def add_parser(sub: Any) -> None:
+    c = sub.add_parser(
+        "chat",
+        help="port a repository in conversation: propose, inspect, undo, verify, apply",
+        description="An interactive session over the agent graph. Slash commands work with "
+        "or without an LLM; with one (--llm), say what you want in plain words.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    c.add_argument("path", nargs="?", help="repository folder to port")
+    c.add_argument("--target", "-t", choices=TARGETS, default="tpu", help="default: tpu")
+    c.add_argument(
+        "--llm",
+        default="auto",
+        metavar="none|local|auto|URL",
+        help="none: slash commands and rules only; local: the embedded model; URL: an "
+        "OpenAI-compatible endpoint; auto (default): TORCHPORT_LLM_BASE_URL if set, else "
+        "local if installed, else none",
+    )
+    c.add_argument("--resume", metavar="SESSION", help="continue a saved session")
+    c.add_argument("--steps", type=int, default=5, help="optimizer steps per verification run")
+    c.add_argument("--timeout", type=float, default=300.0, help="per verification run, seconds")
+    c.add_argument("--memory", type=int, default=4096, help="per verification run, MiB")
+    c.add_argument(
+        "--isolation",
+        choices=["auto", "bwrap", "docker", "unshare", "process"],
+        default="auto",
+        help="sandbox backend for /verify",
+    )
+    c.add_argument(
+        "--plain", action="store_true", help="plain text even on a terminal (no colour, no boxes)"
+    )
+    c.set_defaults(func=run)
+
+
+def _error(message: str) -> int:
+    print(f"torchport: error: {message}", file=sys.stderr)
+    return EXIT_ERROR
+
+
+def run(args: argparse.Namespace) -> int:
+    from langgraph.checkpoint.sqlite import SqliteSaver
+    from langgraph.types import Command
+
+    from .. import runs
+    from ..llm_runtime import LLMSetupError, llm_factory
+    from . import session
+    from .render import renderer_for
+
+    renderer = renderer_for(plain=args.plain)
+
+    def say(message: str) -> None:
+        renderer.show({"kind": "progress", "text": message})
+
+    if args.resume:
+        session_id = args.resume
+    else:
+        if not args.path:
+            return _error("chat needs PATH (or --resume SESSION)")
+        source = Path(args.path).resolve()
+        if not source.is_dir():
+            return _error(f"{args.path}: not a folder")
+        session_id = runs.new_run_id()
+    config = {"configurable": {"thread_id": f"chat-{session_id}"}, "recursion_limit": 200}
+    runtime = session.ChatRuntime(session_id, llm_factory(say))
+    with SqliteSaver.from_conn_string(str(runs.checkpoint_db())) as saver:
+        app = session.build(runtime).compile(checkpointer=saver)
+        snapshot = app.get_state(config)
+        payload: Any
+        pending = None
+        if args.resume:
+            if not snapshot.values:
+                return _error(f"no chat session {session_id!r} in {runs.checkpoint_db()}")
+            pending = _pending(snapshot)
+            payload = None if snapshot.next else {"command": {"name": "none"}}
+            renderer.show({"kind": "text", "text": f"resuming session {session_id}"})
+        else:
+            budget = {
+                "steps": args.steps,
+                "timeout_s": args.timeout,
+                "memory_mb": args.memory,
+                "isolation": args.isolation,
+            }
+            payload = session.new_state(session_id, source, args.target, args.llm, budget)
+        try:
+            while True:
+                if pending is None:
+                    pending = _drive(app, payload, config, renderer)
+                if pending is None:
+                    return EXIT_OK
+                payload = Command(resume=_answer(renderer, pending))
+                pending = None
+        except KeyboardInterrupt:
+            renderer.progress_done()
+            print(
+                f"\ninterrupted; resume with: torchport chat --resume {session_id}",
+                file=sys.stderr,
+            )
+            return EXIT_INTERRUPTED
+        except LLMSetupError as exc:
+            renderer.progress_done()
+            return _error(f"{exc} (resume with: torchport chat --resume {session_id} --llm none)")
+
+
+def _drive(app: Any, payload: Any, config: dict[str, Any], renderer: Any) -> dict | None:
+    """Run the graph until it waits for the person (returns what it asks) or ends (None)."""
+    pending = None
+    for mode, chunk in app.stream(payload, config, stream_mode=["custom", "updates"]):
+        if mode == "custom":
+            renderer.show(chunk)
+        elif "__interrupt__" in chunk:
+            pending = chunk["__interrupt__"][0].value
+    renderer.progress_done()
+    return pending
+
+
+def _pending(snapshot: Any) -> dict | None:
+    for task in snapshot.tasks:
+        for item in task.interrupts:
+            return item.value
+    return None
+
+
+def _answer(renderer: Any, pending: dict[str, Any]) -> str:
+    """A line from the person; Ctrl-D quits at the prompt and says no to a question."""
+    confirm = pending.get("kind") == "confirm"
+    try:
+        return renderer.ask(pending["question"] if confirm else PROMPT)
+    except EOFError:
+        print(file=sys.stderr)
+        return "n" if confirm else "/quit"

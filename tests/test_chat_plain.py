@@ -1,0 +1,93 @@
+"""`torchport chat` with piped input (no terminal) and a scripted OpenAI-compatible server.
+
+The server is a test double that answers with fixed replies, not a model: it
+makes the plain-language loop deterministic. Plain output (no escape codes),
+replies that are commands, answers or neither, and a model that asks to apply:
+the approval question still comes, and "n" writes nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from scripted_llm import Content, ScriptedLLM
+
+ROOT = Path(__file__).resolve().parents[1]
+SECRET = "sk-test-0123456789abcdef"
+
+
+def test_plain_words_become_commands_and_apply_still_asks(tmp_path: Path):
+    repo = tmp_path / "repo"
+    shutil.copytree(ROOT / "examples" / "cuda_mnist", repo)
+    before = {p.name: p.read_bytes() for p in repo.iterdir() if p.is_file()}
+    script = [
+        Content('{"command": "/diff data.py"}'),
+        Content('{"answer": "The emulated TPU autocasts to bf16 already."}'),
+        Content("Sure! Happy to help."),
+        Content('```json\n{"command": "/apply"}\n```'),
+    ]
+    lines = [
+        "/migrate",
+        "show me data.py",
+        "use bf16 everywhere",
+        "hello",
+        "looks good, write it",
+        "n",
+        "/quit",
+    ]
+    env = {**os.environ, "TORCHPORT_LLM_API_KEY": SECRET}
+    with ScriptedLLM(script) as server:
+        cli = [sys.executable, "-m", "torchport.agents.cli", "chat", str(repo)]
+        done = subprocess.run(
+            [*cli, "--llm", server.base_url],
+            input="\n".join(lines) + "\n",
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=300,
+        )
+    out = done.stdout
+    assert done.returncode == 0, done.stderr
+    assert "\x1b[" not in out  # not a terminal: no escape codes
+    assert "-> /diff data.py" in out and "+        pin_memory=False," in out
+    assert "The emulated TPU autocasts to bf16 already." in out
+    assert "Sure! Happy to help." in out
+    assert "-> /apply" in out and "Apply? [y/N]" in out and "Not applied" in out
+    assert {p.name: p.read_bytes() for p in repo.iterdir() if p.is_file()} == before
+    assert len(server.requests) == 4
+    # the model saw the session (numbered changes with their rules), never the key
+    assert "1 data.py:28 codemod TPL001" in server.requests[0]["messages"][0]["content"]
+    assert all(SECRET not in body for body in server.bodies)
+
+
+def test_without_an_llm_plain_words_get_a_clear_answer(tmp_path: Path):
+    repo = tmp_path / "repo"
+    shutil.copytree(ROOT / "examples" / "cuda_mnist", repo)
+    done = subprocess.run(
+        [sys.executable, "-m", "torchport.agents.cli", "chat", str(repo), "--llm", "none"],
+        input="port this please\n/nonsense\n/target cuda\n/undo 1\n",  # then end of input
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "No LLM is configured" in done.stdout
+    assert "error: unknown command /nonsense" in done.stdout and "/verify" in done.stdout
+    assert "error: unknown target 'cuda'" in done.stdout
+    assert "Nothing proposed: nothing to undo." in done.stdout
+    assert "Resume with: torchport chat --resume" in done.stdout  # Ctrl-D / EOF quits
+
+
+def test_bad_arguments_are_clear_errors(tmp_path: Path):
+    def chat(*args: str) -> subprocess.CompletedProcess:
+        cmd = [sys.executable, "-m", "torchport.agents.cli", "chat", *args]
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+
+    missing = chat(str(tmp_path / "nope"))
+    assert missing.returncode == 2 and "not a folder" in missing.stderr
+    unknown = chat("--resume", "19990101-000000-abcdef")
+    assert unknown.returncode == 2 and "no chat session" in unknown.stderr
