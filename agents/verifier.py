@@ -266,7 +266,12 @@ def rank(verification: dict[str, Any]) -> int:
 
 
 def run_program(
-    root: Path, argv: list[str], mode: str, budget: Budget, preload: tuple[str, ...] = ()
+    root: Path,
+    argv: list[str],
+    mode: str,
+    budget: Budget,
+    preload: tuple[str, ...] = (),
+    progress: Callable[[dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
     """One sandboxed run as plain data (a harness that cannot start is a failed run)."""
     dist = torchrun_parts(argv)
@@ -283,6 +288,7 @@ def run_program(
         timeout_s=budget.timeout_s,
         memory_mb=budget.memory_mb,
         isolation=budget.isolation,
+        progress=progress,
     )
     try:
         return run(spec).to_json()
@@ -306,7 +312,13 @@ def tree_digest(root: Path) -> str:
     return digest.hexdigest()
 
 
-def reference_run(root: Path, argv: list[str], budget: Budget, cache: Path | None) -> dict:
+def reference_run(
+    root: Path,
+    argv: list[str],
+    budget: Budget,
+    cache: Path | None,
+    progress: Callable[[dict[str, Any]], None] | None = None,
+) -> dict:
     """The original's run on the reference shim, reused when nothing it depends on changed.
 
     The original is read only and runs with fixed seeds, so its numbers depend only on
@@ -323,7 +335,7 @@ def reference_run(root: Path, argv: list[str], budget: Budget, cache: Path | Non
             return {**json.loads(path.read_text()), "cached": True}
         except (OSError, ValueError):
             pass
-    result = run_program(root, argv, "reference", budget)
+    result = run_program(root, argv, "reference", budget, progress=progress)
     if path is not None and result.get("status") == "ok":
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
@@ -353,14 +365,25 @@ def verify_tree(
         return Verification("not-runnable", why), reference
     if reference is None:
         say("verifying: running the original on the CUDA reference shim")
-        reference = reference_run(source, argv, budget, cache)
+        reference = reference_run(source, argv, budget, cache, _steps(say, "original", budget))
     mode = MODE_FOR_TARGET[target] or "plain"
     say(f"verifying: running the migration on the emulated {mode} device")
-    run = run_program(tree, argv, mode, budget, preload=preload)
+    run = run_program(tree, argv, mode, budget, preload, _steps(say, "migration", budget))
     policy = choose_policy(
         f.read_text(encoding="utf-8", errors="replace") for f in tree.rglob("*.py")
     )
     return judge(reference, run, policy, mode), reference
+
+
+def _steps(
+    say: Callable[[str], None], which: str, budget: Budget
+) -> Callable[[dict[str, Any]], None]:
+    def report(event: dict[str, Any]) -> None:
+        loss = event.get("loss")
+        shown = f", loss {loss:.5g}" if isinstance(loss, float) else ""
+        say(f"verifying: {which} step {event.get('step')}/{budget.steps}{shown}")
+
+    return report
 
 
 def unsupported_target(target: str) -> str | None:

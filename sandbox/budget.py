@@ -9,6 +9,7 @@ Nothing here edits the program: it hooks torch's own global extension points
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,6 +34,8 @@ class Budget:
     forwards: int = 0
     losses: list[float] = field(default_factory=list)
     outputs: list[dict[str, Any]] = field(default_factory=list)
+    # Told after every optimizer step (steps so far, the last loss): live progress.
+    on_step: Callable[[int, float | None], None] | None = None
     _depth: int = 0
     _in_backward: bool = False
 
@@ -109,6 +112,8 @@ def install(budget: Budget) -> Budget:
 
     def after_step(optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
         budget.steps += 1
+        if budget.on_step is not None:
+            budget.on_step(budget.steps, budget.losses[-1] if budget.losses else None)
         if budget.max_steps is not None and budget.steps >= budget.max_steps:
             raise StepBudgetReached(f"{budget.steps} optimizer steps")
 

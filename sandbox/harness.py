@@ -9,11 +9,15 @@ no result file; that is reported as what it is.
 
 from __future__ import annotations
 
+import contextvars
 import json
 import shutil
 import sys
 import tempfile
+import threading
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,6 +48,9 @@ class RunSpec:
     # Modules the launcher imports after activating the mode, before the program: a
     # runtime patch under evaluation (e.g. a CUDA-to-device "transfer" baseline).
     preload: tuple[str, ...] = ()
+    # Called from a watcher thread with each optimizer step ({"step", "loss"}) while the
+    # program runs, so a long verification can show where it is.
+    progress: Callable[[dict[str, Any]], None] | None = field(default=None, compare=False)
 
 
 @dataclass
@@ -170,6 +177,8 @@ def launcher_argv(spec: RunSpec, result_file: Path, program_dir: Path) -> list[s
         argv += ["--forwards", str(spec.forwards)]
     for module in spec.preload:
         argv += ["--preload", module]
+    if spec.progress is not None:
+        argv += ["--progress", str(result_file.with_name("progress.jsonl"))]
     program = dist.program if dist is not None else program_argv(spec.command)
     return [*argv, "--", *program]
 
@@ -197,6 +206,44 @@ def _execute(
     return outcome.returncode, outcome.stdout, outcome.stderr, outcome.backend, reason
 
 
+@contextmanager
+def _tail_progress(path: Path, report: Callable[[dict[str, Any]], None] | None) -> Iterator[None]:
+    """While the body runs, pass each new line of ``path`` to ``report`` (twice a second)."""
+    if report is None:
+        yield
+        return
+    stop = threading.Event()
+    seen = 0
+
+    def drain() -> None:
+        nonlocal seen
+        try:
+            lines = path.read_text(encoding="utf-8").splitlines()
+        except OSError:
+            return
+        for line in lines[seen:]:
+            try:
+                report(json.loads(line))
+            except ValueError:
+                break  # a line still being written: read it next time
+            seen += 1
+
+    def watch() -> None:
+        while not stop.wait(0.5):
+            drain()
+
+    # the caller's context (contextvars) goes with the callback: a langgraph node's
+    # stream writer, for one, only works inside its run's context
+    watcher = threading.Thread(target=contextvars.copy_context().run, args=(watch,), daemon=True)
+    watcher.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        watcher.join()
+        drain()
+
+
 def run(spec: RunSpec) -> RunResult:
     if spec.mode not in MODES:
         raise RunError(f"unknown mode {spec.mode!r}; choose one of {', '.join(MODES)}")
@@ -208,7 +255,8 @@ def run(spec: RunSpec) -> RunResult:
         shutil.copytree(spec.root, scratch, symlinks=True, ignore=IGNORE)
         result_file = Path(tmp) / "result.json"
         argv = launcher_argv(spec, result_file, scratch)
-        code, out, err, isolation, killed = _execute(argv, Path(tmp), spec)
+        with _tail_progress(Path(tmp) / "progress.jsonl", spec.progress):
+            code, out, err, isolation, killed = _execute(argv, Path(tmp), spec)
         dist = torchrun_parts(spec.command)
         if dist is None:
             data = json.loads(result_file.read_text()) if result_file.is_file() else None

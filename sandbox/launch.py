@@ -58,11 +58,28 @@ def _parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
         help="import MODULE after activating the mode, before the program (a runtime patch)",
     )
     parser.add_argument(
+        "--progress",
+        metavar="FILE",
+        help="append one JSON line per optimizer step to FILE (rank 0 only), for a live view",
+    )
+    parser.add_argument(
         "--real-data",
         action="store_true",
         help="do not substitute synthetic data for torchvision/torchaudio/HF datasets",
     )
     return parser.parse_args(argv[:split]), argv[split + 1 :]
+
+
+def _progress_writer(path: str | None) -> Any:
+    """Append ``{"step", "loss"}`` lines to ``path``; the host tails it while we run."""
+    if not path or int(os.environ.get("RANK", "0")) != 0:
+        return None
+
+    def write(step: int, loss: float | None) -> None:
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(json.dumps({"step": step, "loss": loss}) + "\n")
+
+    return write
 
 
 def _activate(mode: str, devices: int) -> Any:
@@ -199,7 +216,13 @@ def main(argv: list[str] | None = None) -> int:
             synthetic.install()
         from torchport.sandbox.budget import Budget, StepBudgetReached, install
 
-        budget = install(Budget(max_steps=options.steps, max_forwards=options.forwards))
+        budget = install(
+            Budget(
+                max_steps=options.steps,
+                max_forwards=options.forwards,
+                on_step=_progress_writer(options.progress),
+            )
+        )
         try:
             _run_program(program)
             result.update(status="ok", exit_code=0)

@@ -55,6 +55,23 @@ def test_the_step_budget_stops_training_cleanly_and_losses_are_captured(tmp_path
     assert "finished all steps" not in result.stdout_tail
 
 
+def test_progress_reports_every_step_while_the_program_runs(tmp_path):
+    import threading
+
+    seen: list[tuple[dict, str]] = []
+    slow = TRAIN.replace("    opt.step()\n", "    opt.step()\n    __import__('time').sleep(0.3)\n")
+
+    def report(event: dict) -> None:
+        seen.append((event, threading.current_thread().name))
+
+    result = _run(_program(tmp_path, slow), "main.py", steps=4, progress=report)
+    assert result.status == "ok", result.stderr_tail
+    assert [e["step"] for e, _ in seen] == [1, 2, 3, 4]
+    assert [e["loss"] for e, _ in seen] == result.losses
+    # live: at least one step arrived from the watcher thread, before the run ended
+    assert any(name != threading.main_thread().name for _, name in seen)
+
+
 def test_same_seed_same_losses_and_the_program_dir_is_not_touched(tmp_path):
     root = _program(
         tmp_path, TRAIN.replace("torch.manual_seed(0)\n", "") + "open('out.txt', 'w').write('x')\n"

@@ -80,6 +80,13 @@ def emit(kind: str, text: str = "", **more: Any) -> None:
     get_stream_writer()({"kind": kind, "text": text, **more})
 
 
+def progress() -> Callable[[str], None]:
+    """A progress reporter bound to this node's stream: safe to call from other threads
+    (the sandbox's step watcher) and from inside the inner migration graph."""
+    write = get_stream_writer()
+    return lambda message: write({"kind": "progress", "text": message})
+
+
 def table(title: str, columns: list[str], rows: list[list[Any]]) -> None:
     shown = rows[:MAX_ROWS]
     emit("table", title=title, columns=columns, rows=[[str(c) for c in r] for r in shown])
@@ -191,12 +198,7 @@ def build(runtime: ChatRuntime) -> StateGraph:
             "run_id": f"chat-{state['session_id']}",
         }
 
-        write = get_stream_writer()  # this node's: inside the inner graph it would be its own
-
-        def say(message: str) -> None:
-            write({"kind": "progress", "text": message})
-
-        inner = graph.Runtime(settings["run_id"], say, lambda s: runtime.llm(s["llm"]))
+        inner = graph.Runtime(settings["run_id"], progress(), lambda s: runtime.llm(s["llm"]))
         final = graph.build(inner).compile(checkpointer=False).invoke({"settings": settings})
         proposal = final.get("overlay") or {}
         source = Path(state["source"])
@@ -298,7 +300,7 @@ def build(runtime: ChatRuntime) -> StateGraph:
             budget,
             runs.home() / "references",
             reference=state.get("reference"),
-            say=lambda message: emit("progress", message),
+            say=progress(),
         )
         record = v.to_json()
         emit("text", f"verdict: {v.verdict} — {v.reason}")
