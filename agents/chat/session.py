@@ -266,11 +266,11 @@ def build(runtime: ChatRuntime) -> StateGraph:
         for code in change.get("rules") or []:
             r = catalogue.get(code)
             if r is not None:
-                emit("text", f"{r.code} {r.title}: {r.message}")
-        for reason in change.get("reasons") or []:
+                emit("text", f"{r.code}: {r.title} (/explain {r.code} for the rule's doc)")
+        for reason in dict.fromkeys(change.get("reasons") or []):
             emit("text", f"why: {reason}")
         if change["by"] == "supporting":
-            emit("text", "why: an import or statement another change in this file needs")
+            emit("text", "why: an import added or dropped because of the other changes here")
         return {}
 
     def verify(state: ChatState) -> dict[str, Any]:
