@@ -102,6 +102,7 @@ def _build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_scan)
 
     migrate_command.add_parser(sub)
+    importlib.import_module("torchport.agents.batch.command").add_parser(sub)  # many repos
     importlib.import_module("torchport.evals.cli").add_parser(sub)  # the eval front door
     importlib.import_module("torchport.agents.chat.command").add_parser(sub)
 

@@ -15,6 +15,8 @@ from typing import Any
 
 from torchport.tools.catalogue import TARGETS, load_catalogue
 
+from .cli_options import add_llm, add_run_budget, budget_settings
+
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
 EPILOG = f"""\
@@ -94,29 +96,12 @@ def add_parser(sub: Any) -> None:
     verify.add_argument(
         "--entry", metavar="CMD", help='how to run the program, e.g. "python train.py --lr 0.1"'
     )
-    verify.add_argument(
-        "--steps", type=int, default=5, help="optimizer steps (or forward calls) per run"
-    )
-    verify.add_argument("--timeout", type=float, default=300.0, help="per run, seconds")
-    verify.add_argument("--memory", type=int, default=4096, help="per run, MiB")
-    verify.add_argument(
-        "--isolation",
-        choices=["auto", "bwrap", "docker", "unshare", "process"],
-        default="auto",
-        help="sandbox backend (auto: the strongest available)",
-    )
+    add_run_budget(verify)
     verify.add_argument(
         "--max-iterations", type=int, default=3, help="repair rounds after the first verification"
     )
     agent = m.add_argument_group("agents")
-    agent.add_argument(
-        "--llm",
-        default="auto",
-        metavar="none|local|auto|URL",
-        help="none: rules only; local: the embedded model; URL: an OpenAI-compatible "
-        "endpoint; auto (default): TORCHPORT_LLM_BASE_URL if set, else local if installed, "
-        "else none",
-    )
+    add_llm(agent, "auto")
     agent.add_argument(
         "--max-llm-tokens", type=int, default=60_000, help="LLM token budget for the run"
     )
@@ -138,10 +123,7 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
         "select": [c.strip() for c in (args.rules or "").split(",") if c.strip()],
         "entry": args.entry,
         "verify": not args.no_verify,
-        "steps": args.steps,
-        "timeout_s": args.timeout,
-        "memory_mb": args.memory,
-        "isolation": args.isolation,
+        **budget_settings(args),
         "max_iterations": args.max_iterations,
         "max_llm_tokens": args.max_llm_tokens,
         "llm": args.llm,

@@ -14,6 +14,8 @@ from typing import Any
 
 from torchport.tools.catalogue import TARGETS
 
+from ..cli_options import add_llm, add_run_budget, budget_settings
+
 EXIT_OK, EXIT_INTERRUPTED, EXIT_ERROR = 0, 130, 2
 PROMPT = "torchport> "
 
@@ -44,24 +46,9 @@ def add_parser(sub: Any) -> None:
     )
     c.add_argument("path", nargs="?", help="repository folder to port")
     c.add_argument("--target", "-t", choices=TARGETS, default="tpu", help="default: tpu")
-    c.add_argument(
-        "--llm",
-        default="auto",
-        metavar="none|local|auto|URL",
-        help="none: slash commands and rules only; local: the embedded model; URL: an "
-        "OpenAI-compatible endpoint; auto (default): TORCHPORT_LLM_BASE_URL if set, else "
-        "local if installed, else none",
-    )
+    add_llm(c, "auto")
     c.add_argument("--resume", metavar="SESSION", help="continue a saved session")
-    c.add_argument("--steps", type=int, default=5, help="optimizer steps per verification run")
-    c.add_argument("--timeout", type=float, default=300.0, help="per verification run, seconds")
-    c.add_argument("--memory", type=int, default=4096, help="per verification run, MiB")
-    c.add_argument(
-        "--isolation",
-        choices=["auto", "bwrap", "docker", "unshare", "process"],
-        default="auto",
-        help="sandbox backend for /verify",
-    )
+    add_run_budget(c.add_argument_group("verification (/verify)"))
     c.add_argument(
         "--plain", action="store_true", help="plain text even on a terminal (no colour, no boxes)"
     )
@@ -110,12 +97,7 @@ def run(args: argparse.Namespace) -> int:
             payload = None if snapshot.next else {"command": {"name": "none"}}
             renderer.show({"kind": "text", "text": f"resuming session {session_id}"})
         else:
-            budget = {
-                "steps": args.steps,
-                "timeout_s": args.timeout,
-                "memory_mb": args.memory,
-                "isolation": args.isolation,
-            }
+            budget = budget_settings(args)
             payload = session.new_state(session_id, source, args.target, args.llm, budget)
         try:
             while True:

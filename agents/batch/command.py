@@ -1,0 +1,161 @@
+"""``torchport batch``: many repositories, in parallel, resumable, with one summary.
+
+Parsing and printing only; the work is in ``driver`` (what to run, bookkeeping),
+``executors`` (where it runs) and ``job`` (one repository). Every input problem
+is found before the first job starts, and exits 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+from torchport.tools.catalogue import TARGETS
+
+from ..cli_options import add_llm, add_run_budget, budget_settings
+
+EXIT_VERIFIED, EXIT_NOT_ALL, EXIT_ERROR = 0, 1, 2
+
+EPILOG = f"""\
+SOURCES:
+  a folder       each subfolder is one repository (hidden folders are skipped)
+  a text file    one `PATH_OR_GIT_URL [REF [NAME]]` per line ('-' for no REF);
+                 '#' starts a comment; blank lines are ignored
+  a .csv file    a header row with a `source` column and optional `ref`, `name`
+  Relative paths are read from the list file's folder. Local folders are read in
+  place and never written. Git sources (a URL, file://, a path ending .git or a
+  bare repository, or any entry with a REF) are cloned into DIR/sources/NAME and
+  REF (tag, branch or commit) is checked out there. NAME defaults to the folder or
+  repository name; names must be unique.
+
+DIR afterwards:
+  summary.md, .csv, .json   one row per repository (verdict, constructs, converted
+                            share, manual items, LLM tokens, time) and the totals
+  results/NAME.json         each finished repository's record
+  repos/NAME/migrated/      the migrated copy, with torchport-report/ inside
+  logs/NAME.log             what the repository's migration printed
+  journal.jsonl             one line each time a repository is started or finished
+
+resuming: run the same command again. Finished repositories are read back, not
+redone; one that was running when the batch was killed is redone from scratch.
+Delete results/NAME.json to redo one repository. One repository's failure (even a
+crash of its process) is recorded as its verdict `error`; the batch carries on.
+
+memory: at most --jobs repositories are migrated at once, each in a fresh process
+(or Ray worker); each needs up to --memory MiB for its sandboxed runs and about
+1 GiB for its agent process, so plan for about jobs x (memory + 1024) MiB.
+
+exit status:
+  {EXIT_VERIFIED}  every repository verified (with --no-verify: migrated without error)
+  {EXIT_NOT_ALL}  all done, but some repository was not verified or hit an error
+  {EXIT_ERROR}  nothing ran: bad SOURCES, bad option, DIR holds another batch, no Ray
+
+examples:
+  torchport batch repos/ --target tpu --out port-tpu --jobs 4
+  torchport batch repos.txt -t neuron --out port-neuron --steps 3
+  torchport batch repos.csv -t tpu --out /shared/port --executor ray --ray-address HEAD:6379
+"""
+
+
+def add_parser(sub: Any) -> None:
+    b = sub.add_parser(
+        "batch",
+        help="migrate many repositories in parallel, resumably, with a summary",
+        description="Migrate every repository in SOURCES to TARGET, each in its own process "
+        "(or Ray task), verify each on the emulated device, and write per-repository reports "
+        "and a summary (Markdown, CSV, JSON) to DIR. A killed batch resumes where it stopped.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    b.add_argument("sources", metavar="SOURCES", help="a folder of repositories or a list file")
+    b.add_argument("--target", "-t", choices=TARGETS, required=True, help="where the code goes")
+    b.add_argument("--out", "-o", metavar="DIR", required=True, help="the batch's folder")
+    b.add_argument(
+        "--jobs", "-j", type=int, default=1, help="repositories migrated at once (default: 1)"
+    )
+    b.add_argument(
+        "--executor",
+        choices=["local", "ray"],
+        default="local",
+        help="local: processes on this machine (default); ray: tasks on a Ray cluster "
+        "(pip install 'torchport[cluster]')",
+    )
+    b.add_argument(
+        "--ray-address",
+        metavar="HOST:PORT",
+        help="the Ray cluster to use (default: $RAY_ADDRESS, else a local Ray instance)",
+    )
+    verify = b.add_argument_group("verification (per repository)")
+    verify.add_argument(
+        "--no-verify", action="store_true", help="skip running the programs; codemods only"
+    )
+    add_run_budget(verify)
+    verify.add_argument(
+        "--max-iterations", type=int, default=3, help="repair rounds after the first verification"
+    )
+    agent = b.add_argument_group("agents")
+    add_llm(agent, "none", "; rules only, reproducible and cheap; local starts one model per job")
+    agent.add_argument(
+        "--max-llm-tokens", type=int, default=60_000, help="LLM token budget per repository"
+    )
+    b.add_argument("--quiet", "-q", action="store_true", help="no progress on standard error")
+    b.set_defaults(func=run)
+
+
+def _settings(args: argparse.Namespace) -> dict[str, Any]:
+    return {
+        "target": args.target,
+        "verify": not args.no_verify,
+        **budget_settings(args),
+        "max_iterations": args.max_iterations,
+        "max_llm_tokens": args.max_llm_tokens,
+        "llm": args.llm,
+    }
+
+
+def _error(message: str) -> int:
+    print(f"torchport: error: {message}", file=sys.stderr)
+    return EXIT_ERROR
+
+
+def _terminate(signum: int, frame: Any) -> None:
+    raise SystemExit(128 + signum)
+
+
+def run(args: argparse.Namespace) -> int:
+    import os
+
+    from torchport.agents.llm.config import LLMConfigError, resolve
+
+    from .driver import run_batch
+    from .executors import ExecutorError, make_executor
+    from .sources import SourcesError, read_sources
+    from .store import StoreError
+
+    for flag, value in (("--jobs", args.jobs), ("--steps", args.steps), ("--memory", args.memory)):
+        if value < 1:
+            return _error(f"{flag} must be at least 1")
+    try:
+        resolve(args.llm, os.environ)  # a bad --llm fails here, not in every job
+    except LLMConfigError as exc:
+        return _error(str(exc))
+    out = Path(args.out).expanduser().resolve()
+    # `kill PID` (a scheduler's stop) unwinds like Ctrl-C: the running jobs are stopped
+    previous = signal.signal(signal.SIGTERM, _terminate)
+    try:
+        sources = read_sources(args.sources, exclude=out)
+        executor = make_executor(args.executor, args.jobs, args.ray_address)
+        summary = run_batch(sources, out, _settings(args), executor, quiet=args.quiet)
+    except (SourcesError, ExecutorError, StoreError) as exc:
+        return _error(str(exc))
+    except OSError as exc:
+        return _error(f"cannot use {out}: {exc}")
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    good = "verified" if not args.no_verify else "not verified"
+    if all(row["verdict"] == good for row in summary["repos"]):
+        return EXIT_VERIFIED
+    return EXIT_NOT_ALL
