@@ -91,3 +91,23 @@ def test_bad_arguments_are_clear_errors(tmp_path: Path):
     assert missing.returncode == 2 and "not a folder" in missing.stderr
     unknown = chat("--resume", "19990101-000000-abcdef")
     assert unknown.returncode == 2 and "no chat session" in unknown.stderr
+
+
+def test_a_rule_taken_back_stays_back_on_the_next_migrate(tmp_path: Path):
+    repo = tmp_path / "repo"
+    shutil.copytree(ROOT / "examples" / "cuda_mnist", repo)
+    lines = ["/migrate", "/undo TPT002", "/migrate", "/redo TPT002", "/redo 2", "/report"]
+    done = subprocess.run(
+        [sys.executable, "-m", "torchport.agents.cli", "chat", str(repo), "--llm", "none"],
+        input="\n".join(lines) + "\n",
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    out = done.stdout
+    assert done.returncode == 0, done.stderr
+    first, second = out.split("/redo to add")[0], out.split("/redo to add")[1]
+    assert first.count("undone [") == 2  # the two CUDA-event changes, by their rule code
+    assert "left undone as you asked (TPT002)" in first  # the second /migrate kept them back
+    assert second.count("redone [") == 2 and "already proposed: nothing to redo" in second
+    assert "14 proposed, 0 undone" in out  # /redo 2 had nothing to put back

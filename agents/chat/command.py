@@ -22,7 +22,7 @@ PROMPT = "torchport> "
 EPILOG = """\
 commands inside the session (plain language works too with an LLM):
   /scan /plan /migrate /diff [FILE] /explain CODE|N|FILE:LINE /verify
-  /apply /undo N|CODE|FILE|all /target [T] /report /help /quit
+  /apply /undo N|CODE|FILE|all /redo ... /target [T] /report /help /quit
 
 The repository changes only at /apply, after you answer yes; the originals are
 backed up first. Every command is checkpointed in $TORCHPORT_HOME/checkpoints.sqlite,

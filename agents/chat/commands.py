@@ -30,6 +30,7 @@ COMMANDS: tuple[Command, ...] = (
         "/undo N|CODE|FILE|all",
         "take back change N, every change a rule made, a file's changes, or all",
     ),
+    Command("redo", "/redo N|CODE|FILE|all", "put undone changes back"),
     Command("target", "/target [T]", "show or switch the target (tpu, neuron, xla, accelerator)"),
     Command("report", "/report", "the session so far: changes, verdict, what is left for you"),
     Command("help", "/help", "this list"),

@@ -47,6 +47,9 @@ class ChatState(TypedDict, total=False):
     proposal: dict[str, str]  # proposed text of each changed file
     changes: list[dict[str, Any]]
     undone: list[int]
+    # Rule codes the person took back by code ("leave the profiler alone"): a later
+    # /migrate proposes their changes already undone.
+    kept_back: list[str]
     verification: dict[str, Any] | None
     verified: str | None  # digest of the overlay the verification is about
     reference: dict[str, Any] | None  # the original's run (target independent)
@@ -214,13 +217,17 @@ def build(runtime: ChatRuntime) -> StateGraph:
             f"({by_llm} by the LLM); {len(result.left_for_humans)} constructs left for you "
             "(/plan). Nothing is written until /apply.",
         )
-        _list_changes(found, set())
+        kept = set(state.get("kept_back") or [])
+        undone = [c["id"] for c in found if set(c.get("rules") or []) & kept]
+        if undone:
+            emit("text", f"left undone as you asked ({', '.join(sorted(kept))}): /redo to add")
+        _list_changes(found, set(undone))
         return {
             "plan": final.get("plan"),
             "base": base,
             "proposal": proposal,
             "changes": found,
-            "undone": [],
+            "undone": undone,
             "verification": None,
             "verified": None,
             "llm_usage": final.get("llm_usage") or state.get("llm_usage") or {},
@@ -367,22 +374,10 @@ def build(runtime: ChatRuntime) -> StateGraph:
         }
 
     def undo(state: ChatState) -> dict[str, Any]:
-        changes = state.get("changes") or []
-        arg = state["command"].get("arg", "").strip()
-        if not changes:
-            emit("text", "Nothing proposed: nothing to undo.")
-            return {}
-        if not arg:
-            emit("text", "Which? /undo N (see /diff), /undo CODE, /undo FILE or /undo all")
-            return {}
-        chosen = _select(changes, arg)
-        if not chosen:
-            emit("error", f"no change matches {arg!r}")
-            return {}
-        undone = sorted(set(state.get("undone") or []) | {c["id"] for c in chosen})
-        for c in chosen:
-            emit("text", f"undone [{c['id']}] {_where(c)} {_made_by(c)}")
-        return {"undone": undone}
+        return _toggle(state, undo=True)
+
+    def redo(state: ChatState) -> dict[str, Any]:
+        return _toggle(state, undo=False)
 
     def target(state: ChatState) -> dict[str, Any]:
         arg = state["command"].get("arg", "").strip()
@@ -460,6 +455,7 @@ def build(runtime: ChatRuntime) -> StateGraph:
         "verify": verify,
         "apply": apply,
         "undo": undo,
+        "redo": redo,
         "target": target,
         "report": report,
         "help": help_node,
@@ -514,6 +510,36 @@ def _list_changes(changes: list[dict[str, Any]], undone: set[int]) -> None:
         table(title, ["#", "where", "by", ""], rows)
 
 
+def _toggle(state: ChatState, undo: bool) -> dict[str, Any]:
+    """/undo and /redo: take changes back or put them back; by rule code, remember it."""
+    verb = "undo" if undo else "redo"
+    changes = state.get("changes") or []
+    arg = state["command"].get("arg", "").strip()
+    if not changes:
+        emit("text", f"Nothing proposed: nothing to {verb}.")
+        return {}
+    if not arg:
+        emit("text", f"Which? /{verb} N (see /diff), /{verb} CODE, /{verb} FILE or /{verb} all")
+        return {}
+    chosen = _select(changes, arg)
+    if not chosen:
+        emit("error", f"no change matches {arg!r}")
+        return {}
+    ids = {c["id"] for c in chosen}
+    was = set(state.get("undone") or [])
+    undone = sorted(was | ids) if undo else sorted(was - ids)
+    moved = [c for c in chosen if (c["id"] in was) != undo]
+    if not moved:
+        emit("text", f"already {'undone' if undo else 'proposed'}: nothing to {verb}")
+    for c in moved:
+        emit("text", f"{'undone' if undo else 'redone'} [{c['id']}] {_where(c)} {_made_by(c)}")
+    kept = set(state.get("kept_back") or [])
+    codes = {r for c in chosen for r in c.get("rules") or [] if r.startswith(arg.upper())}
+    if codes and not arg.isdigit():
+        kept = kept | codes if undo else kept - codes
+    return {"undone": undone, "kept_back": sorted(kept)}
+
+
 def _item_rows(items: list[dict[str, Any]]) -> list[list[Any]]:
     return [[m.get("rule"), f"{m.get('path')}:{m.get('line')}", m.get("hint", "")] for m in items]
 
@@ -552,6 +578,7 @@ def new_state(
         "command": {"name": "none"},
         "changes": [],
         "undone": [],
+        "kept_back": [],
         "applied": [],
         "llm_usage": {},
     }
