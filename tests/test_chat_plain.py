@@ -8,7 +8,9 @@ the approval question still comes, and "n" writes nothing.
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -111,3 +113,40 @@ def test_a_rule_taken_back_stays_back_on_the_next_migrate(tmp_path: Path):
     assert "left undone as you asked (TPT002)" in first  # the second /migrate kept them back
     assert second.count("redone [") == 2 and "already proposed: nothing to redo" in second
     assert "14 proposed, 0 undone" in out  # /redo 2 had nothing to put back
+
+
+def test_fix_asks_the_llm_to_repair_a_failed_verification(tmp_path: Path):
+    """An undone `.cuda()` fails on the emulated tpu; /fix sends that failure to the LLM
+    (scripted here: it answers with the edit a good model would make) and the repaired
+    proposal verifies; only /apply writes it."""
+    repo = tmp_path / "repo"
+    shutil.copytree(ROOT / "examples" / "cuda_mnist", repo)
+
+    def repair(request: dict) -> Content:
+        text = request["messages"][-1]["content"]
+        line = re.search(r"^\D*(\d+)\D.*model = Net\(\)\.cuda\(\)", text, re.MULTILINE)
+        assert line is not None, text
+        edit = {"start_line": int(line.group(1)), "end_line": int(line.group(1))}
+        edit["new_code"] = "    model = Net().to(device)"
+        return Content(json.dumps({"edits": [edit], "summary": "move the model to `device`"}))
+
+    lines = ["/migrate", "/undo 9", "/verify", "/fix", "/verify", "/diff train.py"]
+    lines += ["/apply", "y"]
+    with ScriptedLLM([repair]) as server:
+        cli = [sys.executable, "-m", "torchport.agents.cli", "chat", str(repo)]
+        done = subprocess.run(
+            [*cli, "--llm", server.base_url, "--steps", "2"],
+            input="\n".join(lines) + "\n",
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+    out = done.stdout
+    assert done.returncode == 0, done.stderr
+    first, second = out.split("The LLM proposes: move the model to `device`")
+    assert "verdict: failed" in first and "Torch not compiled with CUDA" in first
+    assert "Problem (failure): AssertionError" in server.requests[0]["messages"][-1]["content"]
+    assert "verdict: verified" in second
+    assert re.search(r"\[\d+\] train\.py:\d+ llm", second)  # the repair is a change of its own
+    assert "+    model = Net().to(device)" in second and "Applied to 3 files" in second
+    assert "model = Net().to(device)" in (repo / "train.py").read_text()

@@ -21,7 +21,7 @@ PROMPT = "torchport> "
 
 EPILOG = """\
 commands inside the session (plain language works too with an LLM):
-  /scan /plan /migrate /diff [FILE] /explain CODE|N|FILE:LINE /verify
+  /scan /plan /migrate /diff [FILE] /explain CODE|N|FILE:LINE /verify /fix
   /apply /undo N|CODE|FILE|all /redo ... /target [T] /report /help /quit
 
 The repository changes only at /apply, after you answer yes; the originals are

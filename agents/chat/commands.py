@@ -24,6 +24,7 @@ COMMANDS: tuple[Command, ...] = (
         "what a rule does (TPD001), or why change N / the change at FILE:LINE was made",
     ),
     Command("verify", "/verify", "run the original and the proposal on the emulated device"),
+    Command("fix", "/fix", "ask the LLM to repair what the last /verify found (a proposal)"),
     Command("apply", "/apply", "write the proposal into the repository (asks for approval first)"),
     Command(
         "undo",

@@ -46,6 +46,7 @@ class ChatState(TypedDict, total=False):
     base: dict[str, str]  # original text of each file the proposal changes
     proposal: dict[str, str]  # proposed text of each changed file
     changes: list[dict[str, Any]]
+    edits: list[dict[str, Any]]  # what made the proposal (codemod and LLM edits), for /diff
     undone: list[int]
     # Rule codes the person took back by code ("leave the profiler alone"): a later
     # /migrate proposes their changes already undone.
@@ -227,6 +228,7 @@ def build(runtime: ChatRuntime) -> StateGraph:
             "base": base,
             "proposal": proposal,
             "changes": found,
+            "edits": edits,
             "undone": undone,
             "verification": None,
             "verified": None,
@@ -322,6 +324,54 @@ def build(runtime: ChatRuntime) -> StateGraph:
             "verification": record,
             "verified": digest(overlay),
             "reference": reference,
+        }
+
+    def fix(state: ChatState) -> dict[str, Any]:
+        from .. import rewriter
+        from ..diagnose import diagnose
+
+        overlay = overlay_of(state)
+        v = state.get("verification") or {}
+        if v.get("verdict") != "failed" or state.get("verified") != digest(overlay):
+            emit("text", "Nothing to fix: /fix repairs what /verify found in this proposal.")
+            return {}
+        client = runtime.llm(state.get("llm", "none"))
+        if client is None:
+            emit("text", "/fix needs an LLM: start the session with --llm local or --llm URL.")
+            return {}
+        found = diagnose(v.get("failure") or v.get("target") or {}, state["target"]).to_json()
+        request = rewriter.failure_request(found, v, state["target"])
+        if request is None:
+            emit("text", f"{found['signature']} points at no line of the program: nothing to edit.")
+            return {}
+        emit("progress", f"asking the LLM to repair {request['path']} near line {found['line']}")
+        source = Path(state["source"])
+        repaired, record = rewriter.llm_repair(
+            client, source, overlay, runtime.scratch / "llm", request, max_turns=6, max_tokens=None
+        )
+        usage = client.usage_snapshot().to_json()
+        if repaired == overlay:
+            why = record.get("error") or record.get("summary") or record["status"]
+            emit("text", f"The LLM proposed no change ({record['status']}: {why}).")
+            return {"llm_usage": usage}
+        base = {**state["base"]}
+        base.update({rel: _read(source / rel) or "" for rel in repaired if rel not in base})
+        edits = [*(state.get("edits") or [])]
+        edits += [{**e, "by": "llm", "for": found["signature"]} for e in record["edits"]]
+        found_changes = ch.split(base, repaired, edits)
+        emit("text", f"The LLM proposes: {record.get('summary') or 'an edit'} (/diff, /verify).")
+        if state.get("undone"):
+            emit("text", "Changes you had undone are no longer in the list (they stay out).")
+        _list_changes(found_changes, set())
+        return {
+            "base": base,
+            "proposal": repaired,
+            "changes": found_changes,
+            "edits": edits,
+            "undone": [],
+            "verification": None,
+            "verified": None,
+            "llm_usage": usage,
         }
 
     def apply(state: ChatState) -> dict[str, Any]:
@@ -453,6 +503,7 @@ def build(runtime: ChatRuntime) -> StateGraph:
         "diff": diff_node,
         "explain": explain,
         "verify": verify,
+        "fix": fix,
         "apply": apply,
         "undo": undo,
         "redo": redo,
