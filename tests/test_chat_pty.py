@@ -147,3 +147,21 @@ def test_a_killed_session_resumes_with_its_proposal_and_undo(repo: Path):
     again.say("/quit", expect=r"Session saved", then_prompt=False)
     again.child.expect(pexpect.EOF)
     assert snapshot(repo) == original
+
+
+@pytest.mark.slow
+def test_a_session_killed_while_verifying_finishes_the_verification_on_resume(repo: Path):
+    term = Terminal(spawn(repo, "--llm", "none", "--steps", "3"))
+    session_id = re.search(r"session (\d{8}-\d{6}-[0-9a-f]+)", term.greeting).group(1)
+    term.say("/migrate", expect=r"proposed \d+ changes")
+    term.say("/verify", expect=r"verifying: running the", then_prompt=False)
+    term.child.kill(9)
+    term.child.close()
+    again = spawn(None, "--resume", session_id)
+    again.expect(r"resuming session")
+    again.expect(r"verdict: verified")  # the interrupted command runs again, then the prompt
+    again.expect_exact(PROMPT)
+    again.sendline("/report")
+    again.expect(r"verification\W+verified")
+    again.sendline("/quit")
+    again.expect(pexpect.EOF)
