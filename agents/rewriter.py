@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 SPAN_CONTEXT = 3  # lines either side of a failing line the LLM is shown as its span
 # How far from its span an LLM edit may reach (imports excepted): a construct is one
 # statement; a failure's cause is near the failing line, not across the file.
-WINDOW = {"construct": 2, "failure": 12}
+WINDOW = {"construct": 2, "failure": 12, "instruction": 2}
 
 
 def codemods(

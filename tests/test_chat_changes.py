@@ -62,3 +62,10 @@ def test_any_subset_undone_gives_each_hunk_old_or_new(before, after, data):
         ch.current(base, proposal, found, undone | rest).get("f.py", base["f.py"]) == base["f.py"]
     )
     assert ch.current(base, proposal, found, set()).get("f.py", base["f.py"]) == proposal["f.py"]
+
+
+def test_original_line_numbers_map_onto_the_proposal():
+    before, after = BASE["train.py"], PROPOSAL["train.py"]
+    # 1 import torch (same), 2 x = 1 (one line down), 3 the .cuda() line (changed), 5 too
+    assert [ch.map_line(before, after, n) for n in (1, 2, 3, 4, 5)] == [1, 3, 4, 5, 6]
+    assert after.splitlines()[ch.map_line(before, after, 4) - 1] == "y = 2"

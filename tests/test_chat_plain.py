@@ -150,3 +150,41 @@ def test_fix_asks_the_llm_to_repair_a_failed_verification(tmp_path: Path):
     assert re.search(r"\[\d+\] train\.py:\d+ llm", second)  # the repair is a change of its own
     assert "+    model = Net().to(device)" in second and "Applied to 3 files" in second
     assert "model = Net().to(device)" in (repo / "train.py").read_text()
+
+
+def test_edit_sends_the_lines_a_person_names_and_the_edit_is_a_proposal(tmp_path: Path):
+    """`/edit train.py:54 ...` names the line as on disk; the LLM (scripted) gets that line
+    where the proposal now has it, and its edit is a numbered change, written by nobody."""
+    repo = tmp_path / "repo"
+    shutil.copytree(ROOT / "examples" / "cuda_mnist", repo)
+    original = (repo / "train.py").read_text()
+    assert original.splitlines()[53].strip() == "model = Net().cuda()"
+
+    def bf16(request: dict) -> Content:
+        text = request["messages"][-1]["content"]
+        line = int(re.search(r"File: train\.py, lines (\d+)-\1", text).group(1))
+        assert re.search(rf"^\D*{line}\D.*model = Net\(\)\.to\(device\)$", text, re.MULTILINE)
+        edit = {"start_line": line, "end_line": line}
+        edit["new_code"] = "    model = Net().to(device, dtype=torch.bfloat16)"
+        return Content(json.dumps({"edits": [edit], "summary": "the model in bf16"}))
+
+    lines = ["/migrate", "/edit train.py", "/edit x.py:1 y"]
+    lines += ["/edit train.py:54 keep the model in bf16", "/diff train.py", "/report"]
+    with ScriptedLLM([bf16]) as server:
+        cli = [sys.executable, "-m", "torchport.agents.cli", "chat", str(repo)]
+        done = subprocess.run(
+            [*cli, "--llm", server.base_url],
+            input="\n".join(lines) + "\n",
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+    out = done.stdout
+    assert done.returncode == 0, done.stderr
+    assert "usage: /edit FILE:LINE[-END]" in out and "no file x.py" in out
+    assert len(server.requests) == 1  # only the well-formed /edit reached the model
+    assert "Problem (instruction): keep the model in bf16" in server.bodies[0]
+    assert "The LLM proposes: the model in bf16" in out
+    assert re.search(r"\[\d+\] train\.py:54 llm", out)
+    assert "+    model = Net().to(device, dtype=torch.bfloat16)" in out
+    assert (repo / "train.py").read_text() == original  # a proposal, nothing written

@@ -128,3 +128,15 @@ def at_line(changes: list[dict[str, Any]], path: str | None, line: int) -> dict[
         if (path is None or c["path"] == path) and i1 + 1 <= line <= max(i2, i1 + 1):
             return c
     return None
+
+
+def map_line(before: str, after: str, line: int) -> int:
+    """Where original line ``line`` is in ``after`` (a changed line: where its change starts).
+
+    People cite the numbers their editor shows, and the repository keeps its
+    original text until /apply; the proposal's lines have moved.
+    """
+    for tag, i1, i2, j1, _ in _opcodes(before, after):
+        if i1 < line <= i2:
+            return j1 + (line - i1) if tag == "equal" else j1 + 1
+    return line

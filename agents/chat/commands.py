@@ -24,6 +24,11 @@ COMMANDS: tuple[Command, ...] = (
         "what a rule does (TPD001), or why change N / the change at FILE:LINE was made",
     ),
     Command("verify", "/verify", "run the original and the proposal on the emulated device"),
+    Command(
+        "edit",
+        "/edit FILE:LINE[-END] WHAT",
+        "ask the LLM to change those lines (numbered as on disk) as you say (a proposal)",
+    ),
     Command("fix", "/fix", "ask the LLM to repair what the last /verify found (a proposal)"),
     Command("apply", "/apply", "write the proposal into the repository (asks for approval first)"),
     Command(

@@ -349,30 +349,43 @@ def build(runtime: ChatRuntime) -> StateGraph:
         repaired, record = rewriter.llm_repair(
             client, source, overlay, runtime.scratch / "llm", request, max_turns=6, max_tokens=None
         )
-        usage = client.usage_snapshot().to_json()
-        if repaired == overlay:
-            why = record.get("error") or record.get("summary") or record["status"]
-            emit("text", f"The LLM proposed no change ({record['status']}: {why}).")
-            return {"llm_usage": usage}
-        base = {**state["base"]}
-        base.update({rel: _read(source / rel) or "" for rel in repaired if rel not in base})
-        edits = [*(state.get("edits") or [])]
-        edits += [{**e, "by": "llm", "for": found["signature"]} for e in record["edits"]]
-        found_changes = ch.split(base, repaired, edits)
-        emit("text", f"The LLM proposes: {record.get('summary') or 'an edit'} (/diff, /verify).")
-        if state.get("undone"):
-            emit("text", "Changes you had undone are no longer in the list (they stay out).")
-        _list_changes(found_changes, set())
-        return {
-            "base": base,
-            "proposal": repaired,
-            "changes": found_changes,
-            "edits": edits,
-            "undone": [],
-            "verification": None,
-            "verified": None,
-            "llm_usage": usage,
+        return _adopt(state, client, overlay, repaired, record, found["signature"])
+
+    def edit(state: ChatState) -> dict[str, Any]:
+        from .. import rewriter
+
+        where, _, instruction = state["command"].get("arg", "").strip().partition(" ")
+        path, _, lines = where.rpartition(":")
+        start, _, end = lines.partition("-")
+        if not (path and start.isdigit() and (not end or end.isdigit()) and instruction.strip()):
+            emit("error", "usage: /edit FILE:LINE[-END] what to change (lines as on disk)")
+            return {}
+        source = Path(state["source"])
+        if not (source / path).is_file():
+            emit("error", f"no file {path} in {source}")
+            return {}
+        client = runtime.llm(state.get("llm", "none"))
+        if client is None:
+            emit("text", "/edit needs an LLM: start the session with --llm local or --llm URL.")
+            return {}
+        overlay = overlay_of(state)
+        before = _read(source / path) or ""
+        after = overlay.get(path, before)
+        first = ch.map_line(before, after, int(start))
+        last = ch.map_line(before, after, int(end or start))
+        request = {
+            "kind": "instruction",
+            "target": state["target"],
+            "path": path,
+            "start_line": first,
+            "end_line": max(first, last),
+            "problem": instruction.strip(),
         }
+        emit("progress", f"asking the LLM to change {path} lines {first}-{max(first, last)}")
+        changed, record = rewriter.llm_repair(
+            client, source, overlay, runtime.scratch / "llm", request, max_turns=6, max_tokens=None
+        )
+        return _adopt(state, client, overlay, changed, record, "your request")
 
     def apply(state: ChatState) -> dict[str, Any]:
         overlay = overlay_of(state)
@@ -504,6 +517,7 @@ def build(runtime: ChatRuntime) -> StateGraph:
         "explain": explain,
         "verify": verify,
         "fix": fix,
+        "edit": edit,
         "apply": apply,
         "undo": undo,
         "redo": redo,
@@ -589,6 +603,42 @@ def _toggle(state: ChatState, undo: bool) -> dict[str, Any]:
     if codes and not arg.isdigit():
         kept = kept | codes if undo else kept - codes
     return {"undone": undone, "kept_back": sorted(kept)}
+
+
+def _adopt(
+    state: ChatState,
+    client: Any,
+    overlay: dict[str, str],
+    changed: dict[str, str],
+    record: dict[str, Any],
+    why: str,
+) -> dict[str, Any]:
+    """An LLM edit of the current overlay becomes the new proposal, its hunks numbered anew."""
+    usage = client.usage_snapshot().to_json()
+    if changed == overlay:
+        reason = record.get("error") or record.get("summary") or record["status"]
+        emit("text", f"The LLM proposed no change ({record['status']}: {reason}).")
+        return {"llm_usage": usage}
+    source = Path(state["source"])
+    base = {**state["base"]}
+    base.update({rel: _read(source / rel) or "" for rel in changed if rel not in base})
+    edits = [*(state.get("edits") or [])]
+    edits += [{**e, "by": "llm", "for": why} for e in record["edits"]]
+    found = ch.split(base, changed, edits)
+    emit("text", f"The LLM proposes: {record.get('summary') or 'an edit'} (/diff, /verify).")
+    if state.get("undone"):
+        emit("text", "Changes you had undone are no longer in the list (they stay out).")
+    _list_changes(found, set())
+    return {
+        "base": base,
+        "proposal": changed,
+        "changes": found,
+        "edits": edits,
+        "undone": [],
+        "verification": None,
+        "verified": None,
+        "llm_usage": usage,
+    }
 
 
 def _item_rows(items: list[dict[str, Any]]) -> list[list[Any]]:

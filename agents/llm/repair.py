@@ -65,7 +65,9 @@ LINE_NUMBER = re.compile(r"^\s*\d+\| ?")
 
 @dataclass
 class RepairRequest:
-    kind: str  # "construct" (a catalogue finding marked llm/manual) | "failure" (verifier)
+    # "construct" (a catalogue finding marked llm/manual) | "failure" (verifier) |
+    # "instruction" (a person's request in a chat session, for these lines)
+    kind: str
     target: str  # tpu | neuron | xla | accelerator
     path: str  # workspace-relative file
     start_line: int
