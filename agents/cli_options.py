@@ -3,7 +3,10 @@ their names, defaults and help read the same everywhere."""
 
 from __future__ import annotations
 
+import sys
 from typing import Any
+
+EXIT_ERROR = 2  # every front door: nothing was done (bad input or option)
 
 ISOLATION = ["auto", "bwrap", "docker", "unshare", "process"]
 LLM_FLAGS = "none|local|auto|URL"
@@ -36,6 +39,20 @@ def add_llm(group: Any, default: str, note: str = "") -> None:
         metavar=LLM_FLAGS,
         help=f"{LLM_HELP} (default: {default}{note})",
     )
+
+
+def add_agent_limits(group: Any, per: str) -> None:
+    """--max-iterations and --max-llm-tokens: how far the repair loop may go."""
+    group.add_argument(
+        "--max-iterations", type=int, default=3, help="repair rounds after the first verification"
+    )
+    group.add_argument("--max-llm-tokens", type=int, default=60_000, help=f"LLM token budget {per}")
+
+
+def fail(message: str) -> int:
+    """Say what is wrong on standard error; the exit status for 'nothing was done'."""
+    print(f"torchport: error: {message}", file=sys.stderr)
+    return EXIT_ERROR
 
 
 def budget_settings(args: Any) -> dict[str, Any]:

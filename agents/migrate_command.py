@@ -15,7 +15,7 @@ from typing import Any
 
 from torchport.tools.catalogue import TARGETS, load_catalogue
 
-from .cli_options import add_llm, add_run_budget, budget_settings
+from .cli_options import add_agent_limits, add_llm, add_run_budget, budget_settings, fail
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
@@ -97,14 +97,9 @@ def add_parser(sub: Any) -> None:
         "--entry", metavar="CMD", help='how to run the program, e.g. "python train.py --lr 0.1"'
     )
     add_run_budget(verify)
-    verify.add_argument(
-        "--max-iterations", type=int, default=3, help="repair rounds after the first verification"
-    )
     agent = m.add_argument_group("agents")
     add_llm(agent, "auto")
-    agent.add_argument(
-        "--max-llm-tokens", type=int, default=60_000, help="LLM token budget for the run"
-    )
+    add_agent_limits(agent, "for the run")
     agent.add_argument("--resume", metavar="RUN_ID", help="continue a killed run")
     m.add_argument("--format", "-f", choices=["text", "json"], default="text")
     m.add_argument(
@@ -136,11 +131,6 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def _error(message: str) -> int:
-    print(f"torchport: error: {message}", file=sys.stderr)
-    return EXIT_ERROR
-
-
 def run(args: argparse.Namespace) -> int:
     from torchport.tools.migrate import MigrateError, check_options  # codemods: ~0.3 s
 
@@ -159,9 +149,9 @@ def run(args: argparse.Namespace) -> int:
             final = graph.resume(runtime)
         else:
             if not args.path or not args.target:
-                return _error("migrate needs PATH and --target (or --resume RUN_ID)")
+                return fail("migrate needs PATH and --target (or --resume RUN_ID)")
             if args.rules and not load_catalogue().select(args.rules.split(",")):
-                return _error(f"--rules {args.rules!r} matches no rule (see `torchport rules`)")
+                return fail(f"--rules {args.rules!r} matches no rule (see `torchport rules`)")
             settings = _settings(args)
             check_options(Path(settings["source"]), options_of(settings))
             run_id = runs.new_run_id()
@@ -169,9 +159,9 @@ def run(args: argparse.Namespace) -> int:
             say(f"run {run_id} (resume with: torchport migrate --resume {run_id})")
             final = graph.start(settings, graph.Runtime(run_id, say, llm_factory(say)))
     except (MigrateError, graph.GraphError, LLMSetupError) as exc:
-        return _error(str(exc))
+        return fail(str(exc))
     except OSError as exc:
-        return _error(f"cannot write the migration: {exc}")
+        return fail(f"cannot write the migration: {exc}")
     return _print(args, final, migration_result, verification_record)
 
 

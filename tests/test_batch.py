@@ -11,11 +11,11 @@ import re
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
+from cli_process import cli_process
 from torchport.agents.batch.sources import Source, SourcesError, read_sources
 from torchport.agents.cli import main
 
@@ -36,14 +36,7 @@ FAST = ["--steps", "1", "--llm", "none"]
 
 def batch_process(*args: str, env: dict[str, str]) -> subprocess.Popen:
     """The CLI in its own session, so a test can kill it and every job it started."""
-    return subprocess.Popen(
-        [sys.executable, "-m", "torchport.agents.cli", "batch", *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-        start_new_session=True,
-    )
+    return cli_process("batch", *args, env=env)
 
 
 def git(cwd: Path, *args: str) -> str:

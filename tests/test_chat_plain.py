@@ -22,9 +22,26 @@ ROOT = Path(__file__).resolve().parents[1]
 SECRET = "sk-test-0123456789abcdef"
 
 
-def test_plain_words_become_commands_and_apply_still_asks(tmp_path: Path):
+def chat(*args: str, lines: list[str] = (), env: dict | None = None, timeout: float = 300):
+    """`torchport chat ARGS` with ``lines`` typed on its standard input (not a terminal)."""
+    return subprocess.run(
+        [sys.executable, "-m", "torchport.agents.cli", "chat", *args],
+        input="".join(f"{line}\n" for line in lines),
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout,
+    )
+
+
+def cuda_mnist(tmp_path: Path) -> Path:
     repo = tmp_path / "repo"
     shutil.copytree(ROOT / "examples" / "cuda_mnist", repo)
+    return repo
+
+
+def test_plain_words_become_commands_and_apply_still_asks(tmp_path: Path):
+    repo = cuda_mnist(tmp_path)
     before = {p.name: p.read_bytes() for p in repo.iterdir() if p.is_file()}
     script = [
         Content('{"command": "/diff data.py"}'),
@@ -43,15 +60,7 @@ def test_plain_words_become_commands_and_apply_still_asks(tmp_path: Path):
     ]
     env = {**os.environ, "TORCHPORT_LLM_API_KEY": SECRET}
     with ScriptedLLM(script) as server:
-        cli = [sys.executable, "-m", "torchport.agents.cli", "chat", str(repo)]
-        done = subprocess.run(
-            [*cli, "--llm", server.base_url],
-            input="\n".join(lines) + "\n",
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=300,
-        )
+        done = chat(str(repo), "--llm", server.base_url, lines=lines, env=env)
     out = done.stdout
     assert done.returncode == 0, done.stderr
     assert "\x1b[" not in out  # not a terminal: no escape codes
@@ -67,15 +76,8 @@ def test_plain_words_become_commands_and_apply_still_asks(tmp_path: Path):
 
 
 def test_without_an_llm_plain_words_get_a_clear_answer(tmp_path: Path):
-    repo = tmp_path / "repo"
-    shutil.copytree(ROOT / "examples" / "cuda_mnist", repo)
-    done = subprocess.run(
-        [sys.executable, "-m", "torchport.agents.cli", "chat", str(repo), "--llm", "none"],
-        input="port this please\n/nonsense\n/target cuda\n/undo 1\n",  # then end of input
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    lines = ["port this please", "/nonsense", "/target cuda", "/undo 1"]  # then end of input
+    done = chat(str(cuda_mnist(tmp_path)), "--llm", "none", lines=lines)
     assert done.returncode == 0, done.stderr
     assert "No LLM is configured" in done.stdout
     assert "error: unknown command /nonsense" in done.stdout and "/verify" in done.stdout
@@ -85,10 +87,6 @@ def test_without_an_llm_plain_words_get_a_clear_answer(tmp_path: Path):
 
 
 def test_bad_arguments_are_clear_errors(tmp_path: Path):
-    def chat(*args: str) -> subprocess.CompletedProcess:
-        cmd = [sys.executable, "-m", "torchport.agents.cli", "chat", *args]
-        return subprocess.run(cmd, capture_output=True, text=True, timeout=60)
-
     missing = chat(str(tmp_path / "nope"))
     assert missing.returncode == 2 and "not a folder" in missing.stderr
     unknown = chat("--resume", "19990101-000000-abcdef")
@@ -96,16 +94,8 @@ def test_bad_arguments_are_clear_errors(tmp_path: Path):
 
 
 def test_a_rule_taken_back_stays_back_on_the_next_migrate(tmp_path: Path):
-    repo = tmp_path / "repo"
-    shutil.copytree(ROOT / "examples" / "cuda_mnist", repo)
     lines = ["/migrate", "/undo TPT002", "/migrate", "/redo TPT002", "/redo 2", "/report"]
-    done = subprocess.run(
-        [sys.executable, "-m", "torchport.agents.cli", "chat", str(repo), "--llm", "none"],
-        input="\n".join(lines) + "\n",
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    done = chat(str(cuda_mnist(tmp_path)), "--llm", "none", lines=lines)
     out = done.stdout
     assert done.returncode == 0, done.stderr
     first, second = out.split("/redo to add")[0], out.split("/redo to add")[1]
@@ -119,8 +109,7 @@ def test_fix_asks_the_llm_to_repair_a_failed_verification(tmp_path: Path):
     """An undone `.cuda()` fails on the emulated tpu; /fix sends that failure to the LLM
     (scripted here: it answers with the edit a good model would make) and the repaired
     proposal verifies; only /apply writes it."""
-    repo = tmp_path / "repo"
-    shutil.copytree(ROOT / "examples" / "cuda_mnist", repo)
+    repo = cuda_mnist(tmp_path)
 
     def repair(request: dict) -> Content:
         text = request["messages"][-1]["content"]
@@ -133,14 +122,7 @@ def test_fix_asks_the_llm_to_repair_a_failed_verification(tmp_path: Path):
     lines = ["/migrate", "/undo 9", "/verify", "/fix", "/verify", "/diff train.py"]
     lines += ["/apply", "y"]
     with ScriptedLLM([repair]) as server:
-        cli = [sys.executable, "-m", "torchport.agents.cli", "chat", str(repo)]
-        done = subprocess.run(
-            [*cli, "--llm", server.base_url, "--steps", "2"],
-            input="\n".join(lines) + "\n",
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
+        done = chat(str(repo), "--llm", server.base_url, "--steps", "2", lines=lines, timeout=600)
     out = done.stdout
     assert done.returncode == 0, done.stderr
     first, second = out.split("The LLM proposes: move the model to `device`")
@@ -155,8 +137,7 @@ def test_fix_asks_the_llm_to_repair_a_failed_verification(tmp_path: Path):
 def test_edit_sends_the_lines_a_person_names_and_the_edit_is_a_proposal(tmp_path: Path):
     """`/edit train.py:54 ...` names the line as on disk; the LLM (scripted) gets that line
     where the proposal now has it, and its edit is a numbered change, written by nobody."""
-    repo = tmp_path / "repo"
-    shutil.copytree(ROOT / "examples" / "cuda_mnist", repo)
+    repo = cuda_mnist(tmp_path)
     original = (repo / "train.py").read_text()
     assert original.splitlines()[53].strip() == "model = Net().cuda()"
 
@@ -171,14 +152,7 @@ def test_edit_sends_the_lines_a_person_names_and_the_edit_is_a_proposal(tmp_path
     lines = ["/migrate", "/edit train.py", "/edit x.py:1 y"]
     lines += ["/edit train.py:54 keep the model in bf16", "/diff train.py", "/report"]
     with ScriptedLLM([bf16]) as server:
-        cli = [sys.executable, "-m", "torchport.agents.cli", "chat", str(repo)]
-        done = subprocess.run(
-            [*cli, "--llm", server.base_url],
-            input="\n".join(lines) + "\n",
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
+        done = chat(str(repo), "--llm", server.base_url, lines=lines)
     out = done.stdout
     assert done.returncode == 0, done.stderr
     assert "usage: /edit FILE:LINE[-END]" in out and "no file x.py" in out

@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import argparse
 import signal
-import sys
 from pathlib import Path
 from typing import Any
 
 from torchport.tools.catalogue import TARGETS
 
-from ..cli_options import add_llm, add_run_budget, budget_settings
+from ..cli_options import add_agent_limits, add_llm, add_run_budget, budget_settings, fail
 
 EXIT_VERIFIED, EXIT_NOT_ALL, EXIT_ERROR = 0, 1, 2
 
@@ -93,14 +92,9 @@ def add_parser(sub: Any) -> None:
         "--no-verify", action="store_true", help="skip running the programs; codemods only"
     )
     add_run_budget(verify)
-    verify.add_argument(
-        "--max-iterations", type=int, default=3, help="repair rounds after the first verification"
-    )
     agent = b.add_argument_group("agents")
     add_llm(agent, "none", "; rules only, reproducible and cheap; local starts one model per job")
-    agent.add_argument(
-        "--max-llm-tokens", type=int, default=60_000, help="LLM token budget per repository"
-    )
+    add_agent_limits(agent, "per repository")
     b.add_argument("--quiet", "-q", action="store_true", help="no progress on standard error")
     b.set_defaults(func=run)
 
@@ -114,11 +108,6 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
         "max_llm_tokens": args.max_llm_tokens,
         "llm": args.llm,
     }
-
-
-def _error(message: str) -> int:
-    print(f"torchport: error: {message}", file=sys.stderr)
-    return EXIT_ERROR
 
 
 def _terminate(signum: int, frame: Any) -> None:
@@ -137,11 +126,11 @@ def run(args: argparse.Namespace) -> int:
 
     for flag, value in (("--jobs", args.jobs), ("--steps", args.steps), ("--memory", args.memory)):
         if value < 1:
-            return _error(f"{flag} must be at least 1")
+            return fail(f"{flag} must be at least 1")
     try:
         resolve(args.llm, os.environ)  # a bad --llm fails here, not in every job
     except LLMConfigError as exc:
-        return _error(str(exc))
+        return fail(str(exc))
     out = Path(args.out).expanduser().resolve()
     # `kill PID` (a scheduler's stop) unwinds like Ctrl-C: the running jobs are stopped
     previous = signal.signal(signal.SIGTERM, _terminate)
@@ -150,9 +139,9 @@ def run(args: argparse.Namespace) -> int:
         executor = make_executor(args.executor, args.jobs, args.ray_address)
         summary = run_batch(sources, out, _settings(args), executor, quiet=args.quiet)
     except (SourcesError, ExecutorError, StoreError) as exc:
-        return _error(str(exc))
+        return fail(str(exc))
     except OSError as exc:
-        return _error(f"cannot use {out}: {exc}")
+        return fail(f"cannot use {out}: {exc}")
     finally:
         signal.signal(signal.SIGTERM, previous)
     good = "verified" if not args.no_verify else "not verified"

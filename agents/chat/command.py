@@ -14,7 +14,7 @@ from typing import Any
 
 from torchport.tools.catalogue import TARGETS
 
-from ..cli_options import add_llm, add_run_budget, budget_settings
+from ..cli_options import add_llm, add_run_budget, budget_settings, fail
 
 EXIT_OK, EXIT_INTERRUPTED, EXIT_ERROR = 0, 130, 2
 PROMPT = "torchport> "
@@ -55,11 +55,6 @@ def add_parser(sub: Any) -> None:
     c.set_defaults(func=run)
 
 
-def _error(message: str) -> int:
-    print(f"torchport: error: {message}", file=sys.stderr)
-    return EXIT_ERROR
-
-
 def run(args: argparse.Namespace) -> int:
     from langgraph.checkpoint.sqlite import SqliteSaver
     from langgraph.types import Command
@@ -78,10 +73,10 @@ def run(args: argparse.Namespace) -> int:
         session_id = args.resume
     else:
         if not args.path:
-            return _error("chat needs PATH (or --resume SESSION)")
+            return fail("chat needs PATH (or --resume SESSION)")
         source = Path(args.path).resolve()
         if not source.is_dir():
-            return _error(f"{args.path}: not a folder")
+            return fail(f"{args.path}: not a folder")
         session_id = runs.new_run_id()
     config = {"configurable": {"thread_id": f"chat-{session_id}"}, "recursion_limit": 200}
     runtime = session.ChatRuntime(session_id, llm_factory(say))
@@ -92,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
         pending = None
         if args.resume:
             if not snapshot.values:
-                return _error(f"no chat session {session_id!r} in {runs.checkpoint_db()}")
+                return fail(f"no chat session {session_id!r} in {runs.checkpoint_db()}")
             pending = _pending(snapshot)
             payload = None if snapshot.next else {"command": {"name": "none"}}
             renderer.show({"kind": "text", "text": f"resuming session {session_id}"})
@@ -116,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
             return EXIT_INTERRUPTED
         except LLMSetupError as exc:
             renderer.progress_done()
-            return _error(f"{exc} (resume with: torchport chat --resume {session_id} --llm none)")
+            return fail(f"{exc} (resume with: torchport chat --resume {session_id} --llm none)")
 
 
 def _drive(app: Any, payload: Any, config: dict[str, Any], renderer: Any) -> dict | None:
