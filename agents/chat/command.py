@@ -63,6 +63,7 @@ def run(args: argparse.Namespace) -> int:
     from ..llm_runtime import LLMSetupError, llm_factory
     from . import session
     from .render import renderer_for
+    from .state import ChatRuntime, new_state
 
     renderer = renderer_for(plain=args.plain)
 
@@ -79,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
             return fail(f"{args.path}: not a folder")
         session_id = runs.new_run_id()
     config = {"configurable": {"thread_id": f"chat-{session_id}"}, "recursion_limit": 200}
-    runtime = session.ChatRuntime(session_id, llm_factory(say))
+    runtime = ChatRuntime(session_id, llm_factory(say))
     with SqliteSaver.from_conn_string(str(runs.checkpoint_db())) as saver:
         app = session.build(runtime).compile(checkpointer=saver)
         snapshot = app.get_state(config)
@@ -93,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
             renderer.show({"kind": "text", "text": f"resuming session {session_id}"})
         else:
             budget = budget_settings(args)
-            payload = session.new_state(session_id, source, args.target, args.llm, budget)
+            payload = new_state(session_id, source, args.target, args.llm, budget)
         try:
             while True:
                 if pending is None:

@@ -1,0 +1,351 @@
+"""The commands that make, change, check or write the proposal: /migrate /undo /redo
+/target /verify /fix /edit /apply. Only ``apply`` writes to the repository, and only
+after the person's yes (a langgraph interrupt)."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+from langgraph.types import interrupt
+from torchport.tools.catalogue import TARGETS
+
+from .. import runs, verifier
+from ..workspace import materialize
+from . import changes as ch
+from .events import emit, progress, table
+from .state import ChatRuntime, ChatState, digest, overlay_of
+from .views import list_changes, made_by, plan_of, where
+
+YES = ("y", "yes")
+
+
+def migrate_node(state: ChatState, chat: ChatRuntime) -> dict[str, Any]:
+    from .. import graph
+    from ..deliver import migration_result
+
+    settings = {
+        **graph.DEFAULTS,
+        "source": state["source"],
+        "target": state["target"],
+        "verify": False,  # /verify is its own step here
+        "dry_run": True,
+        "llm": state.get("llm", "none"),
+        "run_id": f"chat-{state['session_id']}",
+    }
+
+    inner = graph.Runtime(settings["run_id"], progress(), lambda s: chat.llm(s["llm"]))
+    final = graph.build(inner).compile(checkpointer=False).invoke({"settings": settings})
+    proposal = final.get("overlay") or {}
+    source = Path(state["source"])
+    base = {rel: (source / rel).read_text(encoding="utf-8") for rel in proposal}
+    result = migration_result(final)
+    edits = [dataclasses.asdict(e) for e in result.edits]
+    edits += [{**e, "by": "llm"} for e in final.get("agent_edits") or []]
+    found = ch.split(base, proposal, edits)
+    by_llm = sum(1 for c in found if c["by"] == "llm")
+    emit(
+        "text",
+        f"proposed {len(found)} changes in {len(proposal)} files "
+        f"({by_llm} by the LLM); {len(result.left_for_humans)} constructs left for you "
+        "(/plan). Nothing is written until /apply.",
+    )
+    kept = set(state.get("kept_back") or [])
+    undone = [c["id"] for c in found if set(c.get("rules") or []) & kept]
+    if undone:
+        emit("text", f"left undone as you asked ({', '.join(sorted(kept))}): /redo to add")
+    list_changes(found, set(undone))
+    return {
+        "plan": final.get("plan"),
+        "base": base,
+        "proposal": proposal,
+        "changes": found,
+        "edits": edits,
+        "undone": undone,
+        "verification": None,
+        "verified": None,
+        "llm_usage": final.get("llm_usage") or state.get("llm_usage") or {},
+    }
+
+
+def undo(state: ChatState, chat: ChatRuntime) -> dict[str, Any]:
+    return _toggle(state, undo=True)
+
+
+def redo(state: ChatState, chat: ChatRuntime) -> dict[str, Any]:
+    return _toggle(state, undo=False)
+
+
+def target(state: ChatState, chat: ChatRuntime) -> dict[str, Any]:
+    arg = state["command"].get("arg", "").strip()
+    if not arg:
+        emit("text", f"target: {state['target']} (choices: {', '.join(TARGETS)})")
+        return {}
+    if arg not in TARGETS:
+        emit("error", f"unknown target {arg!r}; choose from {', '.join(TARGETS)}")
+        return {}
+    dropped = " The proposal was dropped: /migrate again." if state.get("changes") else ""
+    emit("text", f"target is now {arg}.{dropped}")
+    return {
+        "target": arg,
+        "plan": None,
+        "base": {},
+        "proposal": {},
+        "changes": [],
+        "undone": [],
+        "verification": None,
+        "verified": None,
+    }
+
+
+def verify(state: ChatState, chat: ChatRuntime) -> dict[str, Any]:
+    overlay = overlay_of(state)
+    if not state.get("changes"):
+        emit("text", "Nothing proposed yet: /migrate first.")
+        return {}
+    p = state.get("plan") or plan_of(state)
+    if p.get("not_runnable"):
+        emit("text", f"not-runnable: {p['not_runnable']}")
+        return {"plan": p}
+    b = state.get("budget") or {}
+    budget = verifier.Budget(
+        steps=b.get("steps", 5),
+        forwards=b.get("steps", 5),
+        timeout_s=b.get("timeout_s", 300.0),
+        memory_mb=b.get("memory_mb", 4096),
+        isolation=b.get("isolation", "auto"),
+    )
+    source = Path(state["source"])
+    work = materialize(source, overlay, chat.scratch / "work")
+    v, reference = verifier.verify_tree(
+        source,
+        work,
+        p["entry"],
+        state["target"],
+        budget,
+        runs.home() / "references",
+        reference=state.get("reference"),
+        say=progress(),
+    )
+    record = v.to_json()
+    emit("text", f"verdict: {v.verdict} — {v.reason}")
+    if v.verdict == "failed":
+        _diagnose(record, state["target"])
+    per_step = (record.get("parity") or {}).get("per_step") or []
+    if per_step:
+        rows = [[s["step"], f"{s['reference']:.6g}", f"{s['target']:.6g}"] for s in per_step]
+        table("losses", ["step", "original (shim)", "migrated (emulated)"], rows)
+    return {
+        "plan": p,
+        "verification": record,
+        "verified": digest(overlay),
+        "reference": reference,
+    }
+
+
+def fix(state: ChatState, chat: ChatRuntime) -> dict[str, Any]:
+    from .. import rewriter
+    from ..diagnose import diagnose
+
+    overlay = overlay_of(state)
+    v = state.get("verification") or {}
+    if v.get("verdict") != "failed" or state.get("verified") != digest(overlay):
+        emit("text", "Nothing to fix: /fix repairs what /verify found in this proposal.")
+        return {}
+    client = chat.llm(state.get("llm", "none"))
+    if client is None:
+        emit("text", "/fix needs an LLM: start the session with --llm local or --llm URL.")
+        return {}
+    found = diagnose(v.get("failure") or v.get("target") or {}, state["target"]).to_json()
+    request = rewriter.failure_request(found, v, state["target"])
+    if request is None:
+        emit("text", f"{found['signature']} points at no line of the program: nothing to edit.")
+        return {}
+    emit("progress", f"asking the LLM to repair {request['path']} near line {found['line']}")
+    source = Path(state["source"])
+    repaired, record = rewriter.llm_repair(
+        client, source, overlay, chat.scratch / "llm", request, max_turns=6, max_tokens=None
+    )
+    return _adopt(state, client, overlay, repaired, record, found["signature"])
+
+
+def edit(state: ChatState, chat: ChatRuntime) -> dict[str, Any]:
+    from .. import rewriter
+
+    where, _, instruction = state["command"].get("arg", "").strip().partition(" ")
+    path, _, lines = where.rpartition(":")
+    start, _, end = lines.partition("-")
+    if not (path and start.isdigit() and (not end or end.isdigit()) and instruction.strip()):
+        emit("error", "usage: /edit FILE:LINE[-END] what to change (lines as on disk)")
+        return {}
+    source = Path(state["source"])
+    if not (source / path).is_file():
+        emit("error", f"no file {path} in {source}")
+        return {}
+    client = chat.llm(state.get("llm", "none"))
+    if client is None:
+        emit("text", "/edit needs an LLM: start the session with --llm local or --llm URL.")
+        return {}
+    overlay = overlay_of(state)
+    before = _read(source / path) or ""
+    after = overlay.get(path, before)
+    first = ch.map_line(before, after, int(start))
+    last = ch.map_line(before, after, int(end or start))
+    request = {
+        "kind": "instruction",
+        "target": state["target"],
+        "path": path,
+        "start_line": first,
+        "end_line": max(first, last),
+        "problem": instruction.strip(),
+    }
+    emit("progress", f"asking the LLM to change {path} lines {first}-{max(first, last)}")
+    changed, record = rewriter.llm_repair(
+        client, source, overlay, chat.scratch / "llm", request, max_turns=6, max_tokens=None
+    )
+    return _adopt(state, client, overlay, changed, record, "your request")
+
+
+def apply(state: ChatState, chat: ChatRuntime) -> dict[str, Any]:
+    overlay = overlay_of(state)
+    if not overlay:
+        emit("text", "Nothing to apply.")
+        return {}
+    source = Path(state["source"])
+    stale = [
+        rel for rel in overlay if _read(source / rel) not in (state["base"].get(rel), overlay[rel])
+    ]
+    if stale:
+        emit("error", f"changed on disk since /migrate: {', '.join(stale)}; /migrate again")
+        return {}
+    v = state.get("verification") or {}
+    status = (
+        v.get("verdict", "not verified")
+        if state.get("verified") == digest(overlay)
+        else "not verified since the last change"
+    )
+    active = len(state["changes"]) - len(state.get("undone") or [])
+    question = (
+        f"Write {active} changes to {len(overlay)} files in {source} "
+        f"({', '.join(sorted(overlay))}); verification: {status}. Apply? [y/N] "
+    )
+    answer = interrupt({"kind": "confirm", "question": question})
+    if str(answer).strip().lower() not in YES:
+        emit("text", "Not applied; the proposal is kept.")
+        return {}
+    applied = list(state.get("applied") or [])
+    backup = chat.scratch / f"backup-{len(applied) + 1}"
+    from torchport.tools.migrate import atomic_write
+
+    for rel, text in sorted(overlay.items()):
+        target = source / rel
+        saved = backup / rel
+        saved.parent.mkdir(parents=True, exist_ok=True)
+        saved.write_text(state["base"][rel], encoding="utf-8")
+        atomic_write(target, text)
+    emit("text", f"Applied to {len(overlay)} files; the originals are in {backup}.")
+    applied.append({"files": sorted(overlay), "backup": str(backup), "status": status})
+    return {
+        "applied": applied,
+        "base": {},
+        "proposal": {},
+        "changes": [],
+        "undone": [],
+    }
+
+
+def _diagnose(record: dict[str, Any], target: str) -> None:
+    """What the failure means, from the signatures the repair loop uses too."""
+    from ..diagnose import diagnose
+
+    found = diagnose(record.get("failure") or record.get("target") or {}, target)
+    where = f" at {found.file}:{found.line}" if found.file else ""
+    emit("text", f"diagnosis: {found.signature}{where}: {found.cause}")
+    if found.hint:
+        emit("text", f"what to do: {found.hint}")
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError:
+        return None
+
+
+def _toggle(state: ChatState, undo: bool) -> dict[str, Any]:
+    """/undo and /redo: take changes back or put them back; by rule code, remember it."""
+    verb = "undo" if undo else "redo"
+    changes = state.get("changes") or []
+    arg = state["command"].get("arg", "").strip()
+    if not changes:
+        emit("text", f"Nothing proposed: nothing to {verb}.")
+        return {}
+    if not arg:
+        emit("text", f"Which? /{verb} N (see /diff), /{verb} CODE, /{verb} FILE or /{verb} all")
+        return {}
+    chosen = _select(changes, arg)
+    if not chosen:
+        emit("error", f"no change matches {arg!r}")
+        return {}
+    ids = {c["id"] for c in chosen}
+    was = set(state.get("undone") or [])
+    undone = sorted(was | ids) if undo else sorted(was - ids)
+    moved = [c for c in chosen if (c["id"] in was) != undo]
+    if not moved:
+        emit("text", f"already {'undone' if undo else 'proposed'}: nothing to {verb}")
+    for c in moved:
+        emit("text", f"{'undone' if undo else 'redone'} [{c['id']}] {where(c)} {made_by(c)}")
+    kept = set(state.get("kept_back") or [])
+    codes = {r for c in chosen for r in c.get("rules") or [] if r.startswith(arg.upper())}
+    if codes and not arg.isdigit():
+        kept = kept | codes if undo else kept - codes
+    return {"undone": undone, "kept_back": sorted(kept)}
+
+
+def _adopt(
+    state: ChatState,
+    client: Any,
+    overlay: dict[str, str],
+    changed: dict[str, str],
+    record: dict[str, Any],
+    why: str,
+) -> dict[str, Any]:
+    """An LLM edit of the current overlay becomes the new proposal, its hunks numbered anew."""
+    usage = client.usage_snapshot().to_json()
+    if changed == overlay:
+        reason = record.get("error") or record.get("summary") or record["status"]
+        emit("text", f"The LLM proposed no change ({record['status']}: {reason}).")
+        return {"llm_usage": usage}
+    source = Path(state["source"])
+    base = {**state["base"]}
+    base.update({rel: _read(source / rel) or "" for rel in changed if rel not in base})
+    edits = [*(state.get("edits") or [])]
+    edits += [{**e, "by": "llm", "for": why} for e in record["edits"]]
+    found = ch.split(base, changed, edits)
+    emit("text", f"The LLM proposes: {record.get('summary') or 'an edit'} (/diff, /verify).")
+    if state.get("undone"):
+        emit("text", "Changes you had undone are no longer in the list (they stay out).")
+    list_changes(found, set())
+    return {
+        "base": base,
+        "proposal": changed,
+        "changes": found,
+        "edits": edits,
+        "undone": [],
+        "verification": None,
+        "verified": None,
+        "llm_usage": usage,
+    }
+
+
+def _select(changes: list[dict[str, Any]], arg: str) -> list[dict[str, Any]]:
+    """``all``, ids (``3`` or ``3 5``), a rule code or prefix, or a file path."""
+    if arg == "all":
+        return list(changes)
+    words = arg.replace(",", " ").split()
+    if words and all(w.isdigit() for w in words):
+        ids = {int(w) for w in words}
+        return [c for c in changes if c["id"] in ids]
+    by_rule = [c for c in changes if any(r.startswith(arg.upper()) for r in c.get("rules") or [])]
+    return by_rule or [c for c in changes if c["path"] == arg]

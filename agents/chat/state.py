@@ -1,0 +1,89 @@
+"""A chat session's state (checkpointed after every command) and what it cannot hold."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypedDict
+
+from .. import runs
+from . import changes as ch
+
+
+class ChatState(TypedDict, total=False):
+    session_id: str
+    source: str
+    target: str
+    llm: str
+    budget: dict[str, Any]  # steps, timeout_s, memory_mb, isolation
+    command: dict[str, str]  # the latest, parsed
+    plan: dict[str, Any] | None
+    base: dict[str, str]  # original text of each file the proposal changes
+    proposal: dict[str, str]  # proposed text of each changed file
+    changes: list[dict[str, Any]]
+    edits: list[dict[str, Any]]  # what made the proposal (codemod and LLM edits), for /diff
+    undone: list[int]
+    # Rule codes the person took back by code ("leave the profiler alone"): a later
+    # /migrate proposes their changes already undone.
+    kept_back: list[str]
+    verification: dict[str, Any] | None
+    verified: str | None  # digest of the overlay the verification is about
+    reference: dict[str, Any] | None  # the original's run (target independent)
+    applied: list[dict[str, Any]]
+    llm_usage: dict[str, Any]
+
+
+@dataclass
+class ChatRuntime:
+    """What the session needs but its checkpoint cannot hold: the LLM client."""
+
+    session_id: str
+    llm_factory: Callable[[dict[str, Any]], Any] | None = None
+    _client: Any = field(default=None, repr=False)
+    _resolved: bool = False
+
+    def llm(self, flag: str) -> Any:
+        if not self._resolved:
+            self._resolved = True
+            if self.llm_factory is not None and flag != "none":
+                self._client = self.llm_factory({"llm": flag})
+        return self._client
+
+    @property
+    def scratch(self) -> Path:
+        return runs.run_dir(f"chat-{self.session_id}")
+
+
+def overlay_of(state: ChatState) -> dict[str, str]:
+    return ch.current(
+        state.get("base") or {},
+        state.get("proposal") or {},
+        state.get("changes") or [],
+        set(state.get("undone") or []),
+    )
+
+
+def digest(overlay: dict[str, str]) -> str:
+    """Which proposal a verification is about: stale once the proposal changes."""
+    return hashlib.sha256(json.dumps(overlay, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def new_state(
+    session_id: str, source: Path, target: str, llm: str, budget: dict[str, Any]
+) -> ChatState:
+    return {
+        "session_id": session_id,
+        "source": str(source),
+        "target": target,
+        "llm": llm,
+        "budget": budget,
+        "command": {"name": "none"},
+        "changes": [],
+        "undone": [],
+        "kept_back": [],
+        "applied": [],
+        "llm_usage": {},
+    }

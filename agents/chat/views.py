@@ -1,0 +1,174 @@
+"""The commands that show the session and change neither it nor the repository: /scan
+/plan /diff /explain /report (which also saves the proposal as a patch in the session's
+folder) /help /quit."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from torchport.tools.catalogue import load_catalogue
+from torchport.tools.scanner import ScanOptions, scan
+
+from ..planner import make_plan
+from . import changes as ch
+from .commands import help_rows
+from .events import emit, table
+from .state import ChatRuntime, ChatState, digest, overlay_of
+
+
+def scan_node(state: ChatState, chat: ChatRuntime) -> dict[str, Any]:
+    found = scan(Path(state["source"]), ScanOptions(target=state["target"])).findings
+    rows = [
+        [f.rule, f"{f.path}:{f.line}", f.fix[state["target"]]["kind"], f.message] for f in found
+    ]
+    table(f"{len(found)} constructs for {state['target']}", ["rule", "where", "fix", ""], rows)
+    return {}
+
+
+def plan_node(state: ChatState, chat: ChatRuntime) -> dict[str, Any]:
+    p = plan_of(state)
+    entry = " ".join(p["entry"]) if p.get("entry") else f"not runnable: {p['not_runnable']}"
+    emit("text", f"run as: {entry} ({p.get('entry_reason', '')})")
+    emit(
+        "text",
+        f"{p['auto']} automatic fixes, {len(p['llm'])} for an LLM, {len(p['manual'])} for you",
+    )
+    rows = _item_rows([*p["llm"], *p["manual"]])
+    if rows:
+        table("not automatic", ["rule", "where", "what to do"], rows)
+    return {"plan": p}
+
+
+def plan_of(state: ChatState) -> dict[str, Any]:
+    source = Path(state["source"])
+    found = scan(source, ScanOptions(target=state["target"]))
+    return make_plan(source, found, state["target"]).to_json()
+
+
+def diff_node(state: ChatState, chat: ChatRuntime) -> dict[str, Any]:
+    changes = state.get("changes") or []
+    if not changes:
+        emit("text", "Nothing proposed yet: /migrate first.")
+        return {}
+    path = state["command"].get("arg") or None
+    if path and path not in (state.get("proposal") or {}):
+        emit("error", f"no proposed change in {path}; changed: {', '.join(state['proposal'])}")
+        return {}
+    undone = set(state.get("undone") or [])
+    for c in changes:
+        if path and c["path"] != path:
+            continue
+        status = " (undone)" if c["id"] in undone else ""
+        emit("text", f"[{c['id']}] {where(c)} {made_by(c)}{status}")
+        if not status:
+            emit("diff", ch.hunk(state["base"], state["proposal"], c))
+    return {}
+
+
+def explain(state: ChatState, chat: ChatRuntime) -> dict[str, Any]:
+    arg = state["command"].get("arg", "").strip()
+    rule = load_catalogue().get(arg.upper()) if arg else None
+    if rule is not None:
+        fix = rule.fixes.get(state["target"])
+        emit("text", f"{rule.code} {rule.title}: {rule.message}")
+        if fix is not None:
+            emit("text", f"for {state['target']}: {fix.kind} — {fix.hint}")
+        if rule.doc:
+            emit("text", rule.doc.strip())
+        return {}
+    change = _find_change(state, arg)
+    if change is None:
+        emit("error", "explain what? /explain TPD001, /explain 3 or /explain train.py:40")
+        return {}
+    emit("text", f"[{change['id']}] {where(change)} {made_by(change)}")
+    emit("diff", ch.hunk(state["base"], state["proposal"], change))
+    catalogue = load_catalogue()
+    for code in change.get("rules") or []:
+        r = catalogue.get(code)
+        if r is not None:
+            emit("text", f"{r.code}: {r.title} (/explain {r.code} for the rule's doc)")
+    for reason in dict.fromkeys(change.get("reasons") or []):
+        emit("text", f"why: {reason}")
+    if change["by"] == "supporting":
+        emit("text", "why: an import added or dropped because of the other changes here")
+    return {}
+
+
+def report(state: ChatState, chat: ChatRuntime) -> dict[str, Any]:
+    changes = state.get("changes") or []
+    undone = state.get("undone") or []
+    overlay = overlay_of(state)
+    v = state.get("verification") or {}
+    fresh = state.get("verified") == digest(overlay) and v
+    usage = state.get("llm_usage") or {}
+    rows = [
+        ["repository", state["source"]],
+        ["target", state["target"]],
+        ["changes", f"{len(changes) - len(undone)} proposed, {len(undone)} undone"],
+        ["files", ", ".join(sorted(overlay)) or "-"],
+        ["verification", v.get("verdict", "-") + ("" if fresh or not v else " (stale)")],
+        ["applied", "; ".join(", ".join(a["files"]) for a in state.get("applied") or [])],
+        ["LLM tokens", usage.get("prompt_tokens", 0) + usage.get("completion_tokens", 0)],
+    ]
+    table(f"session {state['session_id']}", ["", ""], rows)
+    manual = (state.get("plan") or {}).get("manual") or []
+    if manual:
+        table(
+            "left for you",
+            ["rule", "where", "what to do"],
+            _item_rows(manual),
+        )
+    if overlay:
+        path = chat.scratch / "proposal.patch"
+        path.write_text(ch.diff(state["base"], overlay), encoding="utf-8")
+        emit("text", f"the proposal as a patch: {path}")
+    return {}
+
+
+def help_node(state: ChatState, chat: ChatRuntime) -> dict[str, Any]:
+    if state["command"].get("error"):
+        emit("error", state["command"]["error"])
+    table("commands", ["command", "what it does"], help_rows())
+    llm = state.get("llm", "none")
+    emit(
+        "text",
+        "Plain language works too: "
+        + ("the LLM turns it into a command." if llm != "none" else "start with --llm."),
+    )
+    return {}
+
+
+def quit_node(state: ChatState, chat: ChatRuntime) -> dict[str, Any]:
+    emit("text", f"Session saved. Resume with: torchport chat --resume {state['session_id']}")
+    return {}
+
+
+def where(change: dict[str, Any]) -> str:
+    return f"{change['path']}:{change['span'][0] + 1}"
+
+
+def made_by(change: dict[str, Any]) -> str:
+    rules = ", ".join(change.get("rules") or [])
+    return f"{change['by']} {rules}".strip()
+
+
+def list_changes(changes: list[dict[str, Any]], undone: set[int]) -> None:
+    rows = [[c["id"], where(c), made_by(c), "undone" if c["id"] in undone else ""] for c in changes]
+    if rows:
+        title = "changes (/diff to see them, /undo N to take one back)"
+        table(title, ["#", "where", "by", ""], rows)
+
+
+def _item_rows(items: list[dict[str, Any]]) -> list[list[Any]]:
+    return [[m.get("rule"), f"{m.get('path')}:{m.get('line')}", m.get("hint", "")] for m in items]
+
+
+def _find_change(state: ChatState, arg: str) -> dict[str, Any] | None:
+    changes = state.get("changes") or []
+    if arg.isdigit():
+        return next((c for c in changes if c["id"] == int(arg)), None)
+    path, _, line = arg.rpartition(":")
+    if line.isdigit():
+        return ch.at_line(changes, path or None, int(line))
+    return None
