@@ -162,3 +162,15 @@ def test_edit_sends_the_lines_a_person_names_and_the_edit_is_a_proposal(tmp_path
     assert re.search(r"\[\d+\] train\.py:54 llm", out)
     assert "+    model = Net().to(device, dtype=torch.bfloat16)" in out
     assert (repo / "train.py").read_text() == original  # a proposal, nothing written
+
+
+def test_resume_keeps_the_session_and_can_change_its_llm(tmp_path: Path):
+    repo = cuda_mnist(tmp_path)
+    first = chat(str(repo), "--llm", "none", lines=["/migrate", "/undo 1", "hello"])
+    assert first.returncode == 0 and "No LLM is configured" in first.stdout
+    session_id = re.search(r"--resume (\S+)", first.stdout).group(1)
+    with ScriptedLLM([Content('{"command": "/report"}')]) as server:
+        again = chat("--resume", session_id, "--llm", server.base_url, lines=["what now?"])
+    assert again.returncode == 0, again.stderr
+    assert "-> /report" in again.stdout and "13 proposed, 1 undone" in again.stdout
+    assert len(server.requests) == 1

@@ -46,7 +46,8 @@ def add_parser(sub: Any) -> None:
     )
     c.add_argument("path", nargs="?", help="repository folder to port")
     c.add_argument("--target", "-t", choices=TARGETS, default="tpu", help="default: tpu")
-    add_llm(c, "auto")
+    add_llm(c, "auto", "; with --resume, the session's own unless given")
+    c.set_defaults(llm=None)  # None: not given (a new session takes auto)
     c.add_argument("--resume", metavar="SESSION", help="continue a saved session")
     add_run_budget(c.add_argument_group("verification (/verify)"))
     c.add_argument(
@@ -80,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
             return fail(f"{args.path}: not a folder")
         session_id = runs.new_run_id()
     config = {"configurable": {"thread_id": f"chat-{session_id}"}, "recursion_limit": 200}
-    runtime = ChatRuntime(session_id, llm_factory(say))
+    runtime = ChatRuntime(session_id, llm_factory(say), llm_flag=args.llm if args.resume else None)
     with SqliteSaver.from_conn_string(str(runs.checkpoint_db())) as saver:
         app = session.build(runtime).compile(checkpointer=saver)
         snapshot = app.get_state(config)
@@ -94,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
             renderer.show({"kind": "text", "text": f"resuming session {session_id}"})
         else:
             budget = budget_settings(args)
-            payload = new_state(session_id, source, args.target, args.llm, budget)
+            payload = new_state(session_id, source, args.target, args.llm or "auto", budget)
         try:
             while True:
                 if pending is None:

@@ -42,10 +42,12 @@ class ChatRuntime:
 
     session_id: str
     llm_factory: Callable[[dict[str, Any]], Any] | None = None
+    llm_flag: str | None = None  # --llm given on --resume: overrides the session's own
     _client: Any = field(default=None, repr=False)
     _resolved: bool = False
 
     def llm(self, flag: str) -> Any:
+        flag = self.llm_flag or flag
         if not self._resolved:
             self._resolved = True
             if self.llm_factory is not None and flag != "none":
