@@ -52,3 +52,4 @@ bench: $(STAMP) .venv-bench/bin/torchfix
 	$(BIN)/python benchmarks/scan_speed.py --torchfix .venv-bench/bin/torchfix
 	$(BIN)/python benchmarks/emulator_overhead.py
 	$(BIN)/python benchmarks/cpp_backend/bench.py --repeats 3
+	$(BIN)/python benchmarks/batch_throughput.py
