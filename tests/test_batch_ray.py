@@ -51,3 +51,24 @@ def test_ray_gives_the_summary_the_local_executor_gives(tmp_path):
     finished = [e["name"] for e in journal(tmp_path / "ray") if e["event"] == "finished"]
     assert sorted(finished) == ["inference_only", "mnist_basic", "raises"]
     assert "verdict: verified" in (tmp_path / "ray" / "logs" / "mnist_basic.log").read_text()
+
+
+def test_an_unreachable_cluster_is_a_clear_error_in_seconds(tmp_path):
+    import socket
+    import time
+
+    shutil.copytree(CORPUS / "mnist_basic", tmp_path / "repos" / "mnist_basic")
+    with socket.socket() as s:  # a loopback port nobody listens on once closed
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    started = time.monotonic()
+    done = run_batch(
+        str(tmp_path / "repos"),
+        *("-t", "tpu", "--out", str(tmp_path / "out"), "--executor", "ray"),
+        *("--ray-address", f"127.0.0.1:{port}"),
+        env={**os.environ, "TORCHPORT_HOME": str(tmp_path / "home")},
+    )
+    assert done.returncode == 2, done.stderr
+    assert f"no Ray cluster answers at 127.0.0.1:{port}" in done.stderr
+    assert time.monotonic() - started < 60
+    assert not (tmp_path / "out" / "results" / "mnist_basic.json").exists()

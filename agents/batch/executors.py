@@ -17,6 +17,7 @@ import logging
 import multiprocessing
 import os
 import signal
+import socket
 from collections.abc import Callable, Generator, Sequence
 from multiprocessing.connection import Connection, wait
 from typing import Any, Protocol
@@ -115,6 +116,7 @@ class RayExecutor:
         quiet = {"log_to_driver": False, "logging_level": logging.WARNING}
         try:
             if self.address:
+                _reachable(self.address)
                 ray.init(address=self.address, **quiet)
             else:
                 ray.init(num_cpus=self.jobs, include_dashboard=False, **quiet)
@@ -145,6 +147,20 @@ class RayExecutor:
             for ref in pending:
                 ray.cancel(ref, force=True)
             ray.shutdown()
+
+
+def _reachable(address: str, timeout_s: float = 10.0) -> None:
+    """Fail in seconds, not minutes: Ray retries an unreachable head for a long time."""
+    target = address.removeprefix("ray://")
+    if target == "auto":
+        return
+    host, _, port = target.rpartition(":")
+    if not host or not port.isdigit():
+        raise ExecutorError(f"--ray-address {address!r}: expected HOST:PORT")
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout_s).close()
+    except OSError as exc:
+        raise ExecutorError(f"no Ray cluster answers at {address}: {exc}") from exc
 
 
 def _import_ray() -> Any:
