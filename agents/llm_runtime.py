@@ -10,6 +10,11 @@ import os
 from collections.abc import Callable
 from typing import Any
 
+# A running embedded-model server to use instead of starting one (set by `torchport batch`
+# for its local jobs, so that N jobs share one 2 GB model rather than start N).
+SHARED_LOCAL_URL = "TORCHPORT_LOCAL_LLM_URL"
+SHARED_LOCAL_MODEL = "TORCHPORT_LOCAL_LLM_MODEL"
+
 
 class LLMSetupError(RuntimeError):
     """The LLM that was asked for cannot be used (bad flag, model not installed)."""
@@ -28,7 +33,14 @@ def llm_factory(say: Callable[[str], None]) -> Callable[[dict[str, Any]], Any]:
             raise LLMSetupError(str(exc)) from exc
         if config is None:
             return None
-        if config.local:
+        if config.local and os.environ.get(SHARED_LOCAL_URL):
+            from .llm.config import with_base_url
+
+            url = os.environ[SHARED_LOCAL_URL]
+            model = os.environ.get(SHARED_LOCAL_MODEL) or config.model
+            config = with_base_url(config, url, model=model)
+            say(f"using the embedded model already running at {url}")
+        elif config.local:
             from .llm import local
             from .llm.config import with_base_url
 

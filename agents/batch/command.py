@@ -93,7 +93,12 @@ def add_parser(sub: Any) -> None:
     )
     add_run_budget(verify)
     agent = b.add_argument_group("agents")
-    add_llm(agent, "none", "; rules only, reproducible and cheap; local starts one model per job")
+    add_llm(
+        agent,
+        "none",
+        "; rules only, reproducible and cheap. local: one embedded model shared by the "
+        "local jobs; each Ray job starts its own",
+    )
     add_agent_limits(agent, "per repository")
     b.add_argument("--quiet", "-q", action="store_true", help="no progress on standard error")
     b.set_defaults(func=run)

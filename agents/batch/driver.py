@@ -17,7 +17,7 @@ from typing import Any
 
 from torchport.sandbox.isolation import looks_secret
 
-from .executors import Executor
+from .executors import Executor, ExecutorError
 from .job import JobSpec
 from .progress import Progress
 from .sources import Source
@@ -41,8 +41,9 @@ def run_batch(
         done = store.finished(list(sources))
         store.reconcile(done)
         attempts = Counter(e["name"] for e in store.journal() if e.get("event") == "started")
-        env = job_env()
-        specs = [JobSpec(s, str(out_dir), settings, env) for s in sources if s.name not in done]
+        todo = [s for s in sources if s.name not in done]
+        env = {**job_env(), **(shared_model(settings, executor) if todo else {})}
+        specs = [JobSpec(s, str(out_dir), settings, env) for s in todo]
 
         def started(spec: JobSpec) -> None:
             attempts[spec.name] += 1
@@ -64,6 +65,25 @@ def run_batch(
             written = write_summary(out_dir, summary)
             progress.say(f"summary: {written[0]} (also .csv, .json)")
     return summary
+
+
+def shared_model(settings: dict[str, Any], executor: Executor) -> dict[str, str]:
+    """One embedded model for all local jobs (each would otherwise start its own 2 GB
+    server); the jobs find it through the environment. Ray jobs, possibly on other
+    machines, start their own."""
+    from torchport.agents.llm.config import resolve
+    from torchport.agents.llm_runtime import SHARED_LOCAL_MODEL, SHARED_LOCAL_URL
+
+    config = resolve(settings.get("llm"), os.environ)
+    if executor.name != "local" or config is None or not config.local:
+        return {}
+    from torchport.agents.llm import local
+
+    try:
+        server = local.LocalServer.shared()  # stopped when the batch ends
+    except local.LocalModelError as exc:
+        raise ExecutorError(f"cannot start the embedded model: {exc}") from exc
+    return {SHARED_LOCAL_URL: server.base_url, SHARED_LOCAL_MODEL: server.model}
 
 
 def job_env() -> dict[str, str]:
