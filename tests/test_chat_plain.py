@@ -172,5 +172,8 @@ def test_resume_keeps_the_session_and_can_change_its_llm(tmp_path: Path):
     with ScriptedLLM([Content('{"command": "/report"}')]) as server:
         again = chat("--resume", session_id, "--llm", server.base_url, lines=["what now?"])
     assert again.returncode == 0, again.stderr
+    assert f"resuming session {session_id}: {repo} -> tpu; 14 changes proposed, 1 undone" in (
+        again.stdout
+    )
     assert "-> /report" in again.stdout and "13 proposed, 1 undone" in again.stdout
     assert len(server.requests) == 1

@@ -92,7 +92,15 @@ def run(args: argparse.Namespace) -> int:
                 return fail(f"no chat session {session_id!r} in {runs.checkpoint_db()}")
             pending = _pending(snapshot)
             payload = None if snapshot.next else {"command": {"name": "none"}}
-            renderer.show({"kind": "text", "text": f"resuming session {session_id}"})
+            v = snapshot.values
+            renderer.show(
+                {
+                    "kind": "text",
+                    "text": f"resuming session {session_id}: {v['source']} -> {v['target']}; "
+                    f"{len(v.get('changes') or [])} changes proposed, "
+                    f"{len(v.get('undone') or [])} undone. Type /help for commands.",
+                }
+            )
         else:
             budget = budget_settings(args)
             payload = new_state(session_id, source, args.target, args.llm or "auto", budget)
