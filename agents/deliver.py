@@ -22,6 +22,7 @@ from torchport.tools.migrate import (
     migrate,
     write_result,
 )
+from torchport.tools.sourcefile import read_exact
 
 from .state import State
 
@@ -48,7 +49,7 @@ def migration_result(state: State) -> MigrationResult:
     result.changes = [
         FileChange(
             rel,
-            (source / rel).read_text(encoding="utf-8", errors="surrogateescape"),
+            read_exact(source / rel, errors="surrogateescape"),
             text,
         )
         for rel, text in sorted(overlay.items())

@@ -10,6 +10,8 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+from torchport.tools.sourcefile import read_exact
+
 _IGNORE = shutil.ignore_patterns(".git", "__pycache__", ".venv", "venv", "torchport-report")
 
 
@@ -21,7 +23,7 @@ def materialize(source: Path, overlay: dict[str, str], dest: Path) -> Path:
     for rel, text in overlay.items():
         path = dest / rel
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
+        path.write_bytes(text.encode("utf-8", "surrogateescape"))
     return dest
 
 
@@ -37,10 +39,10 @@ def changed_files(source: Path, work: Path, paths: set[str] | None = None) -> di
         new = work / rel
         if not new.is_file():
             continue
-        text = new.read_text(encoding="utf-8", errors="surrogateescape")
+        text = read_exact(new, errors="surrogateescape")
         old = source / rel
         try:
-            before = old.read_text(encoding="utf-8", errors="surrogateescape")
+            before = read_exact(old, errors="surrogateescape")
         except OSError:
             before = None
         if text != before:

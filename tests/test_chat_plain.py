@@ -177,3 +177,15 @@ def test_resume_keeps_the_session_and_can_change_its_llm(tmp_path: Path):
     )
     assert "-> /report" in again.stdout and "13 proposed, 1 undone" in again.stdout
     assert len(server.requests) == 1
+
+
+def test_a_failing_command_is_reported_and_the_session_goes_on(tmp_path: Path):
+    repo = cuda_mnist(tmp_path)
+    first = chat(str(repo), "--llm", "none", lines=["/target"])
+    session_id = re.search(r"--resume (\S+)", first.stdout).group(1)
+    shutil.rmtree(repo)  # the repository went away between two sittings
+    again = chat("--resume", session_id, lines=["/migrate", "/target neuron"])
+    assert again.returncode == 0, again.stderr
+    assert "error: that command failed:" in again.stdout
+    assert "target is now neuron." in again.stdout  # the next command still ran
+    assert "Traceback" not in again.stdout + again.stderr

@@ -326,3 +326,17 @@ def test_cli_dry_run_prints_the_diff_and_writes_nothing(tmp_path, capsys):
     assert main(["migrate", str(src), "--target", "tpu", "--no-verify", "-q"]) == 0
     assert (tmp_path / "src-tpu" / "torchport-report" / "changes.patch").is_file()
     assert main(["migrate", str(src / "nope"), "--target", "tpu", "-q"]) == 2
+
+
+def test_a_crlf_file_keeps_its_line_endings_and_only_its_fixed_lines_change(tmp_path):
+    src = tmp_path / "src"
+    src.mkdir()
+    lines = ["import torch", "x = torch.zeros(3).cuda()", "print(x.sum().item())", ""]
+    (src / "train.py").write_bytes("\r\n".join(lines).encode())
+    result = migrate(src, MigrateOptions(target="tpu", out=tmp_path / "out"))
+    after = (result.output / "train.py").read_bytes()
+    assert after == b'import torch\r\nx = torch.zeros(3).to("tpu")\r\nprint(x.sum().item())\r\n'
+    patch = (result.report_dir / "changes.patch").read_bytes().decode().splitlines()
+    removed = [line for line in patch if line.startswith("-") and not line.startswith("---")]
+    added = [line for line in patch if line.startswith("+") and not line.startswith("+++")]
+    assert len(removed) == len(added) == 1  # one line, not the whole file

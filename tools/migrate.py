@@ -26,6 +26,7 @@ from .findings import Finding, ScanResult
 from .notebooks import notebook_sources, replace_cell_sources
 from .repowalk import SKIP_DIRS
 from .scanner import ScanOptions, scan
+from .sourcefile import read_exact
 
 
 class MigrateError(Exception):
@@ -154,7 +155,7 @@ def _rewrite(result: MigrationResult, options: MigrateOptions) -> None:
         if not auto and not (options.annotate and manual):
             continue
         source_path = result.root / rel
-        before = source_path.read_text(encoding="utf-8")
+        before = read_exact(source_path)
         if rel.endswith(".ipynb"):
             after = _rewrite_notebook(result, rel, before, auto, manual, options)
         elif rel.endswith((".py", ".pyw")):

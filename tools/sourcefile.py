@@ -7,6 +7,7 @@ import io
 import re
 import tokenize
 from dataclasses import dataclass
+from pathlib import Path
 
 DEFAULT_MAX_BYTES = 2_000_000
 
@@ -47,6 +48,12 @@ def read_text(data: bytes, kind: str, max_bytes: int = DEFAULT_MAX_BYTES) -> Sou
     except (UnicodeDecodeError, LookupError) as exc:
         name = "utf-8" if encoding.startswith("utf-8") else encoding
         raise Unscannable(f"not valid {name} text (byte {getattr(exc, 'start', '?')})") from exc
+
+
+def read_exact(path: Path, errors: str = "strict") -> str:
+    """A UTF-8 file's text exactly as on disk: no newline translation, so a CRLF file
+    rewritten from it stays CRLF (``Path.read_text`` would turn it into LF everywhere)."""
+    return path.read_bytes().decode("utf-8", errors)
 
 
 def parse_python(text: str, filename: str) -> ast.Module:

@@ -10,6 +10,7 @@ from typing import Any
 
 from langgraph.types import interrupt
 from torchport.tools.catalogue import TARGETS
+from torchport.tools.sourcefile import read_exact
 
 from .. import runs, verifier
 from ..workspace import materialize
@@ -39,7 +40,7 @@ def migrate_node(state: ChatState, chat: ChatRuntime) -> dict[str, Any]:
     final = graph.build(inner).compile(checkpointer=False).invoke({"settings": settings})
     proposal = final.get("overlay") or {}
     source = Path(state["source"])
-    base = {rel: (source / rel).read_text(encoding="utf-8") for rel in proposal}
+    base = {rel: _read(source / rel) or "" for rel in proposal}
     result = migration_result(final)
     edits = [dataclasses.asdict(e) for e in result.edits]
     edits += [{**e, "by": "llm"} for e in final.get("agent_edits") or []]
@@ -242,7 +243,7 @@ def apply(state: ChatState, chat: ChatRuntime) -> dict[str, Any]:
         target = source / rel
         saved = backup / rel
         saved.parent.mkdir(parents=True, exist_ok=True)
-        saved.write_text(state["base"][rel], encoding="utf-8")
+        saved.write_bytes(state["base"][rel].encode("utf-8", "surrogateescape"))
         atomic_write(target, text)
     emit("text", f"Applied to {len(overlay)} files; the originals are in {backup}.")
     applied.append({"files": sorted(overlay), "backup": str(backup), "status": status})
@@ -268,7 +269,7 @@ def _diagnose(record: dict[str, Any], target: str) -> None:
 
 def _read(path: Path) -> str | None:
     try:
-        return path.read_text(encoding="utf-8")
+        return read_exact(path, errors="surrogateescape")
     except OSError:
         return None
 

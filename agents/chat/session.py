@@ -14,9 +14,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from langgraph.errors import GraphBubbleUp
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import interrupt
 
+from ..llm_runtime import LLMSetupError
 from . import proposal, views
 from .commands import BY_NAME, parse
 from .events import emit
@@ -91,7 +93,13 @@ def build(runtime: ChatRuntime) -> StateGraph:
 
     def bind(node: Node) -> Callable[[ChatState], dict[str, Any]]:
         def run(state: ChatState) -> dict[str, Any]:
-            return node(state, runtime)
+            try:
+                return node(state, runtime)
+            except (GraphBubbleUp, LLMSetupError):
+                raise  # an interrupt (langgraph's own), or a model that cannot start
+            except Exception as exc:  # one failing command never ends the session
+                emit("error", f"that command failed: {type(exc).__name__}: {exc}")
+                return {}
 
         run.__name__ = node.__name__
         return run
