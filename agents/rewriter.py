@@ -9,6 +9,7 @@ repository.
 
 from __future__ import annotations
 
+import ast
 import difflib
 from dataclasses import asdict
 from functools import cache
@@ -17,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import libcst as cst
 from torchport.tools.catalogue import load_catalogue
-from torchport.tools.edits import EditRefused, remove_unused_imports
+from torchport.tools.edits import EditRefused, insert_import, remove_unused_imports
 from torchport.tools.migrate import MigrateOptions, migrate
 from torchport.tools.scanner import ScanOptions, scan
 
@@ -115,8 +116,59 @@ def llm_repair(
         return overlay, record
     touched = {e.path for e in outcome.edits}
     updated = dict(overlay)
-    updated.update(changed_files(source, work, touched))
+    for rel, text in changed_files(source, work, touched).items():
+        updated[rel], added = with_missing_imports(text, rel)
+        if added:
+            record["imports_added"] = [*record.get("imports_added", []), *added]
     return updated, record
+
+
+# Names an edit may use without importing them (a model writes `torch.` or `F.` as in
+# any PyTorch file): name -> (module, imported name, alias), as insert_import takes them.
+KNOWN_IMPORTS: dict[str, tuple[str, str | None, str | None]] = {
+    "torch": ("torch", None, None),
+    "nn": ("torch", "nn", None),
+    "F": ("torch.nn.functional", None, "F"),
+    "math": ("math", None, None),
+    "time": ("time", None, None),
+    "os": ("os", None, None),
+    "contextlib": ("contextlib", None, None),
+    "functools": ("functools", None, None),
+}
+
+
+def with_missing_imports(text: str, path: str) -> tuple[str, list[str]]:
+    """``text`` with imports for KNOWN_IMPORTS names it uses but never binds; what was added.
+
+    Deliberately narrow: a name bound anywhere in the file (an argument, a loop variable,
+    a local import) counts as defined, so nothing is added where it might shadow.
+    """
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return text, []  # the verifier reports such a file
+    used: set[str] = set()
+    bound: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            (used if isinstance(node.ctx, ast.Load) else bound).add(node.id)
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            bound.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            bound.add(node.name)
+        elif isinstance(node, ast.arg):
+            bound.add(node.arg)
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            bound.add(node.name)
+    added = []
+    for name in sorted((used - bound) & KNOWN_IMPORTS.keys()):
+        module, imported, alias = KNOWN_IMPORTS[name]
+        try:
+            text = insert_import(text, module, imported, path, alias).source
+        except (EditRefused, cst.ParserSyntaxError):
+            continue
+        added.append(name)
+    return text, added
 
 
 def llm_constructs(

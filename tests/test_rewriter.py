@@ -43,3 +43,56 @@ def test_a_construct_request_is_exactly_the_finding_with_its_hint():
     request = construct_request(item, "tpu")
     assert (request["start_line"], request["end_line"]) == (8, 9)
     assert request["context"] == "Suggested approach: h" and request["kind"] == "construct"
+
+
+MODEL = """\
+from torch import nn
+
+
+class Block(nn.Module):
+    def forward(self, x):
+        return fused_gelu(x)
+"""
+
+
+def test_an_llm_edit_that_uses_torch_or_f_gets_their_imports(tmp_path):
+    """A model writes `F.gelu` as in any PyTorch file; the file never imported F."""
+    import json
+
+    from scripted_llm import Content, ScriptedLLM
+    from torchport.agents.llm.client import LLMClient
+    from torchport.agents.llm.config import LLMConfig
+    from torchport.agents.rewriter import llm_repair
+
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "model.py").write_text(MODEL)
+    edit = {"start_line": 6, "end_line": 6, "new_code": "        return F.gelu(torch.tanh(x))"}
+    reply = Content(json.dumps({"edits": [edit], "summary": "plain GELU"}))
+    request = {
+        "kind": "construct",
+        "target": "tpu",
+        "path": "model.py",
+        "start_line": 6,
+        "end_line": 6,
+        "problem": "TPK010: fused_gelu is a CUDA-only kernel",
+    }
+    with ScriptedLLM([reply]) as server:
+        client = LLMClient(LLMConfig(base_url=server.base_url, model="m"), backoff_s=0.01)
+        overlay, record = llm_repair(
+            client, src, {}, tmp_path / "work", request, max_turns=2, max_tokens=None
+        )
+    text = overlay["model.py"]
+    assert "import torch.nn.functional as F\n" in text and "import torch\n" in text
+    assert record["imports_added"] == ["F", "torch"]
+    compile(text, "model.py", "exec")
+    assert (src / "model.py").read_text() == MODEL  # the original is never touched
+
+
+def test_names_the_file_binds_itself_get_no_import():
+    from torchport.agents.rewriter import with_missing_imports
+
+    text = "def f(torch, math):\n    import time\n    return torch.x + math.y + time.z\n"
+    assert with_missing_imports(text, "f.py") == (text, [])
+    broken = "def f(:\n    F.relu\n"
+    assert with_missing_imports(broken, "f.py") == (broken, [])

@@ -190,16 +190,20 @@ def remove_statement(source: str, line: int, path: str = "<edit>") -> EditResult
 
 
 def insert_import(
-    source: str, module: str, name: str | None = None, path: str = "<edit>"
+    source: str,
+    module: str,
+    name: str | None = None,
+    path: str = "<edit>",
+    asname: str | None = None,
 ) -> EditResult:
-    """Add ``import module`` (or ``from module import name``) unless already there."""
-    if not all(part.isidentifier() for part in module.split(".")) or (
-        name is not None and not name.isidentifier()
+    """Add ``import module`` (or ``from module import name``, ``as asname``) unless there."""
+    if not all(part.isidentifier() for part in module.split(".")) or any(
+        n is not None and not n.isidentifier() for n in (name, asname)
     ):
         raise EditRefused(f"not an importable name: {module!r} {name!r}")
     wrapper = _wrapper(source)
     context = CodemodContext()
-    AddImportsVisitor.add_needed_import(context, module, name)
+    AddImportsVisitor.add_needed_import(context, module, name, asname)
     new_source = AddImportsVisitor(context).transform_module(wrapper.module).code
     _check(new_source, path)
     old_lines, new_lines = source.splitlines(), new_source.splitlines()
