@@ -340,3 +340,16 @@ def test_a_crlf_file_keeps_its_line_endings_and_only_its_fixed_lines_change(tmp_
     removed = [line for line in patch if line.startswith("-") and not line.startswith("---")]
     added = [line for line in patch if line.startswith("+") and not line.startswith("+++")]
     assert len(removed) == len(added) == 1  # one line, not the whole file
+
+
+def test_a_file_in_another_declared_encoding_is_left_for_a_human_not_a_crash(tmp_path):
+    src = tmp_path / "src"
+    src.mkdir()
+    text = '# -*- coding: latin-1 -*-\nimport torch\nname = "caf\xe9"\nx = torch.zeros(2).cuda()\n'
+    (src / "train.py").write_bytes(text.encode("latin-1"))
+    result = migrate(src, MigrateOptions(target="tpu", out=tmp_path / "out"))
+    assert (result.output / "train.py").read_bytes() == text.encode("latin-1")  # untouched
+    assert [(f.rule, why) for f, why in result.unapplied] == [
+        ("TPD001", "the file is not UTF-8: not rewritten (convert it to UTF-8, then migrate)")
+    ]
+    assert "not UTF-8" in (result.report_dir / "manual.md").read_text()

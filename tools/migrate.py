@@ -155,7 +155,14 @@ def _rewrite(result: MigrationResult, options: MigrateOptions) -> None:
         if not auto and not (options.annotate and manual):
             continue
         source_path = result.root / rel
-        before = read_exact(source_path)
+        try:
+            before = read_exact(source_path)
+        except UnicodeDecodeError:
+            # e.g. a `# -*- coding: latin-1 -*-` file: scanned in its own encoding, but
+            # rewritten it would come back as UTF-8 under a latin-1 declaration
+            why = "the file is not UTF-8: not rewritten (convert it to UTF-8, then migrate)"
+            result.unapplied += [(f, why) for f in auto]
+            continue
         if rel.endswith(".ipynb"):
             after = _rewrite_notebook(result, rel, before, auto, manual, options)
         elif rel.endswith((".py", ".pyw")):
