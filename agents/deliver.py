@@ -64,7 +64,12 @@ def deliver(state: State, outcome: str, say: Callable[[str], None]) -> dict[str,
         return {"written": None}
     result = migration_result(state)
     write_result(result, options_of(s), say)
-    written: dict[str, Any] = {"output": str(result.output)}
+    written: dict[str, Any] = {
+        "output": str(result.output),
+        # what the front doors count, so none of them has to run the codemods again
+        "constructs": len(result.scan.findings),
+        "left_for_humans": len(result.left_for_humans),
+    }
     if result.branch:
         written["branch"] = result.branch
     if result.backup:

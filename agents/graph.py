@@ -208,13 +208,7 @@ def build(runtime: Runtime) -> StateGraph:
             update["verification"] = v.to_json()
             update["decisions"] = [decision("verify", "not-runnable", why=why_not)]
             return update
-        budget = verifier.Budget(
-            steps=s["steps"],
-            forwards=s["steps"],
-            timeout_s=s["timeout_s"],
-            memory_mb=s["memory_mb"],
-            isolation=s["isolation"],
-        )
+        budget = verifier.budget_of(s)
         source = Path(s["source"])
         reference = state.get("reference")
         overlay = state.get("overlay") or {}

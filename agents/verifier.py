@@ -19,7 +19,7 @@ import math
 import os
 import re
 import tomllib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from functools import cache
 from pathlib import Path
@@ -46,6 +46,18 @@ class Budget:
     memory_mb: int = 4096
     isolation: str = "auto"
     seed: int = 0
+
+
+def budget_of(settings: Mapping[str, Any]) -> Budget:
+    """The run budget a migration's settings ask for (the graph's, or a chat session's)."""
+    steps = int(settings.get("steps", Budget.steps))
+    return Budget(
+        steps=steps,
+        forwards=steps,
+        timeout_s=float(settings.get("timeout_s", Budget.timeout_s)),
+        memory_mb=int(settings.get("memory_mb", Budget.memory_mb)),
+        isolation=str(settings.get("isolation", Budget.isolation)),
+    )
 
 
 @dataclass(frozen=True)

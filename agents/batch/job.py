@@ -155,11 +155,10 @@ def _migrate(spec: JobSpec, source: Path, out: Path, run_id: str) -> dict[str, A
 
 def outcome(final: dict[str, Any], migrated: Path, out_dir: str) -> dict[str, Any]:
     """The record's numbers for a finished run: verdict, constructs, what was converted."""
-    from torchport.agents.deliver import migration_result
-
-    result = migration_result(final)
-    constructs = len(result.scan.findings)  # the scan is for the target: only what it needs
-    manual = min(len(result.left_for_humans), constructs)
+    # the report node's counts (deliver): the scan is for the target, so only what it needs
+    written = next(d for d in reversed(final["decisions"]) if d.get("node") == "report")
+    constructs = int(written["constructs"])
+    manual = min(int(written["left_for_humans"]), constructs)
     usage = final.get("llm_usage") or {}
     v = final.get("verification") or {}
     report = migrated / "torchport-report"

@@ -109,14 +109,7 @@ def verify(state: ChatState, chat: ChatRuntime) -> dict[str, Any]:
     if p.get("not_runnable"):
         emit("text", f"not-runnable: {p['not_runnable']}")
         return {"plan": p}
-    b = state.get("budget") or {}
-    budget = verifier.Budget(
-        steps=b.get("steps", 5),
-        forwards=b.get("steps", 5),
-        timeout_s=b.get("timeout_s", 300.0),
-        memory_mb=b.get("memory_mb", 4096),
-        isolation=b.get("isolation", "auto"),
-    )
+    budget = verifier.budget_of(state.get("budget") or {})
     source = Path(state["source"])
     work = materialize(source, overlay, chat.scratch / "work")
     v, reference = verifier.verify_tree(
