@@ -31,8 +31,12 @@ EXIT_NO_VIEW = 126
 # namespace only): the first that exists and is no part of the view.
 _BUILD_AT = ("/sys", "/mnt", "/media", "/srv")
 _TOOLS = ("unshare", "setpriv", "mount", "umount")
+# Where the boot looks for them (a user's PATH often lacks the sbin directories).
+_TOOL_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
 
-_FAIL = f"""fail() {{
+# Both stages: where the tools are, and how a stage gives up.
+_PRELUDE = f"""TOOL_PATH={_TOOL_PATH}
+fail() {{
   echo "torchport sandbox (unshare): cannot build the private filesystem view: $*" >&2
   exit {EXIT_NO_VIEW}
 }}
@@ -41,12 +45,12 @@ _FAIL = f"""fail() {{
 # Runs inside the new namespaces, as (namespace) root, with the host's view still in
 # place: builds the new root at $1 from the (kind, path, target) triples, enters it.
 _BOOT = (
-    _FAIL
+    _PRELUDE
     + r"""
 set -u
 root=$1 scratch=$2 scratch_mi=$3 enter=$4 seal=$5 prog_path=${PATH-}
 shift 5
-PATH=/usr/sbin:/usr/bin:/sbin:/bin
+PATH=$TOOL_PATH
 export PATH
 ip link set lo up 2>/dev/null || true
 make_dev() {
@@ -89,11 +93,12 @@ exec chroot "$root" /bin/sh -c "$seal" sh "$scratch" "$scratch_mi" "$prog_path" 
 # Runs inside the new root: every mount read-only but the writable three (checked,
 # not hoped for), then the program with no capabilities and no way to gain any.
 _SEAL = (
-    _FAIL
+    _PRELUDE
     + r"""
 set -u
 scratch=$1 scratch_mi=$2 prog_path=$3
 shift 3
+PATH=$TOOL_PATH
 writable() { [ "$1" = /tmp ] || [ "$1" = /dev/shm ] || [ "$1" = "$scratch_mi" ]; }
 for pass in remount check; do
   while read -r _ _ _ _ mp opts _; do
@@ -148,9 +153,9 @@ def command(spec: RunSpec, *, map_root: bool | None = None, enter: str = "pivot_
 def unavailable() -> str | None:
     """None when unshare can build its private view here, else why not (cached probe)."""
     for tool in _TOOLS:
-        if shutil.which(tool) is None:
+        if shutil.which(tool, path=_TOOL_PATH) is None:
             return f"{tool} not found (Debian package util-linux / mount)"
-    if shutil.which("pivot_root") is None and shutil.which("chroot") is None:
+    if not any(shutil.which(tool, path=_TOOL_PATH) for tool in ("pivot_root", "chroot")):
         return "neither pivot_root nor chroot found (util-linux, coreutils)"
     with tempfile.TemporaryDirectory(prefix="torchport-unshare-probe-") as tmp:
         scratch = Path(tmp).resolve()
