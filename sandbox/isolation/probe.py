@@ -16,6 +16,7 @@ import hashlib
 import json
 import os
 import secrets
+import shutil
 import socket
 import stat
 import subprocess
@@ -92,21 +93,29 @@ def _host_sockets() -> list[str]:
     return found
 
 
+def _start_holder(secret: str) -> subprocess.Popen[bytes]:
+    """A torchport process holding ``secret`` in a credential-like variable, once it has
+    hidden it as every torchport process does (it imports torchport as this one does)."""
+    path = os.pathsep.join(p for p in sys.path if p)
+    env = {**safe_env(), "PYTHONPATH": path, _SECRET_NAME: secret}
+    pipes = {"stdin": subprocess.PIPE, "stdout": subprocess.PIPE}
+    holder = subprocess.Popen([sys.executable, "-c", _HOLDER], env=env, **pipes)
+    if holder.stdout is None or holder.stdout.readline().strip() != b"ready":
+        holder.kill()
+        holder.wait()
+        raise OSError("the secret-holding torchport process did not start")
+    return holder
+
+
 @contextlib.contextmanager
 def host_bait() -> Iterator[Bait]:
     """Lay the bait; take all of it away afterwards."""
     secret = secrets.token_hex(16)
-    holder = subprocess.Popen(
-        [sys.executable, "-c", _HOLDER],
-        env={**safe_env(), _SECRET_NAME: secret},
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-    )
     folder = Path(tempfile.mkdtemp(prefix="torchport-doctor-", dir=_bait_parent()))
     bait = Bait(folder, {})
+    holder = None
     try:
-        if holder.stdout is None or holder.stdout.readline().strip() != b"ready":
-            raise OSError("the secret-holding torchport process did not start")
+        holder = _start_holder(secret)
         canary = folder / "canary.txt"
         canary.write_bytes(secrets.token_bytes(32))
         abstract = f"torchport-doctor-{secrets.token_hex(8)}"
@@ -131,11 +140,10 @@ def host_bait() -> Iterator[Bait]:
     finally:
         for sock in bait.listeners.values():
             sock.close()
-        holder.kill()
-        holder.wait()
-        for path in sorted(folder.rglob("*"), reverse=True):
-            path.rmdir() if path.is_dir() and not path.is_symlink() else path.unlink()
-        folder.rmdir()
+        if holder is not None:
+            holder.kill()
+            holder.wait()
+        shutil.rmtree(folder)
 
 
 def _arrived(sock: socket.socket) -> bool:
