@@ -9,6 +9,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+from torchport.sandbox.isolation import hide_own_secrets
 from torchport.tools import __version__
 from torchport.tools.catalogue import TARGETS, CatalogueError, load_catalogue
 from torchport.tools.report import FORMATS
@@ -105,6 +106,7 @@ def _build_parser() -> argparse.ArgumentParser:
     importlib.import_module("torchport.agents.batch.command").add_parser(sub)  # many repos
     importlib.import_module("torchport.evals.cli").add_parser(sub)  # the eval front door
     importlib.import_module("torchport.agents.chat.command").add_parser(sub)
+    importlib.import_module("torchport.agents.doctor").add_parser(sub)  # what isolation holds
 
     run = sub.add_parser(
         "run",
@@ -307,6 +309,7 @@ def _error(message: str) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    hide_own_secrets()  # before anything runs: programs of our user cannot read our keys
     parser = _build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):

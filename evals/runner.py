@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from torchport.agents.verifier import Budget
+from torchport.sandbox.isolation import hide_own_secrets
 from torchport.tools.scanner import ScanOptions, scan
 
 from .edits import golden_tree_edits, score, tree_edits
@@ -99,6 +100,7 @@ def evaluate(task: Task, mode: str, target: str, work: Path, budget: Budget) -> 
 
 
 def _job(task: Task, mode: str, target: str, work: Path, budget: Budget) -> dict[str, Any]:
+    hide_own_secrets()  # a spawned worker: its environ holds the keys again
     # Shared: the original's cached reference runs; per job: the graph's checkpoints.
     os.environ["TORCHPORT_HOME"] = str(work / "home")
     checkpoints = work / "home" / "checkpoints" / f"{job_key(task.name, mode, target)}.sqlite"

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from torchport.agents import runs
+from torchport.sandbox.isolation import hide_own_secrets
 
 from .clone import checkout
 from .sources import Source
@@ -66,6 +67,7 @@ def paths(out_dir: str | Path, name: str) -> dict[str, Path]:
 
 def main(spec: JobSpec) -> dict[str, Any]:
     """The entry point of a job's own process: its output goes to DIR/logs/NAME.log."""
+    hide_own_secrets()  # a fresh process (spawn, Ray): its environ holds the keys again
     log = paths(spec.out_dir, spec.name)["log"]
     log.parent.mkdir(parents=True, exist_ok=True)
     sys.stdout.flush()

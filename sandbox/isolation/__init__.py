@@ -9,6 +9,7 @@ and ``process`` (limits only, warns that it does not isolate).
 from .api import BACKENDS, backend_status, choose_backend, run_isolated
 from .env import looks_secret, safe_env
 from .result import BackendUnavailable, IsolationResult, IsolationWarning
+from .secrets import hide_own_secrets
 
 __all__ = [
     "BACKENDS",
@@ -17,6 +18,7 @@ __all__ = [
     "IsolationWarning",
     "backend_status",
     "choose_backend",
+    "hide_own_secrets",
     "looks_secret",
     "run_isolated",
     "safe_env",

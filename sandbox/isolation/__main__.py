@@ -1,5 +1,7 @@
 """``python -m torchport.sandbox.isolation``: report backends, build the docker image.
 
+``--probe`` prints what ``torchport doctor`` prints: what each backend isolates here.
+
 Called by scripts/ensure-sandbox-tools so that the shell script does not
 duplicate the probes.
 """
@@ -11,6 +13,7 @@ import sys
 
 from . import container
 from .api import BACKENDS, backend_status
+from .probe import probe_all, render_table
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -18,6 +21,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m torchport.sandbox.isolation")
     parser.add_argument(
         "--build-docker-image", action="store_true", help="docker import the base image"
+    )
+    parser.add_argument(
+        "--probe", action="store_true", help="measure what each backend isolates (torchport doctor)"
     )
     args = parser.parse_args(argv)
     if args.build_docker_image:
@@ -27,6 +33,10 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         container.ensure_image()
         print(f"docker image ready: {container.IMAGE}")
+    if args.probe:
+        report = probe_all()
+        sys.stdout.write(render_table(report))
+        return 1 if any("error" in e for e in report["backends"].values()) else 0
     status = backend_status()
     auto = next(n for n in BACKENDS if status[n] is None)
     for name in BACKENDS:

@@ -11,6 +11,7 @@ from . import bwrap, container, process, unshare
 from .env import safe_env
 from .result import BackendUnavailable, IsolationResult, IsolationWarning
 from .runner import kill_reason, run_command
+from .secrets import hide_own_secrets
 from .spec import RunSpec
 
 log = logging.getLogger(__name__)
@@ -91,6 +92,7 @@ def run_isolated(
         raw.oom_killed = container.finish(cname)
     else:
         if name == "process":
+            hide_own_secrets()  # the program shares our user: our keys out of its reach
             warnings.warn(process.WARNING, IsolationWarning, stacklevel=2)
             log.warning(process.WARNING)
         raw = run_command(_MODULES[name].command(spec), spec)

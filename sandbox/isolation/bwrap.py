@@ -11,32 +11,30 @@ from __future__ import annotations
 import functools
 import shutil
 import subprocess
-from pathlib import Path
 
-from .hostpaths import ETC_FILES, SYSTEM_DIRS, dedupe, python_paths
+from .hostpaths import sandbox_view
 from .spec import RunSpec
 
 NAME = "bwrap"
 _MISSING = "bubblewrap not installed (scripts/ensure-sandbox-tools installs it)"
 
+# hostpaths.MOUNT_KINDS -> bwrap's options for one mount.
+_OPTIONS = {
+    "symlink": lambda m: ["--symlink", m.target, m.path],
+    "ro": lambda m: ["--ro-bind", m.path, m.path],
+    "rw": lambda m: ["--bind", m.path, m.path],
+    "proc": lambda m: ["--proc", m.path],
+    "dev": lambda m: ["--dev", m.path],
+    "tmpfs": lambda m: ["--tmpfs", m.path],
+}
+
 
 def command(spec: RunSpec, exe: str = "bwrap") -> list[str]:
     """The bwrap command line that runs ``spec.argv`` isolated."""
     cmd = [exe, "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
-    for d in SYSTEM_DIRS:
-        p = Path(d)
-        if p.is_symlink():
-            cmd += ["--symlink", str(p.readlink()), d]
-        elif p.is_dir():
-            cmd += ["--ro-bind", d, d]
-    for f in ETC_FILES:
-        cmd += ["--ro-bind-try", f, f]
-    # The private /tmp first: binds below may live under /tmp (a checkout or venv in
-    # /tmp, pytest's scratch dirs) and must land on top of it, not be hidden by it.
-    cmd += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
-    for p in dedupe([*python_paths(), *spec.readonly]):
-        cmd += ["--ro-bind", str(p), str(p)]
-    cmd += ["--bind", str(spec.scratch), str(spec.scratch), "--chdir", str(spec.scratch)]
+    for mount in sandbox_view(spec.scratch, spec.readonly):
+        cmd += _OPTIONS[mount.kind](mount)
+    cmd += ["--chdir", str(spec.scratch)]
     # bwrap's root is a tmpfs holding the mount points; make it read-only too, so a
     # write anywhere but scratch and the private /tmp fails instead of vanishing.
     cmd += ["--remount-ro", "/"]

@@ -17,7 +17,7 @@ import tarfile
 import uuid
 from pathlib import Path
 
-from .hostpaths import ETC_FILES, SYSTEM_DIRS, dedupe, python_paths
+from .hostpaths import ETC_FILES, SYSTEM_DIRS, exposed, python_paths
 from .spec import RunSpec
 
 NAME = "docker"
@@ -81,7 +81,7 @@ def command(spec: RunSpec, name: str) -> list[str]:
     ]  # fmt: skip
     ro = [Path(d) for d in SYSTEM_DIRS if Path(d).is_dir() and not Path(d).is_symlink()]
     ro += [Path(f) for f in ETC_FILES if Path(f).exists()]
-    for p in dedupe([*ro, *python_paths(), *spec.readonly]):
+    for p in exposed([*ro, *python_paths(), *spec.readonly]):
         cmd += ["-v", f"{p}:{p}:ro"]
     cmd += ["-v", f"{spec.scratch}:{spec.scratch}:rw", "-w", str(spec.scratch)]
     for k, v in spec.env.items():
