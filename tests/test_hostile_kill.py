@@ -224,6 +224,8 @@ def test_killing_migrate_mid_verification_leaves_nothing(backend: str, tmp_path:
         # The watchdog deleted the run's copy of the repository: no sweep needed.
         until(lambda: not list(temp.glob("torchport-run-*")), CLEANUP_S, "scratch copy left")
         assert not (tmp_path / "out").exists()
+        # The killed run keeps its own scratch (runs/RUN_ID) for --resume.
+        assert list((tmp_path / "home" / "runs").iterdir())
     finally:
         if migrate.poll() is None:
             migrate.kill()
@@ -303,3 +305,31 @@ def test_the_sweep_removes_only_dead_owners_leftovers(tmp_path: Path) -> None:
             inside.kill()
         for name in labelled:
             subprocess.run(["docker", "rm", "-f", name], capture_output=True, timeout=60)
+
+
+def test_a_finished_run_removes_its_scratch_and_chat_folders_stay(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from torchport.agents import graph, runs
+
+    monkeypatch.setenv("TORCHPORT_HOME", str(tmp_path / "home"))
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "train.py").write_text("import torch\nx = torch.zeros(1).cuda()\n")
+    run_id = runs.new_run_id()
+    (runs.run_dir(run_id) / "work").mkdir()  # as the verify node leaves it
+    (runs.run_dir(run_id) / "work" / "train.py").write_text("copy")
+    backups = runs.run_dir("chat-20260101-000000-abcdef") / "backups"
+    backups.mkdir()
+    settings = {"source": str(src), "target": "tpu", "out": str(tmp_path / "out")}
+    final = graph.start(
+        {**settings, "llm": "none", "verify": False}, graph.Runtime(run_id), tmp_path / "ck.db"
+    )
+    assert final["outcome"] == "not verified"
+    assert (tmp_path / "out" / "train.py").is_file()
+    assert not (tmp_path / "home" / "runs" / run_id).exists()
+    assert backups.is_dir()
+    for not_scratch in ("chat-20260101-000000-abcdef", "..", "a/../..", ""):
+        with pytest.raises(ValueError, match="not a migrate run's scratch folder"):
+            runs.remove_run_dir(not_scratch)
+    assert backups.is_dir()
