@@ -25,17 +25,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import test_isolation
 from cli_process import migrate_process
-from torchport.sandbox.isolation import BACKENDS, bwrap, container, owner, process, unshare
+from torchport.sandbox.isolation import container, owner
 from torchport.sandbox.isolation.cgroup import make_cgroup, torchport_cgroups
 from torchport.sandbox.isolation.sweep import sweep
 
-_MODULES = {"bwrap": bwrap, "docker": container, "unshare": unshare, "process": process}
+backend = test_isolation.backend  # each backend, skipped with the reason where absent
 KINDS = ("main", "child", "setsid", "daemon")
 # Spreads out, then beats until killed; every process keeps the marker (argv[1]) in its cmdline.
 PROGRAM = textwrap.dedent(
     """
-    import os, sys, time
+    import os, time
 
     def beat(kind):
         name = f"hb-{kind}-{os.getpid()}"
@@ -76,14 +77,6 @@ DRIVER = textwrap.dedent(
 )
 HEARTBEATS_S = 120  # the program starting and spreading out on a loaded machine
 CLEANUP_S = 30  # SIGKILL to nothing left: the watchdog's kills, docker kill and rm
-
-
-@pytest.fixture(params=BACKENDS)
-def backend(request: pytest.FixtureRequest) -> str:
-    reason = _MODULES[request.param].unavailable()
-    if reason is not None:
-        pytest.skip(f"{request.param}: {reason}")
-    return request.param
 
 
 def until(check: Callable[[], Any], timeout: float, what: str) -> Any:
