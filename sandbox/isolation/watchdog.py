@@ -8,8 +8,8 @@ it SIGTERM when torchport's thread that started it dies (PR_SET_PDEATHSIG), and
 as a child subreaper it inherits every orphan of the run, so a setsid() or
 double-forked daemon is still its descendant. It stays outside the run's cgroup,
 so a cgroup kill or an OOM kill in the run cannot take it first. Stdlib only, no
-site, for a fast start; its one import beyond the stdlib is ``cgroup``, a
-stdlib-only sibling module.
+site, for a fast start; beyond the stdlib it imports only its stdlib-only
+siblings ``cgroup`` and ``owner``.
 
 It starts the backend's command in a new session, with the run's rlimits and in
 the run's cgroup, and waits. When the command ends, when asked to stop (SIGTERM,
@@ -63,13 +63,15 @@ def _prctl(option: int, value: int) -> None:
 
 def _start(config: dict, group: cgroup.Cgroup | None) -> int:
     """Fork and exec the command: its own session, limits, cgroup; dies if we die."""
-    argv = config["argv"]
+    argv, watchdog = config["argv"], os.getpid()
     pid = os.fork()
     if pid:
         return pid
     try:
         os.setsid()
         _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != watchdog:
+            raise ProcessLookupError("the watchdog died")
         for sig in (signal.SIGPIPE, signal.SIGXFSZ):  # Python ignores these; exec keeps that
             signal.signal(sig, signal.SIG_DFL)
         if group is not None:
@@ -164,13 +166,13 @@ def _run_all(commands: list[list[str]]) -> None:
 
 def _remove_orphaned(config: dict, group: cgroup.Cgroup | None) -> None:
     """torchport is gone: remove what it would have removed after the run."""
-    import shutil
+    import owner  # the sibling module (stdlib only), needed only here
 
     _run_all(config["orphaned"])
     if group is not None:
         group.remove()
     for folder in config["remove"]:
-        shutil.rmtree(folder, ignore_errors=True)
+        owner.remove_tree(Path(folder))
 
 
 def _exit_like(status: int | None) -> None:
