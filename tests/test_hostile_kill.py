@@ -107,6 +107,13 @@ def processes_with(marker: str) -> list[int]:
     return found
 
 
+def cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
 def heartbeats(folder: Path) -> dict[str, int]:
     """Heartbeat file name to its last write (ns); empty when the folder is gone."""
     beats = {}
@@ -148,6 +155,9 @@ def kill_and_check(driver: subprocess.Popen, marker: str, tag: str, backend: str
         assert containers_of(tag), "the run's container is labelled with its owner"
     elif cgroups_writable():
         assert cgroups_of(tag), "the run's cgroup is named for its owner"
+        # The watchdog stays outside it, so that a cgroup kill or OOM cannot take it first.
+        (watchdog,) = (p for p in processes_with(marker) if b"watchdog.py" in cmdline(p))
+        assert "torchport-" not in Path(f"/proc/{watchdog}/cgroup").read_text()
     os.kill(driver.pid, signal.SIGKILL)
     driver.wait(timeout=CLEANUP_S)
     until(lambda: not processes_with(marker), CLEANUP_S, "processes of the run still alive")
