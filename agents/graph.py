@@ -423,7 +423,15 @@ def start(settings: Settings, runtime: Runtime, db: Path | None = None) -> State
             {"settings": full}, _config(runtime.run_id), stream_mode="updates"
         ):
             _announce(runtime, update)
-        return app.get_state(_config(runtime.run_id)).values
+        return _finished(app, runtime.run_id)
+
+
+def _finished(app: Any, run_id: str) -> State:
+    """The run's final state; its scratch folder goes once no node is left to run."""
+    snapshot = app.get_state(_config(run_id))
+    if not snapshot.next:
+        runs.remove_run_dir(run_id)
+    return snapshot.values
 
 
 def saved_state(run_id: str, db: Path | None = None) -> tuple[State, tuple[str, ...]]:
@@ -443,7 +451,7 @@ def resume(runtime: Runtime, db: Path | None = None) -> State:
             runtime.say(f"resuming {runtime.run_id} at {', '.join(pending)}")
             for update in app.stream(None, _config(runtime.run_id), stream_mode="updates"):
                 _announce(runtime, update)
-        return app.get_state(_config(runtime.run_id)).values
+        return _finished(app, runtime.run_id)
 
 
 def _announce(runtime: Runtime, update: dict[str, Any]) -> None:

@@ -2,13 +2,15 @@
 
 Everything lives under ``$TORCHPORT_HOME`` (default ``~/.cache/torchport``):
 ``checkpoints.sqlite`` (langgraph's SQLite checkpointer, one thread per run) and
-``runs/RUN_ID/`` (scratch copies the verifier and the LLM's tools work in).
+``runs/RUN_ID/`` (scratch copies the verifier and the LLM's tools work in, removed
+when the run finishes; a killed run keeps them until it is resumed).
 """
 
 from __future__ import annotations
 
 import os
 import secrets
+import shutil
 import time
 from pathlib import Path
 
@@ -33,3 +35,14 @@ def run_dir(run_id: str) -> Path:
     path = home() / "runs" / run_id
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def remove_run_dir(run_id: str) -> None:
+    """Delete a finished run's scratch copies (a repository copy or more each).
+
+    Only for a finished migrate run: a killed one keeps its folder for ``--resume``,
+    and chat sessions (``chat-*``) keep theirs, which hold /apply's backups.
+    """
+    if run_id.startswith("chat-") or Path(run_id).name != run_id or run_id in ("", ".", ".."):
+        raise ValueError(f"not a migrate run's scratch folder: {run_id!r}")
+    shutil.rmtree(home() / "runs" / run_id, ignore_errors=True)

@@ -13,7 +13,6 @@ import contextvars
 import json
 import shutil
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -22,7 +21,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .isolation import BackendUnavailable, run_isolated
+from .isolation import BackendUnavailable, owner, run_isolated
 from .launch import MODES
 
 TAIL = 4000
@@ -199,6 +198,7 @@ def _execute(
             timeout_s=spec.timeout_s,
             memory_mb=spec.memory_mb,
             backend=spec.isolation,
+            owned=scratch,  # the watchdog deletes this copy if torchport dies mid-run
         )
     except (BackendUnavailable, ValueError) as exc:
         raise RunError(str(exc)) from exc
@@ -250,7 +250,9 @@ def run(spec: RunSpec) -> RunResult:
     if not spec.root.is_dir():
         raise RunError(f"not a directory: {spec.root}")
     started = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="torchport-run-") as tmp:
+    # Named with this process's pid and start time: if torchport is killed before the
+    # watchdog can delete it, the next torchport's sweep knows it is stale.
+    with owner.temp_dir() as tmp:
         scratch = Path(tmp) / "program"
         shutil.copytree(spec.root, scratch, symlinks=True, ignore=IGNORE)
         result_file = Path(tmp) / "result.json"

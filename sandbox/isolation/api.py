@@ -10,9 +10,10 @@ from pathlib import Path
 from . import bwrap, container, process, unshare
 from .env import safe_env
 from .result import BackendUnavailable, IsolationResult, IsolationWarning
-from .runner import kill_reason, run_command
+from .runner import Teardown, kill_reason, run_command
 from .secrets import hide_own_secrets
 from .spec import RunSpec
+from .sweep import sweep_once
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +54,7 @@ def run_isolated(
     cpus: float = 1,
     pids: int = 256,
     backend: str = "auto",
+    owned: Path | None = None,
 ) -> IsolationResult:
     """Run untrusted ``argv`` with no network, bounded time/memory/processes,
     no secrets in its environment, and writes only to ``scratch``.
@@ -65,6 +67,11 @@ def run_isolated(
     strongest available (``result.backend`` says which); naming a backend that
     cannot run raises :class:`BackendUnavailable`. The ``process`` backend does
     not isolate and warns with :class:`IsolationWarning`.
+
+    The run dies with this process, whatever kills it (see ``watchdog``); then
+    ``owned``, a scratch folder of this process made by ``owner.temp_dir`` (the
+    run's copy of a repository), is deleted too. The first run of a process
+    sweeps what killed runs left (``sweep``).
     """
     name = choose_backend(backend)
     scratch = Path(scratch).resolve()
@@ -79,15 +86,18 @@ def run_isolated(
         cpus=cpus,
         pids=pids,
     )
+    sweep_once()
+    remove = (Path(owned),) if owned is not None else ()
     if name == "docker":
         container.ensure_image()
         cname = container.new_name()
+        teardown = Teardown(
+            stop=(container.kill_command(cname),),
+            orphaned=(container.remove_command(cname),),
+            remove=remove,
+        )
         raw = run_command(
-            container.command(spec, cname),
-            spec,
-            rlimits=False,
-            cgroup=False,
-            on_timeout=lambda: container.kill(cname),
+            container.command(spec, cname), spec, rlimits=False, cgroup=False, teardown=teardown
         )
         raw.oom_killed = container.finish(cname)
     else:
@@ -95,7 +105,7 @@ def run_isolated(
             hide_own_secrets()  # the program shares our user: our keys out of its reach
             warnings.warn(process.WARNING, IsolationWarning, stacklevel=2)
             log.warning(process.WARNING)
-        raw = run_command(_MODULES[name].command(spec), spec)
+        raw = run_command(_MODULES[name].command(spec), spec, teardown=Teardown(remove=remove))
     return IsolationResult(
         returncode=raw.returncode,
         stdout=raw.stdout,

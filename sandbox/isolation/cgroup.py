@@ -29,44 +29,68 @@ def _own_path(controller: str | None) -> str:
     raise OSError(f"no cgroup line for {controller or 'v2'}")
 
 
-class Cgroup:
-    """A throwaway cgroup (one directory per controller on v1, one on v2)."""
+# The hierarchies a run's cgroup lives in on v1 (v2 has one).
+_V1_CONTROLLERS = ("pids", "memory", "cpu")
+PREFIX = "torchport-"
 
-    def __init__(self, *, memory_mb: int, pids: int, cpus: float) -> None:
-        self.dirs: list[Path] = []
-        self.v2 = (_ROOT / "cgroup.controllers").exists()
-        name = f"torchport-{uuid.uuid4().hex[:12]}"
+
+def _is_v2() -> bool:
+    return (_ROOT / "cgroup.controllers").exists()
+
+
+def _parents(v2: bool) -> list[Path]:
+    """Where this process makes its cgroups: beside itself, in each hierarchy."""
+    if v2:
+        return [_ROOT / _own_path(None)]
+    return [_ROOT / ctrl / _own_path(ctrl) for ctrl in _V1_CONTROLLERS]
+
+
+def _limits(v2: bool, *, memory_mb: int, pids: int, cpus: float) -> list[dict[str, str]]:
+    """The files to write in each of ``_parents(v2)``'s new directories, in that order."""
+    memory, quota = str(memory_mb * 2**20), str(int(cpus * 100_000))
+    if v2:
+        return [{"pids.max": str(pids), "memory.max": memory, "cpu.max": f"{quota} 100000"}]
+    return [
+        {"pids.max": str(pids)},
+        {"memory.limit_in_bytes": memory},
+        {"cpu.cfs_period_us": "100000", "cpu.cfs_quota_us": quota},
+    ]
+
+
+class Cgroup:
+    """A throwaway cgroup (one directory per controller on v1, one on v2).
+
+    Plain data (its directories) so that the watchdog, a separate process, can
+    kill and remove the cgroup its parent made.
+    """
+
+    def __init__(self, dirs: list[Path], v2: bool) -> None:
+        self.dirs = list(dirs)
+        self.v2 = v2
+
+    @classmethod
+    def create(cls, name: str, *, memory_mb: int, pids: int, cpus: float) -> Cgroup:
+        """Make ``name`` beside this process's cgroup, with these limits."""
+        v2 = _is_v2()
+        group = cls([], v2)
         try:
-            if self.v2:
-                d = _ROOT / _own_path(None) / name
+            limits = _limits(v2, memory_mb=memory_mb, pids=pids, cpus=cpus)
+            for parent, files in zip(_parents(v2), limits, strict=True):
+                d = parent / name
                 d.mkdir()
-                self.dirs.append(d)
-                (d / "pids.max").write_text(str(pids))
-                (d / "memory.max").write_text(str(memory_mb * 2**20))
-                with contextlib.suppress(OSError):
-                    (d / "memory.swap.max").write_text("0")
-                (d / "cpu.max").write_text(f"{int(cpus * 100_000)} 100000")
-            else:
-                limits = {
-                    "pids": {"pids.max": str(pids)},
-                    "memory": {"memory.limit_in_bytes": str(memory_mb * 2**20)},
-                    "cpu": {
-                        "cpu.cfs_period_us": "100000",
-                        "cpu.cfs_quota_us": str(int(cpus * 100_000)),
-                    },
-                }
-                for ctrl, files in limits.items():
-                    d = _ROOT / ctrl / _own_path(ctrl) / name
-                    d.mkdir()
-                    self.dirs.append(d)
-                    for fname, value in files.items():
-                        (d / fname).write_text(value)
+                group.dirs.append(d)
+                for fname, value in files.items():
+                    (d / fname).write_text(value)
+                if v2:
+                    with contextlib.suppress(OSError):
+                        (d / "memory.swap.max").write_text("0")
         except OSError:
-            self.remove()
+            group.remove()
             raise
+        return group
 
     def join(self) -> None:
-        """Move the calling process in; called in the child before exec."""
+        """Move the calling process in; the watchdog's child calls it before exec."""
         pid = str(os.getpid())
         for d in self.dirs:
             (d / "cgroup.procs").write_text(pid)
@@ -118,11 +142,29 @@ class Cgroup:
         self.dirs = []
 
 
-def make_cgroup(*, memory_mb: int, pids: int, cpus: float) -> Cgroup | None:
-    """A cgroup with these limits, or None where cgroups cannot be written."""
+def make_cgroup(*, owner: str, memory_mb: int, pids: int, cpus: float) -> Cgroup | None:
+    """A cgroup with these limits, or None where cgroups cannot be written.
+
+    Named ``torchport-OWNER-HEX``: a sweep tells a dead owner's leftover by its name.
+    """
     if os.geteuid() != 0:
         return None
     try:
-        return Cgroup(memory_mb=memory_mb, pids=pids, cpus=cpus)
+        name = f"{PREFIX}{owner}-{uuid.uuid4().hex[:12]}"
+        return Cgroup.create(name, memory_mb=memory_mb, pids=pids, cpus=cpus)
     except OSError:
         return None
+
+
+def torchport_cgroups() -> dict[str, Cgroup]:
+    """Every ``torchport-*`` cgroup beside this process's, by name (what a sweep inspects)."""
+    found: dict[str, list[Path]] = {}
+    v2 = _is_v2()
+    try:
+        for parent in _parents(v2):
+            for d in parent.glob(f"{PREFIX}*"):
+                if d.is_dir():
+                    found.setdefault(d.name, []).append(d)
+    except OSError:
+        return {}
+    return {name: Cgroup(dirs, v2) for name, dirs in found.items()}

@@ -17,11 +17,14 @@ import tarfile
 import uuid
 from pathlib import Path
 
+from . import owner
 from .hostpaths import ETC_FILES, SYSTEM_DIRS, exposed, python_paths
 from .spec import RunSpec
 
 NAME = "docker"
 IMAGE = "torchport/sandbox-base:2"
+LABEL = "torchport.sandbox"
+OWNER_LABEL = "torchport.owner"  # owner.tag() of the torchport that started it
 # /sbin stays a real directory: docker mounts its init (tini) at /sbin/docker-init.
 _SYMLINKS = {"bin": "usr/bin", "lib": "usr/lib", "lib64": "usr/lib64"}
 
@@ -70,9 +73,14 @@ def ensure_image() -> None:
 
 
 def command(spec: RunSpec, name: str) -> list[str]:
-    """The ``docker run`` command line for ``spec``; ``name`` lets a timeout kill it."""
+    """The ``docker run`` command line for ``spec``; ``name`` lets a timeout kill it.
+
+    Labelled as torchport's, with the owner's tag, so that a sweep can remove the
+    container of a torchport that was killed before it could.
+    """
     cmd = [
         _docker(), "run", "--name", name, "--network", "none", "--read-only", "--init",
+        "--label", f"{LABEL}=1", "--label", f"{OWNER_LABEL}={owner.tag()}",
         "--cap-drop", "ALL", "--security-opt", "no-new-privileges",
         "--memory", f"{spec.memory_mb}m", "--memory-swap", f"{spec.memory_mb}m",
         "--cpus", str(spec.cpus), "--pids-limit", str(spec.pids),
@@ -94,9 +102,14 @@ def new_name() -> str:
     return f"torchport-sbx-{uuid.uuid4().hex[:12]}"
 
 
-def kill(name: str) -> None:
-    """Stop a run's container (the CLI dying does not stop it)."""
-    subprocess.run([_docker(), "kill", name], capture_output=True, check=False, timeout=30)
+def kill_command(name: str) -> tuple[str, ...]:
+    """Stops a run's container (the CLI dying does not stop it)."""
+    return (_docker(), "kill", name)
+
+
+def remove_command(name: str) -> tuple[str, ...]:
+    """Removes a run's container, stopped or not."""
+    return (_docker(), "rm", "-f", name)
 
 
 def finish(name: str) -> bool:
@@ -105,8 +118,19 @@ def finish(name: str) -> bool:
         [_docker(), "inspect", "-f", "{{.State.OOMKilled}}", name],
         capture_output=True, text=True, check=False, timeout=30,
     )  # fmt: skip
-    subprocess.run([_docker(), "rm", "-f", name], capture_output=True, check=False, timeout=30)
+    subprocess.run(remove_command(name), capture_output=True, check=False, timeout=30)
     return res.stdout.strip() == "true"
+
+
+def labelled() -> dict[str, str]:
+    """torchport's containers on this daemon, name to owner tag (what a sweep inspects)."""
+    res = subprocess.run(
+        [_docker(), "ps", "-a", "--filter", f"label={LABEL}=1",
+         "--format", f'{{{{.Names}}}}\t{{{{.Label "{OWNER_LABEL}"}}}}'],
+        capture_output=True, text=True, check=False, timeout=30,
+    )  # fmt: skip
+    lines = (line.partition("\t") for line in res.stdout.splitlines())
+    return {name: tag for name, _, tag in lines if name}
 
 
 @functools.cache

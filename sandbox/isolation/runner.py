@@ -1,25 +1,34 @@
 """Spawn a (wrapped) command with limits, a wall clock and bounded output capture.
 
-Shared by every backend: a backend only decides the command line and how to
-stop what it started; this module enforces the rest the same way for all.
+Shared by every backend: a backend only decides the command line and what to
+run to stop and remove what it started (``Teardown``); this module, through the
+watchdog it starts, enforces the rest the same way for all.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import resource
 import signal
 import subprocess
+import sys
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
-from .cgroup import make_cgroup
+from . import owner
+from .cgroup import Cgroup, make_cgroup
 from .spec import RunSpec
 
 TAIL_BYTES = 64 * 1024
+WATCHDOG = Path(__file__).with_name("watchdog.py")
+# The watchdog's own deadline is the run's plus this: a backstop, the runner stops it first.
+DEADLINE_GRACE_S = 10.0
+# How long the watchdog may take to stop a run (docker kill included) before it is killed.
+STOP_WAIT_S = 90.0
 
 
 @dataclass
@@ -42,17 +51,57 @@ def _drain(stream, buf: bytearray, cap: int) -> None:
             del buf[: len(buf) - cap]
 
 
-def _set_rlimits(spec: RunSpec) -> None:
+def _rlimits(spec: RunSpec) -> list[tuple[int, int]]:
     """Per-process limits; inherited across exec by the sandboxed program."""
-    mem = spec.memory_mb * 2**20
-    for res, value in (
-        (resource.RLIMIT_DATA, mem),
+    return [
+        (resource.RLIMIT_DATA, spec.memory_mb * 2**20),
         (resource.RLIMIT_NPROC, spec.pids),
         (resource.RLIMIT_CPU, spec.cpu_seconds),
         (resource.RLIMIT_CORE, 0),
-    ):
-        with contextlib.suppress(ValueError, OSError):
-            resource.setrlimit(res, (value, value))
+    ]
+
+
+@dataclass(frozen=True)
+class Teardown:
+    """What a backend leaves that killing processes does not stop, for the watchdog.
+
+    ``stop``: commands run when the run is stopped early (``docker kill NAME``);
+    ``orphaned``: commands run when torchport died during the run (``docker rm``);
+    ``remove``: scratch folders of this process (``owner.temp_dir``) deleted then.
+    """
+
+    stop: tuple[tuple[str, ...], ...] = ()
+    orphaned: tuple[tuple[str, ...], ...] = ()
+    remove: tuple[Path, ...] = ()
+
+
+def _watchdog_argv(
+    cmd: list[str], spec: RunSpec, group: Cgroup | None, rlimits: bool, teardown: Teardown
+) -> list[str]:
+    """The watchdog's command line: everything it needs travels in it, as JSON."""
+    config = {
+        "parent": os.getpid(),
+        "argv": cmd,
+        "deadline_s": spec.timeout_s + DEADLINE_GRACE_S,
+        "rlimits": _rlimits(spec) if rlimits else [],
+        "cgroup": None if group is None else {"dirs": [str(d) for d in group.dirs], "v2": group.v2},
+        "stop": teardown.stop,
+        "orphaned": teardown.orphaned,
+        "remove": [str(p) for p in teardown.remove],
+    }
+    return [sys.executable, "-I", "-S", str(WATCHDOG), json.dumps(config)]
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    """Ask the watchdog to stop the run; kill it if it does not finish in time."""
+    if proc.poll() is not None:
+        return
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=STOP_WAIT_S)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def run_command(
@@ -61,36 +110,46 @@ def run_command(
     *,
     rlimits: bool = True,
     cgroup: bool = True,
-    on_timeout: Callable[[], None] | None = None,
+    teardown: Teardown = Teardown(),
     cwd: str | None = None,
 ) -> RawRun:
-    """Run ``cmd`` under ``spec``'s limits; on timeout kill the whole tree.
+    """Run ``cmd`` under ``spec``'s limits through the watchdog; on timeout kill the tree.
 
-    The tree is the new session (process group) plus, where cgroups are
-    writable, every process in the run's cgroup, so children that call
-    setsid() are caught too. ``on_timeout`` lets a backend stop things the
-    runner cannot see (a container).
+    The watchdog (``watchdog.py``) is the process started here; it starts ``cmd``
+    and kills all of the run when the run ends, when told to, or when torchport
+    dies, whichever comes first. The tree is the new session, every descendant
+    (the watchdog is their subreaper, so daemons are caught) and, where cgroups
+    are writable, every process in the run's cgroup. Waiting happens in the
+    calling thread, the one the watchdog's death signal is tied to.
     """
+    for folder in teardown.remove:  # the watchdog deletes only folders named for us
+        if not owner.owns(folder):
+            raise ValueError(f"not a scratch folder of this process: {folder}")
     group = (
-        make_cgroup(memory_mb=spec.memory_mb, pids=spec.pids, cpus=spec.cpus) if cgroup else None
+        make_cgroup(owner=owner.tag(), memory_mb=spec.memory_mb, pids=spec.pids, cpus=spec.cpus)
+        if cgroup
+        else None
     )
-
-    def preexec() -> None:
+    try:
+        raw = _supervise(_watchdog_argv(cmd, spec, group, rlimits, teardown), spec, group, cwd)
+        raw.oom_killed = group.oom_killed() if group is not None else False
+    finally:
         if group is not None:
-            group.join()
-        if rlimits:
-            _set_rlimits(spec)
+            group.remove()
+    return raw
 
+
+def _supervise(argv: list[str], spec: RunSpec, group: Cgroup | None, cwd: str | None) -> RawRun:
+    """Start the watchdog, read its output, stop it at the wall clock."""
     start = time.monotonic()
     proc = subprocess.Popen(
-        cmd,
+        argv,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env=spec.env,
         cwd=cwd or str(spec.scratch),
         start_new_session=True,
-        preexec_fn=preexec,
     )
     out, err = bytearray(), bytearray()
     readers = [
@@ -104,31 +163,23 @@ def run_command(
         proc.wait(timeout=spec.timeout_s)
     except subprocess.TimeoutExpired:
         timed_out = True
-        if on_timeout is not None:
-            on_timeout()
     finally:
-        # Whatever happened, nothing the program started outlives the run.
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGKILL)
+        # Whatever happened (a timeout, an exception here), nothing of the run outlives it;
+        # the cgroup is for a watchdog that was itself killed.
+        _stop(proc)
         if group is not None:
             group.kill()
-        proc.wait()
         for t in readers:
             t.join(timeout=2)
         for stream in (proc.stdout, proc.stderr):
             with contextlib.suppress(OSError):
                 stream.close()
-    elapsed = time.monotonic() - start
-    oom = group.oom_killed() if group is not None else False
-    if group is not None:
-        group.remove()
     return RawRun(
         returncode=proc.returncode,
         stdout=out.decode("utf-8", "replace"),
         stderr=err.decode("utf-8", "replace"),
         timed_out=timed_out,
-        elapsed_s=elapsed,
-        oom_killed=oom,
+        elapsed_s=time.monotonic() - start,
     )
 
 
