@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import probe_program
+from . import owner, probe_program
 from .api import BACKENDS, backend_status, choose_backend, run_isolated
 from .cgroup import make_cgroup
 from .env import safe_env
@@ -159,7 +159,7 @@ def _arrived(sock: socket.socket) -> bool:
 
 
 def _cgroup_binds() -> bool:
-    group = make_cgroup(memory_mb=64, pids=16, cpus=1)
+    group = make_cgroup(owner=owner.tag(), memory_mb=64, pids=16, cpus=1)
     if group is None:
         return False
     group.remove()
@@ -171,7 +171,7 @@ def probe_backend(name: str, bait: Bait) -> dict[str, Any]:
     source = Path(probe_program.__file__).read_text()
     argv = [sys.executable, "-I", "-c", source, json.dumps(bait.config)]
     with (
-        tempfile.TemporaryDirectory(prefix="torchport-doctor-scratch-") as scratch,
+        owner.temp_dir() as scratch,  # named for the sweep, should doctor be killed
         warnings.catch_warnings(),
     ):
         warnings.simplefilter("ignore", IsolationWarning)  # the table says it
