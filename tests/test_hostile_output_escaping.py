@@ -97,8 +97,11 @@ def torchport(*args: str, stdin: str = "", timeout: float = 120) -> tuple[int, s
         timeout=timeout,
         env=ENV,
     )
-    decode = lambda b: b.decode("utf-8", "surrogateescape")  # noqa: E731
-    return done.returncode, decode(done.stdout), decode(done.stderr)
+    return done.returncode, _decoded(done.stdout), _decoded(done.stderr)
+
+
+def _decoded(output: bytes) -> str:
+    return output.decode("utf-8", "surrogateescape")
 
 
 def assert_terminal_safe(text: str) -> None:
@@ -462,3 +465,12 @@ def test_an_error_quoting_a_hostile_path_is_one_escaped_line(tmp_path, command):
     assert_terminal_safe(err)
     assert len(err.splitlines()) == 1 and err.startswith("torchport: error: ")
     assert r"\x1b]0;pwned\x07\u202e\nx" in err
+
+
+@pytest.mark.parametrize("code", ["`", "``a", "a`", "` a `", " a", "   ", "a ``` b ` c", "<b>"])
+def test_a_code_span_shows_its_code_exactly_whatever_its_backticks_and_spaces(code):
+    from torchport.tools.safetext import markdown_code
+
+    rendered = Elements(render(f"x {markdown_code(code)} y"))
+    assert [tag for tag, _ in rendered.elements] == ["p", "code"]
+    assert "".join(rendered.texts) == f"x {code} y\n"
