@@ -5,11 +5,12 @@ messages its programs print are chosen by whoever wrote it. Every report writer
 and every front door passes such text through the function for its destination
 before a person's terminal, a Markdown renderer or a spreadsheet sees it. The
 machine formats need nothing more than their own encoders (JSON escapes every
-control character; SARIF URIs go through ``sarif_uri``).
+control character; SARIF URIs go through ``uri_path``).
 
 Escaping is visible, never silent: a control character becomes ``\\x1b``, a
 bidi override ``\\u202e``, so a person sees that the name is odd instead of
-being shown a different one. Text without such characters is left unchanged.
+being shown a different one. On a terminal, text without such characters is left
+unchanged.
 """
 
 from __future__ import annotations
