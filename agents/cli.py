@@ -13,10 +13,12 @@ from torchport.sandbox.isolation import hide_own_secrets
 from torchport.tools import __version__
 from torchport.tools.catalogue import TARGETS, CatalogueError, load_catalogue
 from torchport.tools.report import FORMATS
+from torchport.tools.safetext import terminal_line
 from torchport.tools.scanner import ScanError, ScanOptions, scan
 from torchport.tools.sourcefile import DEFAULT_MAX_BYTES
 
 from . import migrate_command
+from .cli_options import fail
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
@@ -230,10 +232,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
         if result.losses:
             shown = ", ".join(f"{x:.6g}" for x in result.losses[:10])
             print(f"losses: {shown}{' ...' if len(result.losses) > 10 else ''}")
-        if result.error:
+        if result.error:  # the program's own words: one line, no escape sequences
             frame = result.error.get("frame") or {}
             where = f" at {frame.get('file')}:{frame.get('line')}" if frame else ""
-            print(f"error: {result.error['type']}: {result.error['message']}{where}")
+            print(terminal_line(f"error: {result.error['type']}: {result.error['message']}{where}"))
     return EXIT_CLEAN if result.status == "ok" else EXIT_FINDINGS
 
 
@@ -304,8 +306,7 @@ def _cmd_rules(args: argparse.Namespace) -> int:
 
 
 def _error(message: str) -> int:
-    print(f"torchport: error: {message}", file=sys.stderr)
-    return EXIT_ERROR
+    return fail(message)
 
 
 def main(argv: list[str] | None = None) -> int:

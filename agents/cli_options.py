@@ -6,6 +6,8 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+from torchport.tools.safetext import terminal_line
+
 EXIT_ERROR = 2  # every front door: nothing was done (bad input or option)
 
 ISOLATION = ["auto", "bwrap", "docker", "unshare", "process"]
@@ -50,8 +52,9 @@ def add_agent_limits(group: Any, per: str) -> None:
 
 
 def fail(message: str) -> int:
-    """Say what is wrong on standard error; the exit status for 'nothing was done'."""
-    print(f"torchport: error: {message}", file=sys.stderr)
+    """Say what is wrong on standard error, on one line with no escape sequences (it may
+    quote a path); the exit status for 'nothing was done'."""
+    print(f"torchport: error: {terminal_line(message)}", file=sys.stderr)
     return EXIT_ERROR
 
 

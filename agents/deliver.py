@@ -22,6 +22,7 @@ from torchport.tools.migrate import (
     migrate,
     write_result,
 )
+from torchport.tools.safetext import markdown_code, markdown_text
 from torchport.tools.sourcefile import read_exact
 
 from .state import State
@@ -104,19 +105,28 @@ def write_verification(state: State, outcome: str, report_dir: Path) -> None:
 
 
 def verification_markdown(record: dict[str, Any]) -> str:
+    """``verification.md``. The reason, the entry command, the runtime evidence, the LLM's
+    edits and the decisions quote the program and the repository (error messages, file
+    names, code), so each is a code span or escaped text: rendering it shows them, never
+    runs their HTML or fetches their images."""
     v = record.get("verification") or {}
     lines = [
-        f"# Verification: {record['verdict']}",
+        f"# Verification: {_md(record['verdict'])}",
         "",
-        f"- target: `{record['target']}`; run `{record['run_id']}`; "
+        f"- target: `{record['target']}`; run {markdown_code(str(record['run_id']))}; "
         f"{record['iterations']} verification round(s); {record['elapsed_s']} s",
-        f"- why: {v.get('reason', 'verification was not run (--no-verify)')}",
+        f"- why: {_md(v.get('reason', 'verification was not run (--no-verify)'))}",
     ]
     plan = record.get("plan") or {}
     if plan.get("entry"):
-        lines.append(f"- entry: `{' '.join(plan['entry'])}` ({plan.get('entry_reason', '')})")
+        lines.append(
+            f"- entry: {markdown_code(' '.join(plan['entry']))} "
+            f"({_md(plan.get('entry_reason', ''))})"
+        )
     if v.get("policy"):
-        lines.append(f"- tolerance policy: `{v['policy']}` (agents/data/tolerance.toml)")
+        lines.append(
+            f"- tolerance policy: {markdown_code(v['policy'])} (agents/data/tolerance.toml)"
+        )
     parity = v.get("parity") or {}
     if parity.get("per_step"):
         lines += ["", "| step | original (shim) | migrated (emulator) |", "|---:|---:|---:|"]
@@ -132,21 +142,30 @@ def verification_markdown(record: dict[str, Any]) -> str:
     counters = target.get("counters") or {}
     if counters:
         lines += ["", "## Runtime evidence (migrated program)", ""]
-        lines += [f"- {k}: {counters[k]}" for k in sorted(counters) if k != "host_sync_sites"]
+        lines += [
+            f"- {_md(k)}: {_md(counters[k])}" for k in sorted(counters) if k != "host_sync_sites"
+        ]
     if target.get("synthetic_data"):
-        lines.append(f"- synthetic data used instead of downloads: {target['synthetic_data']}")
+        lines.append(f"- synthetic data used instead of downloads: {_md(target['synthetic_data'])}")
     if record["agent_edits"]:
         lines += ["", "## Edits beyond the codemods", ""]
         for e in record["agent_edits"]:
             lines.append(
-                f"- `{e.get('path')}` lines {e.get('start_line')}-{e.get('end_line')} "
-                f"({e.get('by')}, for {e.get('for')}): {e.get('reason', '')}"
+                f"- {markdown_code(str(e.get('path')))} lines {e.get('start_line')}-"
+                f"{e.get('end_line')} ({_md(e.get('by'))}, for {_md(e.get('for'))}): "
+                f"{_md(e.get('reason', ''))}"
             )
     lines += ["", "## Decisions", ""]
     for d in record["decisions"]:
         why = d.get("why") or ""
-        lines.append(f"- **{d['node']}**: {d['decision']}" + (f" — {why}" if why else ""))
+        lines.append(
+            f"- **{_md(d['node'])}**: {_md(d['decision'])}" + (f" — {_md(why)}" if why else "")
+        )
     usage = record.get("llm_usage") or {}
     if usage:
-        lines += ["", f"LLM: {json.dumps(usage)}"]
+        lines += ["", f"LLM: {markdown_code(json.dumps(usage))}"]
     return "\n".join(lines) + "\n"
+
+
+def _md(value: Any) -> str:
+    return markdown_text(str(value))

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from torchport.tools.catalogue import TARGETS, load_catalogue
+from torchport.tools.safetext import terminal_line, terminal_text
 
 from .cli_options import add_agent_limits, add_llm, add_run_budget, budget_settings, fail
 
@@ -139,8 +140,8 @@ def run(args: argparse.Namespace) -> int:
     from .llm_runtime import LLMSetupError, llm_factory
 
     def say(message: str) -> None:
-        if not args.quiet:
-            print(f"torchport: {message}", file=sys.stderr, flush=True)
+        if not args.quiet:  # progress quotes file names and the program's errors
+            print(f"torchport: {terminal_line(message)}", file=sys.stderr, flush=True)
 
     try:
         if args.resume:
@@ -183,7 +184,8 @@ def _print(args: argparse.Namespace, final: dict[str, Any], migration_result, re
         print(json.dumps(data, indent=2, default=str))
     else:
         if settings.get("dry_run"):
-            sys.stdout.write(unified_diff(result))
+            diff = unified_diff(result)  # exact through a pipe (a patch to apply), safe to view
+            sys.stdout.write(terminal_text(diff) if sys.stdout.isatty() else diff)
         left = result.left_for_humans
         edits = len(final.get("agent_edits", []))
         print(
@@ -193,14 +195,16 @@ def _print(args: argparse.Namespace, final: dict[str, Any], migration_result, re
             f"{len(left)} constructs left for a human"
         )
         v = final.get("verification") or {}
-        print(f"verdict: {verdict}" + (f" — {v['reason']}" if v.get("reason") else ""))
+        reason = f" — {terminal_line(v['reason'])}" if v.get("reason") else ""
+        print(f"verdict: {terminal_line(verdict)}{reason}")
         if written.get("output"):
-            branch = f" (branch {written['branch']})" if written.get("branch") else ""
-            print(f"output: {written['output']}{branch}")
-        if written.get("backup"):
-            print(f"backup: {written['backup']}")
-        if written.get("report"):
-            print(f"report: {written['report']}")
+            branch = (
+                f" (branch {terminal_line(written['branch'])})" if written.get("branch") else ""
+            )
+            print(f"output: {terminal_line(written['output'])}{branch}")
+        for key in ("backup", "report"):
+            if written.get(key):
+                print(f"{key}: {terminal_line(written[key])}")
         print(f"run: {settings.get('run_id')}")
     ok = verdict == "verified" or not settings.get("verify", True)
     return EXIT_CLEAN if (ok and not result.left_for_humans) or args.exit_zero else EXIT_FINDINGS

@@ -11,6 +11,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from torchport.tools.safetext import terminal_line
+
 from .tasks import TARGETS, SuiteError, load_suite
 
 # Kept here rather than imported from .modes, so that building the parser stays cheap.
@@ -80,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
         names = [n.strip() for n in args.tasks.split(",")] if args.tasks else None
         tasks = load_suite(args.suite, names)
     except SuiteError as exc:
-        print(f"torchport: error: {exc}", file=sys.stderr)
+        print(f"torchport: error: {terminal_line(str(exc))}", file=sys.stderr)
         return 2
     if any(m in NEEDS_LLM for m in modes):
         import os

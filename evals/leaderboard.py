@@ -3,6 +3,9 @@
 Written as Markdown (for people and the README), JSON and CSV (for machines and
 spreadsheets) and a PNG bar chart (matplotlib, no display needed). Success means
 the verdict a correct port reaches for that task and target (``task.toml``).
+
+A suite is a user's folder of repositories: task names, expectations, reasons and report
+paths are escaped in the Markdown and formula-proof in the CSV (``tools.safetext``).
 """
 
 from __future__ import annotations
@@ -12,6 +15,8 @@ import json
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
+
+from torchport.tools.safetext import csv_cell, markdown_code, markdown_text, uri_path
 
 from .tasks import DIFFICULTIES
 
@@ -54,7 +59,7 @@ def markdown(results: list[dict[str, Any]], command: str = "") -> str:
     summary = summarize(results)
     lines = ["# torchport eval", ""]
     if command:
-        lines += [f"`{command}`", ""]
+        lines += [markdown_code(command), ""]
     head = ["mode", "success", *DIFFICULTIES, "verified", "precision", "recall", "residual"]
     lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for mode, s in summary.items():
@@ -82,10 +87,14 @@ def markdown(results: list[dict[str, Any]], command: str = "") -> str:
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
-        report = f"[report]({r['report']})" if r.get("report") else ""
+        report = f"[report]({uri_path(r['report'])})" if r.get("report") else ""
+        task, difficulty, mode, target, expected, verdict = (
+            markdown_text(str(r[k]))
+            for k in ("task", "difficulty", "mode", "target", "expected", "verdict")
+        )
         lines.append(
-            f"| {r['task']} | {r['difficulty']} | {r['mode']} | {r['target']} | "
-            f"{r['expected']} | {'✔ ' if r['success'] else '✘ '}{r['verdict']} | "
+            f"| {task} | {difficulty} | {mode} | {target} | "
+            f"{expected} | {'✔ ' if r['success'] else '✘ '}{verdict} | "
             f"{r['precision']:.2f} | {r['recall']:.2f} | {r['residual_constructs']} | "
             f"{r['wall_s']} | {report} |"
         )
@@ -134,6 +143,6 @@ def write(results: list[dict[str, Any]], out: Path, command: str = "") -> dict[s
         fields = [k for k in results[0] if k not in ("outside_golden", "error")] if results else []
         writer = csv.DictWriter(handle, fieldnames=fields, extrasaction="ignore")
         writer.writeheader()
-        writer.writerows(results)
+        writer.writerows({k: csv_cell(v) for k, v in r.items()} for r in results)
     chart(results, paths["png"])
     return paths

@@ -20,6 +20,7 @@ from typing import Any
 
 from torchport.agents.verifier import Budget
 from torchport.sandbox.isolation import hide_own_secrets
+from torchport.tools.safetext import terminal_line
 from torchport.tools.scanner import ScanOptions, scan
 
 from .edits import golden_tree_edits, score, tree_edits
@@ -185,5 +186,6 @@ def print_progress(done: int, total: int, last: dict[str, Any] | None) -> None:
     filled = int(width * done / total) if total else width
     bar = "#" * filled + "-" * (width - filled)
     what = f" {last['task']} [{last['mode']}, {last['target']}]: {last['verdict']}" if last else ""
+    what = terminal_line(what)
     end = "\r" if sys.stderr.isatty() and done < total else "\n"
     print(f"[{bar}] {done}/{total}{what}".ljust(100), end=end, file=sys.stderr, flush=True)

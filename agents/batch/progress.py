@@ -1,13 +1,18 @@
 """How far a batch is, on standard error: a live bar on a terminal, plain lines otherwise.
 
 Plain lines (one per finished repository) are what a CI log or ``nohup`` file
-can keep; a bar there would be thousands of carriage returns.
+can keep; a bar there would be thousands of carriage returns. Names, verdicts and
+messages pass through ``terminal_line`` and the bar's text column reads no rich markup,
+so nothing a repository or its list chose can move the cursor, retitle the terminal or
+become a rich ``[link=...]``.
 """
 
 from __future__ import annotations
 
 import sys
 from typing import Any, TextIO
+
+from torchport.tools.safetext import terminal_line
 
 
 class Progress:
@@ -32,7 +37,7 @@ class Progress:
             BarColumn(),
             MofNCompleteColumn(),
             TimeElapsedColumn(),
-            TextColumn("{task.fields[last]}"),
+            TextColumn("{task.fields[last]}", markup=False),
             console=Console(file=self.stream),
         )
         self._bar.__enter__()
@@ -45,7 +50,7 @@ class Progress:
 
     def finished(self, record: dict[str, Any]) -> None:
         self.done += 1
-        what = f"{record['name']}: {record['verdict']}"
+        what = terminal_line(f"{record['name']}: {record['verdict']}")
         if self._bar is not None:
             self._bar.update(self._task, completed=self.done, last=what)
         elif not self.quiet:
@@ -56,6 +61,7 @@ class Progress:
         """A line that is not progress (start, summary); printed above a live bar."""
         if self.quiet:
             return
+        message = terminal_line(message)
         if self._bar is not None:
             self._bar.console.print(f"torchport: {message}", markup=False, highlight=False)
         else:

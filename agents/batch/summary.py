@@ -5,6 +5,10 @@ no dates, no absolute paths under DIR), so two batches of the same sources with
 the same options write the same summary whatever order their jobs finished
 in, whether or not one was killed and resumed, on whichever executor: only the
 ``time_s`` fields differ.
+
+Reasons quote what a repository's program printed, and refs and sources come from
+the list: the Markdown escapes them and the CSV neutralises formulas
+(``tools.safetext``).
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from torchport.tools.migrate import atomic_write
+from torchport.tools.safetext import csv_cell, markdown_text, uri_path
 
 from .job import share
 
@@ -78,7 +83,7 @@ def to_csv(summary: dict[str, Any]) -> str:
     writer = csv.DictWriter(buffer, fieldnames=FIELDS, lineterminator="\n")
     writer.writeheader()
     for row in summary["repos"]:
-        writer.writerow({k: "" if v is None else v for k, v in row.items()})
+        writer.writerow({k: "" if v is None else csv_cell(v) for k, v in row.items()})
     return buffer.getvalue()
 
 
@@ -104,7 +109,7 @@ def to_markdown(summary: dict[str, Any]) -> str:
         name = f"{r['name']} @ {r['ref']}" if r["ref"] else r["name"]
         details = _cell(r["reason"] or "")
         if r["report"]:
-            details += f" ([report]({r['report']}/summary.md))"
+            details += f" ([report]({uri_path(r['report'] + '/summary.md')}))"
         lines.append(
             f"| {_cell(name)} | {r['verdict']} | {r['constructs']} | {r['converted']} "
             f"({_percent(r['converted_share'])}) | {r['manual_items']} | {r['llm_tokens']} "
@@ -118,4 +123,4 @@ def _percent(value: float | None) -> str:
 
 
 def _cell(text: str) -> str:
-    return " ".join(text.split()).replace("|", "\\|")
+    return markdown_text(" ".join(text.split()))

@@ -13,6 +13,8 @@ import difflib
 from collections.abc import Iterable
 from typing import Any
 
+from torchport.tools.safetext import terminal_line
+
 
 def _lines(text: str) -> list[str]:
     return text.splitlines(keepends=True)
@@ -116,7 +118,7 @@ def hunk(base: dict[str, str], proposal: dict[str, str], change: dict[str, Any])
     i1, i2, j1, j2 = change["span"]
     a = _lines(base.get(change["path"], ""))
     b = _lines(proposal[change["path"]])
-    header = f"@@ {change['path']}:{i1 + 1} @@\n"
+    header = f"@@ {terminal_line(change['path'])}:{i1 + 1} @@\n"  # a name is one line
     body = [f"-{line}" for line in a[i1:i2]] + [f"+{line}" for line in b[j1:j2]]
     return header + "".join(line if line.endswith("\n") else line + "\n" for line in body)
 

@@ -17,7 +17,7 @@ from ..workspace import materialize
 from . import changes as ch
 from .events import emit, progress, table
 from .state import ChatRuntime, ChatState, digest, overlay_of
-from .views import list_changes, made_by, plan_of, where
+from .views import file_list, list_changes, made_by, plan_of, where
 
 YES = ("y", "yes")
 
@@ -211,7 +211,7 @@ def apply(state: ChatState, chat: ChatRuntime) -> dict[str, Any]:
         rel for rel in overlay if _read(source / rel) not in (state["base"].get(rel), overlay[rel])
     ]
     if stale:
-        emit("error", f"changed on disk since /migrate: {', '.join(stale)}; /migrate again")
+        emit("error", f"changed on disk since /migrate: {file_list(stale)}; /migrate again")
         return {}
     v = state.get("verification") or {}
     status = (
@@ -222,7 +222,7 @@ def apply(state: ChatState, chat: ChatRuntime) -> dict[str, Any]:
     active = len(state["changes"]) - len(state.get("undone") or [])
     question = (
         f"Write {active} changes to {len(overlay)} files in {source} "
-        f"({', '.join(sorted(overlay))}); verification: {status}. Apply? [y/N] "
+        f"({file_list(overlay)}); verification: {status}. Apply? [y/N] "
     )
     answer = interrupt({"kind": "confirm", "question": question})
     if str(answer).strip().lower() not in YES:

@@ -2,13 +2,18 @@
 
 The session graph emits small events (text, diff, table, progress, error); the
 renderer is the only place that knows about terminals, so piping a session to a
-file or a CI log gives plain, greppable lines with no escape codes.
+file or a CI log gives plain, greppable lines with no escape codes. Events quote the
+repository (file names, code, the program's errors, the LLM's words), so both renderers
+show every event through ``tools.safetext``: blocks keep their lines, single fields
+(table cells, titles, progress) are one line each, and rich reads none of it as markup.
 """
 
 from __future__ import annotations
 
 import sys
 from typing import IO, Any
+
+from torchport.tools.safetext import terminal_line, terminal_text
 
 
 class PlainRenderer:
@@ -22,26 +27,26 @@ class PlainRenderer:
         if kind == "table":
             self._table(event)
         elif kind == "progress":
-            self._write(f"... {event['text']}")
+            self._write(f"... {terminal_line(event['text'])}")
         elif kind == "error":
-            self._write(f"error: {event['text']}")
+            self._write(f"error: {terminal_text(event['text'])}")
         else:
-            self._write(str(event.get("text", "")).rstrip("\n"))
+            self._write(terminal_text(event.get("text", "")).rstrip("\n"))
 
     def progress_done(self) -> None:
         """Nothing to clear: progress lines stay in the log."""
 
     def ask(self, prompt: str) -> str:
         self.stream.flush()
-        return input(prompt)
+        return input(terminal_text(prompt))
 
     def _table(self, event: dict[str, Any]) -> None:
-        rows = [event["columns"], *event["rows"]]
-        widths = [max(len(str(r[i])) for r in rows) for i in range(len(event["columns"]))]
+        rows = [[terminal_line(c) for c in row] for row in [event["columns"], *event["rows"]]]
+        widths = [max(len(r[i]) for r in rows) for i in range(len(event["columns"]))]
         if event.get("title"):
-            self._write(event["title"])
+            self._write(terminal_line(event["title"]))
         for row in rows:
-            cells = [str(cell).ljust(widths[i]) for i, cell in enumerate(row)]
+            cells = [cell.ljust(widths[i]) for i, cell in enumerate(row)]
             self._write("  ".join(cells).rstrip())
 
     def _write(self, text: str) -> None:
@@ -60,30 +65,34 @@ class RichRenderer:
     def show(self, event: dict[str, Any]) -> None:
         from rich.syntax import Syntax
         from rich.table import Table
+        from rich.text import Text
 
         kind = event.get("kind", "text")
         if kind == "progress":
+            line = terminal_line(event["text"])
             if self._status is None:
-                self._status = self.console.status(event["text"])
+                self._status = self.console.status(Text(line))
                 self._status.start()
             else:
-                self._status.update(event["text"])
-            self.console.print(f"[dim]... {event['text']}[/dim]", markup=True)
+                self._status.update(Text(line))
+            self.console.print(Text(f"... {line}", style="dim"))
             return
         self.progress_done()
         if kind == "diff":
-            self.console.print(Syntax(event["text"], "diff", theme="ansi_dark", word_wrap=True))
+            diff = terminal_text(event["text"])
+            self.console.print(Syntax(diff, "diff", theme="ansi_dark", word_wrap=True))
         elif kind == "table":
-            table = Table(title=event.get("title"), title_justify="left")
+            title = Text(terminal_line(event["title"])) if event.get("title") else None
+            table = Table(title=title, title_justify="left")
             for column in event["columns"]:
-                table.add_column(str(column))
+                table.add_column(Text(terminal_line(column)))
             for row in event["rows"]:
-                table.add_row(*(str(cell) for cell in row))
+                table.add_row(*(Text(terminal_line(cell)) for cell in row))
             self.console.print(table)
         elif kind == "error":
-            self.console.print(f"error: {event['text']}", style="bold red", markup=False)
+            self.console.print(Text(f"error: {terminal_text(event['text'])}", style="bold red"))
         else:
-            self.console.print(str(event.get("text", "")).rstrip("\n"), markup=False)
+            self.console.print(Text(terminal_text(event.get("text", "")).rstrip("\n")))
 
     def progress_done(self) -> None:
         if self._status is not None:
@@ -92,7 +101,7 @@ class RichRenderer:
 
     def ask(self, prompt: str) -> str:
         self.progress_done()
-        return self.console.input(prompt, markup=False, emoji=False)
+        return self.console.input(terminal_text(prompt), markup=False, emoji=False)
 
 
 def renderer_for(stream: IO[str] | None = None, plain: bool = False) -> Any:

@@ -4,10 +4,12 @@ folder) /help /quit."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from torchport.tools.catalogue import load_catalogue
+from torchport.tools.safetext import terminal_line
 from torchport.tools.scanner import ScanOptions, scan
 
 from ..planner import make_plan
@@ -53,7 +55,8 @@ def diff_node(state: ChatState, chat: ChatRuntime) -> dict[str, Any]:
         return {}
     path = state["command"].get("arg") or None
     if path and path not in (state.get("proposal") or {}):
-        emit("error", f"no proposed change in {path}; changed: {', '.join(state['proposal'])}")
+        changed = file_list(state["proposal"])
+        emit("error", f"no proposed change in {terminal_line(path)}; changed: {changed}")
         return {}
     undone = set(state.get("undone") or [])
     for c in changes:
@@ -106,9 +109,9 @@ def report(state: ChatState, chat: ChatRuntime) -> dict[str, Any]:
         ["repository", state["source"]],
         ["target", state["target"]],
         ["changes", f"{len(changes) - len(undone)} proposed, {len(undone)} undone"],
-        ["files", ", ".join(sorted(overlay)) or "-"],
+        ["files", file_list(overlay) or "-"],
         ["verification", v.get("verdict", "-") + ("" if fresh or not v else " (stale)")],
-        ["applied", "; ".join(", ".join(a["files"]) for a in state.get("applied") or [])],
+        ["applied", "; ".join(file_list(a["files"]) for a in state.get("applied") or [])],
         ["LLM tokens", usage.get("prompt_tokens", 0) + usage.get("completion_tokens", 0)],
     ]
     table(f"session {state['session_id']}", ["", ""], rows)
@@ -145,7 +148,14 @@ def quit_node(state: ChatState, chat: ChatRuntime) -> dict[str, Any]:
 
 
 def where(change: dict[str, Any]) -> str:
-    return f"{change['path']}:{change['span'][0] + 1}"
+    """FILE:LINE of a change; one line however the file is named (a name may hold a
+    newline, which would otherwise forge a line of the session's output)."""
+    return f"{terminal_line(change['path'])}:{change['span'][0] + 1}"
+
+
+def file_list(paths: Iterable[str]) -> str:
+    """Repository file names, sorted, on one line (see ``where``)."""
+    return ", ".join(terminal_line(p) for p in sorted(paths))
 
 
 def made_by(change: dict[str, Any]) -> str:

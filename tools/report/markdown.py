@@ -1,9 +1,15 @@
-"""A Markdown report for people: pull-request comments, wikis, the eval leaderboard."""
+"""A Markdown report for people: pull-request comments, wikis, the eval leaderboard.
+
+What the repository chose (file names, dependency specs, entry commands, skip reasons) is
+shown as code spans or escaped text, so rendering the report never produces its HTML,
+links or images; the catalogue's own titles and messages stay Markdown.
+"""
 
 from __future__ import annotations
 
 from ..catalogue import load_catalogue
 from ..findings import ScanResult
+from ..safetext import markdown_code, markdown_text
 from .summary import summarize
 
 
@@ -46,17 +52,22 @@ def render_markdown(result: ScanResult) -> str:
     for f in result.findings:
         where = f"{f.path}:{f.line}" + (f" (cell {f.cell})" if f.cell else "")
         fix = "; ".join(f"{t}: {v['kind']}" for t, v in f.fix.items())
-        out.append(f"| `{where}` | {f.rule} | {f.severity} | {_cell(f.message)} | {fix} |")
+        cell = markdown_code(where, in_table=True)
+        out.append(f"| {cell} | {f.rule} | {f.severity} | {_cell(f.message)} | {fix} |")
     if result.entrypoints:
         out += ["", "## Entry points", ""]
-        out += [f"- `{e.command}` ({', '.join(e.reasons)})" for e in result.entrypoints[:10]]
+        out += [
+            f"- {markdown_code(e.command)} ({markdown_text(', '.join(e.reasons))})"
+            for e in result.entrypoints[:10]
+        ]
     if result.dependencies:
         out += ["", "## Dependencies", ""]
         out += [
-            f"- `{d.name}{d.spec}` ({d.path}:{d.line})" + (" **CUDA-only**" if d.cuda_only else "")
+            f"- {markdown_code(d.name + d.spec)} ({markdown_code(f'{d.path}:{d.line}')})"
+            + (" **CUDA-only**" if d.cuda_only else "")
             for d in result.dependencies
         ]
     if result.skipped:
         out += ["", "## Skipped", ""]
-        out += [f"- `{sk.path}`: {sk.reason}" for sk in result.skipped]
+        out += [f"- {markdown_code(sk.path)}: {markdown_text(sk.reason)}" for sk in result.skipped]
     return "\n".join(out) + "\n"

@@ -5,6 +5,10 @@ changes.json   every edit (rule, file, lines, before, after, reason) and every l
 changes.csv    the same edits, one row each, for spreadsheets
 manual.md      what a human must still do: rule, where, why, suggested approach
 summary.md     constructs found and converted, per file and overall
+
+The Markdown and CSV files show file names and code from the repository through
+``tools.safetext`` (code spans, escaped text, formula-proof cells); changes.json and
+changes.patch keep them exact.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..catalogue import load_catalogue
+from ..safetext import csv_cell, markdown_code, markdown_text
 
 if TYPE_CHECKING:
     from ..migrate import MigrationResult
@@ -76,9 +81,8 @@ def _csv(result: MigrationResult) -> str:
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(["rule", "file", "cell", "start_line", "end_line", "before", "after", "reason"])
     for e in result.edits:
-        writer.writerow(
-            [e.rule, e.path, e.cell or "", e.line, e.end_line, e.before, e.after, e.reason]
-        )
+        row = [e.rule, e.path, e.cell or "", e.line, e.end_line, e.before, e.after, e.reason]
+        writer.writerow([csv_cell(value) for value in row])
     return out.getvalue()
 
 
@@ -94,11 +98,12 @@ def _manual(result: MigrationResult) -> str:
         where = f"{f.path}:{f.line}" + (f" (cell {f.cell})" if f.cell else "")
         fix = f.fix[result.target]
         lines += [
-            f"## {where} — {f.rule} {rule.title}",
+            f"## {markdown_code(where)} — {f.rule} {rule.title}",
             "",
-            f"- code: `{f.snippet}`",
+            f"- code: {markdown_code(f.snippet)}",
             f"- why: {f.message}",
-            f"- fix kind: {fix['kind']}" + (f" ({why})" if why and why != fix["hint"] else ""),
+            f"- fix kind: {fix['kind']}"
+            + (f" ({markdown_text(why)})" if why and why != fix["hint"] else ""),
             f"- suggested approach: {fix['hint'] or 'see the rule doc'} "
             f"(`torchport rules {f.rule}`)",
             "",
@@ -119,11 +124,14 @@ def _summary_md(result: MigrationResult) -> str:
         "|---|---:|---:|---:|",
     ]
     out += [
-        f"| {p} | {v['found']} | {v['converted']} | {v['left']} |" for p, v in s["per_file"].items()
+        f"| {markdown_code(p, in_table=True)} | {v['found']} | {v['converted']} | {v['left']} |"
+        for p, v in s["per_file"].items()
     ]
     if result.scan.skipped:
         out += ["", "## Not migrated (copied unchanged)", ""]
-        out += [f"- `{sk.path}`: {sk.reason}" for sk in result.scan.skipped]
+        out += [
+            f"- {markdown_code(sk.path)}: {markdown_text(sk.reason)}" for sk in result.scan.skipped
+        ]
     return "\n".join(out) + "\n"
 
 

@@ -1,8 +1,10 @@
 """SARIF 2.1.0, the format GitHub code scanning and most IDEs ingest.
 
 Paths are relative to ``%SRCROOT%`` so that a report is portable between a CI
-checkout and a developer's clone. Files that could not be scanned are reported
-as tool-execution notifications, not as results.
+checkout and a developer's clone; each is percent-encoded (RFC 3986, from the raw
+bytes of the name), so a file named ``a b#c?.py`` or ``x:y.py`` is one valid relative
+reference that decodes back to that file, never a query, fragment or scheme. Files that
+could not be scanned are reported as tool-execution notifications, not as results.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from typing import Any
 from .. import __version__
 from ..catalogue import load_catalogue
 from ..findings import ScanResult
+from ..safetext import file_uri, uri_path
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 LEVELS = {"error": "error", "warning": "warning", "info": "note"}
@@ -33,6 +36,10 @@ def _rule_descriptor(rule) -> dict[str, Any]:
             "fix": {t: f.to_json() for t, f in rule.fixes.items()},
         },
     }
+
+
+def _artifact(path: str) -> dict[str, str]:
+    return {"uri": uri_path(path), "uriBaseId": "SRCROOT"}
 
 
 def render_sarif(result: ScanResult) -> str:
@@ -57,7 +64,7 @@ def render_sarif(result: ScanResult) -> str:
             "locations": [
                 {
                     "physicalLocation": {
-                        "artifactLocation": {"uri": f.path, "uriBaseId": "SRCROOT"},
+                        "artifactLocation": _artifact(f.path),
                         "region": region,
                     }
                 }
@@ -74,13 +81,10 @@ def render_sarif(result: ScanResult) -> str:
         {
             "level": "note",
             "message": {"text": f"skipped: {s.reason}"},
-            "locations": [
-                {"physicalLocation": {"artifactLocation": {"uri": s.path, "uriBaseId": "SRCROOT"}}}
-            ],
+            "locations": [{"physicalLocation": {"artifactLocation": _artifact(s.path)}}],
         }
         for s in result.skipped
     ]
-    root_uri = "file://" + result.root.rstrip("/") + "/"
     log = {
         "$schema": SARIF_SCHEMA,
         "version": "2.1.0",
@@ -94,7 +98,7 @@ def render_sarif(result: ScanResult) -> str:
                         "rules": [_rule_descriptor(catalogue.by_code[c]) for c in used],
                     }
                 },
-                "originalUriBaseIds": {"SRCROOT": {"uri": root_uri}},
+                "originalUriBaseIds": {"SRCROOT": {"uri": file_uri(result.root)}},
                 "invocations": [
                     {"executionSuccessful": True, "toolExecutionNotifications": notifications}
                 ],

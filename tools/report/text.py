@@ -1,4 +1,9 @@
-"""The terminal report: findings grouped by file, then a statistics summary."""
+"""The terminal report: findings grouped by file, then a statistics summary.
+
+File names, code snippets, dependency names, entry commands and skip reasons come from
+the repository, so each is printed through ``terminal_line``: one field, one line, no
+escape sequences.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +11,7 @@ from itertools import groupby
 
 from ..catalogue import load_catalogue
 from ..findings import ScanResult
+from ..safetext import terminal_line
 from .summary import summarize
 
 
@@ -16,7 +22,7 @@ def _fix_label(fix: dict[str, dict[str, str]]) -> str:
 def render_text(result: ScanResult) -> str:
     out: list[str] = []
     for path, group in groupby(result.findings, key=lambda f: f.path):
-        out.append(path)
+        out.append(terminal_line(path))
         for f in group:
             where = f"cell {f.cell} " if f.cell else ""
             fixes = _fix_label(f.fix)
@@ -24,7 +30,7 @@ def render_text(result: ScanResult) -> str:
                 f"  {where}{f.line}:{f.col}  {f.rule}  {f.severity:<7}  {f.message}  [{fixes}]"
             )
             if f.snippet:
-                out.append(f"      | {f.snippet}")
+                out.append(f"      | {terminal_line(f.snippet)}")
         out.append("")
     out.extend(render_summary(result))
     return "\n".join(out) + "\n"
@@ -56,13 +62,20 @@ def render_summary(result: ScanResult) -> list[str]:
         )
     cuda_deps = [d for d in result.dependencies if d.cuda_only]
     if cuda_deps:
-        lines.append("  CUDA-only dependencies: " + ", ".join(sorted({d.name for d in cuda_deps})))
+        names = sorted({terminal_line(d.name) for d in cuda_deps})
+        lines.append("  CUDA-only dependencies: " + ", ".join(names))
     if result.entrypoints:
         lines.append("  entry points (most likely first):")
-        lines += [f"    {e.command}   ({', '.join(e.reasons)})" for e in result.entrypoints[:5]]
+        lines += [
+            f"    {terminal_line(e.command)}   ({terminal_line(', '.join(e.reasons))})"
+            for e in result.entrypoints[:5]
+        ]
     if result.skipped:
         lines.append("  skipped:")
-        lines += [f"    {sk.path}: {sk.reason}" for sk in result.skipped[:20]]
+        lines += [
+            f"    {terminal_line(sk.path)}: {terminal_line(sk.reason)}"
+            for sk in result.skipped[:20]
+        ]
         if len(result.skipped) > 20:
             lines.append(f"    ... and {len(result.skipped) - 20} more (see --format json)")
     lines.append(f"  time: {s['elapsed_s']:.2f}s")
