@@ -5,20 +5,31 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import os
 import sys
 import textwrap
 from pathlib import Path
 
 from torchport.sandbox.isolation import hide_own_secrets
+from torchport.sandbox.limits import MAX_SEED
 from torchport.tools import __version__
 from torchport.tools.catalogue import TARGETS, CatalogueError, load_catalogue
+from torchport.tools.filenames import PRINTABLE_ERRORS
 from torchport.tools.report import FORMATS
 from torchport.tools.safetext import terminal_line
 from torchport.tools.scanner import ScanError, ScanOptions, scan
 from torchport.tools.sourcefile import DEFAULT_MAX_BYTES
 
 from . import migrate_command
-from .cli_options import fail
+from .cli_options import (
+    OneLineParser,
+    add_run_budget,
+    devices,
+    fail,
+    non_negative_int,
+    positive_int,
+    seed,
+)
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
@@ -37,7 +48,7 @@ examples:
 
 
 def _build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="torchport",
         description="Port PyTorch programs off CUDA (to tpu, neuron, xla or device-agnostic "
         "torch.accelerator code) and prove the port on an emulated device.",
@@ -84,13 +95,13 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--jobs",
         "-j",
-        type=int,
+        type=non_negative_int,
         default=0,
-        help="worker processes (default: one per CPU; 1 disables parallelism)",
+        help="worker processes (default 0: one per CPU; 1 disables parallelism)",
     )
     p.add_argument(
         "--max-file-size",
-        type=int,
+        type=positive_int,
         default=DEFAULT_MAX_BYTES,
         metavar="BYTES",
         help=f"skip files larger than this (default: {DEFAULT_MAX_BYTES})",
@@ -134,14 +145,9 @@ def _build_parser() -> argparse.ArgumentParser:
         help="run unmodified CUDA code on the CPU through the reference shim",
     )
     run.add_argument("--root", default=".", help="the program's folder (default: .)")
-    run.add_argument("--steps", type=int, default=20, help="optimizer steps, or forward calls")
-    run.add_argument("--seed", type=int, default=0)
-    run.add_argument("--devices", type=int, default=1, help="emulated devices")
-    run.add_argument("--timeout", type=float, default=300.0, help="wall-clock limit, seconds")
-    run.add_argument("--memory", type=int, default=4096, help="memory limit, MiB")
-    run.add_argument(
-        "--isolation", default="auto", help="auto, bwrap, docker, unshare or process (not isolated)"
-    )
+    add_run_budget(run, default_steps=20)
+    run.add_argument("--seed", type=seed, default=0, help=f"0 to {MAX_SEED} (default: 0)")
+    run.add_argument("--devices", type=devices, default=1, help="emulated devices, at least 1")
     run.add_argument("--format", "-f", choices=["text", "json"], default="text")
     run.add_argument("command", nargs=argparse.REMAINDER, help="-- python SCRIPT [ARGS]")
     run.set_defaults(func=_cmd_run)
@@ -186,7 +192,7 @@ def _cmd_scan(args: argparse.Namespace) -> int:
         try:
             out = Path(args.output)
             tmp = out.with_name(out.name + ".tmp")
-            tmp.write_text(report, encoding="utf-8")
+            tmp.write_text(report, encoding="utf-8", errors=PRINTABLE_ERRORS)
             tmp.replace(out)
         except OSError as exc:
             return _error(f"cannot write {args.output}: {exc.strerror or exc}")
@@ -309,10 +315,44 @@ def _error(message: str) -> int:
     return fail(message)
 
 
+# What a shell reports for a program that SIGPIPE ended (`cat file | head -1`): the
+# reader left early, which is not an error of ours, but the output is incomplete.
+EXIT_BROKEN_PIPE = 128 + 13
+
+
+def _printable_output() -> None:
+    """A file name that is not UTF-8 shows as ``\\xNN`` on our output instead of ending
+    the command with UnicodeEncodeError (a strict UTF-8 locale, or a pipe)."""
+    for stream in (sys.stdout, sys.stderr):
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors=PRINTABLE_ERRORS)
+
+
+def _quiet_broken_pipe() -> int:
+    """The reader closed our standard output (``| head``): Python's documented recipe,
+    point stdout at devnull so the interpreter's last flush cannot fail again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    return EXIT_BROKEN_PIPE
+
+
 def main(argv: list[str] | None = None) -> int:
     hide_own_secrets()  # before anything runs: programs of our user cannot read our keys
+    _printable_output()
+    try:
+        status = _run(argv)
+        sys.stdout.flush()  # a reader that left shows up here, not at the interpreter's exit
+        return status
+    except BrokenPipeError:
+        return _quiet_broken_pipe()
+
+
+def _run(argv: list[str] | None) -> int:
     parser = _build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help, --version, or a bad option (already said)
+        return int(exc.code or 0)
     if not getattr(args, "func", None):
         parser.print_help()
         return EXIT_ERROR

@@ -1,11 +1,23 @@
-"""Command-line options the front doors share (migrate, chat, batch), defined once so that
-their names, defaults and help read the same everywhere."""
+"""Command-line options the front doors share (migrate, chat, batch, eval, run, scan),
+defined once so that their names, defaults, help and accepted ranges read the same
+everywhere.
+
+Every number is range-checked by its argparse ``type``, so a bad value is argparse's
+one-line error with exit 2, before anything is created (a run folder, a cgroup, an
+output). The sandbox's limits take their ranges from ``sandbox.limits``, which the
+sandbox itself checks again.
+"""
 
 from __future__ import annotations
 
+import argparse
+import dataclasses
 import sys
-from typing import Any
+from collections.abc import Callable
+from typing import Any, NoReturn
 
+from torchport.agents.llm.config import LLMConfigError, check_flag
+from torchport.sandbox.limits import LIMITS, Bound
 from torchport.tools.safetext import terminal_line
 
 EXIT_ERROR = 2  # every front door: nothing was done (bad input or option)
@@ -16,15 +28,71 @@ LLM_HELP = (
     "none: rules only; local: the embedded model; URL: an OpenAI-compatible endpoint; "
     "auto: TORCHPORT_LLM_BASE_URL if set, else local if installed, else none"
 )
+# Below this a Python that imports torch cannot start: the run would only be killed.
+MIN_MEMORY_MB = 64
 
 
-def add_run_budget(group: Any, what: str = "per run") -> None:
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, with a bad option reported as the one line ``torchport CMD: error: ...``
+    (exit 2) that every other error of the front doors is, not the usage block above it;
+    ``--help`` still shows the usage. Subcommands' parsers inherit it."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_ERROR, f"{self.prog}: error: {message}\n")
+
+
+def in_range(bound: Bound) -> Callable[[str], int | float]:
+    """An argparse ``type`` that reads a number and refuses it outside ``bound``."""
+
+    def parse(text: str) -> int | float:
+        try:
+            value = (int if bound.integer else float)(text)
+        except ValueError:
+            value = None
+        if not bound.holds(value):
+            raise argparse.ArgumentTypeError(f"must be {bound.describe()}, not {text!r}")
+        return value
+
+    return parse
+
+
+positive_int = in_range(Bound(1))
+non_negative_int = in_range(Bound(0))
+steps = in_range(LIMITS["steps"])
+seconds = in_range(LIMITS["timeout_s"])
+mebibytes = in_range(dataclasses.replace(LIMITS["memory_mb"], low=MIN_MEMORY_MB))
+devices = in_range(LIMITS["devices"])
+seed = in_range(LIMITS["seed"])
+
+
+def llm_flag(text: str) -> str:
+    """An argparse ``type`` for --llm: none, local, auto, or an http(s) URL with a host."""
+    try:
+        return check_flag(text)
+    except LLMConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def add_run_budget(group: Any, what: str = "per run", default_steps: int = 5) -> None:
     """--steps, --timeout, --memory, --isolation: how each sandboxed run is bounded."""
     group.add_argument(
-        "--steps", type=int, default=5, help="optimizer steps (or forward calls) per run"
+        "--steps",
+        type=steps,
+        default=default_steps,
+        help="optimizer steps (or forward calls) per run, at least 1",
     )
-    group.add_argument("--timeout", type=float, default=300.0, help=f"{what}, seconds")
-    group.add_argument("--memory", type=int, default=4096, help=f"{what}, MiB")
+    group.add_argument(
+        "--timeout",
+        type=seconds,
+        default=300.0,
+        help=f"{what}, seconds (above 0, at most {LIMITS['timeout_s'].high})",
+    )
+    group.add_argument(
+        "--memory",
+        type=mebibytes,
+        default=4096,
+        help=f"{what}, MiB (at least {MIN_MEMORY_MB})",
+    )
     group.add_argument(
         "--isolation",
         choices=ISOLATION,
@@ -37,6 +105,7 @@ def add_llm(group: Any, default: str, note: str = "") -> None:
     """--llm, with the front door's own default said in its help."""
     group.add_argument(
         "--llm",
+        type=llm_flag,
         default=default,
         metavar=LLM_FLAGS,
         help=f"{LLM_HELP} (default: {default}{note})",
@@ -46,9 +115,14 @@ def add_llm(group: Any, default: str, note: str = "") -> None:
 def add_agent_limits(group: Any, per: str) -> None:
     """--max-iterations and --max-llm-tokens: how far the repair loop may go."""
     group.add_argument(
-        "--max-iterations", type=int, default=3, help="repair rounds after the first verification"
+        "--max-iterations",
+        type=non_negative_int,
+        default=3,
+        help="repair rounds after the first verification (0: none)",
     )
-    group.add_argument("--max-llm-tokens", type=int, default=60_000, help=f"LLM token budget {per}")
+    group.add_argument(
+        "--max-llm-tokens", type=non_negative_int, default=60_000, help=f"LLM token budget {per}"
+    )
 
 
 def fail(message: str) -> int:

@@ -18,12 +18,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import END, START, StateGraph
 from torchport.tools.catalogue import load_catalogue
 from torchport.tools.scanner import ScanOptions, scan
 
 from . import rewriter, runs, verifier
+from .checkpoints import open_checkpointer
 from .deliver import deliver
 from .planner import make_plan
 from .state import Settings, State, decision
@@ -407,7 +407,7 @@ def _no_fix_reason(action: str | None, has_llm: bool) -> str:
 @contextmanager
 def checkpointed(runtime: Runtime, db: Path | None = None) -> Iterator[Any]:
     """The compiled graph with its SQLite checkpointer open."""
-    with SqliteSaver.from_conn_string(str(db or runs.checkpoint_db())) as saver:
+    with open_checkpointer(db or runs.checkpoint_db()) as saver:
         yield build(runtime).compile(checkpointer=saver)
 
 

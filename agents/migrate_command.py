@@ -167,6 +167,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _print(args: argparse.Namespace, final: dict[str, Any], migration_result, record) -> int:
+    from torchport.tools.filenames import printable_data
     from torchport.tools.report.migration import migration_to_dict, unified_diff
 
     settings = final["settings"]
@@ -181,7 +182,7 @@ def _print(args: argparse.Namespace, final: dict[str, Any], migration_result, re
         data["verification"] = record(final, verdict)
         if settings.get("dry_run"):
             data["diff"] = unified_diff(result)
-        print(json.dumps(data, indent=2, default=str))
+        print(json.dumps(printable_data(data), indent=2, default=str))
     else:
         if settings.get("dry_run"):
             diff = unified_diff(result)  # exact through a pipe (a patch to apply), safe to view

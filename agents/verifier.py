@@ -313,13 +313,16 @@ def run_program(
 
 
 def tree_digest(root: Path) -> str:
-    """A digest of every file's path and bytes under ``root`` (what a run can see)."""
+    """A digest of every file's path and bytes under ``root`` (what a run can see).
+
+    A path is hashed as the bytes of its name (``os.fsencode``): a name that is not
+    UTF-8 is as much a file as any other."""
     digest = hashlib.sha256()
     for path in sorted(p for p in root.rglob("*") if p.is_file() and not p.is_symlink()):
         rel = path.relative_to(root)
         if _NOT_COPIED.intersection(rel.parts):
             continue  # the harness does not copy these into the run either
-        digest.update(str(rel).encode() + b"\0")
+        digest.update(os.fsencode(rel) + b"\0")
         digest.update(hashlib.sha256(path.read_bytes()).digest())
     return digest.hexdigest()
 

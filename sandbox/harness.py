@@ -23,6 +23,7 @@ from typing import Any
 
 from .isolation import BackendUnavailable, owner, run_isolated
 from .launch import MODES
+from .limits import check_limits
 
 TAIL = 4000
 IGNORE = shutil.ignore_patterns(".git", "__pycache__", ".venv", "venv", "torchport-report")
@@ -50,6 +51,19 @@ class RunSpec:
     # Called from a watcher thread with each optimizer step ({"step", "loss"}) while the
     # program runs, so a long verification can show where it is.
     progress: Callable[[dict[str, Any]], None] | None = field(default=None, compare=False)
+
+    def __post_init__(self) -> None:
+        """Limits that do not bound (zero steps, a NaN timeout, ...) are refused before the
+        program is copied; ``steps``/``forwards`` may be None (that budget not used)."""
+        counts = {"steps": self.steps, "forwards": self.forwards}
+        check_limits(
+            RunError,
+            timeout_s=self.timeout_s,
+            memory_mb=self.memory_mb,
+            devices=self.devices,
+            seed=self.seed,
+            **{name: value for name, value in counts.items() if value is not None},
+        )
 
 
 @dataclass

@@ -14,7 +14,14 @@ from typing import Any
 
 from torchport.tools.catalogue import TARGETS
 
-from ..cli_options import add_agent_limits, add_llm, add_run_budget, budget_settings, fail
+from ..cli_options import (
+    add_agent_limits,
+    add_llm,
+    add_run_budget,
+    budget_settings,
+    fail,
+    positive_int,
+)
 
 EXIT_VERIFIED, EXIT_NOT_ALL, EXIT_ERROR = 0, 1, 2
 
@@ -73,7 +80,11 @@ def add_parser(sub: Any) -> None:
     b.add_argument("--target", "-t", choices=TARGETS, required=True, help="where the code goes")
     b.add_argument("--out", "-o", metavar="DIR", required=True, help="the batch's folder")
     b.add_argument(
-        "--jobs", "-j", type=int, default=1, help="repositories migrated at once (default: 1)"
+        "--jobs",
+        "-j",
+        type=positive_int,
+        default=1,
+        help="repositories migrated at once (default: 1)",
     )
     b.add_argument(
         "--executor",
@@ -129,9 +140,6 @@ def run(args: argparse.Namespace) -> int:
     from .sources import SourcesError, read_sources
     from .store import StoreError
 
-    for flag, value in (("--jobs", args.jobs), ("--steps", args.steps), ("--memory", args.memory)):
-        if value < 1:
-            return fail(f"{flag} must be at least 1")
     try:
         resolve(args.llm, os.environ)  # a bad --llm fails here, not in every job
     except LLMConfigError as exc:

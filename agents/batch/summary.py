@@ -20,6 +20,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from torchport.tools.filenames import printable_data
 from torchport.tools.migrate import atomic_write
 from torchport.tools.safetext import csv_cell, markdown_text, uri_path
 
@@ -65,7 +66,10 @@ def summarize(records: list[dict[str, Any]], settings: dict[str, Any]) -> dict[s
 
 
 def write_summary(out_dir: Path, summary: dict[str, Any]) -> list[Path]:
-    """Write DIR/summary.{md,csv,json}, each atomically; returns their paths."""
+    """Write DIR/summary.{md,csv,json}, each atomically; returns their paths.
+
+    A source path that is not UTF-8 is written as ``tools.filenames.printable`` says."""
+    summary = printable_data(summary)
     written = []
     for suffix, text in (
         ("md", to_markdown(summary)),

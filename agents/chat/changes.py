@@ -13,6 +13,7 @@ import difflib
 from collections.abc import Iterable
 from typing import Any
 
+from torchport.tools.report.patch import file_patch
 from torchport.tools.safetext import terminal_line
 
 
@@ -97,20 +98,13 @@ def current(
 
 
 def diff(base: dict[str, str], overlay: dict[str, str], path: str | None = None) -> str:
-    """A unified diff of the overlay against the originals (one file, or all)."""
-    out: list[str] = []
-    for rel in sorted(overlay):
-        if path is not None and rel != path:
-            continue
-        out.extend(
-            difflib.unified_diff(
-                _lines(base.get(rel, "")),
-                _lines(overlay[rel]),
-                fromfile=f"a/{rel}",
-                tofile=f"b/{rel}",
-            )
-        )
-    return "".join(line if line.endswith("\n") else line + "\n" for line in out)
+    """A unified diff of the overlay against the originals (one file, or all), in the form
+    ``git apply`` accepts (odd file names quoted as git quotes them)."""
+    return "".join(
+        file_patch(rel, base.get(rel, ""), overlay[rel])
+        for rel in sorted(overlay)
+        if path is None or rel == path
+    )
 
 
 def hunk(base: dict[str, str], proposal: dict[str, str], change: dict[str, Any]) -> str:

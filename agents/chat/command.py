@@ -57,10 +57,10 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from langgraph.checkpoint.sqlite import SqliteSaver
     from langgraph.types import Command
 
     from .. import runs
+    from ..checkpoints import open_checkpointer
     from ..llm_runtime import LLMSetupError, llm_factory
     from . import session
     from .render import renderer_for
@@ -82,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
         session_id = runs.new_run_id()
     config = {"configurable": {"thread_id": f"chat-{session_id}"}, "recursion_limit": 200}
     runtime = ChatRuntime(session_id, llm_factory(say), llm_flag=args.llm if args.resume else None)
-    with SqliteSaver.from_conn_string(str(runs.checkpoint_db())) as saver:
+    with open_checkpointer(runs.checkpoint_db()) as saver:
         app = session.build(runtime).compile(checkpointer=saver)
         snapshot = app.get_state(config)
         payload: Any

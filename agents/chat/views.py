@@ -124,7 +124,8 @@ def report(state: ChatState, chat: ChatRuntime) -> dict[str, Any]:
         )
     if overlay:
         path = chat.scratch / "proposal.patch"
-        path.write_text(ch.diff(state["base"], overlay), encoding="utf-8")
+        # the files' own bytes, as in migrate's changes.patch
+        path.write_text(ch.diff(state["base"], overlay), "utf-8", "surrogateescape")
         emit("text", f"the proposal as a patch: {path}")
     return {}
 

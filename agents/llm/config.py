@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
+import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -81,6 +82,32 @@ def local_available() -> bool:
     return importlib.util.find_spec("llama_cpp") is not None
 
 
+KEYWORDS = ("none", "auto", "local")
+
+
+def check_flag(flag: str) -> str:
+    """``flag`` if --llm accepts it (a keyword in any case, or an http(s) URL naming a
+    host), else LLMConfigError saying what is valid: checked when the command line is
+    read, so a typo fails before a run starts rather than after its first stage."""
+    value = flag.strip()
+    if value.lower() in KEYWORDS:
+        return value.lower()
+    if value.startswith(("http://", "https://")):
+        _check_url(value, "--llm")
+        return value
+    raise LLMConfigError(f"unknown LLM setting {flag!r}; valid values: {', '.join(VALID_FLAGS)}")
+
+
+def _check_url(url: str, what: str) -> None:
+    try:
+        parts = urllib.parse.urlsplit(url)
+        _ = parts.port  # ValueError for a port that is not a number
+    except ValueError as exc:
+        raise LLMConfigError(f"{what} {url!r} is not a usable URL: {exc}") from None
+    if not parts.hostname or any(c.isspace() or not c.isprintable() for c in url):
+        raise LLMConfigError(f"{what} {url!r} is not an http(s) URL with a host")
+
+
 def resolve(flag: str | None, env: Mapping[str, str]) -> LLMConfig | None:
     """The LLM to use for ``--llm FLAG``; None means rules only.
 
@@ -88,18 +115,17 @@ def resolve(flag: str | None, env: Mapping[str, str]) -> LLMConfig | None:
     embedded model (base_url left empty for the caller). ``auto`` or no flag:
     $TORCHPORT_LLM_BASE_URL if set, else the local model if it can run, else none.
     """
-    value = (flag or "auto").strip()
-    if value.lower() == "none":
+    value = check_flag(flag or "auto")
+    if value == "none":
         return None
-    if value.startswith(("http://", "https://")):
-        return _remote(value, env)
-    if value.lower() == "local":
+    if value == "local":
         return _local(env)
-    if value.lower() == "auto":
-        url = env.get(ENV_BASE_URL, "").strip()
-        if url:
-            if not url.startswith(("http://", "https://")):
-                raise LLMConfigError(f"{ENV_BASE_URL}={url!r} is not an http(s) URL")
-            return _remote(url, env)
+    if value != "auto":
+        return _remote(value, env)
+    url = env.get(ENV_BASE_URL, "").strip()
+    if not url:
         return _local(env) if local_available() else None
-    raise LLMConfigError(f"unknown LLM setting {flag!r}; valid values: {', '.join(VALID_FLAGS)}")
+    if not url.startswith(("http://", "https://")):
+        raise LLMConfigError(f"{ENV_BASE_URL}={url!r} is not an http(s) URL")
+    _check_url(url, ENV_BASE_URL)
+    return _remote(url, env)

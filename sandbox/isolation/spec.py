@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..limits import check_limits
+
 
 @dataclass(frozen=True)
 class RunSpec:
@@ -22,6 +24,13 @@ class RunSpec:
     memory_mb: int = 2048
     cpus: float = 1.0
     pids: int = 256
+
+    def __post_init__(self) -> None:
+        """A limit that does not bound (NaN, infinite, zero, negative) is refused here,
+        before any backend makes a cgroup or starts a process."""
+        check_limits(
+            timeout_s=self.timeout_s, memory_mb=self.memory_mb, cpus=self.cpus, pids=self.pids
+        )
 
     @property
     def cpu_seconds(self) -> int:

@@ -7,6 +7,7 @@ from dataclasses import asdict
 from typing import Any
 
 from .. import __version__
+from ..filenames import printable_data
 from ..findings import ScanResult
 from .summary import summarize
 
@@ -27,4 +28,5 @@ def scan_to_dict(result: ScanResult) -> dict[str, Any]:
 
 
 def render_json(result: ScanResult) -> str:
-    return json.dumps(scan_to_dict(result), indent=2) + "\n"
+    """Valid JSON for any reader: names that are not UTF-8 as ``tools.filenames`` says."""
+    return json.dumps(printable_data(scan_to_dict(result)), indent=2) + "\n"

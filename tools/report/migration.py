@@ -14,7 +14,6 @@ changes.patch keep them exact.
 from __future__ import annotations
 
 import csv
-import difflib
 import io
 import json
 from collections import Counter
@@ -23,27 +22,25 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..catalogue import load_catalogue
+from ..filenames import PRINTABLE_ERRORS, printable_data
 from ..safetext import csv_cell, markdown_code, markdown_text
+from .patch import file_patch
 
 if TYPE_CHECKING:
     from ..migrate import MigrationResult
 
 
 def unified_diff(result: MigrationResult) -> str:
-    chunks = []
-    for change in sorted(result.changes, key=lambda c: c.path):
-        before = change.before.splitlines(keepends=True)
-        after = change.after.splitlines(keepends=True)
-        diff = list(difflib.unified_diff(before, after, f"a/{change.path}", f"b/{change.path}"))
-        for i, line in enumerate(diff):
-            if not line.endswith("\n"):
-                diff[i] = line + "\n\\ No newline at end of file\n"
-        chunks.append(f"diff --git a/{change.path} b/{change.path}\n" + "".join(diff))
-    return "".join(chunks)
+    """Every changed file's patch, in path order: ``git apply`` on the original applies it."""
+    return "".join(
+        file_patch(c.path, c.before, c.after) for c in sorted(result.changes, key=lambda c: c.path)
+    )
 
 
 def migration_to_dict(result: MigrationResult) -> dict[str, Any]:
-    return {
+    """The JSON report; file names that are not UTF-8 are written as ``tools.filenames``
+    says (each undecodable byte as ``\\xNN``), so the JSON is valid for any reader."""
+    data = {
         "root": str(result.root),
         "target": result.target,
         "output": str(result.output) if result.output else None,
@@ -55,6 +52,7 @@ def migration_to_dict(result: MigrationResult) -> dict[str, Any]:
         "skipped": [asdict(s) for s in result.scan.skipped],
         "summary": migration_summary(result),
     }
+    return printable_data(data)
 
 
 def migration_summary(result: MigrationResult) -> dict[str, Any]:
@@ -145,4 +143,6 @@ def write_migration_report(result: MigrationResult, directory: Path) -> None:
         "summary.md": _summary_md(result),
     }
     for name, text in files.items():
-        (directory / name).write_text(text, encoding="utf-8")
+        # the patch holds the files' own bytes; the rest shows undecodable bytes as \xNN
+        errors = "surrogateescape" if name == "changes.patch" else PRINTABLE_ERRORS
+        (directory / name).write_text(text, encoding="utf-8", errors=errors)
