@@ -127,14 +127,21 @@ def _summary_md(result: MigrationResult) -> str:
     return "\n".join(out) + "\n"
 
 
-def write_migration_report(result: MigrationResult, directory: Path) -> None:
-    directory.mkdir(parents=True, exist_ok=True)
-    files = {
+def migration_report_files(result: MigrationResult) -> dict[str, str]:
+    """The report's files by name, for the writer to put in place with the output."""
+    return {
         "changes.patch": unified_diff(result),
         "changes.json": json.dumps(migration_to_dict(result), indent=2) + "\n",
         "changes.csv": _csv(result),
         "manual.md": _manual(result),
         "summary.md": _summary_md(result),
     }
-    for name, text in files.items():
-        (directory / name).write_text(text, encoding="utf-8")
+
+
+def write_migration_report(result: MigrationResult, directory: Path) -> None:
+    """Write the report's files into ``directory`` (never through a symlink below it)."""
+    from ..output.nofollow import write_text
+
+    directory.mkdir(parents=True, exist_ok=True)
+    for name, text in migration_report_files(result).items():
+        write_text(directory, name, text)
