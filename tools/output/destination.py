@@ -93,22 +93,10 @@ def check_destination(source: Path, dest: Destination, force: bool) -> Marker | 
 
 def compare(written: Listing, now: Listing) -> tuple[list[str], list[str]]:
     """(entries torchport did not write, entries it wrote that changed since)."""
-    foreign: list[str] = []
-    edited: list[str] = []
-    for rel, digest in now.files.items():
-        if rel in written.files:
-            if written.files[rel] != digest:
-                edited.append(rel)
-        else:
-            (edited if rel in written.links else foreign).append(rel)
-    for rel, target in now.links.items():
-        if rel in written.links:
-            if written.links[rel] != target:
-                edited.append(rel)
-        else:
-            (edited if rel in written.files else foreign).append(rel)
-    ours = set(written.folders)
-    foreign += [rel for rel in now.folders if rel not in ours]
+    ours, there = written.entries(), now.entries()
+    foreign = [rel for rel in there if rel not in ours]
+    edited = [rel for rel in there if rel in ours and ours[rel] != there[rel]]
+    foreign += [rel for rel in now.folders if rel not in set(written.folders)]
     foreign += now.others
     return sorted(foreign), sorted(edited)
 

@@ -31,6 +31,12 @@ class Listing:
     folders: list[str] = field(default_factory=list)
     others: list[str] = field(default_factory=list)  # sockets, fifos, devices
 
+    def entries(self) -> dict[str, str]:
+        """Files and links together, each with what it holds (a link: where it points)."""
+        found = {rel: f"sha256:{digest}" for rel, digest in self.files.items()}
+        found.update({rel: f"link:{target}" for rel, target in self.links.items()})
+        return found
+
 
 def listing(root: Path, skip: str | None = None) -> Listing:
     """What is under ``root``, without following links; ``skip`` (a relative path) is left out."""

@@ -101,12 +101,9 @@ def remove_output(folder: Path, report: str, force: bool) -> list[str]:
     marker = read_marker(folder, report)
     if marker is None:
         return sorted(p.name for p in folder.iterdir())
-    now = listing(folder, skip=marker_rel(report))
-    for rel, digest in marker.written.files.items():
-        if rel in now.files and (force or now.files[rel] == digest):
-            nofollow.unlink(folder, rel)
-    for rel, target in marker.written.links.items():
-        if rel in now.links and (force or now.links[rel] == target):
+    now = listing(folder, skip=marker_rel(report)).entries()
+    for rel, held in marker.written.entries().items():
+        if rel in now and (force or now[rel] == held):
             nofollow.unlink(folder, rel)
     left = listing(folder, skip=marker_rel(report))
     if not left.files and not left.links and not left.others:
