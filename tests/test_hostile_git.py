@@ -14,7 +14,9 @@ from pathlib import Path
 import pytest
 from torchport.agents.batch.clone import checkout
 from torchport.agents.batch.sources import Source
+from torchport.tools.gitsafe import GitError
 from torchport.tools.migrate import MigrateOptions, migrate
+from torchport.tools.output.branch import commit_on_branch
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
 
@@ -199,3 +201,19 @@ def test_the_branch_holds_what_the_old_worktree_commit_held(tmp_path):
     assert _git(top, "rev-parse", "new-way^{tree}") == _git(top, "rev-parse", "old-way^{tree}")
     assert "\r" not in _git(top, "cat-file", "blob", "new-way:project/train.py")
     assert _git(top, "ls-tree", "new-way", "project/run.py").startswith("100755 ")
+
+
+def test_a_branch_written_again_after_a_kill_keeps_its_commit_and_refuses_another(tmp_path):
+    """--resume re-runs the report node: the branch it made before the kill is its own."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "train.py").write_text(PROGRAM)
+    _git(repo, "init", "-q", "-b", "main")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-q", "-m", "init")
+    files = {"train.py": b"migrated\n"}
+    first = commit_on_branch(repo, "port", files, "torchport: migrate")
+    assert commit_on_branch(repo, "port", files, "torchport: migrate") == first
+    with pytest.raises(GitError, match="branch 'port' already exists"):
+        commit_on_branch(repo, "port", {"train.py": b"something else\n"}, "torchport: migrate")
+    assert _git(repo, "rev-parse", "port").strip() == first
