@@ -103,7 +103,7 @@ def migrate(
     result = MigrationResult(root, options.target, scanned)
     say(f"rewriting {len({f.path for f in scanned.findings})} files with findings")
     _rewrite(result, options)
-    result.elapsed_s = time.perf_counter() - started
+    result.elapsed_s = time.perf_counter() - started  # what the report, written next, says
     if not options.dry_run:
         _write(result, options, say)
     result.elapsed_s = time.perf_counter() - started
@@ -289,7 +289,9 @@ def _report_files(result: MigrationResult, extra: dict[str, str]) -> dict[str, s
     return {**migration_report_files(result), **extra}
 
 
-def _write_in_place(result: MigrationResult, say: Callable[[str], None], extra) -> None:
+def _write_in_place(
+    result: MigrationResult, say: Callable[[str], None], extra: dict[str, str]
+) -> None:
     root = result.root
     check_in_place(root)
     backup = backup_folder(root)
@@ -302,7 +304,12 @@ def _write_in_place(result: MigrationResult, say: Callable[[str], None], extra) 
         say(f"backup of every rewritten file: {result.backup}")
 
 
-def _write_branch(result: MigrationResult, options: MigrateOptions, say, extra) -> None:
+def _write_branch(
+    result: MigrationResult,
+    options: MigrateOptions,
+    say: Callable[[str], None],
+    extra: dict[str, str],
+) -> None:
     dest = destination_of(result.root, options)
     check_destination(result.root, dest, options.force)  # before the branch exists
     result.branch = options.branch
@@ -321,7 +328,12 @@ def _write_branch(result: MigrationResult, options: MigrateOptions, say, extra) 
     write_staged(dest, result.root, result.target, fill, options.force, say)
 
 
-def _write_copy(result: MigrationResult, options: MigrateOptions, say, extra) -> None:
+def _write_copy(
+    result: MigrationResult,
+    options: MigrateOptions,
+    say: Callable[[str], None],
+    extra: dict[str, str],
+) -> None:
     dest = destination_of(result.root, options)
     result.output = dest.folder
     result.report_dir = dest.report_dir
