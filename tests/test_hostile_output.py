@@ -184,6 +184,8 @@ def test_leftovers_of_killed_writes_are_swept_and_nothing_else(tmp_path):
     migrate(repo, MigrateOptions(target="tpu", out=tmp_path / "earlier"))
     (tmp_path / "earlier").rename(tmp_path / ".out.torchport-old-dead02")  # killed mid-swap
     old_lookalike = _source(tmp_path / ".out.torchport-old-user02", {"keep.txt": "mine\n"})
+    for name in ("staging-bare03", "old-bare04"):  # killed before a marker: no file in them
+        (tmp_path / f".out.torchport-{name}" / "torchport-report").mkdir(parents=True)
     migrate(repo, MigrateOptions(target="tpu", out=out))
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
         ["repo", "out", lookalike.name, old_lookalike.name]

@@ -7,7 +7,8 @@ and only what the earlier output's marker lists is deleted from the old one. A
 kill at any moment leaves at NAME the earlier output, the new one, or nothing
 (between the two renames), plus leftovers beside it that the next write sweeps:
 folders named by this pattern that carry our staging marker (not locked by a
-live writer) or our output marker, never anything else.
+live writer) or our output marker (and of those, only what it lists), or that
+hold no file at all; never anything else.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import shutil
 import stat
 import tempfile
 from collections.abc import Callable
+from contextlib import suppress
 from pathlib import Path
 
 from . import nofollow
@@ -126,11 +128,19 @@ def sweep(dest: Destination, force: bool, say: Callable[[str], None]) -> None:
         if not found or not entry.is_dir(follow_symlinks=False):
             continue
         path = Path(entry.path)
-        if found[1] == STAGING:
-            if _abandoned_staging(path, dest.folder):
-                shutil.rmtree(path)
-        elif read_marker(path, dest.report) is not None:
+        if found[1] == STAGING and _abandoned_staging(path, dest.folder):
+            shutil.rmtree(path)
+        elif found[1] == OLD and read_marker(path, dest.report) is not None:
             _report_kept(path, remove_output(path, dest.report, force), say)
+        else:  # killed before its marker was written, or after it was removed
+            _remove_empty_folders(path)
+
+
+def _remove_empty_folders(path: Path) -> None:
+    """Remove ``path`` if it holds nothing but empty folders; never a file."""
+    for here, _, _ in os.walk(path, topdown=False):
+        with suppress(OSError):
+            os.rmdir(here)
 
 
 def _abandoned_staging(path: Path, destination: Path) -> bool:
