@@ -279,7 +279,7 @@ def _write(
         elif options.branch:
             _write_branch(result, options, say, extra)
         else:
-            _write_copy(result, options, say, extra)
+            _write_folder(result, options, say, extra, copy=True)
     say(f"wrote {len(result.changes)} changed files to {result.output}")
 
 
@@ -310,41 +310,38 @@ def _write_branch(
     say: Callable[[str], None],
     extra: dict[str, str],
 ) -> None:
-    dest = destination_of(result.root, options)
-    check_destination(result.root, dest, options.force)  # before the branch exists
+    check_destination(result.root, destination_of(result.root, options), options.force)
     result.branch = options.branch
     result.output = result.root
-    result.report_dir = dest.report_dir
     message = f"torchport: migrate to {result.target} ({len(result.edits)} edits)"
     files = {c.path: c.after.encode("utf-8", "surrogateescape") for c in result.changes}
     commit_on_branch(result.root, options.branch, files, message)
-    texts = _report_files(result, extra)
-
-    def fill(tree: Path) -> None:
-        tree.mkdir()
-        for name, text in texts.items():
-            nofollow.write_text(tree, name, text)
-
-    write_staged(dest, result.root, result.target, fill, options.force, say)
+    _write_folder(result, options, say, extra, copy=False)  # the report beside the repository
 
 
-def _write_copy(
+def _write_folder(
     result: MigrationResult,
     options: MigrateOptions,
     say: Callable[[str], None],
     extra: dict[str, str],
+    copy: bool,
 ) -> None:
+    """Stage the migrated copy (or, without ``copy``, the report alone) and swap it in."""
     dest = destination_of(result.root, options)
-    result.output = dest.folder
+    if copy:
+        result.output = dest.folder
     result.report_dir = dest.report_dir
     texts = _report_files(result, extra)
 
     def fill(tree: Path) -> None:
-        shutil.copytree(result.root, tree, symlinks=True, ignore=_copy_ignore)
-        for change in result.changes:
-            nofollow.write_text(tree, change.path, change.after)
+        if copy:
+            shutil.copytree(result.root, tree, symlinks=True, ignore=_copy_ignore)
+            for change in result.changes:
+                nofollow.write_text(tree, change.path, change.after)
+        else:
+            tree.mkdir()
         for name, text in texts.items():
-            nofollow.write_text(tree, f"{REPORT}/{name}", text)
+            nofollow.write_text(tree, dest.in_report(name), text)
 
     write_staged(dest, result.root, result.target, fill, options.force, say)
 

@@ -15,7 +15,7 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from .marker import MARKER, Listing, Marker, listing, marker_rel, read_marker
+from .marker import Listing, Marker, listing, marker_rel, read_marker
 
 SHOWN = 5  # paths named in a message before "and N more"
 
@@ -34,6 +34,10 @@ class Destination:
     @property
     def report_dir(self) -> Path:
         return self.folder / self.report if self.report else self.folder
+
+    def in_report(self, name: str) -> str:
+        """A report file's path relative to the folder."""
+        return f"{self.report}/{name}" if self.report else name
 
 
 def check_placement(source: Path, folder: Path) -> None:
@@ -104,6 +108,3 @@ def compare(written: Listing, now: Listing) -> tuple[list[str], list[str]]:
 def _names(paths: list[str]) -> str:
     shown = ", ".join(repr(p) if not p.isprintable() else p for p in paths[:SHOWN])
     return shown + (f" and {len(paths) - SHOWN} more" if len(paths) > SHOWN else "")
-
-
-__all__ = ["MARKER", "Destination", "OutputError", "check_destination", "check_placement"]

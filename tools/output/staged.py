@@ -26,7 +26,7 @@ from contextlib import suppress
 from pathlib import Path
 
 from . import nofollow
-from .destination import Destination, OutputError, check_destination
+from .destination import Destination, check_destination
 from .marker import Marker, listing, marker_rel, read_marker, write_marker
 
 STAGING_MARKER = ".torchport-staging.json"
@@ -174,6 +174,3 @@ def _report_kept(folder: Path, kept: list[str], say: Callable[[str], None]) -> N
             f"kept {folder}: it holds {len(kept)} file(s) torchport did not write or that "
             f"changed ({', '.join(kept[:5])}); nothing there was deleted"
         )
-
-
-__all__ = ["OutputError", "remove_output", "sweep", "write_staged"]
