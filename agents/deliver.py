@@ -4,7 +4,9 @@ Nothing reaches the user's tree before this point. The codemods' report
 (``changes.patch`` and friends, from ``tools.report.migration``) is written
 for the final overlay, so it includes the LLM's verified edits; beside it,
 ``verification.json`` and ``verification.md`` say what was run, what was
-compared, the verdict and every decision the agents made.
+compared, the verdict and every decision the agents made. All of them go to
+the writer together, so the output appears whole (report included) or not at
+all, and a run killed while writing finishes the write when resumed.
 """
 
 from __future__ import annotations
@@ -14,11 +16,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from torchport.tools.filenames import printable_data
 from torchport.tools.migrate import (
     FileChange,
     MigrateOptions,
     MigrationResult,
-    atomic_write,
     migrate,
     write_result,
 )
@@ -64,7 +66,7 @@ def deliver(state: State, outcome: str, say: Callable[[str], None]) -> dict[str,
     if s.get("dry_run"):
         return {"written": None}
     result = migration_result(state)
-    write_result(result, options_of(s), say)
+    write_result(result, options_of(s), say, verification_files(state, outcome))
     written: dict[str, Any] = {
         "output": str(result.output),
         # what the front doors count, so none of them has to run the codemods again
@@ -77,7 +79,6 @@ def deliver(state: State, outcome: str, say: Callable[[str], None]) -> dict[str,
         written["backup"] = str(result.backup)
     if result.report_dir is not None:
         written["report"] = str(result.report_dir)
-        write_verification(state, outcome, result.report_dir)
     return written
 
 
@@ -97,11 +98,13 @@ def verification_record(state: State, outcome: str) -> dict[str, Any]:
     }
 
 
-def write_verification(state: State, outcome: str, report_dir: Path) -> None:
+def verification_files(state: State, outcome: str) -> dict[str, str]:
+    """``verification.json`` and ``verification.md``, for the writer to put in the report."""
     record = verification_record(state, outcome)
-    report_dir.mkdir(parents=True, exist_ok=True)
-    atomic_write(report_dir / "verification.json", json.dumps(record, indent=2, default=str))
-    atomic_write(report_dir / "verification.md", verification_markdown(record))
+    return {
+        "verification.json": json.dumps(printable_data(record), indent=2, default=str),
+        "verification.md": verification_markdown(record),
+    }
 
 
 def verification_markdown(record: dict[str, Any]) -> str:

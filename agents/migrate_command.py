@@ -64,14 +64,21 @@ def add_parser(sub: Any) -> None:
     m.add_argument("path", nargs="?", help="repository folder to migrate")
     m.add_argument("--target", "-t", choices=TARGETS, help="where the code goes (required)")
     where = m.add_mutually_exclusive_group()
-    where.add_argument("--out", metavar="DIR", help="write the migrated copy here")
+    where.add_argument(
+        "--out",
+        metavar="DIR",
+        help="write the migrated copy here: a new or empty folder, or torchport's earlier "
+        "output of the same PATH (replaced whole)",
+    )
     where.add_argument(
         "--in-place",
         action="store_true",
         help="rewrite PATH itself (a git repo with a clean tree, or --force)",
     )
     where.add_argument(
-        "--branch", metavar="NAME", help="commit the result on a new branch NAME (git worktree)"
+        "--branch",
+        metavar="NAME",
+        help="commit the result on a new branch NAME (no checkout; the report goes beside PATH)",
     )
     m.add_argument(
         "--rules", metavar="CODES", help="only these rule codes or prefixes (e.g. TPD,TPA001)"
@@ -87,8 +94,10 @@ def add_parser(sub: Any) -> None:
     m.add_argument(
         "--force",
         action="store_true",
-        help="allow a dirty or non-git tree with --in-place (after a backup), or "
-        "replace an existing --out folder",
+        help="allow a dirty or non-git tree with --in-place (every file it rewrites is "
+        "backed up in torchport-report/backup/ either way), and replace an earlier torchport "
+        "output whose files were edited since; never a folder holding files torchport did not "
+        "write, never the source or a folder containing it",
     )
     verify = m.add_argument_group("verification")
     verify.add_argument(

@@ -174,6 +174,7 @@ def test_reports_are_written_beside_the_output(migrated):
         "changes.csv",
         "manual.md",
         "summary.md",
+        ".torchport-output.json",  # what torchport wrote there, for the next run to replace
     }
     data = json.loads((report / "changes.json").read_text())
     assert len(data["edits"]) == len(result.edits)
@@ -206,7 +207,7 @@ def test_existing_foreign_output_is_never_overwritten(tmp_path):
     out = tmp_path / "out"
     out.mkdir()
     (out / "precious.txt").write_text("keep me")
-    with pytest.raises(MigrateError, match="not an earlier torchport output"):
+    with pytest.raises(MigrateError, match="is not a torchport output"):
         migrate(src, MigrateOptions(target="tpu", out=out))
     assert (out / "precious.txt").read_text() == "keep me"
     migrate(src, MigrateOptions(target="tpu", out=tmp_path / "fresh"))
@@ -245,11 +246,13 @@ def test_an_interrupted_in_place_run_leaves_each_file_old_or_new(tmp_path, monke
     calls = {"n": 0}
     real_replace = os.replace
 
-    def flaky_replace(src, dst):
-        calls["n"] += 1
-        if calls["n"] == 4:
-            raise KeyboardInterrupt("killed mid-run")
-        return real_replace(src, dst)
+    def flaky_replace(src, dst, **dir_fds):
+        folder = os.readlink(f"/proc/self/fd/{dir_fds['dst_dir_fd']}")
+        if folder == str(repo) and dst in files:  # a rewrite, not a backup
+            calls["n"] += 1
+            if calls["n"] == 4:
+                raise KeyboardInterrupt("killed mid-run")
+        return real_replace(src, dst, **dir_fds)
 
     monkeypatch.setattr(migrate_module.os, "replace", flaky_replace)
     with pytest.raises(KeyboardInterrupt):
@@ -261,6 +264,8 @@ def test_an_interrupted_in_place_run_leaves_each_file_old_or_new(tmp_path, monke
         new_count += text != old
     assert new_count == 3
     assert not [p for p in repo.iterdir() if p.name.endswith(".torchport")]
+    (backup,) = (repo / "torchport-report" / "backup").iterdir()  # made before any rewrite
+    assert {p.name: p.read_text() for p in backup.iterdir()} == files
 
 
 def test_branch_commits_the_migration_and_leaves_the_checkout_alone(tmp_path):

@@ -1,20 +1,23 @@
 """Migrate a repository to a target: scan it, apply every ``auto`` codemod, and
 write the result where the user asked, never harming the original.
 
-Output modes: a migrated copy (default ``PATH-<target>``), ``--in-place`` (only
-from a clean git tree, or with ``--force`` after a named backup; every file is
-replaced atomically), or ``--branch`` (a commit on a new branch made in a git
-worktree). Every run writes ``torchport-report/``.
+Output modes: a migrated copy (default ``PATH-<target>``, built beside it and
+swapped in, see ``tools.output``), ``--in-place`` (only from a clean git tree, or
+with ``--force``; every rewritten file is backed up in
+``torchport-report/backup/`` first and replaced atomically), or ``--branch`` (a
+commit on a new branch, made with git plumbing, no checkout). Every run writes
+``torchport-report/``. No write follows a symlink; no git command runs the
+repository's hooks or configured programs (``tools.gitsafe``).
 """
 
 from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -23,10 +26,19 @@ from .codemods import Edit, migrate_python
 from .codemods.annotate import annotate_python
 from .codemods.text import migrate_text
 from .findings import Finding, ScanResult
+from .gitsafe import Git, GitError
 from .notebooks import notebook_sources, replace_cell_sources
+from .output import nofollow
+from .output.branch import check_branch, commit_on_branch
+from .output.destination import Destination, OutputError, check_destination
+from .output.in_place import REPORT, backup_folder, check_in_place, write_in_place
+from .output.staged import write_staged
 from .repowalk import SKIP_DIRS
 from .scanner import ScanOptions, scan
 from .sourcefile import read_exact
+
+# Kept for callers that write one file of their own output folder (batch summaries).
+atomic_write = nofollow.atomic_write
 
 
 class MigrateError(Exception):
@@ -91,13 +103,10 @@ def migrate(
     result = MigrationResult(root, options.target, scanned)
     say(f"rewriting {len({f.path for f in scanned.findings})} files with findings")
     _rewrite(result, options)
+    result.elapsed_s = time.perf_counter() - started  # what the report, written next, says
     if not options.dry_run:
         _write(result, options, say)
     result.elapsed_s = time.perf_counter() - started
-    if result.report_dir is not None:
-        from .report.migration import write_migration_report
-
-        write_migration_report(result, result.report_dir)
     return result
 
 
@@ -107,18 +116,39 @@ def check_options(root: Path, options: MigrateOptions) -> None:
 
 
 def write_result(
-    result: MigrationResult, options: MigrateOptions, progress: Callable[[str], None] | None = None
+    result: MigrationResult,
+    options: MigrateOptions,
+    progress: Callable[[str], None] | None = None,
+    extra_report_files: Mapping[str, str] | None = None,
 ) -> None:
-    """Write a computed migration (``result.changes``) where the options say, then its report.
+    """Write a computed migration (``result.changes``) and its report where the options say.
 
     For callers that compute or amend the changes themselves (the agent graph adds
-    verified LLM edits to the codemods' output) and write only at the end.
+    verified LLM edits to the codemods' output) and write only at the end; their own
+    report files (``extra_report_files``, name -> text) are written with the rest, so
+    the output appears complete or not at all.
     """
-    _write(result, options, progress or (lambda message: None))
-    if result.report_dir is not None:
-        from .report.migration import write_migration_report
+    _write(result, options, progress or (lambda message: None), extra_report_files)
 
-        write_migration_report(result, result.report_dir)
+
+@contextmanager
+def _refused() -> Iterator[None]:
+    """An unsafe output or a git refusal, as the one-line MigrateError the CLI prints."""
+    try:
+        yield
+    except (OutputError, GitError) as exc:
+        raise MigrateError(str(exc)) from None
+
+
+def destination_of(root: Path, options: MigrateOptions) -> Destination | None:
+    """The folder written as a whole: the copy, or the report beside a --branch repository."""
+    if options.in_place or options.dry_run:
+        return None
+    if options.branch:
+        name = options.branch.replace("/", "-")
+        return Destination((root.parent / f"{root.name}-{name}-report").resolve(), "")
+    out = options.out or root.parent / f"{root.name}-{options.target}"
+    return Destination(Path(out).resolve(), REPORT)
 
 
 def _check_options(root: Path, options: MigrateOptions) -> None:
@@ -129,18 +159,38 @@ def _check_options(root: Path, options: MigrateOptions) -> None:
     modes = sum(bool(x) for x in (options.out, options.in_place, options.branch))
     if modes > 1:
         raise MigrateError("choose one of --out, --in-place and --branch")
-    if options.in_place or options.branch:
-        if not _is_git_repo(root):
-            if options.branch or not options.force:
-                raise MigrateError(
-                    f"{root} is not a git repository: --in-place needs one (or --force, which "
-                    "makes a backup first); --branch always does"
-                )
-        elif not options.force and not options.dry_run and _git_dirty(root):
+    with _refused():
+        if options.in_place or options.branch:
+            _check_git(root, options)
+        if options.dry_run:
+            return
+        if options.branch:
+            check_branch(root, options.branch)
+        if options.in_place:
+            check_in_place(root)
+        dest = destination_of(root, options)
+        if dest is not None:
+            check_destination(root, dest, options.force)
+
+
+def _check_git(root: Path, options: MigrateOptions) -> None:
+    git = Git(root)
+    inside = git.run("rev-parse", "--is-inside-work-tree", check=False).stdout.strip() == b"true"
+    if not inside:
+        if options.branch or not options.force:
             raise MigrateError(
-                f"{root} has uncommitted changes; commit or stash them first "
-                "(or pass --force, which makes a backup first)"
+                f"{root} is not a git repository: --in-place needs one (or --force, which "
+                "backs up every file it rewrites); --branch always does"
             )
+    elif not options.force and not options.dry_run and _git_dirty(git):
+        raise MigrateError(
+            f"{root} has uncommitted changes; commit or stash them first "
+            "(or pass --force; every file torchport rewrites is backed up first)"
+        )
+
+
+def _git_dirty(git: Git) -> bool:
+    return bool(git.text("status", "--porcelain", "--untracked-files=no"))
 
 
 def _rewrite(result: MigrationResult, options: MigrateOptions) -> None:
@@ -215,45 +265,85 @@ def _rewrite_notebook(result, rel, text, auto, manual, options) -> str:
 # -- writing -------------------------------------------------------------
 
 
-def _write(result: MigrationResult, options: MigrateOptions, say: Callable[[str], None]) -> None:
-    if options.in_place:
-        if options.force:
-            result.backup = _backup(result.root)
-            say(f"backup written to {result.backup}")
-        for change in result.changes:
-            atomic_write(result.root / change.path, change.after)
-        result.output = result.root
-        result.report_dir = result.root / "torchport-report"
-    elif options.branch:
-        result.branch = options.branch
-        result.output = _commit_on_branch(result, options.branch)
-        result.report_dir = result.root.parent / f"{result.root.name}-{options.branch}-report"
-    else:
-        out = (options.out or result.root.parent / f"{result.root.name}-{options.target}").resolve()
-        _copy_tree(result.root, out, options.force)
-        for change in result.changes:
-            atomic_write(out / change.path, change.after)
-        result.output = out
-        result.report_dir = out / "torchport-report"
+def _write(
+    result: MigrationResult,
+    options: MigrateOptions,
+    say: Callable[[str], None],
+    extra_report_files: Mapping[str, str] | None = None,
+) -> None:
+    _leave_unwritable(result, say)
+    extra = dict(extra_report_files or {})
+    with _refused():
+        if options.in_place:
+            _write_in_place(result, say, extra)
+        elif options.branch:
+            _write_branch(result, options, say, extra)
+        else:
+            _write_folder(result, options, say, extra, copy=True)
     say(f"wrote {len(result.changes)} changed files to {result.output}")
 
 
-def atomic_write(path: Path, text: str) -> None:
-    """Write via a temporary file in the same folder and rename: old or new, never half."""
-    mode = path.stat().st_mode if path.exists() else None
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".torchport", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        if mode is not None:
-            os.chmod(tmp, mode & 0o7777)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+def _report_files(result: MigrationResult, extra: dict[str, str]) -> dict[str, str]:
+    from .report.migration import migration_report_files
+
+    return {**migration_report_files(result), **extra}
+
+
+def _write_in_place(
+    result: MigrationResult, say: Callable[[str], None], extra: dict[str, str]
+) -> None:
+    root = result.root
+    check_in_place(root)
+    backup = backup_folder(root)
+    result.output = root
+    result.report_dir = root / REPORT
+    if any((root / c.path).is_file() for c in result.changes):
+        result.backup = root / backup
+    changes = {c.path: c.after for c in result.changes}
+    if write_in_place(root, changes, _report_files(result, extra), backup):
+        say(f"backup of every rewritten file: {result.backup}")
+
+
+def _write_branch(
+    result: MigrationResult,
+    options: MigrateOptions,
+    say: Callable[[str], None],
+    extra: dict[str, str],
+) -> None:
+    check_destination(result.root, destination_of(result.root, options), options.force)
+    result.branch = options.branch
+    result.output = result.root
+    message = f"torchport: migrate to {result.target} ({len(result.edits)} edits)"
+    files = {c.path: c.after.encode("utf-8", "surrogateescape") for c in result.changes}
+    commit_on_branch(result.root, options.branch, files, message)
+    _write_folder(result, options, say, extra, copy=False)  # the report beside the repository
+
+
+def _write_folder(
+    result: MigrationResult,
+    options: MigrateOptions,
+    say: Callable[[str], None],
+    extra: dict[str, str],
+    copy: bool,
+) -> None:
+    """Stage the migrated copy (or, without ``copy``, the report alone) and swap it in."""
+    dest = destination_of(result.root, options)
+    if copy:
+        result.output = dest.folder
+    result.report_dir = dest.report_dir
+    texts = _report_files(result, extra)
+
+    def fill(tree: Path) -> None:
+        if copy:
+            shutil.copytree(result.root, tree, symlinks=True, ignore=_copy_ignore)
+            for change in result.changes:
+                nofollow.write_text(tree, change.path, change.after)
+        else:
+            tree.mkdir()
+        for name, text in texts.items():
+            nofollow.write_text(tree, dest.in_report(name), text)
+
+    write_staged(dest, result.root, result.target, fill, options.force, say)
 
 
 def _copy_ignore(directory: str, names: list[str]) -> set[str]:
@@ -262,82 +352,20 @@ def _copy_ignore(directory: str, names: list[str]) -> set[str]:
     return ignored
 
 
-def _copy_tree(src: Path, out: Path, force: bool) -> None:
-    if out == src or src in out.parents:
-        raise MigrateError(f"the output {out} must not be inside the repository")
-    if out.exists():
-        previous = (out / "torchport-report").is_dir()
-        if not previous and not force and any(out.iterdir()):
-            raise MigrateError(
-                f"{out} exists and is not an earlier torchport output; choose --out or --force"
-            )
-        shutil.rmtree(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    try:
-        shutil.copytree(src, staging / "tree", symlinks=True, ignore=_copy_ignore)
-        os.replace(staging / "tree", out)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-
-
-def _backup(root: Path) -> Path:
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    backup = root.parent / f"{root.name}.torchport-backup-{stamp}"
-    shutil.copytree(root, backup, symlinks=True)
-    return backup
-
-
-def _git(root: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        ["git", "-C", str(root), *args], capture_output=True, text=True, check=False
-    )
-
-
-def _is_git_repo(root: Path) -> bool:
-    return _git(root, "rev-parse", "--is-inside-work-tree").stdout.strip() == "true"
-
-
-def _git_dirty(root: Path) -> bool:
-    return bool(_git(root, "status", "--porcelain", "--untracked-files=no").stdout.strip())
-
-
-def _commit_on_branch(result: MigrationResult, branch: str) -> Path:
-    root = result.root
-    if _git(root, "rev-parse", "--verify", "--quiet", f"refs/heads/{branch}").returncode == 0:
-        raise MigrateError(f"branch {branch!r} already exists")
-    worktree = Path(tempfile.mkdtemp(prefix="torchport-worktree-"))
-    shutil.rmtree(worktree)
-    added = _git(root, "worktree", "add", "-b", branch, str(worktree))
-    if added.returncode != 0:
-        raise MigrateError(f"git worktree add failed: {added.stderr.strip()}")
-    try:
-        prefix = _git(root, "rev-parse", "--show-prefix").stdout.strip()
-        for change in result.changes:
-            atomic_write(worktree / prefix / change.path, change.after)
-        _git(worktree, "add", "-A")
-        message = f"torchport: migrate to {result.target} ({len(result.edits)} edits)"
-        committed = subprocess.run(
-            [
-                "git",
-                "-C",
-                str(worktree),
-                "-c",
-                "user.name=torchport",
-                "-c",
-                "user.email=torchport@localhost",
-                "commit",
-                "-q",
-                "--allow-empty",
-                "-m",
-                message,
-            ],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        if committed.returncode != 0:
-            raise MigrateError(f"git commit failed: {committed.stderr.strip()}")
-    finally:
-        _git(root, "worktree", "remove", "--force", str(worktree))
-    return root
+def _leave_unwritable(result: MigrationResult, say: Callable[[str], None]) -> None:
+    """A change whose path crosses a symlink is not written: its fixes become unapplied."""
+    for change in list(result.changes):
+        why = nofollow.symlink_on_path(result.root, change.path)
+        if why is None:
+            continue
+        say(f"not written: {why}")
+        result.changes.remove(change)
+        result.edits = [e for e in result.edits if e.path != change.path]
+        already = {id(f) for f, _ in result.unapplied}
+        result.unapplied += [
+            (f, f"not written: {why}")
+            for f in result.scan.findings
+            if f.path == change.path
+            and f.fix[result.target]["kind"] == "auto"
+            and id(f) not in already
+        ]

@@ -228,18 +228,23 @@ def apply(state: ChatState, chat: ChatRuntime) -> dict[str, Any]:
     if str(answer).strip().lower() not in YES:
         emit("text", "Not applied; the proposal is kept.")
         return {}
+    from torchport.tools.output import nofollow
+
     applied = list(state.get("applied") or [])
     backup = chat.scratch / f"backup-{len(applied) + 1}"
-    from torchport.tools.migrate import atomic_write
-
+    written = []
     for rel, text in sorted(overlay.items()):
-        target = source / rel
+        why = nofollow.symlink_on_path(source, rel)
+        if why is not None:
+            emit("error", f"not applied: {why}")
+            continue
         saved = backup / rel
         saved.parent.mkdir(parents=True, exist_ok=True)
         saved.write_bytes(state["base"][rel].encode("utf-8", "surrogateescape"))
-        atomic_write(target, text)
-    emit("text", f"Applied to {len(overlay)} files; the originals are in {backup}.")
-    applied.append({"files": sorted(overlay), "backup": str(backup), "status": status})
+        nofollow.write_text(source, rel, text)
+        written.append(rel)
+    emit("text", f"Applied to {len(written)} files; the originals are in {backup}.")
+    applied.append({"files": written, "backup": str(backup), "status": status})
     return {
         "applied": applied,
         "base": {},

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..catalogue import load_catalogue
-from ..filenames import PRINTABLE_ERRORS, printable_data
+from ..filenames import printable, printable_data
 from ..safetext import csv_cell, markdown_code, markdown_text
 from .patch import file_patch
 
@@ -133,16 +133,25 @@ def _summary_md(result: MigrationResult) -> str:
     return "\n".join(out) + "\n"
 
 
-def write_migration_report(result: MigrationResult, directory: Path) -> None:
-    directory.mkdir(parents=True, exist_ok=True)
-    files = {
+def migration_report_files(result: MigrationResult) -> dict[str, str]:
+    """The report's files by name, for the writer to put in place with the output.
+
+    The patch holds the files' own bytes (surrogate escapes, written back as the bytes
+    they stand for); the rest show an undecodable byte of a file name as ``\\xNN``.
+    """
+    return {
         "changes.patch": unified_diff(result),
-        "changes.json": json.dumps(migration_to_dict(result), indent=2) + "\n",
-        "changes.csv": _csv(result),
-        "manual.md": _manual(result),
-        "summary.md": _summary_md(result),
+        "changes.json": printable(json.dumps(migration_to_dict(result), indent=2) + "\n"),
+        "changes.csv": printable(_csv(result)),
+        "manual.md": printable(_manual(result)),
+        "summary.md": printable(_summary_md(result)),
     }
-    for name, text in files.items():
-        # the patch holds the files' own bytes; the rest shows undecodable bytes as \xNN
-        errors = "surrogateescape" if name == "changes.patch" else PRINTABLE_ERRORS
-        (directory / name).write_text(text, encoding="utf-8", errors=errors)
+
+
+def write_migration_report(result: MigrationResult, directory: Path) -> None:
+    """Write the report's files into ``directory`` (never through a symlink below it)."""
+    from ..output.nofollow import write_text
+
+    directory.mkdir(parents=True, exist_ok=True)
+    for name, text in migration_report_files(result).items():
+        write_text(directory, name, text)
