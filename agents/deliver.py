@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from torchport.sandbox.isolation.guarantees import describe
 from torchport.tools.filenames import printable_data
 from torchport.tools.migrate import (
     FileChange,
@@ -95,7 +96,23 @@ def verification_record(state: State, outcome: str) -> dict[str, Any]:
         "agent_edits": state.get("agent_edits", []),
         "llm_usage": state.get("llm_usage") or {},
         "elapsed_s": round(state.get("elapsed_s", 0.0), 3),
+        "sandbox": sandbox_used(state.get("verification")),
     }
+
+
+def sandbox_used(verification: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """Which isolation backend the verification's sandboxed runs had, and what each
+    isolates: a verdict reached under ``process`` ran with no isolation at all, and a
+    reader of the report should not have to open the JSON to learn it."""
+    v = verification or {}
+    runs: dict[str, list[str]] = {}
+    for run, key in (("original", "reference"), ("migrated", "target")):
+        if backend := (v.get(key) or {}).get("isolation"):
+            runs.setdefault(backend, []).append(run)
+    return [
+        {"backend": backend, "runs": names, "isolates": describe(backend)}
+        for backend, names in runs.items()
+    ]
 
 
 def verification_files(state: State, outcome: str) -> dict[str, str]:
@@ -120,6 +137,11 @@ def verification_markdown(record: dict[str, Any]) -> str:
         f"{record['iterations']} verification round(s); {record['elapsed_s']} s",
         f"- why: {_md(v.get('reason', 'verification was not run (--no-verify)'))}",
     ]
+    for used in record.get("sandbox") or []:
+        lines.append(
+            f"- sandbox ({_programs(used['runs'])}): {markdown_code(used['backend'])} — "
+            f"{_md(used['isolates'])}"
+        )
     plan = record.get("plan") or {}
     if plan.get("entry"):
         lines.append(
@@ -168,6 +190,10 @@ def verification_markdown(record: dict[str, Any]) -> str:
     if usage:
         lines += ["", f"LLM: {markdown_code(json.dumps(usage))}"]
     return "\n".join(lines) + "\n"
+
+
+def _programs(runs: list[str]) -> str:
+    return " and ".join(runs) + (" programs" if len(runs) > 1 else " program")
 
 
 def _md(value: Any) -> str:

@@ -179,6 +179,8 @@ def _print(args: argparse.Namespace, final: dict[str, Any], migration_result, re
     from torchport.tools.filenames import printable_data
     from torchport.tools.report.migration import migration_to_dict, unified_diff
 
+    from .deliver import sandbox_used
+
     settings = final["settings"]
     result = migration_result(final)
     written = next(
@@ -207,6 +209,9 @@ def _print(args: argparse.Namespace, final: dict[str, Any], migration_result, re
         v = final.get("verification") or {}
         reason = f" — {terminal_line(v['reason'])}" if v.get("reason") else ""
         print(f"verdict: {terminal_line(verdict)}{reason}")
+        for used in sandbox_used(v):
+            runs = " and ".join(used["runs"])
+            print(f"sandbox ({runs}): {used['backend']} — {used['isolates']}")
         if written.get("output"):
             branch = (
                 f" (branch {terminal_line(written['branch'])})" if written.get("branch") else ""

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 import test_isolation
-from cli_process import cli_process
+from cli_process import cli_process, migrate_process
 from torchport.sandbox.isolation import (
     IsolationWarning,
     process,
@@ -30,7 +30,9 @@ from torchport.sandbox.isolation import (
     safe_env,
     unshare,
 )
+from torchport.sandbox.isolation.guarantees import GUARANTEES
 from torchport.sandbox.isolation.spec import RunSpec
+from torchport.tools.safetext import markdown_text
 
 backend = test_isolation.backend  # the fixture: each backend, skipped with its reason
 run = test_isolation.run
@@ -417,3 +419,48 @@ def test_doctor_help_explains_the_columns() -> None:
     out, _ = cli.communicate(timeout=60)
     for column in ("network", "host files", "host sockets", "processes", "secrets", "limits"):
         assert f"\n  {column}" in out
+
+
+# --- which sandbox a verification ran in, said where a person reads the verdict ---------
+
+TINY_TRAIN = """
+import torch
+model = torch.nn.Linear(4, 1).cuda()
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for _ in range(3):
+    loss = model(torch.randn(8, 4).cuda()).pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+"""
+
+
+@pytest.mark.parametrize("isolation", ["bwrap", "process"])
+def test_migrate_says_which_sandbox_ran_and_what_it_isolates(
+    isolation: str, tmp_path: Path
+) -> None:
+    reason = test_isolation._MODULES[isolation].unavailable()
+    if reason is not None:
+        pytest.skip(f"{isolation}: {reason}")
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "train.py").write_text(TINY_TRAIN)
+    out = tmp_path / "out"
+    env = {**os.environ, "TORCHPORT_HOME": str(tmp_path / "home")}
+    cli = migrate_process(
+        str(repo), "-t", "tpu", "--steps", "1", "--isolation", isolation,
+        "--out", str(out), "--exit-zero", env=env,
+    )  # fmt: skip
+    stdout, stderr = cli.communicate(timeout=300)
+    assert cli.returncode == 0, stderr
+    said = GUARANTEES[isolation]
+    assert f"sandbox (original and migrated): {isolation} — {said}" in stdout.splitlines()
+    report = out / "torchport-report"
+    record = json.loads((report / "verification.json").read_text())
+    assert record["verdict"] == "verified"
+    assert record["sandbox"] == [
+        {"backend": isolation, "runs": ["original", "migrated"], "isolates": said}
+    ]
+    md = (report / "verification.md").read_text()
+    line = f"- sandbox (original and migrated programs): `{isolation}` — {markdown_text(said)}"
+    assert line in md.splitlines()
