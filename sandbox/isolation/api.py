@@ -30,11 +30,16 @@ def backend_status() -> dict[str, str | None]:
 def choose_backend(backend: str = "auto") -> str:
     """Resolve ``"auto"`` to the strongest usable backend; check a named one."""
     if backend == "auto":
-        status = backend_status()
-        chosen = next(name for name in BACKENDS if status[name] is None)
-        skipped = {n: r for n, r in status.items() if r is not None}
-        log.info("sandbox backend: %s (unavailable: %s)", chosen, skipped or "none")
-        return chosen
+        # Probed in order and no further than needed: each probe starts a process (docker
+        # asks its daemon), and every torchport command that runs a program pays for them.
+        skipped: dict[str, str] = {}
+        for name in BACKENDS:
+            reason = _MODULES[name].unavailable()
+            if reason is None:
+                log.info("sandbox backend: %s (unavailable: %s)", name, skipped or "none")
+                return name
+            skipped[name] = reason
+        raise BackendUnavailable(f"no sandbox backend can run here: {skipped}")
     if backend not in _MODULES:
         raise ValueError(f"unknown sandbox backend {backend!r}; choose from {BACKENDS} or 'auto'")
     reason = _MODULES[backend].unavailable()
