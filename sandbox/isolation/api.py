@@ -7,6 +7,7 @@ import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
+from ..limits import check_limits
 from . import bwrap, container, process, unshare
 from .env import safe_env
 from .result import BackendUnavailable, IsolationResult, IsolationWarning
@@ -78,6 +79,8 @@ def run_isolated(
     run's copy of a repository), is deleted too. The first run of a process
     sweeps what killed runs left (``sweep``).
     """
+    # Limits first: a bad one (NaN, zero) is refused before anything is made or probed.
+    check_limits(timeout_s=timeout_s, memory_mb=memory_mb, cpus=cpus, pids=pids)
     name = choose_backend(backend)
     scratch = Path(scratch).resolve()
     scratch.mkdir(parents=True, exist_ok=True)
