@@ -11,6 +11,13 @@ STAMP := $(VENV)/.torchport-installed
 # parts. EXTRAS=dev leaves it out; its tests then skip. `cluster` is Ray, for
 # `torchport batch --executor ray` (~70 MB; without it those tests skip).
 EXTRAS ?= dev,local,cluster
+# llama.cpp compiled for the build machine's CPU (its default) uses AMX tile kernels on
+# CPUs that have them, and those fault on the virtual machines here (see
+# scripts/ensure-portable-llama): build it for AVX2 instead, which every x86-64 CPU
+# of the last decade runs. Elsewhere llama.cpp's own defaults.
+ifeq ($(shell uname -m),x86_64)
+LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
+endif
 
 .PHONY: setup demo test lint bench sandbox-tools
 
@@ -19,7 +26,8 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check "$(TORCH)"
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e ".[$(EXTRAS)]"
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/python -m pip install --quiet --disable-pip-version-check -e ".[$(EXTRAS)]"
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/python scripts/ensure-portable-llama
 	touch $(STAMP)
 
 # The main job on the bundled CUDA example, offline: what ties it to CUDA, then the
