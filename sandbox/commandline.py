@@ -141,6 +141,24 @@ DATA_DIRS = _names(
     "train_dir",
 )
 TOKEN_FILES = _names("input_bin", "input_val_bin", "train_bin", "val_bin", "data_bin")
+# Words of an option's name that say its placeholder value is input data (and output).
+INPUT_WORDS = frozenset(
+    {
+        "data",
+        "dataset",
+        "dir",
+        "path",
+        "root",
+        "bin",
+        "input",
+        "folder",
+        "imagenet",
+        "images",
+        "train",
+        "val",
+    }
+)
+OUTPUT_WORDS = frozenset({"out", "output", "save", "log", "ckpt", "checkpoint", "resume"})
 # What a placeholder is: ``/path/to/x``, ``path/to/x``, ``$DATA``, ``${DATA_DIR}``, ``<data>``.
 PLACEHOLDER = re.compile(r"(^|/)path/to(/|$)|^\$\{?[A-Za-z_]\w*\}?(/|$)|^<[^<>/]+>(/|$)")
 GLOB = re.compile(r"[*?\[]")
@@ -172,6 +190,28 @@ def normalized(option: str) -> str:
 
 def _is_number(token: str) -> bool:
     return re.fullmatch(r"-?\d+", token) is not None
+
+
+def _suffix(value: str) -> str:
+    return "" if value.endswith("/") else Path(value).suffix.lower()
+
+
+def fillable(option: str | None, value: str) -> bool:
+    """Whether ``value`` (of ``option``, None for a positional) is data a stand-in can be
+    made for: a placeholder for an input path, or a path given to a data option."""
+    suffix = _suffix(value)
+    if suffix not in MAKERS:
+        return False
+    name = normalized(option or "")
+    if name in TOKEN_FILES:
+        return suffix == ".bin"
+    if PLACEHOLDER.search(value):
+        words = set(name.split("_"))
+        path_like = "path/to" in value  # a flag's option may be followed by a positional
+        return not words & OUTPUT_WORDS and (
+            option is None or path_like or bool(words & INPUT_WORDS)
+        )
+    return name in DATA_DIRS and ("/" in value or suffix != "")
 
 
 def _many_values(option: str) -> bool:
@@ -212,14 +252,9 @@ class _Rewriter:
     def data(self, option: str | None, value: str) -> str:
         """A stand-in for a placeholder, or for a data option's missing path."""
         placeholder = PLACEHOLDER.search(value) is not None
-        named = option is not None and normalized(option) in DATA_DIRS | TOKEN_FILES
-        suffix = "" if value.endswith("/") else Path(value).suffix.lower()
-        if named and normalized(option or "") in TOKEN_FILES and suffix != ".bin":
+        if not (fillable(option, value) and (placeholder or _missing(self.root, value))):
             return value
-        path_like = "/" in value or suffix != ""
-        wanted = placeholder or (named and path_like and _missing(self.root, value))
-        if suffix not in MAKERS or not wanted:
-            return value
+        suffix = _suffix(value)
         name = GLOB.sub("0", value)
         in_place = not (placeholder or value.startswith("~"))
         target = files.standin_path(self.root, name, in_place=in_place)

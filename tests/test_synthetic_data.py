@@ -55,13 +55,15 @@ def test_small_values_and_loopback_rendezvous_are_left_alone(tmp_path):
 
 def test_a_placeholder_data_path_gets_an_image_folder_inside_the_copy(tmp_path):
     pytest.importorskip("PIL")
-    fitted = rewrite(["/path/to/imagenet", "--data", "<data>", "--out", "$OUT"], tmp_path)
+    args = ["/path/to/imagenet", "--data", "<data>", "--out", "$OUT", "--lr", "$LR"]
+    fitted = rewrite(args, tmp_path)
     folder = tmp_path / fitted.args[0]
     assert fitted.args[0] == ".torchport-data/path_to_imagenet"
     assert sorted(p.name for p in folder.iterdir()) == ["train", "val"]
     assert len(list((folder / "train").iterdir())) == len(files.IMAGE_CLASSES)
     assert len(list(folder.rglob("*.JPEG"))) == 4 * (16 + 4)
-    assert fitted.args[2] == ".torchport-data/data" and fitted.args[4] == ".torchport-data/OUT"
+    assert fitted.args[2] == ".torchport-data/data"
+    assert fitted.args[3:] == ["--out", "$OUT", "--lr", "$LR"]  # not input data: left alone
     assert not Path("/path/to/imagenet").exists()
     # the same command gets the same rewrite in another copy (original and migration)
     other = tmp_path / "other"
