@@ -206,6 +206,8 @@ def _cmd_scan(args: argparse.Namespace) -> int:
 def _cmd_run(args: argparse.Namespace) -> int:
     from torchport.sandbox.harness import RunError, RunSpec, run
 
+    from .data_notes import data_notes
+
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     mode = (
         "reference"
@@ -238,6 +240,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
         if result.losses:
             shown = ", ".join(f"{x:.6g}" for x in result.losses[:10])
             print(f"losses: {shown}{' ...' if len(result.losses) > 10 else ''}")
+        for note in data_notes(result.to_json()):
+            print(terminal_line(note))
         if result.error:  # the program's own words: one line, no escape sequences
             frame = result.error.get("frame") or {}
             where = f" at {frame.get('file')}:{frame.get('line')}" if frame else ""

@@ -28,6 +28,7 @@ from torchport.tools.migrate import (
 from torchport.tools.safetext import markdown_code, markdown_text
 from torchport.tools.sourcefile import read_exact
 
+from .data_notes import data_notes
 from .state import State
 
 
@@ -170,8 +171,7 @@ def verification_markdown(record: dict[str, Any]) -> str:
         lines += [
             f"- {_md(k)}: {_md(counters[k])}" for k in sorted(counters) if k != "host_sync_sites"
         ]
-    if target.get("synthetic_data"):
-        lines.append(f"- synthetic data used instead of downloads: {_md(target['synthetic_data'])}")
+    lines += [f"- {_md(note)}" for note in data_notes(target)]
     if record["agent_edits"]:
         lines += ["", "## Edits beyond the codemods", ""]
         for e in record["agent_edits"]:

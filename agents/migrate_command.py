@@ -17,6 +17,7 @@ from torchport.tools.catalogue import TARGETS, load_catalogue
 from torchport.tools.safetext import terminal_line, terminal_text
 
 from .cli_options import add_agent_limits, add_llm, add_run_budget, budget_settings, fail
+from .data_notes import data_notes
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
@@ -209,6 +210,8 @@ def _print(args: argparse.Namespace, final: dict[str, Any], migration_result, re
         v = final.get("verification") or {}
         reason = f" — {terminal_line(v['reason'])}" if v.get("reason") else ""
         print(f"verdict: {terminal_line(verdict)}{reason}")
+        for note in data_notes(v.get("target")):
+            print(terminal_line(note))
         for used in sandbox_used(v):
             runs = " and ".join(used["runs"])
             print(f"sandbox ({runs}): {used['backend']} — {used['isolates']}")

@@ -5,8 +5,9 @@ command the verifier can run without a human: a launch line from a README or a
 script when it names the file (it carries the arguments the authors use), else
 ``python FILE``. A command is rejected when its argparse parser has required
 arguments the command does not give, or when it still holds placeholders
-(``$DATA``, ``<path>``): guessing values for those would verify a different
-program. ``--entry`` overrides all of it.
+(``$LR``, ``<checkpoint>``): guessing values for those would verify a different
+program. Placeholders for input data (``/path/to/imagenet``, ``--data $DATA``) are
+kept: the sandbox stands in synthetic data for them. ``--entry`` overrides all of it.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from torchport.sandbox.commandline import fillable
 from torchport.tools.findings import EntryPoint, ScanResult
 
 _PLACEHOLDER = re.compile(r"[$<>{}]|\.\.\.|/path/to|PATH_TO", re.IGNORECASE)
@@ -114,6 +116,18 @@ def _program_args(argv: list[str], path: str) -> list[str]:
     return []
 
 
+def _unfilled_placeholder(argv: list[str]) -> bool:
+    """A placeholder the sandbox does not stand in for (it makes input data for
+    ``/path/to/imagenet``, ``--data $DATA``: see ``sandbox.commandline``)."""
+    for i, word in enumerate(argv):
+        option, eq, value = word.partition("=")
+        if not eq:
+            option, value = (argv[i - 1] if i and argv[i - 1].startswith("-") else ""), word
+        if _PLACEHOLDER.search(value) and not fillable(option or None, value):
+            return True
+    return False
+
+
 def command_for(root: Path, entry: EntryPoint) -> tuple[list[str] | None, str]:
     """A runnable argv for one ranked entry point, or None and why not."""
     try:
@@ -136,13 +150,13 @@ def command_for(root: Path, entry: EntryPoint) -> tuple[list[str] | None, str]:
     required = required_arguments(source)
     reasons = []
     for command, how in candidates:
-        if _PLACEHOLDER.search(command):
-            reasons.append(f"`{command}` holds a placeholder")
-            continue
         try:
             argv = shlex.split(command)
         except ValueError as exc:
             reasons.append(f"`{command}` does not parse: {exc}")
+            continue
+        if _unfilled_placeholder(argv):
+            reasons.append(f"`{command}` holds a placeholder")
             continue
         missing = _missing(_program_args(argv, entry.path), required)
         if missing:

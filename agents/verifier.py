@@ -186,6 +186,7 @@ def _brief(result: dict[str, Any] | None) -> dict[str, Any] | None:
         "isolation": result.get("isolation"),
         "elapsed_s": result.get("elapsed_s"),
         "synthetic_data": result.get("synthetic_data", []),
+        "command_rewrites": result.get("command_rewrites", []),
         "reference_standins": result.get("reference_standins", []),
         "counters": {k: counters[k] for k in keep if k in counters},
         "stderr_tail": (result.get("stderr_tail") or "")[-1500:],

@@ -17,10 +17,11 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from .commandline import rewrite
 from .isolation import BackendUnavailable, owner, run_isolated
 from .launch import MODES
 from .limits import check_limits
@@ -85,6 +86,8 @@ class RunResult:
     synthetic_data: list[dict[str, Any]] = field(default_factory=list)
     reference_standins: list[str] = field(default_factory=list)  # reference mode: APIs stood in
     ranks: list[dict[str, Any]] = field(default_factory=list)  # torchrun: each rank's outcome
+    # arguments of the command changed for the run (sandbox.commandline): both runs get these
+    command_rewrites: list[dict[str, str]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -161,6 +164,15 @@ def program_argv(command: list[str]) -> list[str]:
     if not rest:
         raise RunError("no script or module to run")
     return rest
+
+
+def split_program_args(command: list[str]) -> tuple[list[str], list[str]]:
+    """(everything up to and including the script or module, the program's own arguments)."""
+    dist = torchrun_parts(command)
+    program = dist.program if dist is not None else program_argv(command)
+    own = len(program) - (2 if program[0] == "-m" else 1)
+    cut = len(command) - own
+    return command[:cut], command[cut:]
 
 
 def launcher_argv(spec: RunSpec, result_file: Path, program_dir: Path) -> list[str]:
@@ -269,6 +281,9 @@ def run(spec: RunSpec) -> RunResult:
     with owner.temp_dir() as tmp:
         scratch = Path(tmp) / "program"
         shutil.copytree(spec.root, scratch, symlinks=True, ignore=IGNORE)
+        head, args = split_program_args(spec.command)
+        fitted = rewrite(args, scratch, spec.devices)
+        spec = replace(spec, command=[*head, *fitted.args])
         result_file = Path(tmp) / "result.json"
         argv = launcher_argv(spec, result_file, scratch)
         with _tail_progress(Path(tmp) / "progress.jsonl", spec.progress):
@@ -305,6 +320,8 @@ def run(spec: RunSpec) -> RunResult:
             "message": f"the program ended without a result (exit code {code})",
             "frame": None,
         }
+    result.synthetic_data = [*fitted.standins, *result.synthetic_data]
+    result.command_rewrites = fitted.rewrites_json()
     result.stdout_tail, result.stderr_tail = out[-TAIL:], err[-TAIL:]
     result.elapsed_s = round(time.perf_counter() - started, 3)
     return result

@@ -67,12 +67,21 @@ def test_placeholders_and_missing_arguments_make_it_not_runnable(tmp_path):
     root = repo(
         tmp_path,
         extra='p.add_argument("--data", required=True)',
-        readme="    python train.py --data $DATA_DIR\n",
+        readme="    python train.py --data $DATA_DIR --resume <ckpt>\n",
     )
     plan = plan_for(root)
     assert plan.entry is None
     assert "placeholder" in plan.not_runnable and "--data" in plan.not_runnable
     assert "--entry" in plan.not_runnable
+
+
+def test_a_data_placeholder_is_kept_for_the_sandbox_to_stand_in(tmp_path):
+    root = repo(
+        tmp_path,
+        extra='p.add_argument("--data", required=True)',
+        readme="    python train.py --data $DATA_DIR --epochs 90\n",
+    )
+    assert plan_for(root).entry == ["python", "train.py", "--data", "$DATA_DIR", "--epochs", "90"]
 
 
 def test_entry_overrides_and_no_entry_point_says_so(tmp_path):

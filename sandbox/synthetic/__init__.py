@@ -1,8 +1,10 @@
 """Deterministic synthetic stand-ins for the datasets a program downloads.
 
-A program under test often starts with ``torchvision.datasets.MNIST(..., download=True)``
-or ``datasets.load_dataset("imdb")``. The sandbox has no network (and usually no
-torchvision, torchaudio or HF ``datasets``), so the launcher calls :func:`install`,
+A program under test often starts with ``torchvision.datasets.MNIST(..., download=True)``,
+``datasets.load_dataset("imdb")``, ``tiktoken.get_encoding("gpt2")`` or
+``np.memmap("train.bin")`` after a prepare script it never ran. The sandbox has no network
+(and usually no torchvision, torchaudio, HF ``datasets`` or tiktoken), so the launcher calls
+:func:`install`,
 which serves small stand-in modules for those libraries when they are absent and
 patches their dataset entry points when they are present. Every dataset handed out
 is recorded; :func:`records` lists them for the run's result.
@@ -10,7 +12,20 @@ is recorded; :func:`records` lists them for the run's result.
 
 from __future__ import annotations
 
+from . import finder, numpy_files
 from .data import TEST_SIZE, TRAIN_SIZE, records
-from .finder import install, uninstall
+
+
+def install() -> finder.SyntheticFinder:
+    """The import hook (stand-in and patched dataset libraries, tiktoken) and numpy's
+    token-file readers (``numpy_files``), for this process."""
+    numpy_files.install()
+    return finder.install()
+
+
+def uninstall() -> None:
+    finder.uninstall()
+    numpy_files.uninstall()
+
 
 __all__ = ["TEST_SIZE", "TRAIN_SIZE", "install", "records", "uninstall"]

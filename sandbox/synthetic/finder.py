@@ -32,6 +32,7 @@ def _torchvision_datasets(mod: ModuleType) -> None:
     from . import vision
 
     mod.__dict__.update(vision.DATASETS)
+    mod.__dict__.update(vision.FOLDERS)
     mod.VisionDataset = vision.SyntheticImageDataset
 
 
@@ -61,6 +62,14 @@ def _datasets(mod: ModuleType) -> None:
     mod.Dataset, mod.DatasetDict = hf.Dataset, hf.DatasetDict
 
 
+def _tiktoken(mod: ModuleType) -> None:
+    from . import tokenizer
+
+    mod.__version__ = VERSION
+    for name in tokenizer.PUBLIC:
+        setattr(mod, name, getattr(tokenizer, name))
+
+
 STUBS: dict[str, Callable[[ModuleType], None]] = {
     "torchvision": _torchvision,
     "torchvision.datasets": _torchvision_datasets,
@@ -68,6 +77,7 @@ STUBS: dict[str, Callable[[ModuleType], None]] = {
     "torchaudio": _torchaudio,
     "torchaudio.datasets": _torchaudio_datasets,
     "datasets": _datasets,
+    "tiktoken": _tiktoken,
 }
 
 
@@ -99,10 +109,19 @@ def _patch_datasets(mod: ModuleType) -> None:
     mod.load_dataset = load_dataset
 
 
+def _patch_tiktoken(mod: ModuleType) -> None:
+    from . import tokenizer
+
+    get_encoding = tokenizer.falling_back(mod.get_encoding)
+    mod.get_encoding = get_encoding
+    mod.encoding_for_model = lambda model: get_encoding(mod.encoding_name_for_model(model))
+
+
 PATCHES: dict[str, Callable[[ModuleType], None]] = {
     "torchvision.datasets": _patch_torchvision_datasets,
     "torchaudio.datasets": _patch_torchaudio_datasets,
     "datasets": _patch_datasets,
+    "tiktoken": _patch_tiktoken,
 }
 
 

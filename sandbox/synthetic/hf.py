@@ -27,18 +27,68 @@ _SCHEMAS: dict[str, tuple[tuple[str, ...], str, str | None, int]] = {
     "cola": (("train", "validation", "test"), "sentence", "label", 2),
     "wikitext": (("train", "validation", "test"), "text", None, 0),
     "tiny_shakespeare": (("train", "validation", "test"), "text", None, 0),
+    "tinyshakespeare": (("train", "validation", "test"), "text", None, 0),
+    "tinystories": (("train", "validation"), "text", None, 0),
+    "openwebtext": (("train",), "text", None, 0),
+    "bookcorpus": (("train",), "text", None, 0),
+    "c4": (("train", "validation"), "text", None, 0),
+    "fineweb": (("train",), "text", None, 0),
+    "fineweb-edu": (("train",), "text", None, 0),
+}
+# name -> (splits, image field, label field, number of classes, image shape HxW[xC])
+_IMAGE_SCHEMAS: dict[str, tuple[tuple[str, ...], str, str, int, tuple[int, ...]]] = {
+    "mnist": (("train", "test"), "image", "label", 10, (28, 28)),
+    "fashion_mnist": (("train", "test"), "image", "label", 10, (28, 28)),
+    "cifar10": (("train", "test"), "img", "label", 10, (32, 32, 3)),
+    "cifar100": (("train", "test"), "img", "fine_label", 100, (32, 32, 3)),
+    "food101": (("train", "validation"), "image", "label", 101, (32, 32, 3)),
+    "tiny-imagenet": (("train", "valid"), "image", "label", 200, (32, 32, 3)),
+    "imagenet-1k": (("train", "validation", "test"), "image", "label", 1000, (32, 32, 3)),
 }
 _DEFAULT = (("train", "test"), "text", "label", 2)
 
 
-def _schema(path: str, name: str | None) -> tuple[tuple[str, ...], str, str | None, int]:
+def _lookup(table: dict[str, Any], path: str, name: str | None) -> Any:
     for key in (name, path.rsplit("/", 1)[-1]):
-        if key and key.lower() in _SCHEMAS:
-            return _SCHEMAS[key.lower()]
-    return _DEFAULT
+        if key and key.lower() in table:
+            return table[key.lower()]
+    return None
+
+
+def _schema(path: str, name: str | None) -> tuple[tuple[str, ...], str, str | None, int]:
+    return _lookup(_SCHEMAS, path, name) or _DEFAULT
+
+
+def _image_columns(path: str, name: str | None, split: str) -> dict[str, list[Any]] | None:
+    """Images (PIL where Pillow is installed, as ``datasets`` gives them) and labels."""
+    schema = _lookup(_IMAGE_SCHEMAS, path, name)
+    if schema is None:
+        return None
+    _, image_field, label_field, classes, shape = schema
+    n = data.size_for(split.startswith("train"))
+    gen = data.generator("datasets", path, name, split)
+    targets = data.labels(n, classes, gen)
+    pixels = data.images(n, shape, targets, classes, gen)
+    return {image_field: [_pil(img) for img in pixels], label_field: targets.tolist()}
+
+
+def _pil(img: torch.Tensor) -> Any:
+    try:
+        from PIL import Image
+    except ImportError:
+        return img
+    return Image.fromarray(img.numpy())
+
+
+def split_names(path: str, name: str | None) -> tuple[str, ...]:
+    image = _lookup(_IMAGE_SCHEMAS, path, name)
+    return image[0] if image else _schema(path, name)[0]
 
 
 def columns(path: str, name: str | None, split: str) -> dict[str, list[Any]]:
+    images = _image_columns(path, name, split)
+    if images is not None:
+        return images
     _, text_field, label_field, classes = _schema(path, name)
     n = data.size_for(split.startswith("train"))
     gen = data.generator("datasets", path, name, split)
@@ -50,10 +100,6 @@ def columns(path: str, name: str | None, split: str) -> dict[str, list[Any]]:
     if text_field == "sentence":
         cols["idx"] = list(range(n))
     return cols
-
-
-def split_names(path: str, name: str | None) -> tuple[str, ...]:
-    return _schema(path, name)[0]
 
 
 def _base_split(split: str) -> str:

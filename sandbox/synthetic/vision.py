@@ -8,6 +8,8 @@ dataset classes are replaced by these, converted to PIL images when PIL is there
 
 from __future__ import annotations
 
+import math
+import os
 from typing import Any, ClassVar
 
 import torch
@@ -129,7 +131,79 @@ class SVHN(SyntheticImageDataset):
     classes: ClassVar[list[str]] = [str(i) for i in range(10)]
 
 
+IMG_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
+
+
+def _load_image(path: str) -> Any:
+    """An RGB image as the stand-in transforms take it: a uint8 HxWxC tensor."""
+    import numpy as np
+    from PIL import Image
+
+    with Image.open(path) as img:
+        return torch.from_numpy(np.asarray(img.convert("RGB")).copy())
+
+
+class DatasetFolder(Dataset):
+    """``root/<class>/<file>`` read from disk, as torchvision's (real files, not synthetic:
+    the sandbox's stand-in folders come from ``sandbox.commandline``)."""
+
+    def __init__(
+        self,
+        root: Any,
+        loader: Any = None,
+        extensions: tuple[str, ...] | None = None,
+        transform: Any = None,
+        target_transform: Any = None,
+        is_valid_file: Any = None,
+        **_: Any,
+    ) -> None:
+        self.root = os.fspath(root)
+        self.loader = loader or _load_image
+        self.transform, self.target_transform = transform, target_transform
+        self.classes = sorted(e.name for e in os.scandir(self.root) if e.is_dir())
+        if not self.classes:
+            raise FileNotFoundError(f"Couldn't find any class folder in {self.root}.")
+        self.class_to_idx = {c: i for i, c in enumerate(self.classes)}
+        ok = is_valid_file or (lambda p: p.lower().endswith(extensions or IMG_EXTENSIONS))
+        self.samples = [
+            (os.path.join(folder, name), self.class_to_idx[c])
+            for c in self.classes
+            for folder, _, names in sorted(os.walk(os.path.join(self.root, c)))
+            for name in sorted(names)
+            if ok(os.path.join(folder, name))
+        ]
+        self.targets = [t for _, t in self.samples]
+        self.imgs = self.samples
+
+    def __len__(self) -> int:
+        return len(self.samples)
+
+    def __getitem__(self, index: int) -> tuple[Any, Any]:
+        path, target = self.samples[index]
+        sample = self.loader(path)
+        if self.transform is not None:
+            sample = self.transform(sample)
+        if self.target_transform is not None:
+            target = self.target_transform(target)
+        return sample, target
+
+
+class ImageFolder(DatasetFolder):
+    def __init__(
+        self,
+        root: Any,
+        transform: Any = None,
+        target_transform: Any = None,
+        loader: Any = None,
+        is_valid_file: Any = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(root, loader, None, transform, target_transform, is_valid_file, **kwargs)
+
+
 DATASETS = {c.__name__: c for c in (MNIST, FashionMNIST, KMNIST, CIFAR10, CIFAR100, SVHN)}
+# Served by the stand-in torchvision only: the real ones read real folders already.
+FOLDERS = {c.__name__: c for c in (DatasetFolder, ImageFolder)}
 
 
 # -- transforms --------------------------------------------------------------------
@@ -260,6 +334,39 @@ class RandomHorizontalFlip:
         return _back(chw.flip(-1), pil_like, img.dim() == 2)
 
 
+class RandomResizedCrop:
+    """A random area and aspect ratio, cropped and resized to ``size``."""
+
+    def __init__(
+        self, size: Any, scale: Any = (0.08, 1.0), ratio: Any = (3 / 4, 4 / 3), **_: Any
+    ) -> None:
+        self.size = (size, size) if isinstance(size, int) else tuple(size)
+        self.scale, self.ratio = scale, ratio
+
+    def __call__(self, img: torch.Tensor) -> torch.Tensor:
+        chw, pil_like = _chw(img)
+        h, w = chw.shape[-2:]
+        area = h * w * float(torch.empty(()).uniform_(*self.scale))
+        log_ratio = torch.empty(()).uniform_(math.log(self.ratio[0]), math.log(self.ratio[1]))
+        aspect = math.exp(float(log_ratio))
+        th = min(h, max(1, round(math.sqrt(area / aspect))))
+        tw = min(w, max(1, round(math.sqrt(area * aspect))))
+        top = int(torch.randint(0, h - th + 1, ()))
+        left = int(torch.randint(0, w - tw + 1, ()))
+        crop = chw[..., top : top + th, left : left + tw]
+        return Resize(self.size)(_back(crop, pil_like, img.dim() == 2))
+
+
+class RandomApply:
+    def __init__(self, transforms: list[Any], p: float = 0.5) -> None:
+        self.transforms, self.p = list(transforms), p
+
+    def __call__(self, img: Any) -> Any:
+        if float(torch.rand(())) >= self.p:
+            return img
+        return Compose(self.transforms)(img)
+
+
 class RandomRotation:
     """Accepted and ignored beyond a no-op: synthetic data needs no augmentation."""
 
@@ -268,6 +375,24 @@ class RandomRotation:
 
     def __call__(self, img: Any) -> Any:
         return img
+
+
+class ColorJitter(RandomRotation):
+    pass
+
+
+class RandomGrayscale(RandomRotation):
+    pass
+
+
+class GaussianBlur(RandomRotation):
+    pass
+
+
+class InterpolationMode:
+    """The names torchvision's enum has; the stand-in transforms interpolate bilinearly."""
+
+    NEAREST, BILINEAR, BICUBIC = "nearest", "bilinear", "bicubic"
 
 
 TRANSFORMS = {
@@ -283,8 +408,14 @@ TRANSFORMS = {
         CenterCrop,
         RandomCrop,
         RandomHorizontalFlip,
+        RandomResizedCrop,
+        RandomApply,
         RandomRotation,
+        ColorJitter,
+        RandomGrayscale,
+        GaussianBlur,
+        InterpolationMode,
     )
 }
 
-__all__ = ["DATASETS", "TRANSFORMS", "SyntheticImageDataset"]
+__all__ = ["DATASETS", "FOLDERS", "TRANSFORMS", "SyntheticImageDataset"]

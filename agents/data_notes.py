@@ -1,0 +1,40 @@
+"""What a run was given in place of what it asked for, in words for the report and the
+terminal: synthetic data (downloads, placeholder paths, token files, a tokenizer) and the
+arguments of the command that were made small. A verdict reached on stand-ins says so."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def _standin(entry: Any) -> str:
+    if not isinstance(entry, dict):
+        return str(entry)
+    words = f"{entry.get('library', '?')} {entry.get('dataset', '?')}"
+    if entry.get("path"):
+        words += f" at {entry['path']}"
+    details = [str(entry[k]) for k in ("split", "dtype", "standin") if entry.get(k)]
+    size = entry.get("size")
+    return words + f" ({', '.join([f'{size} items' if size else '', *details]).strip(', ')})"
+
+
+def _rewrite(entry: Any) -> str:
+    if not isinstance(entry, dict):
+        return str(entry)
+    return (
+        f"{entry.get('argument')} {entry.get('before')} -> {entry.get('after')} "
+        f"({entry.get('why')})"
+    )
+
+
+def data_notes(run: dict[str, Any] | None) -> list[str]:
+    """One line for the synthetic data a run used, one for its rewritten arguments."""
+    run = run or {}
+    lines = []
+    if run.get("synthetic_data"):
+        used = "; ".join(_standin(e) for e in run["synthetic_data"])
+        lines.append(f"synthetic data used instead of the real data: {used}")
+    if run.get("command_rewrites"):
+        changed = "; ".join(_rewrite(e) for e in run["command_rewrites"])
+        lines.append(f"arguments rewritten in the command (both runs, not the code): {changed}")
+    return lines

@@ -1,0 +1,302 @@
+"""The program's arguments, made fit for a short sandboxed run.
+
+A launch line copied from a README asks for things a verification cannot give: a dataset
+at ``/path/to/imagenet``, 300 epochs of 224-pixel images in batches of 256 on 8 workers, a
+rendezvous at a public address. Before both runs (the original and the migration get the
+same result) the harness passes the program's arguments through :func:`rewrite`, which
+
+- points data arguments that are placeholders, or that name a path missing from the tree,
+  at synthetic stand-ins it writes into the scratch copy (an ImageFolder tree, an llm.c
+  token shard, a text file; see ``sandbox.synthetic.files``), and
+- shrinks size and time arguments to small values (a table, below).
+
+Only the command changes, never the code; every change is returned for the report.
+"""
+
+from __future__ import annotations
+
+import glob
+import re
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from .synthetic import files
+
+# Devices a run may assume when the command asks for more ranks than it was given: the
+# emulator's (and the reference shim's) default device count.
+DEFAULT_DEVICES = 2
+
+
+@dataclass(frozen=True)
+class Rewrite:
+    """One argument changed: the option (or ``argument N`` for a positional), why."""
+
+    argument: str
+    before: str
+    after: str
+    why: str
+
+
+@dataclass
+class Rewritten:
+    args: list[str]
+    rewrites: list[Rewrite] = field(default_factory=list)
+    standins: list[dict[str, Any]] = field(default_factory=list)  # as synthetic_data records
+
+    def rewrites_json(self) -> list[dict[str, str]]:
+        return [asdict(r) for r in self.rewrites]
+
+
+def _names(*spellings: str) -> frozenset[str]:
+    return frozenset(spellings)
+
+
+# Size and time options (spelled without dashes, ``-`` as ``_``, lower case) -> the value a
+# short run uses and what it controls. A value is only ever lowered, never raised.
+SMALL_VALUES: dict[frozenset[str], tuple[int, str]] = {
+    _names(
+        "epochs",
+        "epoch",
+        "num_epochs",
+        "n_epochs",
+        "nepochs",
+        "max_epochs",
+        "train_epochs",
+        "total_epochs",
+    ): (1, "epochs"),
+    _names(
+        "batch_size",
+        "batchsize",
+        "bs",
+        "b",
+        "train_batch_size",
+        "per_device_train_batch_size",
+        "batch_size_per_gpu",
+        "micro_batch_size",
+        "eval_batch_size",
+        "test_batch_size",
+        "val_batch_size",
+        "per_device_eval_batch_size",
+    ): (8, "batch size"),
+    _names(
+        "workers",
+        "num_workers",
+        "n_workers",
+        "nworkers",
+        "j",
+        "dataloader_num_workers",
+    ): (0, "data loader workers"),
+    _names(
+        "img_size",
+        "image_size",
+        "input_size",
+        "crop_size",
+        "resolution",
+        "imgsz",
+        "img",
+        "train_crop_size",
+        "val_crop_size",
+        "val_resize_size",
+    ): (64, "image size"),
+    _names(
+        "block_size",
+        "seq_len",
+        "seq_length",
+        "sequence_length",
+        "context_length",
+        "max_seq_length",
+        "max_seq_len",
+        "max_length",
+        "ctx_len",
+        "n_ctx",
+    ): (64, "sequence length"),
+    _names("eval_iters", "val_max_steps"): (2, "evaluation batches"),
+}
+# Options that may take several numbers (``--input-size 3 224 224``): each is lowered.
+MANY_VALUES = frozenset({"image size"})
+# Options that count ranks: capped at the devices a run has.
+RANK_COUNTS = _names("world_size", "gpus", "ngpus", "n_gpu", "n_gpus", "num_gpus", "nprocs")
+# Options whose value is where ranks meet: a non-loopback host becomes 127.0.0.1.
+RENDEZVOUS = _names("dist_url", "init_method", "master_addr", "master_address")
+LOOPBACK = ("localhost", "127.", "::1", "0.0.0.0")
+# Options naming a dataset folder (an ImageFolder root) and a token file.
+DATA_DIRS = _names(
+    "data",
+    "data_path",
+    "data_dir",
+    "data_root",
+    "dataroot",
+    "datadir",
+    "dataset_path",
+    "dataset_dir",
+    "dataset_root",
+    "imagenet",
+    "imagenet_path",
+    "image_dir",
+    "images_dir",
+    "img_dir",
+    "train_dir",
+)
+TOKEN_FILES = _names("input_bin", "input_val_bin", "train_bin", "val_bin", "data_bin")
+# Words of an option's name that say its placeholder value is input data (and output).
+INPUT_WORDS = frozenset(
+    {
+        "data",
+        "dataset",
+        "dir",
+        "path",
+        "root",
+        "bin",
+        "input",
+        "folder",
+        "imagenet",
+        "images",
+        "train",
+        "val",
+    }
+)
+OUTPUT_WORDS = frozenset({"out", "output", "save", "log", "ckpt", "checkpoint", "resume"})
+# What a placeholder is: ``/path/to/x``, ``path/to/x``, ``$DATA``, ``${DATA_DIR}``, ``<data>``.
+PLACEHOLDER = re.compile(r"(^|/)path/to(/|$)|^\$\{?[A-Za-z_]\w*\}?(/|$)|^<[^<>/]+>(/|$)")
+GLOB = re.compile(r"[*?\[]")
+
+
+def _image_folder(path: Path) -> tuple[str, int]:
+    return "image folder (ImageFolder layout: train/ and val/)", files.write_image_folder(path)
+
+
+def _token_shard(path: Path) -> tuple[str, int]:
+    return "token shard (llm.c .bin: int32 header, uint16 tokens)", files.write_llmc_shard(path)
+
+
+def _text(path: Path) -> tuple[str, int]:
+    return "text file", files.write_text(path)
+
+
+# A stand-in's kind by the path's suffix ("" for a folder); other suffixes are left alone.
+MAKERS: dict[str, Callable[[Path], tuple[str, int]]] = {
+    "": _image_folder,
+    ".bin": _token_shard,
+    ".txt": _text,
+}
+
+
+def normalized(option: str) -> str:
+    return option.lstrip("-").replace("-", "_").lower()
+
+
+def _is_number(token: str) -> bool:
+    return re.fullmatch(r"-?\d+", token) is not None
+
+
+def _suffix(value: str) -> str:
+    return "" if value.endswith("/") else Path(value).suffix.lower()
+
+
+def fillable(option: str | None, value: str) -> bool:
+    """Whether ``value`` (of ``option``, None for a positional) is data a stand-in can be
+    made for: a placeholder for an input path, or a path given to a data option."""
+    suffix = _suffix(value)
+    if suffix not in MAKERS:
+        return False
+    name = normalized(option or "")
+    if name in TOKEN_FILES:
+        return suffix == ".bin"
+    if PLACEHOLDER.search(value):
+        words = set(name.split("_"))
+        path_like = "path/to" in value  # a flag's option may be followed by a positional
+        return not words & OUTPUT_WORDS and (
+            option is None or path_like or bool(words & INPUT_WORDS)
+        )
+    return name in DATA_DIRS and ("/" in value or suffix != "")
+
+
+def _many_values(option: str) -> bool:
+    name = normalized(option)
+    return any(name in names and why in MANY_VALUES for names, (_, why) in SMALL_VALUES.items())
+
+
+def _missing(root: Path, value: str) -> bool:
+    where = str(root / value)
+    return not glob.glob(where) if GLOB.search(value) else not Path(where).exists()
+
+
+class _Rewriter:
+    def __init__(self, root: Path, devices: int) -> None:
+        self.root, self.devices = root, max(devices, DEFAULT_DEVICES)
+        self.rewrites: list[Rewrite] = []
+        self.standins: list[dict[str, Any]] = []
+
+    def number(self, option: str, value: str) -> str:
+        name = normalized(option)
+        if name in RANK_COUNTS:
+            small, why = self.devices, "ranks (the devices a run has)"
+        else:
+            small, why = next((v for names, v in SMALL_VALUES.items() if name in names), (None, ""))
+        if small is None or not _is_number(value) or int(value) <= small:
+            return value
+        return self._changed(option, value, str(small), why)
+
+    def rendezvous(self, option: str, value: str) -> str:
+        if normalized(option) not in RENDEZVOUS:
+            return value
+        host = urlsplit(value).hostname if "://" in value else value
+        if not host or host.startswith(LOOPBACK) or value.startswith(("env:", "file:")):
+            return value
+        after = value.replace(host, "127.0.0.1", 1)
+        return self._changed(option, value, after, "rendezvous off the machine (no network)")
+
+    def data(self, option: str | None, value: str) -> str:
+        """A stand-in for a placeholder, or for a data option's missing path."""
+        placeholder = PLACEHOLDER.search(value) is not None
+        if not (fillable(option, value) and (placeholder or _missing(self.root, value))):
+            return value
+        suffix = _suffix(value)
+        name = GLOB.sub("0", value)
+        in_place = not (placeholder or value.startswith("~"))
+        target = files.standin_path(self.root, name, in_place=in_place)
+        kind, size = MAKERS[suffix](target)
+        where = target.relative_to(self.root.resolve()).as_posix()
+        self.standins.append({"library": "torchport", "dataset": kind, "size": size, "path": where})
+        if Path(where).parts[0] != files.STANDIN_DIR:
+            return value  # written where the program looks: the command is unchanged
+        return self._changed(option or "argument", value, where, f"synthetic {kind}")
+
+    def _changed(self, option: str, before: str, after: str, why: str) -> str:
+        self.rewrites.append(Rewrite(option, before, after, why))
+        return after
+
+    def value(self, option: str, value: str) -> str:
+        value = self.number(option, value)
+        value = self.rendezvous(option, value)
+        return self.data(option, value)
+
+
+def rewrite(args: list[str], root: Path, devices: int = 1) -> Rewritten:
+    """``args`` (what follows the script) rewritten, with the stand-ins written under
+    ``root`` (the scratch copy the program runs in)."""
+    r = _Rewriter(root, devices)
+    out: list[str] = []
+    i = 0
+    while i < len(args):
+        token = args[i]
+        option, eq, inline = token.partition("=")
+        if not token.startswith("-") or _is_number(token):
+            out.append(r.data(None, token))
+        elif eq:
+            out.append(f"{option}={r.value(option, inline)}")
+        else:
+            out.append(token)
+            many = _many_values(option)
+            first = True
+            while i + 1 < len(args) and (
+                (first and (not args[i + 1].startswith("-") or _is_number(args[i + 1])))
+                or (many and _is_number(args[i + 1]))
+            ):
+                i, first = i + 1, False
+                out.append(r.value(option, args[i]))
+        i += 1
+    return Rewritten(out, r.rewrites, r.standins)

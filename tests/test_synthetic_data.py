@@ -1,0 +1,244 @@
+"""Data the programs ask for: placeholder paths and huge arguments in the command, token
+files read with numpy, tiktoken offline, and HF datasets beyond text classification. The
+sandboxed runs use the default isolation: the stand-ins must be visible inside it."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from torchport.agents.data_notes import data_notes
+from torchport.sandbox.commandline import rewrite
+from torchport.sandbox.harness import RunSpec, run, split_program_args
+from torchport.sandbox.synthetic import files, hf, numpy_files, tokenizer
+
+np = pytest.importorskip("numpy")
+
+
+def _program(tmp_path: Path, text: str) -> Path:
+    root = tmp_path / "prog"
+    root.mkdir()
+    (root / "train.py").write_text(textwrap.dedent(text))
+    return root
+
+
+def _run(root: Path, *args: str, steps: int = 3) -> object:
+    spec = RunSpec(root=root, command=["python", "train.py", *args], steps=steps, timeout_s=120)
+    return run(spec)
+
+
+# -- the command -----------------------------------------------------------------------
+
+
+def test_huge_arguments_are_made_small_and_listed(tmp_path):
+    args = ["--epochs", "300", "-b", "256", "--workers=16", "--input-size", "3", "224", "224"]
+    args += ["--lr", "0.5", "--amp"]
+    args += ["--world-size", "8", "--dist-url", "tcp://224.66.41.62:23456", "--seed", "7"]
+    fitted = rewrite(args, tmp_path, devices=1)
+    assert fitted.args == [
+        *["--epochs", "1", "-b", "8", "--workers=0", "--input-size", "3", "64", "64"],
+        *["--lr", "0.5", "--amp"],
+        *["--world-size", "2", "--dist-url", "tcp://127.0.0.1:23456", "--seed", "7"],
+    ]
+    changed = {(r.argument, r.before, r.after) for r in fitted.rewrites}
+    assert ("--epochs", "300", "1") in changed and ("--workers", "16", "0") in changed
+    assert len(fitted.rewrites) == 7  # the two 224s, not the channel count, not --lr/--seed
+    assert list(tmp_path.iterdir()) == []  # no data argument: nothing written
+
+
+def test_small_values_and_loopback_rendezvous_are_left_alone(tmp_path):
+    args = ["--epochs", "1", "--batch-size", "4", "--dist-url", "tcp://localhost:1234"]
+    assert rewrite(args, tmp_path).rewrites == []
+
+
+def test_a_placeholder_data_path_gets_an_image_folder_inside_the_copy(tmp_path):
+    pytest.importorskip("PIL")
+    args = ["/path/to/imagenet", "--data", "<data>", "--out", "$OUT", "--lr", "$LR"]
+    fitted = rewrite(args, tmp_path)
+    folder = tmp_path / fitted.args[0]
+    assert fitted.args[0] == ".torchport-data/path_to_imagenet"
+    assert sorted(p.name for p in folder.iterdir()) == ["train", "val"]
+    assert len(list((folder / "train").iterdir())) == len(files.IMAGE_CLASSES)
+    assert len(list(folder.rglob("*.JPEG"))) == 4 * (16 + 4)
+    assert fitted.args[2] == ".torchport-data/data"
+    assert fitted.args[3:] == ["--out", "$OUT", "--lr", "$LR"]  # not input data: left alone
+    assert not Path("/path/to/imagenet").exists()
+    # the same command gets the same rewrite in another copy (original and migration)
+    other = tmp_path / "other"
+    other.mkdir()
+    assert rewrite(["/path/to/imagenet"], other).args == fitted.args[:1]
+
+
+def test_a_missing_llmc_token_shard_is_written_where_the_glob_looks(tmp_path):
+    fitted = rewrite(["--input_bin", "dev/data/fineweb_train_*.bin"], tmp_path)
+    assert fitted.args == ["--input_bin", "dev/data/fineweb_train_*.bin"]  # found in place
+    (shard,) = (tmp_path / "dev" / "data").glob("fineweb_train_*.bin")
+    with open(shard, "rb") as f:  # as llm.c's _load_data_shard reads it
+        header = np.frombuffer(f.read(256 * 4), dtype=np.int32)
+        tokens = np.frombuffer(f.read(), dtype=np.uint16)
+    assert header[:3].tolist() == [20240520, 1, len(tokens)] and tokens.max() < 256
+    assert fitted.standins[0]["path"] == "dev/data/fineweb_train_0.bin"
+
+
+def test_existing_data_and_paths_outside_the_copy_are_never_written(tmp_path):
+    (tmp_path / "mydata").mkdir()
+    fitted = rewrite(["--data", "mydata", "--data-dir", "../../elsewhere/x"], tmp_path)
+    assert fitted.args[:2] == ["--data", "mydata"] and fitted.standins[0]["path"].startswith(
+        ".torchport-data/"
+    )
+    assert list((tmp_path / "mydata").iterdir()) == []
+    assert not (tmp_path.parent.parent / "elsewhere").exists()
+
+
+def test_the_program_arguments_are_split_from_the_launcher_and_script():
+    assert split_program_args(["python", "train.py", "--epochs", "9"]) == (
+        ["python", "train.py"],
+        ["--epochs", "9"],
+    )
+    assert split_program_args(["python", "-m", "pkg.train", "-b", "64"])[1] == ["-b", "64"]
+    command = ["torchrun", "--nproc_per_node", "2", "train.py", "--epochs", "9"]
+    assert split_program_args(command) == (command[:4], ["--epochs", "9"])
+
+
+# -- in-process stand-ins --------------------------------------------------------------
+
+
+def test_np_memmap_of_a_missing_token_file_reads_a_stand_in_and_an_existing_one_as_is(
+    tmp_path, monkeypatch
+):
+    monkeypatch.chdir(tmp_path)
+    real = tmp_path / "real.bin"
+    np.arange(10, dtype=np.uint16).tofile(real)
+    numpy_files.install(tmp_path)
+    try:
+        fake = np.memmap("data/shakespeare/train.bin", dtype=np.uint16, mode="r")
+        kept = np.memmap(real, dtype=np.uint16, mode="r")
+        outside = np.fromfile("/nonexistent/val.bin", dtype=np.int32, count=100)
+    finally:
+        numpy_files.uninstall()
+    assert isinstance(fake, np.memmap) and fake.dtype == np.uint16
+    assert len(fake) == files.TOKENS and bytes(fake[:40].astype(np.uint8)).isascii()
+    assert kept.tolist() == list(range(10))
+    assert outside.shape == (100,) and (tmp_path / ".torchport-data").is_dir()
+    with pytest.raises(FileNotFoundError):  # uninstalled: numpy is numpy again
+        np.memmap("missing.bin", dtype=np.uint16, mode="r")
+
+
+def test_the_tiktoken_stand_in_has_gpt2s_interface_and_sizes():
+    enc = tokenizer.get_encoding("gpt2")
+    assert (enc.n_vocab, enc.eot_token, enc.max_token_value) == (50257, 50256, 50256)
+    text = "Hello, world!\n"
+    assert enc.decode(enc.encode_ordinary(text)) == text
+    ids = enc.encode("a<|endoftext|>b", allowed_special={"<|endoftext|>"})
+    assert ids == [97, 50256, 98] and enc.decode(ids) == "a<|endoftext|>b"
+    with pytest.raises(ValueError, match="disallowed special token"):
+        enc.encode("a<|endoftext|>b")
+    assert tokenizer.encoding_for_model("gpt-4").n_vocab == 100277
+    with pytest.raises(ValueError):
+        tokenizer.get_encoding("no-such-encoding")
+
+
+def test_hf_image_and_language_model_datasets_have_their_columns():
+    cifar = hf.load_dataset("uoft-cs/cifar10", split="train")
+    assert cifar.column_names == ["img", "label"] and len(cifar) == 512
+    image = cifar[0]["img"]
+    assert (image.size if hasattr(image, "size") else tuple(image.shape[:2])) == (32, 32)
+    owt = hf.load_dataset("Skylion007/openwebtext")
+    assert list(owt) == ["train"] and owt["train"].column_names == ["text"]
+    assert list(hf.load_dataset("ILSVRC/imagenet-1k")) == ["train", "validation", "test"]
+
+
+def test_the_report_names_the_stand_ins_and_the_rewrites():
+    notes = data_notes(
+        {
+            "synthetic_data": [{"library": "tiktoken", "dataset": "gpt2", "size": 50257}],
+            "command_rewrites": [
+                {"argument": "--epochs", "before": "90", "after": "1", "why": "epochs"}
+            ],
+        }
+    )
+    assert notes == [
+        "synthetic data used instead of the real data: tiktoken gpt2 (50257 items)",
+        "arguments rewritten in the command (both runs, not the code): --epochs 90 -> 1 (epochs)",
+    ]
+
+
+# -- sandboxed runs ---------------------------------------------------------------------
+
+IMAGEFOLDER = """\
+import argparse, os
+import torch
+from torchvision import datasets, transforms
+
+p = argparse.ArgumentParser()
+p.add_argument("data")
+p.add_argument("--epochs", type=int, default=90)
+p.add_argument("-j", "--workers", type=int, default=8)
+args = p.parse_args()
+assert args.epochs == 1 and args.workers == 0, args
+tf = transforms.Compose([transforms.RandomResizedCrop(16), transforms.ToTensor()])
+train = datasets.ImageFolder(os.path.join(args.data, "train"), tf)
+assert len(train.classes) == 4, train.classes
+loader = torch.utils.data.DataLoader(train, batch_size=8, shuffle=True, num_workers=args.workers)
+model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(3 * 16 * 16, 4))
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for epoch in range(args.epochs):
+    for x, y in loader:
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+"""
+
+
+def test_imagefolder_on_a_placeholder_path_trains_in_the_sandbox(tmp_path):
+    pytest.importorskip("PIL")
+    root = _program(tmp_path, IMAGEFOLDER)
+    result = _run(root, "/path/to/imagenet", "--epochs", "90", "-j", "8")
+    assert result.status == "ok", (result.error, result.stderr_tail)
+    assert result.steps == 3
+    assert [(r["argument"], r["after"]) for r in result.command_rewrites] == [
+        ("argument", ".torchport-data/path_to_imagenet"),
+        ("--epochs", "1"),
+        ("-j", "0"),
+    ]
+    assert result.synthetic_data[0]["path"] == ".torchport-data/path_to_imagenet"
+    assert not (root / ".torchport-data").exists()  # the scratch copy, never the original
+
+
+NANOGPT = """\
+import os
+import numpy as np
+import tiktoken
+import torch
+
+data_dir = os.path.join("data", "openwebtext")
+enc = tiktoken.get_encoding("gpt2")
+train = np.memmap(os.path.join(data_dir, "train.bin"), dtype=np.uint16, mode="r")
+assert enc.decode(train[:64].tolist()).isascii()
+block, vocab = 32, enc.n_vocab
+model = torch.nn.Sequential(torch.nn.Embedding(vocab, 16), torch.nn.Linear(16, vocab))
+opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+gen = torch.Generator().manual_seed(0)
+for it in range(1000):
+    ix = torch.randint(len(train) - block - 1, (4,), generator=gen)
+    x = torch.stack([torch.from_numpy(train[i : i + block].astype(np.int64)) for i in ix])
+    y = torch.stack([torch.from_numpy(train[i + 1 : i + 1 + block].astype(np.int64)) for i in ix])
+    loss = torch.nn.functional.cross_entropy(model(x).view(-1, vocab), y.view(-1))
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+"""
+
+
+def test_a_nanogpt_style_memmap_and_tiktoken_script_trains_offline(tmp_path):
+    if "tiktoken" in sys.modules:
+        pytest.skip("a real tiktoken was imported in this process")
+    root = _program(tmp_path, NANOGPT)
+    result = _run(root, steps=2)
+    assert result.status == "ok", (result.error, result.stderr_tail)
+    assert result.steps == 2 and len(result.losses) == 2
+    libraries = {(d["library"], d["dataset"]) for d in result.synthetic_data}
+    assert libraries == {("tiktoken", "gpt2"), ("numpy", "data/openwebtext/train.bin")}
