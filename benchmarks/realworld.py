@@ -68,7 +68,8 @@ REPOS: tuple[Repo, ...] = (
     Repo(
         "karpathy/llm.c",
         "f1e2ace651495b74ae22d45d1723443fd00ecd3a",
-        "python train_gpt2.py --model d12 --batch_size 2 --sequence_length 32"
+        "python train_gpt2.py --input_bin dev/data/tinyshakespeare/tiny_shakespeare_val.bin"
+        " --model d12 --batch_size 2 --sequence_length 32"
         " --total_batch_size 64 --num_iterations 4 --write_tensors 0",
     ),
     Repo(

@@ -129,3 +129,16 @@ def test_import_alone_does_not_activate() -> None:
 
     assert emu.active_device() is None
     assert torch._C._get_privateuse1_backend_name() == "privateuseone"
+
+
+def test_torchscript_still_knows_the_tensor_factories() -> None:
+    """``import torch.distributed.optim`` scripts functional optimizers that call
+    ``torch.tensor``; the emulator's wrapper must stay the builtin TorchScript knows
+    (llm.c's train_gpt2.py imports ZeroRedundancyOptimizer at the top)."""
+    out = run_snippet(
+        """
+        from torch.distributed.optim import ZeroRedundancyOptimizer
+        result = {"imported": ZeroRedundancyOptimizer.__name__}
+        """
+    )
+    assert out == {"imported": "ZeroRedundancyOptimizer"}

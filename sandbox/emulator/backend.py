@@ -264,7 +264,20 @@ def _patch_device_resolution() -> None:
     new_tensor = _with_current_device(torch.Tensor.new_tensor, None)
     torch.Tensor.new_tensor = new_tensor  # type: ignore[method-assign]
     for name in ("tensor", "as_tensor", "asarray", "sparse_coo_tensor"):
-        setattr(torch, name, _with_current_device(getattr(torch, name), None))
+        original = getattr(torch, name)
+        setattr(torch, name, _with_current_device(original, None))
+        _same_jit_builtin(original, getattr(torch, name))
+
+
+def _same_jit_builtin(original: Callable[..., Any], wrapper: Callable[..., Any]) -> None:
+    """TorchScript calls ``torch.tensor`` as the builtin ``aten::tensor`` by looking the
+    function up by identity; a wrapper it does not know it tries to compile from source
+    and fails (``import torch.distributed.optim`` scripts its functional optimizers)."""
+    from torch.jit._builtins import _find_builtin, _register_builtin
+
+    op = _find_builtin(original)
+    if op is not None:
+        _register_builtin(wrapper, op)
 
 
 def _single_threaded_backward(real: Callable[..., Any]) -> Callable[..., Any]:
