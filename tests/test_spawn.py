@@ -261,3 +261,14 @@ def test_ranks_are_compared_one_by_one():
     assert not parity.holds and parity.note.startswith("rank 1 differs") and parity.worst_step == 2
     fewer = {"losses": [1.0, 0.5], "ranks": [_part(0, [1.0, 0.5]), _part(2, [3.0, 2.0])]}
     assert not compare_ranks(ref, fewer, policy).holds
+
+
+def test_migrate_devices_reach_the_verification_budget():
+    from torchport.agents.cli import _build_parser
+    from torchport.agents.cli_options import budget_settings
+    from torchport.agents.verifier import budget_of
+
+    args = _build_parser().parse_args(["migrate", "repo", "-t", "tpu", "--devices", "4"])
+    assert budget_of(budget_settings(args)).devices == 4
+    args = _build_parser().parse_args(["migrate", "repo", "-t", "tpu"])
+    assert budget_of(budget_settings(args)).devices == 2
