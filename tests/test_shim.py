@@ -351,3 +351,13 @@ def test_shimmed_losses_equal_hand_ported_cpu_version(corpus_runs, tmp_path):
     losses = [line for line in shimmed.splitlines() if "loss" in line]
     assert len(losses) >= 4
     assert shimmed == cpu.stdout
+
+
+def test_data_parallel_over_the_reference_gpus_trains_like_the_module(active):
+    torch.manual_seed(0)
+    plain = torch.nn.Linear(4, 1)
+    wrapped = torch.nn.DataParallel(torch.nn.Linear(4, 1).cuda())  # device_count() == 2
+    wrapped.module.load_state_dict(plain.state_dict())
+    x = torch.randn(8, 4)
+    assert torch.equal(wrapped(x.cuda()), plain(x))
+    assert "torch.nn.DataParallel.forward" in _apis()
