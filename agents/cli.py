@@ -24,7 +24,6 @@ from . import migrate_command
 from .cli_options import (
     OneLineParser,
     add_run_budget,
-    devices,
     fail,
     non_negative_int,
     positive_int,
@@ -147,7 +146,6 @@ def _build_parser() -> argparse.ArgumentParser:
     run.add_argument("--root", default=".", help="the program's folder (default: .)")
     add_run_budget(run, default_steps=20)
     run.add_argument("--seed", type=seed, default=0, help=f"0 to {MAX_SEED} (default: 0)")
-    run.add_argument("--devices", type=devices, default=1, help="emulated devices, at least 1")
     run.add_argument("--format", "-f", choices=["text", "json"], default="text")
     run.add_argument("command", nargs=argparse.REMAINDER, help="-- python SCRIPT [ARGS]")
     run.set_defaults(func=_cmd_run)

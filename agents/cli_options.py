@@ -74,7 +74,8 @@ def llm_flag(text: str) -> str:
 
 
 def add_run_budget(group: Any, what: str = "per run", default_steps: int = 5) -> None:
-    """--steps, --timeout, --memory, --isolation: how each sandboxed run is bounded."""
+    """--steps, --timeout, --memory, --isolation, --devices: how each sandboxed run is
+    bounded and what machine it sees."""
     group.add_argument(
         "--steps",
         type=steps,
@@ -98,6 +99,13 @@ def add_run_budget(group: Any, what: str = "per run", default_steps: int = 5) ->
         choices=ISOLATION,
         default="auto",
         help="sandbox backend (auto: the strongest available)",
+    )
+    group.add_argument(
+        "--devices",
+        type=devices,
+        default=2,
+        help="what device_count() answers in both runs, so a program that spawns one rank "
+        "per device spawns that many (default: 2)",
     )
 
 
@@ -139,4 +147,5 @@ def budget_settings(args: Any) -> dict[str, Any]:
         "timeout_s": args.timeout,
         "memory_mb": args.memory,
         "isolation": args.isolation,
+        "devices": args.devices,
     }

@@ -155,9 +155,13 @@ def verification_markdown(record: dict[str, Any]) -> str:
         )
     parity = v.get("parity") or {}
     if parity.get("per_step"):
-        lines += ["", "| step | original (shim) | migrated (emulator) |", "|---:|---:|---:|"]
+        ranked = "rank" in parity["per_step"][0]  # several processes: rank i against rank i
+        head = "| rank | step |" if ranked else "| step |"
+        lines += ["", f"{head} original (shim) | migrated (emulator) |"]
+        lines.append("|---:" * (4 if ranked else 3) + "|")
         lines += [
-            f"| {p['step']} | {p['reference']:.6g} | {p['target']:.6g} |"
+            f"|{(' ' + str(p['rank']) + ' |') if ranked else ''} {p['step']} | "
+            f"{p['reference']:.6g} | {p['target']:.6g} |"
             for p in parity["per_step"]
         ]
         lines.append(

@@ -46,6 +46,7 @@ class Budget:
     memory_mb: int = 4096
     isolation: str = "auto"
     seed: int = 0
+    devices: int = 2  # what device_count() answers in both runs
 
 
 def budget_of(settings: Mapping[str, Any]) -> Budget:
@@ -57,6 +58,7 @@ def budget_of(settings: Mapping[str, Any]) -> Budget:
         timeout_s=float(settings.get("timeout_s", Budget.timeout_s)),
         memory_mb=int(settings.get("memory_mb", Budget.memory_mb)),
         isolation=str(settings.get("isolation", Budget.isolation)),
+        devices=int(settings.get("devices", Budget.devices)),
     )
 
 
@@ -97,6 +99,7 @@ class Parity:
     holds: bool = False
     per_step: list[dict[str, float]] = field(default_factory=list)
     note: str = ""
+    ranks: int = 1  # processes compared, rank i of the original against rank i of the port
 
 
 def _close(a: float, b: float, policy: Policy) -> tuple[bool, float, float]:
@@ -120,6 +123,46 @@ def compare_series(reference: list[float], target: list[float], policy: Policy) 
         parity.holds = parity.holds and ok
     if len(reference) != len(target):
         parity.note = f"the reference recorded {len(reference)} losses, the target {len(target)}"
+    return parity
+
+
+def _losses_by_rank(result: dict[str, Any]) -> dict[int, list[float]]:
+    return {
+        r["rank"]: list(r.get("losses") or [])
+        for r in result.get("ranks") or []
+        if isinstance(r.get("rank"), int)
+    }
+
+
+def compare_ranks(reference: dict[str, Any], target: dict[str, Any], policy: Policy) -> Parity:
+    """Each rank's losses against the same rank's in the other run (DDP ranks train on
+    different data, so rank 0 alone proves little); one series where either run had
+    fewer than two ranks."""
+    ref, tgt = _losses_by_rank(reference), _losses_by_rank(target)
+    if len(ref) < 2 or len(tgt) < 2:
+        return compare_series(reference["losses"], target["losses"], policy)
+    if set(ref) != set(tgt):
+        return Parity(
+            "losses", note=f"the original ran ranks {sorted(ref)}, the port {sorted(tgt)}"
+        )
+    each = {rank: compare_series(ref[rank], tgt[rank], policy) for rank in sorted(ref)}
+    worst_rank, worst = max(each.items(), key=lambda item: (not item[1].holds, item[1].max_abs))
+    parity = Parity(
+        "losses",
+        steps=min(p.steps for p in each.values()),
+        max_abs=worst.max_abs,
+        max_rel=max(p.max_rel for p in each.values()),
+        worst_step=worst.worst_step,
+        holds=all(p.holds for p in each.values()),
+        per_step=[{**row, "rank": rank} for rank, p in each.items() for row in p.per_step],
+        note="; ".join(f"rank {rank}: {p.note}" for rank, p in each.items() if p.note),
+        ranks=len(each),
+    )
+    if not parity.holds and not parity.note:
+        parity.note = (
+            f"rank {worst_rank} differs under the {policy.name} policy: worst at step "
+            f"{worst.worst_step}, abs {worst.max_abs:.3g}, rel {worst.max_rel:.3g}"
+        )
     return parity
 
 
@@ -233,7 +276,7 @@ def judge(
         )
         return v
     if reference.get("losses") and target.get("losses"):
-        parity = compare_series(reference["losses"], target["losses"], policy)
+        parity = compare_ranks(reference, target, policy)
     elif reference.get("outputs") and target.get("outputs"):
         parity = compare_outputs(reference["outputs"], target["outputs"], policy)
     else:
@@ -249,6 +292,8 @@ def judge(
             f"original within the {policy.name} policy (max abs {parity.max_abs:.3g}, "
             f"max rel {parity.max_rel:.3g})"
         )
+        if parity.ranks > 1:
+            v.reason += f", on each of {parity.ranks} ranks"
         standins = reference.get("reference_standins") or []
         if standins:
             v.reason += (
@@ -290,8 +335,8 @@ def run_program(
     dist = torchrun_parts(argv)
     spec = RunSpec(
         preload=preload,
-        # one emulated device per local rank, as each rank sets its own
-        devices=dist.nproc if dist is not None and dist.nproc else 1,
+        # at least one device per local rank, as each rank sets its own
+        devices=max(budget.devices, dist.nproc if dist is not None and dist.nproc else 1),
         root=root,
         command=argv,
         mode=mode,

@@ -36,8 +36,16 @@ class Budget:
     outputs: list[dict[str, Any]] = field(default_factory=list)
     # Told after every optimizer step (steps so far, the last loss): live progress.
     on_step: Callable[[int, float | None], None] | None = None
+    # Told when the budget is spent, before StepBudgetReached is raised: a child process
+    # writes its result and exits there (see ``sandbox.session``).
+    on_limit: Callable[[str], None] | None = None
     _depth: int = 0
     _in_backward: bool = False
+
+    def stop(self, reason: str) -> None:
+        if self.on_limit is not None:
+            self.on_limit(reason)
+        raise StepBudgetReached(reason)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -115,7 +123,7 @@ def install(budget: Budget) -> Budget:
         if budget.on_step is not None:
             budget.on_step(budget.steps, budget.losses[-1] if budget.losses else None)
         if budget.max_steps is not None and budget.steps >= budget.max_steps:
-            raise StepBudgetReached(f"{budget.steps} optimizer steps")
+            budget.stop(f"{budget.steps} optimizer steps")
 
     register_optimizer_step_post_hook(after_step)
 
@@ -134,7 +142,7 @@ def install(budget: Budget) -> Budget:
             if summary is not None:
                 budget.outputs.append(summary)
         if budget.max_forwards is not None and budget.forwards >= budget.max_forwards:
-            raise StepBudgetReached(f"{budget.forwards} forward calls")
+            budget.stop(f"{budget.forwards} forward calls")
 
     torch.nn.modules.module.register_module_forward_pre_hook(before_forward)
     torch.nn.modules.module.register_module_forward_hook(after_forward)

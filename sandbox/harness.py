@@ -42,7 +42,7 @@ class RunSpec:
     steps: int | None = 20
     forwards: int | None = 20
     seed: int = 0
-    devices: int = 1
+    devices: int = 2  # what device_count() answers, on both sides
     timeout_s: float = 300.0
     memory_mb: int = 4096
     isolation: str = "auto"
@@ -85,7 +85,8 @@ class RunResult:
     mode: str = ""
     synthetic_data: list[dict[str, Any]] = field(default_factory=list)
     reference_standins: list[str] = field(default_factory=list)  # reference mode: APIs stood in
-    ranks: list[dict[str, Any]] = field(default_factory=list)  # torchrun: each rank's outcome
+    # several processes trained (torchrun, mp.spawn, children): each one's outcome and losses
+    ranks: list[dict[str, Any]] = field(default_factory=list)
     # arguments of the command changed for the run (sandbox.commandline): both runs get these
     command_rewrites: list[dict[str, str]] = field(default_factory=list)
 
@@ -289,10 +290,7 @@ def run(spec: RunSpec) -> RunResult:
         with _tail_progress(Path(tmp) / "progress.jsonl", spec.progress):
             code, out, err, isolation, killed = _execute(argv, Path(tmp), spec)
         dist = torchrun_parts(spec.command)
-        if dist is None:
-            data = json.loads(result_file.read_text()) if result_file.is_file() else None
-        else:
-            data = _merge_ranks(Path(tmp).glob("result.rank*.json"), dist.nproc)
+        data = collect_results(Path(tmp), dist.nproc if dist is not None else None)
     result = RunResult(status="failed", exit_code=code, isolation=isolation, mode=spec.mode)
     if data is not None:
         for key in (
@@ -327,36 +325,73 @@ def run(spec: RunSpec) -> RunResult:
     return result
 
 
-def _merge_ranks(files: Any, expected: int | None) -> dict[str, Any] | None:
-    """One result from each rank's: rank 0's numbers; failed if any rank failed (with
-    the error of the rank that failed first) or if a rank wrote nothing."""
-    by_rank: dict[int, dict[str, Any]] = {}
-    for path in files:
-        data = json.loads(path.read_text())
-        by_rank[int(data.get("rank", path.stem.rpartition(".rank")[2]))] = data
-    if not by_rank:
-        return None
-    merged = dict(by_rank.get(0) or by_rank[min(by_rank)])
+def _load(path: Path) -> dict[str, Any]:
+    data = json.loads(path.read_text())
+    if "rank" not in data and ".rank" in path.stem:
+        data["rank"] = int(path.stem.rpartition(".rank")[2])
+    return data
+
+
+def collect_results(folder: Path, expected_ranks: int | None) -> dict[str, Any] | None:
+    """The run's result from every file its processes wrote: the launcher's
+    ``result.json``, torchrun's ``result.rank<R>.json`` (``expected_ranks`` of them), and
+    ``result.child.<pid>.json`` from each child process that did any work."""
+    main = _load(folder / "result.json") if (folder / "result.json").is_file() else None
+    ranks = [_load(p) for p in sorted(folder.glob("result.rank*.json"))]
+    children = [_load(p) for p in sorted(folder.glob("result.child.*.json"))]
+    if not ranks and not children:
+        return main
+    return merge_processes(main, [*ranks, *children], expected_ranks if ranks else None)
+
+
+def _did_work(data: dict[str, Any]) -> bool:
+    return bool(data.get("steps") or data.get("forwards") or data.get("losses"))
+
+
+def _rank_order(data: dict[str, Any]) -> tuple[bool, int, float]:
+    rank = data.get("rank")
+    return (rank is None, rank if isinstance(rank, int) else 0, data.get("ended_at", 0.0))
+
+
+def merge_processes(
+    main: dict[str, Any] | None, parts: list[dict[str, Any]], expected: int | None
+) -> dict[str, Any]:
+    """One result from several processes' (torchrun ranks, spawned ranks, children).
+
+    The numbers are the launcher's process's when it trained itself, else the lowest
+    rank's; every process's losses stay in ``ranks``. The run failed if any process
+    failed (with the error of the one that failed first: the others mostly lost their
+    peer) or if an expected rank wrote nothing."""
+    parts = sorted(parts, key=_rank_order)
+    primary = main if main is not None and _did_work(main) else parts[0]
+    merged = dict(primary)
+    if main is not None and primary is not main:
+        for key in ("status", "exit_code", "error", "program", "elapsed_s"):
+            if key in main:
+                merged[key] = main[key]
+            else:
+                merged.pop(key, None)
     merged["ranks"] = [
         {
-            "rank": rank,
+            "rank": d.get("rank"),
             "status": d.get("status"),
             "exit_code": d.get("exit_code"),
             "steps": d.get("steps", 0),
+            "losses": d.get("losses", []),
             "error": d.get("error"),
         }
-        for rank, d in sorted(by_rank.items())
+        for d in parts
     ]
-    # The rank that failed first is the cause; the others mostly lost their peer.
+    everyone = [*parts, *([main] if main is not None else [])]
     failed = sorted(
-        ((rank, d) for rank, d in by_rank.items() if d.get("status") != "ok"),
-        key=lambda item: (item[1].get("ended_at", 0.0), item[0]),
+        (d for d in everyone if d.get("status") != "ok"), key=lambda d: d.get("ended_at", 0.0)
     )
-    missing = sorted(set(range(expected or 0)) - set(by_rank))
+    present = {d.get("rank") for d in parts}
+    missing = sorted(set(range(expected or 0)) - present)
     if failed:
-        rank, bad = failed[0]
+        bad = failed[0]
         merged.update(status="failed", exit_code=bad.get("exit_code") or 1)
-        merged["error"] = {**(bad.get("error") or {}), "rank": rank}
+        merged["error"] = {**(bad.get("error") or {}), "rank": bad.get("rank")}
     elif missing:
         merged.update(status="failed", exit_code=merged.get("exit_code") or 1)
         merged["error"] = {

@@ -18,10 +18,8 @@ shim), ``tpu`` / ``neuron`` (the emulated device).
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import os
-import random
 import runpy
 import sys
 import time
@@ -29,8 +27,11 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from .session import OWN_CODE, RunConfig, error_of, export, start, user_frame
+
+__all__ = ["MODES", "OWN_CODE", "main", "notebook_cells", "result_path", "user_frame"]
+
 MODES = ("plain", "reference", "tpu", "neuron")
-OWN_CODE = str(Path(__file__).resolve().parents[1])
 
 
 def _parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
@@ -39,7 +40,7 @@ def _parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     split = argv.index("--")
     parser = argparse.ArgumentParser(prog="torchport.sandbox.launch")
     parser.add_argument("--mode", choices=MODES, default="plain")
-    parser.add_argument("--devices", type=int, default=1)
+    parser.add_argument("--devices", type=int, default=2)
     parser.add_argument("--steps", type=int, default=None)
     parser.add_argument("--forwards", type=int, default=None)
     parser.add_argument("--seed", type=int, default=0)
@@ -80,55 +81,6 @@ def _progress_writer(path: str | None) -> Any:
             f.write(json.dumps({"step": step, "loss": loss}) + "\n")
 
     return write
-
-
-def _activate(mode: str, devices: int) -> Any:
-    """The module whose counters describe the run (or None)."""
-    if mode == "reference":
-        from torchport.sandbox import shim
-
-        shim.activate()
-        return shim
-    if mode in ("tpu", "neuron"):
-        from torchport.sandbox import emulator
-
-        emulator.activate(mode, devices=devices)
-        return emulator
-    return None
-
-
-def _seed(seed: int) -> None:
-    import torch
-
-    random.seed(seed)
-    torch.manual_seed(seed)
-    try:
-        import numpy
-
-        numpy.random.seed(seed)
-    except ImportError:
-        pass
-
-
-def user_frame(tb) -> dict[str, Any] | None:
-    """The innermost frame of the user's own code (not the library's, not ours)."""
-    frames = [
-        f
-        for f in traceback.extract_tb(tb)
-        if "site-packages" not in f.filename
-        and not f.filename.startswith(OWN_CODE)
-        and not f.filename.startswith("<")
-        and not f.filename.startswith(sys.base_prefix)
-    ]
-    if not frames:
-        return None
-    f = frames[-1]
-    return {
-        "file": os.path.relpath(f.filename),
-        "line": f.lineno,
-        "function": f.name,
-        "code": f.line,
-    }
 
 
 def notebook_cells(path: Path) -> list[tuple[int, str]]:
@@ -194,35 +146,25 @@ def main(argv: list[str] | None = None) -> int:
     result: dict[str, Any] = {"mode": options.mode, "program": program, "status": "failed"}
     if options.per_rank:
         result["rank"] = int(os.environ.get("RANK", "0"))
-    synthetic = standins = None
     started = time.perf_counter()
-    watcher = budget = None
+    session = None
     if options.chdir:
         os.chdir(options.chdir)
+    config = RunConfig(
+        mode=options.mode,
+        results=str(Path(options.result).resolve().parent),
+        devices=options.devices,
+        steps=options.steps,
+        forwards=options.forwards,
+        seed=options.seed,
+        preload=tuple(options.preload),
+        real_data=options.real_data,
+    )
     try:
-        watcher = _activate(options.mode, options.devices)
-        if options.mode == "reference":
-            # CUDA-only libraries (flash-attn, xformers, apex) as pure-PyTorch stand-ins
-            # when absent; never in a target mode: the port must not depend on them.
-            from torchport.sandbox.shim import standins
+        session = start(config, on_step=_progress_writer(options.progress))
+        export(config)  # every Python process the program starts runs the same session
+        from torchport.sandbox.budget import StepBudgetReached
 
-            standins.install()
-        for module in options.preload:
-            importlib.import_module(module)
-        _seed(options.seed)
-        if not options.real_data:
-            from torchport.sandbox import synthetic
-
-            synthetic.install()
-        from torchport.sandbox.budget import Budget, StepBudgetReached, install
-
-        budget = install(
-            Budget(
-                max_steps=options.steps,
-                max_forwards=options.forwards,
-                on_step=_progress_writer(options.progress),
-            )
-        )
         try:
             _run_program(program)
             result.update(status="ok", exit_code=0)
@@ -234,31 +176,13 @@ def main(argv: list[str] | None = None) -> int:
             if code:
                 result["error"] = {"type": "SystemExit", "message": str(exc.code), "frame": None}
     except BaseException as exc:
-        result.update(
-            status="failed",
-            exit_code=1,
-            error={
-                "type": type(exc).__name__,
-                "message": str(exc)[:2000],
-                "frame": user_frame(exc.__traceback__),
-            },
-        )
+        result.update(status="failed", exit_code=1, error=error_of(exc))
         traceback.print_exc()
     finally:
         result["elapsed_s"] = round(time.perf_counter() - started, 3)
         result["ended_at"] = time.time()  # across ranks, the first to fail is the cause
-        if budget is not None:
-            result.update(budget.to_json())
-        if watcher is not None:
-            counters = getattr(watcher, "counters", None) or getattr(watcher, "intercepted", None)
-            try:
-                result["counters"] = counters() if counters else {}
-            except Exception as exc:
-                result["counters"] = {"error": repr(exc)}
-        if synthetic is not None and synthetic.records():
-            result["synthetic_data"] = synthetic.records()
-        if standins is not None and standins.records():
-            result["reference_standins"] = standins.records()
+        if session is not None:
+            result.update(session.report())
         result_path(options.result, options.per_rank).write_text(
             json.dumps(result, indent=2, default=str)
         )

@@ -116,10 +116,13 @@ def test_generator_and_dataloader(active):
 # --- torch.cuda -------------------------------------------------------------------------
 
 
-def test_torch_cuda_answers_like_one_gpu(active):
+def test_torch_cuda_answers_like_two_gpus_by_default(active):
     cuda = torch.cuda
-    assert cuda.is_available() and cuda.device_count() == 1 and cuda.current_device() == 0
-    cuda.set_device(0)
+    assert cuda.is_available() and cuda.device_count() == 2 and cuda.current_device() == 0
+    cuda.set_device(1)  # a rank selects its GPU; tensors still land on the CPU
+    assert cuda.current_device() == 1 and torch.ones(1).cuda(1).device.type == "cpu"
+    cuda.set_device("cuda:0")
+    assert cuda.current_device() == 0
     assert cuda.get_device_name(0) == "torchport reference (CPU)"
     assert cuda.get_device_capability() == (8, 0)
     props = cuda.get_device_properties(0)
@@ -292,7 +295,7 @@ def test_launcher_runs_module_and_propagates_exit(tmp_path):
     )
     report = tmp_path / "r.json"
     result = _run_shim(["-m", "pkg", "a"], tmp_path, {"TORCHPORT_SHIM_REPORT": str(report)})
-    assert (result.returncode, result.stdout) == (3, "__main__ ['a'] 1\n")
+    assert (result.returncode, result.stdout) == (3, "__main__ ['a'] 2\n")
     assert json.loads(report.read_text())["intercepted"][0]["api"] == "torch.cuda.device_count"
 
 
@@ -348,3 +351,13 @@ def test_shimmed_losses_equal_hand_ported_cpu_version(corpus_runs, tmp_path):
     losses = [line for line in shimmed.splitlines() if "loss" in line]
     assert len(losses) >= 4
     assert shimmed == cpu.stdout
+
+
+def test_data_parallel_over_the_reference_gpus_trains_like_the_module(active):
+    torch.manual_seed(0)
+    plain = torch.nn.Linear(4, 1)
+    wrapped = torch.nn.DataParallel(torch.nn.Linear(4, 1).cuda())  # device_count() == 2
+    wrapped.module.load_state_dict(plain.state_dict())
+    x = torch.randn(8, 4)
+    assert torch.equal(wrapped(x.cuda()), plain(x))
+    assert "torch.nn.DataParallel.forward" in _apis()

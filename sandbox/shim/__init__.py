@@ -2,9 +2,10 @@
 
 The verifier compares a port against the ORIGINAL program's numbers; this shim is what
 lets the original run here at all, as close as possible to what it computes on a GPU in
-fp32: CUDA devices map to the CPU, `torch.cuda` answers like a one-GPU machine, AMP is
-off, NCCL becomes gloo, and every CUDA API the program touched is recorded with its call
-site (`intercepted()`), which is runtime evidence of what a port has to change.
+fp32: CUDA devices map to the CPU, `torch.cuda` answers like a machine with idle GPUs (2
+by default), AMP is off, NCCL becomes gloo, and every CUDA API the program touched is
+recorded with its call site (`intercepted()`), which is runtime evidence of what a port
+has to change.
 
     from torchport.sandbox import shim
     shim.activate()
@@ -23,8 +24,9 @@ __all__ = ["activate", "deactivate", "intercepted", "is_active", "reset_intercep
 _active = False
 
 
-def activate() -> None:
-    """Install the shim in this process (idempotent). Enter it on the main thread.
+def activate(gpus: int = 2) -> None:
+    """Install the shim in this process (idempotent), answering for ``gpus`` GPUs.
+    Enter it on the main thread.
 
     The device-mapping TorchFunctionMode is per thread: threads started later by the
     program that create CUDA tensors themselves are not covered.
@@ -32,7 +34,7 @@ def activate() -> None:
     global _active
     if _active:
         return
-    cuda_api.install()
+    cuda_api.install(gpus)
     backends.install()
     amp.install()
     distributed.install()

@@ -1,8 +1,9 @@
-"""`torch.cuda.*` answered as on a one-GPU machine.
+"""`torch.cuda.*` answered as on a machine with ``devices`` idle GPUs (default 2).
 
 A CPU-only torch raises on most of `torch.cuda` and reports `is_available() == False`,
 which makes programs either crash or silently take a CPU branch. The reference run must
-follow the program's CUDA branch, so every query answers like a single idle GPU would,
+follow the program's CUDA branch, so every query answers like idle GPUs would (as many as
+the emulated target has, so a program that spawns one rank per GPU spawns as many ranks),
 and everything that would act on the device is a recorded no-op. RNG calls go to the CPU
 generator: under the shim, "CUDA" random numbers are drawn from it. The `torch.backends`
 knobs live in backends.py.
@@ -126,8 +127,24 @@ def _recorded(api: str, fn: Callable[..., Any]) -> Callable[..., Any]:
         return fn(*args, **kwargs)
 
     wrapper.__name__ = api.rsplit(".", 1)[-1]
-    wrapper.__doc__ = f"Shim for {api}: recorded, answered for a one-GPU machine."
+    wrapper.__doc__ = f"Shim for {api}: recorded, answered as the reference GPUs would."
     return wrapper
+
+
+@dataclass
+class _Machine:
+    """How many GPUs the reference answers for, and which one the process selected."""
+
+    count: int = 2
+    current: int = 0
+
+    def select(self, device: Any) -> None:
+        index = device if isinstance(device, int) else torch.device(device).index
+        if index is not None and index >= 0:
+            self.current = index
+
+
+_machine = _Machine()
 
 
 def _const(value: Any) -> Callable[..., Any]:
@@ -156,9 +173,9 @@ _TORCH_CUDA: dict[str, Callable[..., Any]] = {
     "is_available": _const(True),
     "is_initialized": _const(True),
     "init": _const(None),
-    "device_count": _const(1),
-    "current_device": _const(0),
-    "set_device": _const(None),
+    "device_count": lambda: _machine.count,
+    "current_device": lambda: _machine.current,
+    "set_device": lambda device: _machine.select(device),
     "get_device_name": _const(DEVICE_NAME),
     "get_device_properties": _const(DeviceProperties()),
     "get_device_capability": _const(CAPABILITY),
@@ -218,8 +235,10 @@ _NVTX: dict[str, Callable[..., Any]] = {
 }
 
 
-def install() -> None:
-    """Replace the `torch.cuda` / backend functions above with recorded one-GPU answers."""
+def install(devices: int = 2) -> None:
+    """Replace the `torch.cuda` / backend functions above with recorded answers for a
+    machine of ``devices`` GPUs."""
+    _machine.count, _machine.current = devices, 0
     for name, fn in _TORCH_CUDA.items():
         patching.patch(torch.cuda, name, _recorded(f"torch.cuda.{name}", fn))
     for name in _MEMORY:

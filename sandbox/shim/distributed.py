@@ -81,6 +81,13 @@ def _data_parallel(
     return module(*inputs, **(module_kwargs or {}))
 
 
+def _data_parallel_forward(self: torch.nn.DataParallel, *inputs: Any, **kwargs: Any) -> Any:
+    """DataParallel on the reference's GPUs, which are all the CPU: the module's own
+    forward (the sum of per-GPU gradients is the full batch's gradient anyway)."""
+    record("torch.nn.DataParallel.forward")
+    return self.module(*inputs, **kwargs)
+
+
 def _convert_sync_batchnorm(module: Any, process_group: Any = None) -> Any:
     record("SyncBatchNorm.convert_sync_batchnorm")
     return module
@@ -89,6 +96,7 @@ def _convert_sync_batchnorm(module: Any, process_group: Any = None) -> Any:
 def install() -> None:
     """Patch process-group creation and DDP construction for CPU tensors."""
     patching.patch(torch.nn.parallel, "data_parallel", _data_parallel)
+    patching.patch(torch.nn.DataParallel, "forward", _data_parallel_forward)
     patching.patch(
         torch.nn.SyncBatchNorm, "convert_sync_batchnorm", staticmethod(_convert_sync_batchnorm)
     )

@@ -1,0 +1,331 @@
+"""What makes a process a sandboxed run: the mode activated, seeds fixed, synthetic data,
+a step budget, and, at the end, the numbers it produced.
+
+The launcher starts a session for the program's own process and exports its settings
+(``TORCHPORT_RUN``, with ``sandbox/bootstrap`` first on ``PYTHONPATH``) so that every
+Python process the program starts (``mp.spawn`` ranks, ``multiprocessing`` spawn or
+forkserver children, ``subprocess`` calls of ``python``) starts the same session the
+moment it imports torch (see ``sandbox.bootstrap.sitecustomize``). A forked child
+inherits the session and starts counting from zero. Each child that did any work writes
+``result.child.<pid>.json`` next to the launcher's result; the harness merges them.
+"""
+
+from __future__ import annotations
+
+import atexit
+import importlib
+import json
+import os
+import random
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+OWN_CODE = str(Path(__file__).resolve().parents[1])
+ENV = "TORCHPORT_RUN"
+BOOTSTRAP = str(Path(__file__).resolve().parent / "bootstrap")
+CHILD_RESULT = "result.child.{pid}.json"
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """The settings every process of one run shares (travels as JSON in ``TORCHPORT_RUN``)."""
+
+    mode: str
+    results: str  # the folder where children write their results
+    devices: int = 2
+    steps: int | None = None
+    forwards: int | None = None
+    seed: int = 0
+    preload: tuple[str, ...] = ()
+    real_data: bool = False
+
+    def to_env(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_env(cls, text: str) -> RunConfig:
+        data = json.loads(text)
+        return cls(**{**data, "preload": tuple(data.get("preload", ()))})
+
+
+@dataclass
+class Session:
+    config: RunConfig
+    watcher: Any = None  # the module whose counters describe the run (or None)
+    budget: Any = None
+    synthetic: Any = None
+    standins: Any = None
+    child: bool = False  # not the launcher's process: writes its own result file
+    rank: int | None = None
+    error: dict[str, Any] | None = None
+    written: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def report(self) -> dict[str, Any]:
+        """The numbers this process produced: budget, counters, data and stand-ins used."""
+        out: dict[str, Any] = {}
+        if self.budget is not None:
+            out.update(self.budget.to_json())
+        if self.watcher is not None:
+            counters = getattr(self.watcher, "counters", None) or getattr(
+                self.watcher, "intercepted", None
+            )
+            try:
+                out["counters"] = counters() if counters else {}
+            except Exception as exc:
+                out["counters"] = {"error": repr(exc)}
+        if self.synthetic is not None and self.synthetic.records():
+            out["synthetic_data"] = self.synthetic.records()
+        if self.standins is not None and self.standins.records():
+            out["reference_standins"] = self.standins.records()
+        return out
+
+    def did_work(self) -> bool:
+        budget = self.budget
+        return budget is not None and bool(budget.steps or budget.forwards or budget.losses)
+
+
+_current: Session | None = None
+
+
+def current() -> Session | None:
+    """This process's session (None before one started)."""
+    return _current
+
+
+def _activate(mode: str, devices: int) -> Any:
+    if mode == "reference":
+        from torchport.sandbox import shim
+
+        shim.activate(gpus=devices)
+        return shim
+    if mode in ("tpu", "neuron"):
+        from torchport.sandbox import emulator
+
+        emulator.activate(mode, devices=devices)
+        return emulator
+    return None
+
+
+def _seed(seed: int) -> None:
+    import torch
+
+    random.seed(seed)
+    torch.manual_seed(seed)
+    try:
+        import numpy
+
+        numpy.random.seed(seed)
+    except ImportError:
+        pass
+
+
+def start(
+    config: RunConfig,
+    on_step: Callable[[int, float | None], None] | None = None,
+    *,
+    child: bool = False,
+) -> Session:
+    """Activate the mode, stand-ins, preloads, seeds, synthetic data and the step budget
+    in this process; the launcher's process and every child go through here."""
+    global _current
+    session = _current = Session(config, child=child)
+    session.watcher = _activate(config.mode, config.devices)
+    if config.mode == "reference":
+        # CUDA-only libraries (flash-attn, xformers, apex) as pure-PyTorch stand-ins
+        # when absent; never in a target mode: the port must not depend on them.
+        from torchport.sandbox.shim import standins
+
+        session.standins = standins
+        standins.install()
+    for module in config.preload:
+        importlib.import_module(module)
+    _seed(config.seed)
+    if not config.real_data:
+        from torchport.sandbox import synthetic
+
+        session.synthetic = synthetic
+        synthetic.install()
+    from torchport.sandbox.budget import Budget, install
+
+    session.budget = install(
+        Budget(max_steps=config.steps, max_forwards=config.forwards, on_step=on_step)
+    )
+    os.register_at_fork(after_in_child=_forked)
+    return session
+
+
+def export(config: RunConfig) -> None:
+    """Make every Python process started from now on start the same session."""
+    os.environ[ENV] = config.to_env()
+    path = os.environ.get("PYTHONPATH", "")
+    os.environ["PYTHONPATH"] = os.pathsep.join([BOOTSTRAP, *([path] if path else [])])
+
+
+def distributed_rank() -> int | None:
+    """The process's rank: torch.distributed's once initialised, else RANK / LOCAL_RANK."""
+    dist = sys.modules.get("torch.distributed")
+    try:
+        if dist is not None and dist.is_available() and dist.is_initialized():
+            return int(dist.get_rank())
+    except (RuntimeError, ValueError):
+        pass
+    for name in ("RANK", "LOCAL_RANK"):
+        if os.environ.get(name, "").isdigit():
+            return int(os.environ[name])
+    return None
+
+
+def user_frame(tb: Any) -> dict[str, Any] | None:
+    """The innermost frame of the user's own code (not the library's, not ours)."""
+    frames = [
+        f
+        for f in traceback.extract_tb(tb)
+        if "site-packages" not in f.filename
+        and not f.filename.startswith(OWN_CODE)
+        and not f.filename.startswith("<")
+        and not f.filename.startswith(sys.base_prefix)
+    ]
+    if not frames:
+        return None
+    f = frames[-1]
+    return {
+        "file": os.path.relpath(f.filename),
+        "line": f.lineno,
+        "function": f.name,
+        "code": f.line,
+    }
+
+
+def error_of(exc: BaseException) -> dict[str, Any]:
+    """An exception as a result's ``error``. ``sys.exit(1)`` raised while handling the
+    program's exception (as ``mp.spawn``'s wrapper does) reports that exception."""
+    if isinstance(exc, SystemExit) and exc.__context__ is not None:
+        exc = exc.__context__
+    return {
+        "type": type(exc).__name__,
+        "message": str(exc)[:2000],
+        "frame": user_frame(exc.__traceback__),
+    }
+
+
+# --- the program's children ------------------------------------------------------------
+
+
+def start_child() -> None:
+    """Start this process's session from ``TORCHPORT_RUN`` (the bootstrap calls this as
+    soon as torch is imported); a no-op where a session already runs."""
+    if _current is not None or not os.environ.get(ENV):
+        return
+    session = start(RunConfig.from_env(os.environ[ENV]), child=True)
+    _become_child(session)
+    hook = sys.excepthook
+
+    def excepthook(kind: type[BaseException], exc: BaseException, tb: Any) -> None:
+        session.error = error_of(exc)
+        hook(kind, exc, tb)
+
+    sys.excepthook = excepthook
+
+
+def _become_child(session: Session) -> None:
+    session.child, session.written, session.error = True, False, None
+    session.budget.on_step = lambda steps, loss: _note_rank(session)
+    session.budget.on_limit = lambda reason: _stop_child(session, reason)
+    _wrap_process_entry()
+    atexit.register(write_child_result)
+
+
+def _forked() -> None:
+    """A forked child inherits the session: it counts its own steps from zero."""
+    session = _current
+    if session is None:
+        return
+    budget = session.budget
+    budget.steps = budget.forwards = 0
+    budget.losses, budget.outputs = [], []
+    reset = getattr(session.watcher, "reset", None) or getattr(
+        session.watcher, "reset_intercepted", None
+    )
+    if reset is not None:
+        reset()
+    _become_child(session)
+
+
+def _note_rank(session: Session) -> None:
+    rank = distributed_rank()
+    if rank is not None:
+        session.rank = rank
+
+
+def _stop_child(session: Session, reason: str) -> None:
+    """The budget is spent: write the result and end the process cleanly, so that
+    ``mp.spawn`` sees exit code 0. Ranks of one DDP job reach the same step together,
+    after that step's collectives, so none is left waiting for a peer."""
+    write_child_result(exit_code=0, stopped=f"budget reached: {reason}")
+    raise SystemExit(0)
+
+
+def _in_dataloader_worker() -> bool:
+    data = sys.modules.get("torch.utils.data")
+    return data is not None and data.get_worker_info() is not None
+
+
+def write_child_result(exit_code: int | None = None, stopped: str | None = None) -> None:
+    """This child's result file, once, if it did any work (a DataLoader worker never)."""
+    session = _current
+    if session is None or not session.child or session.written:
+        return
+    if not session.did_work() or _in_dataloader_worker():
+        return
+    session.written = True
+    failed = session.error is not None or exit_code not in (0, None)
+    result: dict[str, Any] = {
+        "mode": session.config.mode,
+        "program": sys.argv,
+        "pid": os.getpid(),
+        "rank": distributed_rank() if session.rank is None else session.rank,
+        "status": "failed" if failed else "ok",
+        "exit_code": (exit_code or 1) if failed else 0,
+        "ended_at": time.time(),
+        **session.report(),
+    }
+    if session.error is not None:
+        result["error"] = session.error
+    if stopped:
+        result["stopped"] = stopped
+    path = Path(session.config.results) / CHILD_RESULT.format(pid=os.getpid())
+    path.write_text(json.dumps(result, indent=2, default=str))
+
+
+def _wrap_process_entry() -> None:
+    """``multiprocessing`` children (fork, spawn, forkserver) all run ``_bootstrap``;
+    forkserver and fork children leave with ``os._exit``, past any atexit handler."""
+    from multiprocessing.process import BaseProcess
+
+    if getattr(BaseProcess._bootstrap, "torchport", False):
+        return
+    real_bootstrap, real_run = BaseProcess._bootstrap, BaseProcess.run
+
+    def _bootstrap(self: BaseProcess, *args: Any, **kwargs: Any) -> int:
+        code = real_bootstrap(self, *args, **kwargs)
+        write_child_result(exit_code=code)
+        return code
+
+    def run(self: BaseProcess) -> None:
+        try:
+            real_run(self)
+        except BaseException as exc:
+            session = _current
+            if session is not None and not (isinstance(exc, SystemExit) and not exc.code):
+                session.error = error_of(exc)
+            raise
+
+    _bootstrap.torchport = True  # type: ignore[attr-defined]
+    BaseProcess._bootstrap = _bootstrap  # type: ignore[method-assign]
+    BaseProcess.run = run  # type: ignore[method-assign]
