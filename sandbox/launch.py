@@ -201,6 +201,9 @@ def main(argv: list[str] | None = None) -> int:
         os.chdir(options.chdir)
     try:
         watcher = _activate(options.mode, options.devices)
+        from torchport.sandbox import rendezvous
+
+        rendezvous.install()  # every mode: an unreachable rendezvous fails at once
         if options.mode == "reference":
             # CUDA-only libraries (flash-attn, xformers, apex) as pure-PyTorch stand-ins
             # when absent; never in a target mode: the port must not depend on them.
