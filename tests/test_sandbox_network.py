@@ -17,19 +17,9 @@ import warnings
 from pathlib import Path
 
 import pytest
-from torchport.sandbox.isolation import (
-    BACKENDS,
-    IsolationResult,
-    IsolationWarning,
-    bwrap,
-    container,
-    process,
-    run_isolated,
-    unshare,
-)
+from test_isolation import backend  # noqa: F401  (the fixture: each backend present)
+from torchport.sandbox.isolation import IsolationResult, IsolationWarning, run_isolated
 from torchport.sandbox.isolation.hostpaths import HOSTNAME
-
-_MODULES = {"bwrap": bwrap, "docker": container, "unshare": unshare, "process": process}
 
 # Listens on 127.0.0.1, connects by each name, and reports what the sandbox has.
 _PROBE = """
@@ -61,27 +51,18 @@ print(json.dumps({
 """
 
 
-@pytest.fixture(params=BACKENDS)
-def backend(request: pytest.FixtureRequest) -> str:
-    """Each backend, skipped with its own reason where it cannot run."""
-    reason = _MODULES[request.param].unavailable()
-    if reason is not None:
-        pytest.skip(f"{request.param}: {reason}")
-    return request.param
-
-
-def _probe(backend: str, scratch: Path) -> dict:
+def _probe(name: str, scratch: Path) -> dict:
     argv = [sys.executable, "-c", textwrap.dedent(_PROBE)]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", IsolationWarning)  # the process backend warns
         res: IsolationResult = run_isolated(
-            argv, scratch=scratch, backend=backend, timeout_s=30, memory_mb=512
+            argv, scratch=scratch, backend=name, timeout_s=30, memory_mb=512
         )
     assert res.returncode == 0, res.stderr
     return json.loads(res.stdout)
 
 
-def test_loopback_by_name_and_nothing_else(backend: str, tmp_path: Path) -> None:
+def test_loopback_by_name_and_nothing_else(backend: str, tmp_path: Path) -> None:  # noqa: F811
     if backend == "process":
         pytest.skip("the process backend is the host's network; see test_process_backend_...")
     seen = _probe(backend, tmp_path / "scratch")
