@@ -132,12 +132,14 @@ def verification_markdown(record: dict[str, Any]) -> str:
     runs their HTML or fetches their images."""
     v = record.get("verification") or {}
     lines = [
-        f"# Verification: {_md(record['verdict'])}",
+        f"# Verification: {_md(record['verdict'])}{_headline_note(v)}",
         "",
         f"- target: `{record['target']}`; run {markdown_code(str(record['run_id']))}; "
         f"{record['iterations']} verification round(s); {record['elapsed_s']} s",
         f"- why: {_md(v.get('reason', 'verification was not run (--no-verify)'))}",
     ]
+    if v.get("caveat"):
+        lines.append(f"- caveat: {_md(v['caveat'])}")
     for used in record.get("sandbox") or []:
         lines.append(
             f"- sandbox ({_programs(used['runs'])}): {markdown_code(used['backend'])} — "
@@ -194,6 +196,14 @@ def verification_markdown(record: dict[str, Any]) -> str:
     if usage:
         lines += ["", f"LLM: {markdown_code(json.dumps(usage))}"]
     return "\n".join(lines) + "\n"
+
+
+def _headline_note(verification: dict[str, Any]) -> str:
+    """What the first line must not leave out: the original failing too, or a caveat."""
+    reason = str(verification.get("reason") or "")
+    if reason.startswith("the original fails here"):
+        return f" ({_md(reason.partition(':')[0])})"
+    return " (with a caveat)" if verification.get("caveat") else ""
 
 
 def _programs(runs: list[str]) -> str:

@@ -50,9 +50,22 @@ UNKNOWN = "unknown"
 OK = "ok"
 EVIDENCE_MAX = 500
 _ID = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
-_KEYS = {"id", "patterns", "status", "code", "warning", "cuda", "cause", "hint", "rules", "action"}
+_KEYS = {
+    "id", "patterns", "status", "code", "warning", "cuda", "limitation", "cause", "hint", "rules",
+    "action",
+}  # fmt: skip
 # A traceback line of stderr: where the failing code is when the error has no frame.
-_TB_FILE = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+)', re.MULTILINE)
+_TB_FILE = re.compile(
+    r'^(?:\[[^\]\n]*\]:)?\s*File "(?P<file>[^"]+)", line (?P<line>\d+)', re.MULTILINE
+)
+# The start of a traceback, possibly behind a launcher's "[rank1]:" prefix on every line.
+_TB_START = re.compile(
+    r"^(?P<prefix>\[[^\]\n]*\]:\s?)?Traceback \(most recent call last\):\s*$", re.MULTILINE
+)
+# An exception line: "Type: message" or a bare "Type" (dotted names allowed).
+_EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(?::\s|$)")
+# The error the harness writes when a run left no result (its signature: run-crashed).
+_NO_RESULT = "NoResult: "
 # The harness copies the program to <tmp>/torchport-run-XXXX/program/ (sandbox.harness.run):
 # paths under it are reported relative to the program, as the error frame is.
 _SCRATCH = re.compile(r"^.*?/torchport-run-[^/]+/program/")
@@ -76,6 +89,7 @@ class Signature:
     code: re.Pattern[str] | None = None
     warning: bool = False
     cuda: bool = False
+    limitation: bool = False
 
 
 @dataclass(frozen=True)
@@ -85,7 +99,8 @@ class Diagnosis:
     ``rules`` are catalogue codes: with action ``"rules"`` their codemods fix it (re-run
     them on ``file``/``line``); with ``"llm"`` they are context for the model.
     ``matched_in`` says which text the evidence came from (``message``, ``stderr``,
-    ``status``), so a report can show it in place.
+    ``status``), so a report can show it in place. ``limitation``: the cause is torchport's
+    own sandbox or emulator (a tool limitation), not the port.
     """
 
     signature: str
@@ -98,6 +113,7 @@ class Diagnosis:
     hint: str = ""
     target: str = ""
     matched_in: str = ""
+    limitation: bool = False
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -155,6 +171,7 @@ def _parse_one(table: Mapping[str, Any], catalogue: Catalogue) -> Signature:
         code=_compile(sig_id, code) if code else None,
         warning=bool(table.get("warning", False)),
         cuda=bool(table.get("cuda", False)),
+        limitation=bool(table.get("limitation", False)),
     )
 
 
@@ -298,6 +315,34 @@ def _error_text(result: Mapping[str, Any]) -> str:
     return f"{error.get('type') or 'Error'}: {error.get('message') or ''}"
 
 
+def traceback_exception(stderr: str) -> str | None:
+    """The exception line ("Type: message") of the last Python traceback in ``stderr``.
+
+    A rank whose launcher wrote no result (killed by its peers' failure, or dying in
+    torchrun's own code) still printed its traceback: that, not "a native crash", is
+    what the run died of.
+    """
+    starts = list(_TB_START.finditer(stderr))
+    if not starts:
+        return None
+    prefix = starts[-1]["prefix"] or ""
+    for line in stderr[starts[-1].end() :].splitlines():
+        line = line.removeprefix(prefix)
+        if _EXCEPTION_LINE.match(line):
+            return line.strip()[:EVIDENCE_MAX]
+    return None
+
+
+def _failure_text(result: Mapping[str, Any], stderr: str) -> tuple[str, str]:
+    """The error to classify and where it came from: the run's own error, or, when the
+    run left no Python error (no result), the last traceback's exception in stderr."""
+    message = _error_text(result)
+    if message and not message.startswith(_NO_RESULT):
+        return message, "message"
+    found = traceback_exception(stderr)
+    return (found, "stderr") if found else (message, "message")
+
+
 def diagnose(
     result: Mapping[str, Any],
     target: str,
@@ -314,10 +359,10 @@ def diagnose(
     table = load_signatures() if signatures is None else signatures
     catalogue = load_catalogue()
     status = str(result.get("status") or "")
-    message = _error_text(result)
-    failed = status != "ok" or bool(message)
     stderr = str(result.get("stderr_tail") or "")
-    for where, text in (("message", message), ("stderr", stderr)):
+    message, message_from = _failure_text(result, stderr)
+    failed = status != "ok" or bool(message)
+    for where, text in ((message_from, message), ("stderr", stderr)):
         for sig in table:
             m = _match(sig, text, result, failed)
             if m is None:
@@ -336,6 +381,7 @@ def diagnose(
                 hint=sig.hint.format(**groups, target=target),
                 target=target,
                 matched_in="status" if m is True else where,
+                limitation=sig.limitation,
             )
     file, line = _locate(result, None)
     if not failed:
@@ -352,5 +398,5 @@ def diagnose(
         evidence=_evidence(message or stderr, None, from_message=bool(message)),
         hint="Give the LLM the traceback and the code around the failing line.",
         target=target,
-        matched_in="message" if message else "stderr",
+        matched_in=message_from if message else "stderr",
     )

@@ -305,7 +305,7 @@ def build(runtime: Runtime) -> StateGraph:
                 fix = {"kind": "llm", "request": request}
         why = f"{found.get('signature')}: {found.get('cause')}"
         if not fix:
-            why += _no_fix_reason(action, has_llm)
+            why += _no_fix_reason(action, has_llm, bool(found.get("limitation")))
         runtime.say(f"diagnosis: {why}")
         return {
             "diagnosis": found,
@@ -396,9 +396,13 @@ def _allowed(rules: list[str], select: list[str]) -> list[str]:
     return [r for r in rules if r in chosen]
 
 
-def _no_fix_reason(action: str | None, has_llm: bool) -> str:
+def _no_fix_reason(action: str | None, has_llm: bool, limitation: bool = False) -> str:
+    """Why the loop stops here; a cause in torchport's own sandbox or emulator is said to
+    be one, so a reader does not go looking for a fix in the port."""
     if action == "human":
-        return " (needs a human)"
+        if limitation:
+            return " (a limitation of torchport's sandbox or emulator, not of the port)"
+        return " (needs a human: no change to the code fixes it)"
     if not has_llm:
         return " (no deterministic fix; no LLM configured, see --llm)"
     return " (already tried; nothing new to try)"

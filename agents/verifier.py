@@ -31,9 +31,6 @@ VERDICTS = ("verified", "ran", "failed", "not-runnable")
 # The harness mode that runs each target's migrated code. `accelerator` code asks
 # torch.accelerator for the device, so any emulated accelerator proves it.
 MODE_FOR_TARGET = {"tpu": "tpu", "neuron": "neuron", "accelerator": "tpu", "xla": None}
-# Errors that say the environment lacks something the program needs, not that the
-# migration is wrong: when the original fails the same way, nothing can be proven.
-_ENVIRONMENTAL = ("FileNotFoundError", "ModuleNotFoundError", "ImportError", "PermissionError")
 _NOT_COPIED = {".git", "__pycache__", ".venv", "venv", "torchport-report"}
 _BF16 = re.compile(r"\bbfloat16\b|\bbf16\b|\bautocast\b|\bhalf\(\)|\bfloat16\b")
 
@@ -196,6 +193,8 @@ class Verification:
     reference: dict[str, Any] | None = None
     target: dict[str, Any] | None = None
     failure: dict[str, Any] | None = None  # the target run, for diagnose
+    # What a verdict holds only up to: "both runs then fail the same way at train.py:41: ..."
+    caveat: str = ""
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -247,33 +246,19 @@ def judge(
     """The verdict for one pair of runs (``reference`` None: the original was not run)."""
     v = Verification("failed", "", policy=policy.name, reference=_brief(reference))
     v.target = _brief(target)
-    ref_ok = reference is not None and reference.get("status") == "ok"
+    if reference is not None and reference.get("status") != "ok":
+        return _judge_failed_original(v, reference, target, policy, mode)
     if target.get("status") != "ok":
-        error = target.get("error") or {}
-        same_as_original = (
-            reference is not None
-            and not ref_ok
-            and _error_text(reference) == _error_text(target)
-            and error.get("type") in _ENVIRONMENTAL
-        )
-        if same_as_original:
-            v.verdict = "not-runnable"
-            v.reason = f"the original fails here the same way: {_error_text(target)}"
-        else:
-            v.verdict, v.failure = "failed", target
-            v.reason = f"{target.get('status')}: {_error_text(target)}"
+        v.verdict, v.failure = "failed", target
+        v.reason = f"{target.get('status')}: {_error_text(target)}"
         return v
-    ops = (target.get("counters") or {}).get("ops")
-    if ops == 0:
+    if _on_the_cpu(target):
         v.verdict = "ran"
         v.reason = f"it ran, but on the CPU: no operation reached the emulated {mode} device"
         return v
-    if not ref_ok:
+    if reference is None:
         v.verdict = "ran"
-        v.reason = (
-            "the original did not run on the reference shim, so there is nothing to compare "
-            f"with ({_error_text(reference) if reference else 'not run'})"
-        )
+        v.reason = "the original was not run, so there is nothing to compare with"
         return v
     if reference.get("losses") and target.get("losses"):
         parity = compare_ranks(reference, target, policy)
@@ -311,6 +296,72 @@ def judge(
             **target,
             "error": {"type": "ParityMismatch", "message": v.reason, "frame": None},
         }
+    return v
+
+
+def _on_the_cpu(target: dict[str, Any]) -> bool:
+    return (target.get("counters") or {}).get("ops") == 0
+
+
+def _failure_site(result: dict[str, Any]) -> str:
+    """Where a run failed: the user's frame as ``file:line``, or "" when it has none."""
+    frame = (result.get("error") or {}).get("frame") or {}
+    return f"{frame['file']}:{frame.get('line')}" if frame.get("file") else ""
+
+
+def _fails_identically(reference: dict[str, Any], target: dict[str, Any]) -> bool:
+    """Both failed with the same exception type at the same line of the user's code
+    (without a frame on either side: with the same error text)."""
+    if target.get("status") == "ok":
+        return False
+    ref_error, tgt_error = reference.get("error") or {}, target.get("error") or {}
+    if ref_error.get("type") != tgt_error.get("type"):
+        return False
+    ref_site, tgt_site = _failure_site(reference), _failure_site(target)
+    if ref_site or tgt_site:
+        return ref_site == tgt_site
+    return _error_text(reference) == _error_text(target)
+
+
+def _judge_failed_original(
+    v: Verification,
+    reference: dict[str, Any],
+    target: dict[str, Any],
+    policy: Policy,
+    mode: str,
+) -> Verification:
+    """The original itself fails here: the port is judged on what both runs reached.
+
+    Both ran the same k >= 1 steps with matching losses and then fail identically:
+    ``verified`` for those k steps, the shared failure kept as the caveat (it is the
+    original's, not the port's). Anything else: ``not-runnable``, saying first that
+    the original fails, then how far the migration got.
+    """
+    where = _failure_site(reference)
+    failure = f"{f'{where}: ' if where else ''}{_error_text(reference)}"
+    ref_losses, tgt_losses = reference.get("losses") or [], target.get("losses") or []
+    parity = compare_series(ref_losses, tgt_losses, policy) if ref_losses and tgt_losses else None
+    same = _fails_identically(reference, target)
+    matched = parity is not None and parity.holds and len(ref_losses) == len(tgt_losses)
+    if same and matched and not _on_the_cpu(target):
+        v.verdict, v.parity = "verified", parity
+        v.caveat = f"both runs then fail the same way at {failure}"
+        v.reason = (
+            f"{parity.steps} steps match the original within the {policy.name} policy "
+            f"(max abs {parity.max_abs:.3g}, max rel {parity.max_rel:.3g}); {v.caveat}"
+        )
+        return v
+    v.verdict, v.parity = "not-runnable", parity
+    if target.get("status") == "ok":
+        v.reason = f"the original fails here, the migration does not: {failure}"
+        return v
+    v.reason = f"the original fails here too: {failure}"
+    if not same:
+        v.failure = target  # the migration's own failure, for a diagnosis in the report
+        v.reason += f"; the migration fails otherwise: {_error_text(target)}"
+    if parity is not None:
+        held = "match" if parity.holds else "do not match"
+        v.reason += f"; the {parity.steps} steps both ran {held}"
     return v
 
 

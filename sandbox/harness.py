@@ -20,7 +20,9 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
+from . import rendezvous
 from .commandline import rewrite
 from .isolation import BackendUnavailable, owner, run_isolated
 from .launch import MODES
@@ -138,6 +140,8 @@ def torchrun_parts(command: list[str]) -> Distributed | None:
         raise RunError(f"torchrun could not parse {rest!r}") from exc
     if parsed.no_python:
         raise RunError("torchrun --no-python runs a non-Python program; not supported")
+    if not parsed.standalone:
+        _check_torchrun_rendezvous(parsed.master_addr, parsed.rdzv_endpoint)
     options = rest[: len(rest) - len(parsed.training_script_args) - 1]
     options = [o for o in options if o not in ("-m", "--module", "--run-path", "--run_path")]
     if not any(o.split("=", 1)[0].replace("_", "-").startswith(_RENDEZVOUS) for o in options):
@@ -146,6 +150,16 @@ def torchrun_parts(command: list[str]) -> Distributed | None:
     program = ["-m", script] if parsed.module else [script]
     nproc = int(parsed.nproc_per_node) if str(parsed.nproc_per_node).isdigit() else None
     return Distributed(options, [*program, *parsed.training_script_args], nproc)
+
+
+def _check_torchrun_rendezvous(master_addr: str, rdzv_endpoint: str) -> None:
+    """torchrun waits out its rendezvous timeout on an address the sandbox cannot reach:
+    refuse it before torchrun starts, as the launcher does for init_process_group."""
+    for option, address in (("--master-addr", master_addr), ("--rdzv-endpoint", rdzv_endpoint)):
+        host = urlsplit(f"//{address}").hostname if address else None
+        why = rendezvous.refusal(host, resolve=False) if host else None
+        if why is not None:
+            raise RunError(rendezvous.unreachable_message(address, f"torchrun {option}", why))
 
 
 def program_argv(command: list[str]) -> list[str]:

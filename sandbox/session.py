@@ -136,6 +136,9 @@ def start(
     global _current
     session = _current = Session(config, child=child)
     session.watcher = _activate(config.mode, config.devices)
+    from torchport.sandbox import rendezvous
+
+    rendezvous.install()  # every mode: an unreachable rendezvous fails at once
     if config.mode == "reference":
         # CUDA-only libraries (flash-attn, xformers, apex) as pure-PyTorch stand-ins
         # when absent; never in a target mode: the port must not depend on them.

@@ -341,7 +341,9 @@ OPTIONAL = {"numpy": ("dependency-missing", "human", set())}
 
 # Signatures proven by the end-to-end harness runs or by texts written out below.
 END_TO_END = {"run-timeout", "run-crashed", "cuda-unavailable", "parity-mismatch"}
-WRITTEN = {"run-memory-limit", "run-killed"}
+WRITTEN = {"run-memory-limit", "run-killed", "rendezvous-timeout"}
+# Proven by sandboxed runs in tests/test_rendezvous.py.
+END_TO_END |= {"rendezvous-unreachable"}
 
 
 def _marked_lines(source: str) -> dict[str, int]:
@@ -540,6 +542,57 @@ def test_a_program_that_dies_without_a_traceback(tmp_path: Path) -> None:
     result = _harness(tmp_path, "import os\nos._exit(3)\n", mode="plain")
     d = diagnose(result, "tpu")
     assert (d.signature, d.action) == ("run-crashed", "human")
+
+
+def test_a_traceback_in_stderr_comes_before_a_native_crash(tmp_path: Path) -> None:
+    # The launcher wrote no result (os._exit), but the program printed its traceback:
+    # the diagnosis quotes that exception instead of calling it a native crash.
+    program = textwrap.dedent("""
+        import os, traceback
+        try:
+            raise ConnectionError("peer rank 1 went away")
+        except ConnectionError:
+            traceback.print_exc()
+        os._exit(1)
+    """)
+    result = _harness(tmp_path, program, mode="plain")
+    assert result["error"]["type"] == "NoResult", result
+    d = diagnose(result, "tpu")
+    assert d.signature != "run-crashed" and d.matched_in == "stderr"
+    assert d.evidence == "ConnectionError: peer rank 1 went away"
+    assert (d.file, d.line) == ("train.py", 4)
+
+
+def test_the_last_traceback_of_a_rank_is_read_behind_its_prefix() -> None:
+    stderr = textwrap.dedent("""\
+        Traceback (most recent call last):
+          File "/w/train.py", line 3, in <module>
+        KeyError: 'early, handled'
+        [rank1]: Traceback (most recent call last):
+        [rank1]:   File "/w/train.py", line 12, in <module>
+        [rank1]:     dist.init_process_group("gloo")
+        [rank1]: torch.distributed.DistStoreError: Timed out after 61 seconds waiting for clients.
+        W1201 torch/distributed/elastic: a log line after it
+    """)
+    no_result = {"type": "NoResult", "message": "the program ended without a result", "frame": None}
+    result = {"status": "failed", "error": no_result, "stderr_tail": stderr}
+    d = diagnose(result, "tpu")
+    assert (d.signature, d.file, d.line) == ("rendezvous-timeout", "/w/train.py", 12)
+    assert d.evidence.startswith("torch.distributed.DistStoreError: Timed out after 61 seconds")
+    # With no traceback at all, it is still a crash without a Python exception.
+    result["stderr_tail"] = "Segmentation fault (core dumped)\n"
+    assert diagnose(result, "tpu").signature == "run-crashed"
+
+
+def test_tool_limitations_are_named_as_such() -> None:
+    from torchport.agents.graph import _no_fix_reason
+
+    limited = {sig.id for sig in load_signatures() if sig.limitation}
+    assert {"emulator-op-missing", "rendezvous-unreachable", "dependency-missing"} <= limited
+    assert not {"run-crashed", "out-of-memory"} & limited
+    assert all(sig.action == "human" for sig in load_signatures() if sig.limitation)
+    assert "limitation of torchport" in _no_fix_reason("human", False, limitation=True)
+    assert "needs a human" in _no_fix_reason("human", False, limitation=False)
 
 
 def test_a_run_stopped_at_the_time_limit(tmp_path: Path) -> None:

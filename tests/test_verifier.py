@@ -103,12 +103,49 @@ def test_a_crash_of_the_migration_fails_with_its_error():
 def test_missing_data_in_both_runs_is_not_runnable():
     error = {"type": "FileNotFoundError", "message": "[Errno 2] No such file: 'data.csv'"}
     v = judge(run("failed", error=error), run("failed", error=error), FP32, "tpu")
-    assert v.verdict == "not-runnable" and "data.csv" in v.reason
-    # ... but a CUDA error in the original is not an excuse for the migration's
+    assert v.verdict == "not-runnable"
+    assert v.reason == "the original fails here too: FileNotFoundError: " + error["message"]
+    # Whatever the error: the verdict's first words say the original fails as well.
     cuda = {"type": "AssertionError", "message": "Torch not compiled with CUDA enabled"}
-    assert judge(run("failed", error=cuda), run("failed", error=cuda), FP32, "tpu").verdict == (
-        "failed"
-    )
+    v = judge(run("failed", error=cuda), run("failed", error=cuda), FP32, "tpu")
+    assert v.verdict == "not-runnable" and v.reason.startswith("the original fails here too: ")
+
+
+def _fails_at(line, steps, message="boom"):
+    error = {
+        "type": "RuntimeError",
+        "message": message,
+        "frame": {"file": "train.py", "line": line},
+    }
+    return run("failed", losses=[2.3, 2.2, 2.1][:steps], error=error)
+
+
+def test_matching_steps_then_the_same_failure_verify_with_a_caveat():
+    v = judge(_fails_at(41, 2), _fails_at(41, 2), FP32, "tpu")
+    assert (v.verdict, v.parity.steps) == ("verified", 2)
+    assert v.caveat == "both runs then fail the same way at train.py:41: RuntimeError: boom"
+    assert v.reason.startswith("2 steps match the original") and v.reason.endswith(v.caveat)
+    assert v.to_json()["caveat"] == v.caveat and v.failure is None
+    # ... not when the losses differ, the failure is elsewhere, or no step was taken
+    drift = _fails_at(41, 2)
+    drift["losses"] = [2.3, 2.9]
+    for other in (drift, _fails_at(42, 2), _fails_at(41, 0)):
+        v = judge(_fails_at(41, 2), other, FP32, "tpu")
+        assert v.verdict == "not-runnable" and v.caveat == ""
+        assert v.reason.startswith("the original fails here too: train.py:41: RuntimeError")
+    v = judge(_fails_at(41, 2), _fails_at(42, 2, "other"), FP32, "tpu")
+    assert "the migration fails otherwise: RuntimeError: other" in v.reason
+    assert v.failure["error"]["frame"]["line"] == 42
+    # ... nor when the migration ran on the CPU
+    on_cpu = {**_fails_at(41, 2), "counters": {"ops": 0}}
+    assert judge(_fails_at(41, 2), on_cpu, FP32, "tpu").verdict == "not-runnable"
+
+
+def test_a_failing_original_is_named_however_the_migration_went():
+    failed_ref = run("failed", error={"type": "RuntimeError", "message": "no driver"})
+    v = judge(failed_ref, run(losses=[1.0]), FP32, "tpu")
+    assert v.verdict == "not-runnable"
+    assert v.reason == "the original fails here, the migration does not: RuntimeError: no driver"
 
 
 def test_running_on_the_cpu_is_not_verification():
@@ -117,9 +154,8 @@ def test_running_on_the_cpu_is_not_verification():
 
 
 def test_without_a_reference_or_numbers_the_verdict_is_ran():
-    failed_ref = run("failed", error={"type": "RuntimeError", "message": "no driver"})
-    v = judge(failed_ref, run(losses=[1.0]), FP32, "tpu")
-    assert v.verdict == "ran" and "no driver" in v.reason
+    v = judge(None, run(losses=[1.0]), FP32, "tpu")
+    assert v.verdict == "ran" and "not run" in v.reason
     assert judge(run(), run(), FP32, "tpu").verdict == "ran"
 
 

@@ -12,7 +12,7 @@ import functools
 import shutil
 import subprocess
 
-from .hostpaths import sandbox_view
+from .hostpaths import HOSTNAME, sandbox_view
 from .spec import RunSpec
 
 NAME = "bwrap"
@@ -22,6 +22,7 @@ _MISSING = "bubblewrap not installed (scripts/ensure-sandbox-tools installs it)"
 _OPTIONS = {
     "symlink": lambda m: ["--symlink", m.target, m.path],
     "ro": lambda m: ["--ro-bind", m.path, m.path],
+    "file": lambda m: ["--ro-bind", m.target, m.path],
     "rw": lambda m: ["--bind", m.path, m.path],
     "proc": lambda m: ["--proc", m.path],
     "dev": lambda m: ["--dev", m.path],
@@ -32,6 +33,7 @@ _OPTIONS = {
 def command(spec: RunSpec, exe: str = "bwrap") -> list[str]:
     """The bwrap command line that runs ``spec.argv`` isolated."""
     cmd = [exe, "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
+    cmd += ["--hostname", HOSTNAME]  # --unshare-all gave it its own UTS namespace
     for mount in sandbox_view(spec.scratch, spec.readonly):
         cmd += _OPTIONS[mount.kind](mount)
     cmd += ["--chdir", str(spec.scratch)]

@@ -18,7 +18,7 @@ import uuid
 from pathlib import Path
 
 from . import owner
-from .hostpaths import ETC_FILES, SYSTEM_DIRS, exposed, python_paths
+from .hostpaths import ETC_FILES, HOSTNAME, PRIVATE_ETC, SYSTEM_DIRS, exposed, python_paths
 from .spec import RunSpec
 
 NAME = "docker"
@@ -86,11 +86,16 @@ def command(spec: RunSpec, name: str) -> list[str]:
         "--cpus", str(spec.cpus), "--pids-limit", str(spec.pids),
         "--ulimit", f"cpu={spec.cpu_seconds}", "--ulimit", "core=0",
         "--tmpfs", "/tmp:rw,nosuid,size=256m", "--log-driver", "none",
+        "--hostname", HOSTNAME,
     ]  # fmt: skip
     ro = [Path(d) for d in SYSTEM_DIRS if Path(d).is_dir() and not Path(d).is_symlink()]
     ro += [Path(f) for f in ETC_FILES if Path(f).exists()]
     for p in exposed([*ro, *python_paths(), *spec.readonly]):
         cmd += ["-v", f"{p}:{p}:ro"]
+    # torchport's /etc/hosts replaces docker's own (which, with --network none, may lack the
+    # hostname), so every backend resolves the same names.
+    for path, source in PRIVATE_ETC.items():
+        cmd += ["-v", f"{source}:{path}:ro"]
     cmd += ["-v", f"{spec.scratch}:{spec.scratch}:rw", "-w", str(spec.scratch)]
     for k, v in spec.env.items():
         cmd += ["-e", f"{k}={v}"]

@@ -7,6 +7,12 @@ minimal /dev and the writable scratch directory. Nothing else of the host: not
 ~/.netrc or cloud credential files, and not the host's Unix sockets (docker.sock,
 D-Bus, X11, an ssh agent), which a read-only mount would not stop: connect() to
 a socket ignores a read-only mount.
+
+Name lookup is torchport's own, not the host's: a private /etc/hosts and
+nsswitch.conf (in ``etc/`` beside this module) make ``localhost`` and the
+sandbox's fixed hostname resolve to loopback (torch's TCPStore, ``MASTER_ADDR=
+localhost`` and ``torchrun --standalone`` need that) while the host's resolver
+configuration (/etc/resolv.conf, its /etc/hosts) stays out of sight.
 """
 
 from __future__ import annotations
@@ -25,9 +31,16 @@ ETC_FILES = (
     "/etc/ld.so.conf",
     "/etc/ld.so.conf.d",
     "/etc/localtime",
-    "/etc/nsswitch.conf",
     "/etc/alternatives",
 )
+# The hostname of every backend with its own UTS namespace; /etc/hosts maps it to loopback.
+HOSTNAME = "torchport-sandbox"
+# torchport's own files shown read-only at these /etc paths (name lookup by files only).
+PRIVATE_ETC = {
+    "/etc/hosts": Path(__file__).with_name("etc") / "hosts",
+    "/etc/nsswitch.conf": Path(__file__).with_name("etc") / "nsswitch.conf",
+    "/etc/resolv.conf": Path(__file__).with_name("etc") / "resolv.conf",  # docker copies the host's
+}
 # Where hosts keep Unix sockets (docker.sock, D-Bus, X11, per-user runtime dirs); a
 # path that holds one of these, or lies inside one, is never exposed.
 SOCKET_DIRS = ("/run", "/var/run", "/tmp/.X11-unix", "/tmp/.ICE-unix", "/var/lib/docker")
@@ -45,6 +58,7 @@ MOUNT_KINDS = {
     "symlink": "a symlink to `target` (merged-/usr systems: /bin -> usr/bin)",
     "ro": "the host path of the same name, read-only",
     "rw": "the host path of the same name, writable (the scratch directory)",
+    "file": "torchport's file `target` at `path`, read-only (PRIVATE_ETC)",
     "proc": "a fresh /proc of the sandbox's own pid namespace",
     "dev": "a minimal /dev: null, zero, full, random, urandom, tty, a tmpfs /dev/shm",
     "tmpfs": "a private, empty tmpfs",
@@ -116,6 +130,7 @@ def sandbox_view(scratch: Path, readonly: Sequence[Path]) -> list[Mount]:
         elif p.is_dir():
             view.append(Mount("ro", d))
     view += [Mount("ro", f) for f in ETC_FILES if Path(f).exists()]
+    view += [Mount("file", path, str(source)) for path, source in PRIVATE_ETC.items()]
     view += [Mount("proc", "/proc"), Mount("dev", "/dev"), Mount("tmpfs", "/tmp")]
     view += [Mount("ro", str(p)) for p in exposed([*python_paths(), *readonly])]
     view.append(Mount("rw", str(scratch)))

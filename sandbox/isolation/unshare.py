@@ -1,9 +1,10 @@
 """unshare backend: namespaces from util-linux when bubblewrap is absent.
 
-New network (only loopback), pid (the tree dies with it), ipc, uts and mount
-namespaces. In the private mount namespace a new root is built on a tmpfs with
-exactly bwrap's view (hostpaths.sandbox_view: system dirs, the Python, the
-``readonly`` paths read-only, scratch writable, a private /tmp, a fresh /proc, a
+New network (only loopback), pid (the tree dies with it), ipc, uts (hostname
+hostpaths.HOSTNAME) and mount namespaces. In the private mount namespace a new
+root is built on a tmpfs with exactly bwrap's view (hostpaths.sandbox_view:
+system dirs, the Python, the ``readonly`` paths read-only, scratch writable, a
+private /etc/hosts, a private /tmp, a fresh /proc, a
 minimal /dev), the process enters it with pivot_root (chroot where pivot_root
 cannot run) and the host's root is detached; then every mount but scratch, /tmp
 and /dev/shm is checked read-only and all capabilities are dropped before the
@@ -22,7 +23,7 @@ import tempfile
 from pathlib import Path
 
 from .env import safe_env
-from .hostpaths import Mount, sandbox_view
+from .hostpaths import HOSTNAME, Mount, sandbox_view
 from .spec import RunSpec
 
 NAME = "unshare"
@@ -48,11 +49,14 @@ _BOOT = (
     _PRELUDE
     + r"""
 set -u
-root=$1 scratch=$2 scratch_mi=$3 enter=$4 seal=$5 prog_path=${PATH-}
-shift 5
+root=$1 scratch=$2 scratch_mi=$3 enter=$4 seal=$5 host=$6 prog_path=${PATH-}
+shift 6
 PATH=$TOOL_PATH
 export PATH
 ip link set lo up 2>/dev/null || true
+# the fixed hostname /etc/hosts knows (sethostname: a user namespace's root may not write
+# /proc/sys); where neither works the name stays the host's, which only the process knows
+hostname "$host" 2>/dev/null || { printf %s "$host" >/proc/sys/kernel/hostname; } 2>/dev/null
 make_dev() {
   for n in null zero full random urandom tty; do
     : > "$1/$n" && mount --bind "/dev/$n" "$1/$n" || return 1
@@ -73,6 +77,9 @@ while [ "$1" != -- ]; do
       else mkdir -p "${dst%/*}" && { [ -e "$dst" ] || : > "$dst"; }; fi &&
       mount --rbind "$src" "$dst" &&
       { [ "$kind" = rw ] || mount -o remount,bind,ro "$dst"; } ;;
+    file)
+      mkdir -p "${dst%/*}" && { [ -e "$dst" ] || : > "$dst"; } &&
+      mount --bind "$target" "$dst" && mount -o remount,bind,ro "$dst" ;;
     proc) mkdir -p "$dst" && mount -t proc -o ro,nosuid,nodev,noexec proc "$dst" ;;
     tmpfs) mkdir -p "$dst" && mount -t tmpfs -o mode=1777,nosuid,nodev tmpfs "$dst" ;;
     dev) mkdir -p "$dst" && mount -t tmpfs -o mode=0755,nosuid tmpfs "$dst" && make_dev "$dst" ;;
@@ -142,7 +149,7 @@ def command(spec: RunSpec, *, map_root: bool | None = None, enter: str = "pivot_
     if os.geteuid() != 0 if map_root is None else map_root:
         ns.insert(0, "--map-root-user")
     scratch = str(spec.scratch)
-    args = [_build_at(view), scratch, _mountinfo_escape(scratch), enter, _SEAL]
+    args = [_build_at(view), scratch, _mountinfo_escape(scratch), enter, _SEAL, HOSTNAME]
     for m in view:
         args += [m.kind, m.path, m.target or "-"]
     boot = ["/bin/sh", "-c", _BOOT, "sh", *args, "--"]
