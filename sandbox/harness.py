@@ -99,7 +99,8 @@ class RunResult:
 TORCHRUN_MODULES = ("torch.distributed.run",)
 # torchrun options that already say where the ranks meet.
 _RENDEZVOUS = ("--standalone", "--rdzv", "--master")
-# ``--standalone`` spelled out with 127.0.0.1: "localhost" does not resolve in every sandbox.
+# ``--standalone`` spelled out with 127.0.0.1: no name lookup at all (the process backend uses
+# the host's resolver, which may not map localhost).
 STANDALONE = [
     "--rdzv-backend=c10d",
     "--rdzv-endpoint=127.0.0.1:0",

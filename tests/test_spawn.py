@@ -27,7 +27,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 def train(rank, world_size, port):
     dist.init_process_group(
-        "nccl", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world_size
+        "nccl", init_method=f"tcp://localhost:{port}", rank=rank, world_size=world_size
     )
     torch.cuda.set_device(rank)
     torch.manual_seed(0)
@@ -195,9 +195,8 @@ for step in range(1000):
 def test_torchrun_standalone_keeps_each_ranks_losses(tmp_path):
     root = _repo(tmp_path, {"main.py": TORCHRUN})
     command = ["torchrun", "--standalone", "--nproc_per_node", "2", "main.py"]
-    # process isolation: `localhost` (--standalone) resolves on the host; the sandboxes'
-    # resolver is another part of this issue
-    spec = RunSpec(root=root, command=command, mode="reference", steps=3, isolation="process")
+    # the default sandbox: --standalone's rendezvous is on localhost, which resolves there
+    spec = RunSpec(root=root, command=command, mode="reference", steps=3)
     result = run(spec)
     assert result.status == "ok", (result.error, result.stderr_tail)
     assert [r["rank"] for r in result.ranks] == [0, 1]
