@@ -101,6 +101,29 @@ def add_run_budget(group: Any, what: str = "per run", default_steps: int = 5) ->
     )
 
 
+def deps_flag(text: str) -> str:
+    """An argparse ``type`` for --deps: auto, none, or a requirements file that exists."""
+    from torchport.agents.environment import deps_flag as check
+
+    try:
+        return check(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def add_deps(group: Any) -> None:
+    """--deps: which dependencies the verification's runs get (installed before them)."""
+    group.add_argument(
+        "--deps",
+        type=deps_flag,
+        default="auto",
+        metavar="auto|none|FILE",
+        help="auto: install what the repository declares or imports and torchport lacks "
+        "(wheels only, cached; PIP_FIND_LINKS/PIP_NO_INDEX point pip at a wheel folder); "
+        "none: install nothing; FILE: install that requirements file instead (default: auto)",
+    )
+
+
 def add_llm(group: Any, default: str, note: str = "") -> None:
     """--llm, with the front door's own default said in its help."""
     group.add_argument(

@@ -16,7 +16,14 @@ from typing import Any
 from torchport.tools.catalogue import TARGETS, load_catalogue
 from torchport.tools.safetext import terminal_line, terminal_text
 
-from .cli_options import add_agent_limits, add_llm, add_run_budget, budget_settings, fail
+from .cli_options import (
+    add_agent_limits,
+    add_deps,
+    add_llm,
+    add_run_budget,
+    budget_settings,
+    fail,
+)
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
@@ -107,6 +114,7 @@ def add_parser(sub: Any) -> None:
         "--entry", metavar="CMD", help='how to run the program, e.g. "python train.py --lr 0.1"'
     )
     add_run_budget(verify)
+    add_deps(verify)
     agent = m.add_argument_group("agents")
     add_llm(agent, "auto")
     add_agent_limits(agent, "for the run")
@@ -129,6 +137,7 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
         "entry": args.entry,
         "verify": not args.no_verify,
         **budget_settings(args),
+        "deps": args.deps,
         "max_iterations": args.max_iterations,
         "max_llm_tokens": args.max_llm_tokens,
         "llm": args.llm,
@@ -180,6 +189,7 @@ def _print(args: argparse.Namespace, final: dict[str, Any], migration_result, re
     from torchport.tools.report.migration import migration_to_dict, unified_diff
 
     from .deliver import sandbox_used
+    from .environment import summary_line
 
     settings = final["settings"]
     result = migration_result(final)
@@ -209,6 +219,8 @@ def _print(args: argparse.Namespace, final: dict[str, Any], migration_result, re
         v = final.get("verification") or {}
         reason = f" — {terminal_line(v['reason'])}" if v.get("reason") else ""
         print(f"verdict: {terminal_line(verdict)}{reason}")
+        if final.get("environment"):
+            print(terminal_line(summary_line(final["environment"])))
         for used in sandbox_used(v):
             runs = " and ".join(used["runs"])
             print(f"sandbox ({runs}): {used['backend']} — {used['isolates']}")

@@ -29,6 +29,8 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from torchport.sandbox.pythonpath import place_site_paths
+
 MODES = ("plain", "reference", "tpu", "neuron")
 OWN_CODE = str(Path(__file__).resolve().parents[1])
 
@@ -199,6 +201,7 @@ def main(argv: list[str] | None = None) -> int:
     watcher = budget = None
     if options.chdir:
         os.chdir(options.chdir)
+    place_site_paths()
     try:
         watcher = _activate(options.mode, options.devices)
         if options.mode == "reference":
