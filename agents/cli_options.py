@@ -122,6 +122,12 @@ def add_deps(group: Any) -> None:
         "(wheels only, cached; PIP_FIND_LINKS/PIP_NO_INDEX point pip at a wheel folder); "
         "none: install nothing; FILE: install that requirements file instead (default: auto)",
     )
+    group.add_argument(
+        "--python",
+        metavar="PATH",
+        help="an interpreter whose installed packages the runs may use (after torchport's "
+        "own; same Python and torch minor release as torchport's, else refused with why)",
+    )
 
 
 def add_llm(group: Any, default: str, note: str = "") -> None:

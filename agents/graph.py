@@ -25,7 +25,7 @@ from torchport.tools.scanner import ScanOptions, scan
 from . import rewriter, runs, verifier
 from .checkpoints import open_checkpointer
 from .deliver import deliver
-from .environment import prepare_environment, summary_line
+from .environment import prepare_environment
 from .planner import make_plan
 from .state import Settings, State, decision
 from .workspace import materialize
@@ -215,7 +215,9 @@ def build(runtime: Runtime) -> StateGraph:
         overlay = state.get("overlay") or {}
         environment = state.get("environment")
         if environment is None:
-            environment = prepare_environment(source, s.get("deps", "auto"), runtime.say)
+            environment = prepare_environment(
+                source, s.get("deps", "auto"), runtime.say, s.get("python")
+            )
             update["environment"] = environment
         work = materialize(source, overlay, runtime.scratch / "work")
         v, ran = verifier.verify_tree(
@@ -236,8 +238,6 @@ def build(runtime: Runtime) -> StateGraph:
         update["decisions"] = [
             decision("verify", v.verdict, why=v.reason, policy=v.policy, iteration=iteration)
         ]
-        if "environment" in update:
-            update["decisions"].insert(0, decision("verify", summary_line(environment)))
         best = state.get("best")
         rank = verifier.rank(update["verification"])
         if best is not None and rank < best["rank"]:

@@ -138,6 +138,7 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
         "verify": not args.no_verify,
         **budget_settings(args),
         "deps": args.deps,
+        "python": args.python,
         "max_iterations": args.max_iterations,
         "max_llm_tokens": args.max_llm_tokens,
         "llm": args.llm,
@@ -155,6 +156,7 @@ def run(args: argparse.Namespace) -> int:
 
     from . import graph, runs
     from .deliver import migration_result, options_of, verification_record
+    from .environment import InterpreterError, user_interpreter
     from .llm_runtime import LLMSetupError, llm_factory
 
     def say(message: str) -> None:
@@ -173,11 +175,13 @@ def run(args: argparse.Namespace) -> int:
                 return fail(f"--rules {args.rules!r} matches no rule (see `torchport rules`)")
             settings = _settings(args)
             check_options(Path(settings["source"]), options_of(settings))
+            if args.python:
+                user_interpreter(args.python)  # refused here, with why, before anything runs
             run_id = runs.new_run_id()
             settings["run_id"] = run_id
             say(f"run {run_id} (resume with: torchport migrate --resume {run_id})")
             final = graph.start(settings, graph.Runtime(run_id, say, llm_factory(say)))
-    except (MigrateError, graph.GraphError, LLMSetupError) as exc:
+    except (MigrateError, graph.GraphError, LLMSetupError, InterpreterError) as exc:
         return fail(str(exc))
     except OSError as exc:
         return fail(f"cannot write the migration: {exc}")

@@ -22,6 +22,7 @@ class Settings(TypedDict, total=False):
     memory_mb: int
     isolation: str
     deps: str  # --deps: auto, none, or a requirements file
+    python: str | None  # --python: an interpreter whose packages the runs may use
     max_iterations: int  # rewrite -> verify rounds after the first
     max_llm_tokens: int
     max_wall_s: float

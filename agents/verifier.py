@@ -384,7 +384,9 @@ def verify_tree(
     cheap anyway).
     """
     environment = environment or {}
-    site_paths = tuple(p for p in [environment.get("path")] if p)
+    site_paths = tuple(
+        p for p in [environment.get("path"), *environment.get("site_paths", [])] if p
+    )
     why = unsupported_target(target)
     if why:
         return Verification("not-runnable", why), reference

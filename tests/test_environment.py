@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from torchport.agents import verifier
 from torchport.agents.deliver import environment_markdown
-from torchport.agents.environment import deps_flag
+from torchport.agents.environment import InterpreterError, deps_flag, user_interpreter
 from torchport.sandbox.harness import RunSpec, run
 from torchport.tools import depinstall
 from torchport.tools.depresolve import resolve
@@ -232,3 +232,33 @@ def test_deps_option_is_checked_on_the_command_line(tmp_path):
     )
     assert done.returncode == 2
     assert done.stderr.strip().count("\n") == 0 and "--deps" in done.stderr
+
+
+def _venv_with_torch(tmp_path: Path, torch_version: str) -> Path:
+    """A real interpreter (a venv of this Python) whose torch is another release."""
+    venv = tmp_path / "user-venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    (site,) = venv.glob("lib/python*/site-packages")
+    info = site / f"torch-{torch_version}.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(
+        f"Metadata-Version: 2.1\nName: torch\nVersion: {torch_version}\n"
+    )
+    return venv / "bin" / "python"
+
+
+def test_python_option_adds_a_compatible_interpreters_packages(tmp_path: Path):
+    import torch
+
+    python = _venv_with_torch(tmp_path, torch.__version__.split("+")[0])
+    found = user_interpreter(str(python))
+    assert found["torch"] == torch.__version__.split("+")[0]
+    assert any(p.startswith(str(tmp_path / "user-venv")) for p in found["site_paths"])
+
+
+def test_python_option_refuses_another_torch_and_says_why(tmp_path: Path):
+    python = _venv_with_torch(tmp_path, "1.13.1")
+    with pytest.raises(InterpreterError, match=r"torch 1\.13\.1"):
+        user_interpreter(str(python))
+    with pytest.raises(InterpreterError, match="not a Python interpreter"):
+        user_interpreter(str(tmp_path / "no-python"))
