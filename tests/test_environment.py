@@ -262,3 +262,28 @@ def test_python_option_refuses_another_torch_and_says_why(tmp_path: Path):
         user_interpreter(str(python))
     with pytest.raises(InterpreterError, match="not a Python interpreter"):
         user_interpreter(str(tmp_path / "no-python"))
+
+
+def test_migrate_installs_reports_and_verifies(tmp_path, wheels, capsys):
+    """``torchport migrate``: the wheel installed, torch and a CUDA-only package skipped,
+    all said in the output and in verification.md; the verdict is verified."""
+    from torchport.agents.cli import main
+
+    repo = write(
+        tmp_path / "repo",
+        {
+            "requirements.txt": "torch==2.1.0+cu121\nflash-attn>=2\ntinydep\n",
+            "train.py": TRAIN.format(imports="from tinydep import VALUE", value="VALUE"),
+        },
+    )
+    out = tmp_path / "out"
+    args = ["-t", "tpu", "--llm", "none", "--steps", "2", "--out", str(out), "--exit-zero"]
+    code = main(["migrate", str(repo), *args])  # the CUDA pins are left for a human
+    printed = capsys.readouterr()
+    assert code == 0, printed.out + printed.err
+    assert "verdict: verified" in printed.out
+    assert "dependencies: installed tinydep==0.1" in printed.out
+    assert "dependencies: installing 1/1: tinydep==0.1" in printed.err
+    report = (out / "torchport-report" / "verification.md").read_text()
+    assert "installed `tinydep==0.1`" in report
+    assert "skipped `torch==2.1.0+cu121`" in report and "skipped `flash-attn>=2`" in report
