@@ -73,8 +73,11 @@ def llm_flag(text: str) -> str:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def add_run_budget(group: Any, what: str = "per run", default_steps: int = 5) -> None:
-    """--steps, --timeout, --memory, --isolation: how each sandboxed run is bounded."""
+def add_run_budget(
+    group: Any, what: str = "per run", default_steps: int = 5, deps: bool = False
+) -> None:
+    """--steps, --timeout, --memory, --isolation: how each sandboxed run is bounded; with
+    ``deps``, --deps and --python too: what each verification's runs have installed."""
     group.add_argument(
         "--steps",
         type=steps,
@@ -99,6 +102,8 @@ def add_run_budget(group: Any, what: str = "per run", default_steps: int = 5) ->
         default="auto",
         help="sandbox backend (auto: the strongest available)",
     )
+    if deps:
+        add_deps(group)
 
 
 def deps_flag(text: str) -> str:
@@ -109,6 +114,17 @@ def deps_flag(text: str) -> str:
         return check(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def python_flag(text: str) -> str:
+    """An argparse ``type`` for --python: an interpreter the runs can use, or why not."""
+    from torchport.agents.environment import InterpreterError, user_interpreter
+
+    try:
+        user_interpreter(text)
+    except InterpreterError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
 
 
 def add_deps(group: Any) -> None:
@@ -124,6 +140,7 @@ def add_deps(group: Any) -> None:
     )
     group.add_argument(
         "--python",
+        type=python_flag,
         metavar="PATH",
         help="an interpreter whose installed packages the runs may use (after torchport's "
         "own; same Python and torch minor release as torchport's, else refused with why)",
@@ -168,4 +185,5 @@ def budget_settings(args: Any) -> dict[str, Any]:
         "timeout_s": args.timeout,
         "memory_mb": args.memory,
         "isolation": args.isolation,
+        **({"deps": args.deps, "python": args.python} if hasattr(args, "deps") else {}),
     }

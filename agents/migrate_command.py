@@ -18,7 +18,6 @@ from torchport.tools.safetext import terminal_line, terminal_text
 
 from .cli_options import (
     add_agent_limits,
-    add_deps,
     add_llm,
     add_run_budget,
     budget_settings,
@@ -113,8 +112,7 @@ def add_parser(sub: Any) -> None:
     verify.add_argument(
         "--entry", metavar="CMD", help='how to run the program, e.g. "python train.py --lr 0.1"'
     )
-    add_run_budget(verify)
-    add_deps(verify)
+    add_run_budget(verify, deps=True)
     agent = m.add_argument_group("agents")
     add_llm(agent, "auto")
     add_agent_limits(agent, "for the run")
@@ -137,8 +135,6 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
         "entry": args.entry,
         "verify": not args.no_verify,
         **budget_settings(args),
-        "deps": args.deps,
-        "python": args.python,
         "max_iterations": args.max_iterations,
         "max_llm_tokens": args.max_llm_tokens,
         "llm": args.llm,
@@ -156,7 +152,6 @@ def run(args: argparse.Namespace) -> int:
 
     from . import graph, runs
     from .deliver import migration_result, options_of, verification_record
-    from .environment import InterpreterError, user_interpreter
     from .llm_runtime import LLMSetupError, llm_factory
 
     def say(message: str) -> None:
@@ -175,13 +170,11 @@ def run(args: argparse.Namespace) -> int:
                 return fail(f"--rules {args.rules!r} matches no rule (see `torchport rules`)")
             settings = _settings(args)
             check_options(Path(settings["source"]), options_of(settings))
-            if args.python:
-                user_interpreter(args.python)  # refused here, with why, before anything runs
             run_id = runs.new_run_id()
             settings["run_id"] = run_id
             say(f"run {run_id} (resume with: torchport migrate --resume {run_id})")
             final = graph.start(settings, graph.Runtime(run_id, say, llm_factory(say)))
-    except (MigrateError, graph.GraphError, LLMSetupError, InterpreterError) as exc:
+    except (MigrateError, graph.GraphError, LLMSetupError) as exc:
         return fail(str(exc))
     except OSError as exc:
         return fail(f"cannot write the migration: {exc}")

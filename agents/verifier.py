@@ -27,6 +27,7 @@ from typing import Any
 
 from torchport.sandbox.harness import RunError, RunSpec, run, torchrun_parts
 from torchport.tools.depinstall import HOW_TO_PROVIDE
+from torchport.tools.depresolve import NOT_FOR_THE_PORT
 
 VERDICTS = ("verified", "ran", "failed", "not-runnable")
 # The harness mode that runs each target's migrated code. `accelerator` code asks
@@ -421,7 +422,11 @@ def name_missing_dependency(v: Verification, environment: dict[str, Any]) -> Ver
         module = found.group(1).split(".")[0]
         dist = (environment.get("import_names") or {}).get(module, module)
         why = (environment.get("unavailable") or {}).get(dist)
-        skipped = [s for s in environment.get("skipped") or [] if s.get("name") == dist]
+        skipped = [
+            s
+            for s in environment.get("skipped") or []
+            if s.get("name") == dist and s.get("reason") not in NOT_FOR_THE_PORT
+        ]
         if why is None and skipped:
             why = skipped[0].get("reason")
         if why is None:

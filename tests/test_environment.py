@@ -18,7 +18,7 @@ from torchport.agents.deliver import environment_markdown
 from torchport.agents.environment import InterpreterError, deps_flag, user_interpreter
 from torchport.sandbox.harness import RunSpec, run
 from torchport.tools import depinstall
-from torchport.tools.depresolve import resolve
+from torchport.tools.depresolve import CUDA_ONLY, resolve
 
 TRAIN = """\
 import torch
@@ -140,6 +140,11 @@ def test_a_package_without_a_wheel_is_named_with_how_to_provide_it(tmp_path, whe
     v = verifier.name_missing_dependency(v, env)
     assert v.verdict == "not-runnable"
     assert "no-such-package-here" in v.reason and "PIP_FIND_LINKS" in v.reason
+    # a CUDA-only package the port still imports is the port's failure, not the tool's
+    apex = {**failed, "error": {"type": "ModuleNotFoundError", "message": "No module named 'apex'"}}
+    cuda = {"skipped": [{"name": "apex", "reason": CUDA_ONLY}]}
+    port = verifier.Verification("failed", "failed", target=apex)
+    assert verifier.name_missing_dependency(port, cuda).verdict == "failed"
     markdown = "\n".join(environment_markdown(env))
     assert "installed `tinydep==0.1`" in markdown and "could not install" in markdown
 
@@ -262,6 +267,15 @@ def test_python_option_refuses_another_torch_and_says_why(tmp_path: Path):
         user_interpreter(str(python))
     with pytest.raises(InterpreterError, match="not a Python interpreter"):
         user_interpreter(str(tmp_path / "no-python"))
+    for door in (["migrate", str(tmp_path)], ["batch", str(tmp_path), "--out", "x"]):
+        done = subprocess.run(
+            [sys.executable, "-m", "torchport.agents.cli", *door, "-t", "tpu", "--python", python],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 2 and "torch 1.13.1" in done.stderr, door
+        assert done.stderr.strip().count("\n") == 0
 
 
 def test_migrate_installs_reports_and_verifies(tmp_path, wheels, capsys):

@@ -27,7 +27,14 @@ from typing import Any
 
 from .catalogue import load_catalogue
 from .depfiles import dependencies_in_text
-from .depresolve import TORCH_DISTRIBUTIONS, Resolution, canonical, installed_version
+from .depresolve import (
+    CUDA_ONLY,
+    TORCH_DISTRIBUTIONS,
+    TORCH_OWN,
+    Resolution,
+    canonical,
+    installed_version,
+)
 
 # pip's own settings and the network's, passed through when set; nothing else is.
 PIP_PASSTHROUGH = (
@@ -167,9 +174,9 @@ def _keep(name: str, version: str, overlay: Overlay) -> bool:
     (dep,) = dependencies_in_text("requirements", f"{name}=={version}", "pip", rules)
     why = ""
     if canonical(name) in TORCH_DISTRIBUTIONS:
-        why = "torch is torchport's own; never installed or upgraded"
+        why = TORCH_OWN
     elif dep.cuda_only:
-        why = "CUDA-only (the catalogue's TPP002/TPP003): skipped"
+        why = CUDA_ONLY
     elif (have := installed_version(name)) is not None:
         why = f"pip would replace torchport's {have}; kept {have}"
     if why:

@@ -68,6 +68,11 @@ TARGET_RUNTIMES = frozenset({"torch-xla", "torch-neuronx", "torch-tpu", "libtpu"
 # Conda entries that are the environment itself, not a package.
 NOT_PACKAGES = frozenset({"python", "pip", "setuptools", "wheel"})
 CUDA_ONLY = "CUDA-only (the catalogue's TPP001-TPP003): skipped"
+TORCH_OWN = "torch is torchport's own; never installed"
+TARGET_RUNTIME = "a target's runtime: the emulator stands in"
+# Skipped because a port must run without them: missing at run time, they are the
+# port's failure (or the shim's stand-in), never "could not be installed".
+NOT_FOR_THE_PORT = (CUDA_ONLY, TORCH_OWN, TARGET_RUNTIME)
 DEPENDENCY_FILE_KINDS = ("requirements", "pyproject", "setup", "conda")
 _URL = re.compile(r"(://|^\s*@|\s@\s|^(git|hg|svn|bzr)\+)")
 _EDITABLE_OR_PATH = re.compile(r"^\s*(-e\s|--editable\b|\.{1,2}/|/|file:)")
@@ -118,11 +123,11 @@ def _classify(dep: Dependency, source: str) -> tuple[str, Wanted]:
     text = f"{dep.name}{dep.spec}".strip()
     name = canonical(dep.name)
     if name in TORCH_DISTRIBUTIONS:
-        return "skipped", Wanted(name, text, source, "torch is torchport's own; never installed")
+        return "skipped", Wanted(name, text, source, TORCH_OWN)
     if dep.cuda_only:
         return "skipped", Wanted(name, text, source, CUDA_ONLY)
     if name in TARGET_RUNTIMES:
-        return "skipped", Wanted(name, text, source, "a target's runtime: the emulator stands in")
+        return "skipped", Wanted(name, text, source, TARGET_RUNTIME)
     if name in NOT_PACKAGES:
         return "skipped", Wanted(name, text, source, "part of the environment itself")
     if _URL.search(dep.spec) or _URL.search(dep.name):
