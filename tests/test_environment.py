@@ -192,7 +192,11 @@ def test_src_layout_is_importable_with_its_distribution_metadata(tmp_path, wheel
             # a child Python sees the same layout (PYTHONPATH), not only this process
             "subprocess.run([sys.executable, '-c', 'import my_pkg.model'], check=True)\n",
             "src/my_pkg/model.py": "GPT = None\n",
-            "train.py": "import my_pkg.cli\nprint('LAYOUT-OK')\n",
+            # the overlay comes after torchport's site-packages: torch stays torchport's
+            "train.py": "import sys, my_pkg.cli\n"
+            "where = [i for i, p in enumerate(sys.path) if p.endswith('site-packages')]\n"
+            "assert max(where) < [i for i, p in enumerate(sys.path) if 'envs' in p][0]\n"
+            "print('LAYOUT-OK')\n",
         },
     )
     env = depinstall.prepare(resolve(repo), tmp_path / "cache")
