@@ -73,9 +73,12 @@ def llm_flag(text: str) -> str:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def add_run_budget(group: Any, what: str = "per run", default_steps: int = 5) -> None:
+def add_run_budget(
+    group: Any, what: str = "per run", default_steps: int = 5, deps: bool = False
+) -> None:
     """--steps, --timeout, --memory, --isolation, --devices: how each sandboxed run is
-    bounded and what machine it sees."""
+    bounded and what machine it sees; with ``deps``, --deps and --python too: what each
+    verification's runs have installed."""
     group.add_argument(
         "--steps",
         type=steps,
@@ -106,6 +109,49 @@ def add_run_budget(group: Any, what: str = "per run", default_steps: int = 5) ->
         default=2,
         help="what device_count() answers in both runs, so a program that spawns one rank "
         "per device spawns that many (default: 2)",
+    )
+    if deps:
+        add_deps(group)
+
+
+def deps_flag(text: str) -> str:
+    """An argparse ``type`` for --deps: auto, none, or a requirements file that exists."""
+    from torchport.agents.environment import deps_flag as check
+
+    try:
+        return check(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def python_flag(text: str) -> str:
+    """An argparse ``type`` for --python: an interpreter the runs can use, or why not."""
+    from torchport.agents.environment import InterpreterError, user_interpreter
+
+    try:
+        user_interpreter(text)
+    except InterpreterError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
+def add_deps(group: Any) -> None:
+    """--deps: which dependencies the verification's runs get (installed before them)."""
+    group.add_argument(
+        "--deps",
+        type=deps_flag,
+        default="auto",
+        metavar="auto|none|FILE",
+        help="auto: install what the repository declares or imports and torchport lacks "
+        "(wheels only, cached; PIP_FIND_LINKS/PIP_NO_INDEX point pip at a wheel folder); "
+        "none: install nothing; FILE: install that requirements file instead (default: auto)",
+    )
+    group.add_argument(
+        "--python",
+        type=python_flag,
+        metavar="PATH",
+        help="an interpreter whose installed packages the runs may use (after torchport's "
+        "own; same Python and torch minor release as torchport's, else refused with why)",
     )
 
 
@@ -148,4 +194,5 @@ def budget_settings(args: Any) -> dict[str, Any]:
         "memory_mb": args.memory,
         "isolation": args.isolation,
         "devices": args.devices,
+        **({"deps": args.deps, "python": args.python} if hasattr(args, "deps") else {}),
     }

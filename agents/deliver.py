@@ -98,6 +98,7 @@ def verification_record(state: State, outcome: str) -> dict[str, Any]:
         "llm_usage": state.get("llm_usage") or {},
         "elapsed_s": round(state.get("elapsed_s", 0.0), 3),
         "sandbox": sandbox_used(state.get("verification")),
+        "environment": state.get("environment") or {},
     }
 
 
@@ -170,6 +171,7 @@ def verification_markdown(record: dict[str, Any]) -> str:
             f"\nmax abs error {parity.get('max_abs', 0):.3g}, "
             f"max rel error {parity.get('max_rel', 0):.3g}"
         )
+    lines += environment_markdown(record.get("environment") or {})
     target = v.get("target") or {}
     counters = target.get("counters") or {}
     if counters:
@@ -204,6 +206,27 @@ def _headline_note(verification: dict[str, Any]) -> str:
     if reason.startswith("the original fails here"):
         return f" ({_md(reason.partition(':')[0])})"
     return " (with a caveat)" if verification.get("caveat") else ""
+
+
+def environment_markdown(environment: dict[str, Any]) -> list[str]:
+    """The program's dependencies: what was installed for the runs, what was skipped and
+    why, and what could not be had (each quoted: names come from the repository)."""
+    if not environment:
+        return []
+    lines = ["", "## Dependencies", ""]
+    cached = " (reused from the cache)" if environment.get("cached") else ""
+    for pin in environment.get("installed") or []:
+        lines.append(f"- installed {markdown_code(pin)}{cached}")
+    for name, why in sorted((environment.get("unavailable") or {}).items()):
+        lines.append(f"- could not install {markdown_code(name)}: {_md(why)}")
+    for s in environment.get("skipped") or []:
+        lines.append(
+            f"- skipped {markdown_code(s.get('requirement', ''))} "
+            f"({_md(s.get('source', ''))}): {_md(s.get('reason', ''))}"
+        )
+    if len(lines) == 3:
+        lines.append("- nothing to install: torchport's environment has what the program declares")
+    return lines
 
 
 def _programs(runs: list[str]) -> str:

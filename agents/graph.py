@@ -25,6 +25,7 @@ from torchport.tools.scanner import ScanOptions, scan
 from . import rewriter, runs, verifier
 from .checkpoints import open_checkpointer
 from .deliver import deliver
+from .environment import prepare_environment
 from .planner import make_plan
 from .state import Settings, State, decision
 from .workspace import materialize
@@ -212,6 +213,12 @@ def build(runtime: Runtime) -> StateGraph:
         source = Path(s["source"])
         reference = state.get("reference")
         overlay = state.get("overlay") or {}
+        environment = state.get("environment")
+        if environment is None:
+            environment = prepare_environment(
+                source, s.get("deps", "auto"), runtime.say, s.get("python")
+            )
+            update["environment"] = environment
         work = materialize(source, overlay, runtime.scratch / "work")
         v, ran = verifier.verify_tree(
             source,
@@ -222,6 +229,7 @@ def build(runtime: Runtime) -> StateGraph:
             runs.home() / "references",
             reference=reference,
             say=runtime.say,
+            environment=environment,
         )
         if reference is None:
             update["reference"] = ran

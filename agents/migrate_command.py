@@ -107,7 +107,7 @@ def add_parser(sub: Any) -> None:
     verify.add_argument(
         "--entry", metavar="CMD", help='how to run the program, e.g. "python train.py --lr 0.1"'
     )
-    add_run_budget(verify)
+    add_run_budget(verify, deps=True)
     agent = m.add_argument_group("agents")
     add_llm(agent, "auto")
     add_agent_limits(agent, "for the run")
@@ -181,6 +181,7 @@ def _print(args: argparse.Namespace, final: dict[str, Any], migration_result, re
     from torchport.tools.report.migration import migration_to_dict, unified_diff
 
     from .deliver import sandbox_used
+    from .environment import summary_line
 
     settings = final["settings"]
     result = migration_result(final)
@@ -212,6 +213,8 @@ def _print(args: argparse.Namespace, final: dict[str, Any], migration_result, re
         print(f"verdict: {terminal_line(verdict)}{reason}")
         for note in data_notes(v.get("target")):
             print(terminal_line(note))
+        if final.get("environment"):
+            print(terminal_line(summary_line(final["environment"])))
         for used in sandbox_used(v):
             runs = " and ".join(used["runs"])
             print(f"sandbox ({runs}): {used['backend']} — {used['isolates']}")

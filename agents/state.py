@@ -21,6 +21,8 @@ class Settings(TypedDict, total=False):
     timeout_s: float
     memory_mb: int
     isolation: str
+    deps: str  # --deps: auto, none, or a requirements file
+    python: str | None  # --python: an interpreter whose packages the runs may use
     max_iterations: int  # rewrite -> verify rounds after the first
     max_llm_tokens: int
     max_wall_s: float
@@ -40,6 +42,7 @@ class State(TypedDict, total=False):
     overlay: dict[str, str]  # repo-relative path -> migrated text, changed files only
     iteration: int  # verify rounds done
     reference: dict[str, Any] | None  # the original's run, made once
+    environment: dict[str, Any] | None  # the dependency overlay the runs use, made once
     verification: dict[str, Any] | None  # the latest verdict
     diagnosis: dict[str, Any] | None
     next_fix: dict[str, Any] | None  # what the rewriter should try next

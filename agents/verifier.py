@@ -26,6 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from torchport.sandbox.harness import RunError, RunSpec, run, torchrun_parts
+from torchport.tools.depinstall import HOW_TO_PROVIDE
+from torchport.tools.depresolve import NOT_FOR_THE_PORT
 
 VERDICTS = ("verified", "ran", "failed", "not-runnable")
 # The harness mode that runs each target's migrated code. `accelerator` code asks
@@ -381,6 +383,7 @@ def run_program(
     budget: Budget,
     preload: tuple[str, ...] = (),
     progress: Callable[[dict[str, Any]], None] | None = None,
+    site_paths: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     """One sandboxed run as plain data (a harness that cannot start is a failed run)."""
     dist = torchrun_parts(argv)
@@ -398,6 +401,7 @@ def run_program(
         memory_mb=budget.memory_mb,
         isolation=budget.isolation,
         progress=progress,
+        site_paths=tuple(Path(p) for p in site_paths),
     )
     try:
         return run(spec).to_json()
@@ -430,6 +434,7 @@ def reference_run(
     budget: Budget,
     cache: Path | None,
     progress: Callable[[dict[str, Any]], None] | None = None,
+    site_paths: tuple[str, ...] = (),
 ) -> dict:
     """The original's run on the reference shim, reused when nothing it depends on changed.
 
@@ -439,7 +444,7 @@ def reference_run(
     not cached (it may have been the machine's fault).
     """
     key = hashlib.sha256(
-        json.dumps([tree_digest(root), argv, asdict(budget)], sort_keys=True).encode()
+        json.dumps([tree_digest(root), argv, asdict(budget), *site_paths], sort_keys=True).encode()
     ).hexdigest()[:32]
     path = cache / f"{key}.json" if cache is not None else None
     if path is not None and path.is_file():
@@ -447,7 +452,7 @@ def reference_run(
             return {**json.loads(path.read_text()), "cached": True}
         except (OSError, ValueError):
             pass
-    result = run_program(root, argv, "reference", budget, progress=progress)
+    result = run_program(root, argv, "reference", budget, progress=progress, site_paths=site_paths)
     if path is not None and result.get("status") == "ok":
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
@@ -466,25 +471,72 @@ def verify_tree(
     preload: tuple[str, ...] = (),
     reference: dict[str, Any] | None = None,
     say: Callable[[str], None] = lambda message: None,
+    environment: dict[str, Any] | None = None,
 ) -> tuple[Verification, dict[str, Any] | None]:
     """Run the original (``reference``, if not given) and ``tree`` on the target; judge.
 
-    Returns the verdict and the reference run, which callers may keep (the graph
-    checkpoints it; the disk cache makes a second call cheap anyway).
+    ``environment`` is the dependency overlay the runs use (``tools.depinstall``'s
+    record): its folder goes on the programs' sys.path, and a package it could not
+    provide is named in the verdict. Returns the verdict and the reference run, which
+    callers may keep (the graph checkpoints it; the disk cache makes a second call
+    cheap anyway).
     """
+    environment = environment or {}
+    site_paths = tuple(
+        p for p in [environment.get("path"), *environment.get("site_paths", [])] if p
+    )
     why = unsupported_target(target)
     if why:
         return Verification("not-runnable", why), reference
     if reference is None:
         say("verifying: running the original on the CUDA reference shim")
-        reference = reference_run(source, argv, budget, cache, _steps(say, "original", budget))
+        reference = reference_run(
+            source, argv, budget, cache, _steps(say, "original", budget), site_paths
+        )
     mode = MODE_FOR_TARGET[target] or "plain"
     say(f"verifying: running the migration on the emulated {mode} device")
-    run = run_program(tree, argv, mode, budget, preload, _steps(say, "migration", budget))
+    progress = _steps(say, "migration", budget)
+    run = run_program(tree, argv, mode, budget, preload, progress, site_paths)
     policy = choose_policy(
         f.read_text(encoding="utf-8", errors="replace") for f in tree.rglob("*.py")
     )
-    return judge(reference, run, policy, mode), reference
+    return name_missing_dependency(judge(reference, run, policy, mode), environment), reference
+
+
+_NO_MODULE = re.compile(r"No module named '([^']+)'")
+
+
+def name_missing_dependency(v: Verification, environment: dict[str, Any]) -> Verification:
+    """A program that stopped at an import of a package the overlay could not provide (or
+    skipped) is not-runnable here, whatever its port: say which package, why it is
+    missing, and how to provide it."""
+    failed = [r for r in (v.target, v.reference) if r and r.get("status") != "ok"]
+    for result in failed:
+        error = result.get("error") or {}
+        found = _NO_MODULE.search(str(error.get("message", "")))
+        if error.get("type") != "ModuleNotFoundError" or not found:
+            continue
+        module = found.group(1).split(".")[0]
+        dist = (environment.get("import_names") or {}).get(module, module)
+        why = (environment.get("unavailable") or {}).get(dist)
+        skipped = [
+            s
+            for s in environment.get("skipped") or []
+            if s.get("name") == dist and s.get("reason") not in NOT_FOR_THE_PORT
+        ]
+        if why is None and skipped:
+            why = skipped[0].get("reason")
+        if why is None:
+            continue
+        v.verdict, v.failure = "not-runnable", None
+        original_failed = bool(v.reference) and v.reference.get("status") != "ok"
+        v.reason = (
+            ("the original fails here too: " if original_failed else "")
+            + f"the program needs {dist} (import {module}), which could not be installed: "
+            f"{why}; {HOW_TO_PROVIDE}"
+        )
+        return v
+    return v
 
 
 def _steps(

@@ -27,6 +27,7 @@ from .commandline import rewrite
 from .isolation import BackendUnavailable, owner, run_isolated
 from .launch import MODES
 from .limits import check_limits
+from .pythonpath import program_environment
 
 TAIL = 4000
 IGNORE = shutil.ignore_patterns(".git", "__pycache__", ".venv", "venv", "torchport-report")
@@ -54,6 +55,9 @@ class RunSpec:
     # Called from a watcher thread with each optimizer step ({"step", "loss"}) while the
     # program runs, so a long verification can show where it is.
     progress: Callable[[dict[str, Any]], None] | None = field(default=None, compare=False)
+    # Folders of installed dependencies (see tools.depinstall): read only in the sandbox,
+    # importable after torchport's own site-packages in every process of the run.
+    site_paths: tuple[Path, ...] = ()
 
     def __post_init__(self) -> None:
         """Limits that do not bound (zero steps, a NaN timeout, ...) are refused before the
@@ -236,7 +240,8 @@ def _execute(
         outcome = run_isolated(
             argv,
             scratch=scratch,
-            readonly=[OWN_SOURCE],
+            readonly=[OWN_SOURCE, *spec.site_paths],
+            env=program_environment(scratch / "program", spec.site_paths),
             timeout_s=spec.timeout_s,
             memory_mb=spec.memory_mb,
             backend=spec.isolation,

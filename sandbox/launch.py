@@ -27,6 +27,8 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from torchport.sandbox.pythonpath import place_site_paths
+
 from .session import OWN_CODE, RunConfig, error_of, export, start, user_frame
 
 __all__ = ["MODES", "OWN_CODE", "main", "notebook_cells", "result_path", "user_frame"]
@@ -160,6 +162,7 @@ def main(argv: list[str] | None = None) -> int:
         preload=tuple(options.preload),
         real_data=options.real_data,
     )
+    place_site_paths()
     try:
         session = start(config, on_step=_progress_writer(options.progress))
         export(config)  # every Python process the program starts runs the same session

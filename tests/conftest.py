@@ -23,15 +23,18 @@ def scan_source(tmp_path: Path):
 
 @pytest.fixture(autouse=True, scope="session")
 def _torchport_home(tmp_path_factory: pytest.TempPathFactory):
-    """Checkpoints and scratch copies of agent runs go to a temporary folder, never ~/.cache."""
+    """Checkpoints, scratch copies and dependency overlays of agent runs go to a temporary
+    folder, never ~/.cache; pip never reaches an index."""
     import os
 
     from torchport.agents.llm import local
 
     home = tmp_path_factory.mktemp("torchport-home")
-    saved = {k: os.environ.get(k) for k in ("TORCHPORT_HOME", "TORCHPORT_MODELS")}
+    saved = {k: os.environ.get(k) for k in ("TORCHPORT_HOME", "TORCHPORT_MODELS", "PIP_NO_INDEX")}
     os.environ["TORCHPORT_MODELS"] = str(local.cache_dir())  # the one model cache, kept
     os.environ["TORCHPORT_HOME"] = str(home)
+    # migrate installs what a repository needs (--deps auto): in tests, never from an index
+    os.environ["PIP_NO_INDEX"] = "1"
     yield home
     for key, value in saved.items():
         if value is None:

@@ -18,6 +18,8 @@ from .textscan import normalise_dependency_line
 
 _REQUIREMENT = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(\[[^\]]*\])?\s*(.*)$")
 _SETUP_KEYWORDS = frozenset({"install_requires", "extras_require", "setup_requires"})
+# What a program needs to run (``main_only``): not its extras, build or setup tools.
+_SETUP_RUNTIME_KEYWORDS = frozenset({"install_requires"})
 
 
 class _LineFinder:
@@ -48,14 +50,18 @@ def _entry(text: str, path: str, line: int, rules: list[Rule]) -> Dependency | N
     return Dependency(m.group(1), spec, path, line, _is_cuda_only(text, rules))
 
 
-def _requirements(text: str, path: str, rules: list[Rule]) -> Iterator[Dependency]:
+def _requirements(
+    text: str, path: str, rules: list[Rule], main_only: bool = False
+) -> Iterator[Dependency]:
     for number, raw in enumerate(text.splitlines(), start=1):
         dep = _entry(normalise_dependency_line(raw), path, number, rules)
         if dep:
             yield dep
 
 
-def _conda(text: str, path: str, rules: list[Rule]) -> Iterator[Dependency]:
+def _conda(
+    text: str, path: str, rules: list[Rule], main_only: bool = False
+) -> Iterator[Dependency]:
     """List items under ``dependencies:`` (and its ``pip:`` list); channels are not packages."""
     section = ""
     for number, raw in enumerate(text.splitlines(), start=1):
@@ -70,16 +76,19 @@ def _conda(text: str, path: str, rules: list[Rule]) -> Iterator[Dependency]:
                 yield dep
 
 
-def _pyproject(text: str, path: str, rules: list[Rule]) -> Iterator[Dependency]:
+def _pyproject(
+    text: str, path: str, rules: list[Rule], main_only: bool = False
+) -> Iterator[Dependency]:
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError:
         return
     project = data.get("project", {})
     found: list[str] = list(project.get("dependencies", []))
-    for extra in project.get("optional-dependencies", {}).values():
-        found.extend(extra)
-    found.extend(data.get("build-system", {}).get("requires", []))
+    if not main_only:
+        for extra in project.get("optional-dependencies", {}).values():
+            found.extend(extra)
+        found.extend(data.get("build-system", {}).get("requires", []))
     poetry = data.get("tool", {}).get("poetry", {}).get("dependencies", {})
     found.extend(name for name in poetry if name != "python")
     lines = _LineFinder(text)
@@ -90,14 +99,16 @@ def _pyproject(text: str, path: str, rules: list[Rule]) -> Iterator[Dependency]:
                 yield dep
 
 
-def _setup_cfg(text: str, path: str, rules: list[Rule]) -> Iterator[Dependency]:
+def _setup_cfg(
+    text: str, path: str, rules: list[Rule], main_only: bool = False
+) -> Iterator[Dependency]:
     parser = configparser.ConfigParser()
     try:
         parser.read_string(text)
     except configparser.Error:
         return
     values = [parser.get("options", "install_requires", fallback="")]
-    if parser.has_section("options.extras_require"):
+    if parser.has_section("options.extras_require") and not main_only:
         values += [v for _, v in parser.items("options.extras_require")]
     lines = _LineFinder(text)
     for value in values:
@@ -117,19 +128,25 @@ _READERS = {
 }
 
 
-def dependencies_in_text(kind: str, text: str, path: str, rules: list[Rule]) -> list[Dependency]:
+def dependencies_in_text(
+    kind: str, text: str, path: str, rules: list[Rule], main_only: bool = False
+) -> list[Dependency]:
+    """Every requirement a dependency file states; ``main_only``: only those the program
+    needs to run (no extras, no build requirements)."""
     reader = _READERS.get(kind)
-    return list(reader(text, path, rules)) if reader else []
+    return list(reader(text, path, rules, main_only)) if reader else []
 
 
-def requirement_strings(tree: ast.Module) -> list[ast.Constant]:
+def requirement_strings(
+    tree: ast.Module, keywords: frozenset[str] = _SETUP_KEYWORDS
+) -> list[ast.Constant]:
     """String literals passed to ``setup(install_requires=..., extras_require=...)``."""
     found = []
     for node in ast.walk(tree):
         if not isinstance(node, ast.Call):
             continue
         for kw in node.keywords:
-            if kw.arg not in _SETUP_KEYWORDS:
+            if kw.arg not in keywords:
                 continue
             keys = set(map(id, kw.value.keys)) if isinstance(kw.value, ast.Dict) else set()
             found += [
@@ -142,6 +159,10 @@ def requirement_strings(tree: ast.Module) -> list[ast.Constant]:
     return found
 
 
-def dependencies_in_setup_py(tree: ast.Module, path: str, rules: list[Rule]) -> list[Dependency]:
-    entries = (_entry(s.value, path, s.lineno, rules) for s in requirement_strings(tree))
+def dependencies_in_setup_py(
+    tree: ast.Module, path: str, rules: list[Rule], main_only: bool = False
+) -> list[Dependency]:
+    keywords = _SETUP_RUNTIME_KEYWORDS if main_only else _SETUP_KEYWORDS
+    strings = requirement_strings(tree, keywords)
+    entries = (_entry(s.value, path, s.lineno, rules) for s in strings)
     return [dep for dep in entries if dep]

@@ -102,7 +102,7 @@ def add_parser(sub: Any) -> None:
     verify.add_argument(
         "--no-verify", action="store_true", help="skip running the programs; codemods only"
     )
-    add_run_budget(verify)
+    add_run_budget(verify, deps=True)
     agent = b.add_argument_group("agents")
     add_llm(
         agent,

@@ -33,6 +33,8 @@ SHARED_SETTINGS = (
     "timeout_s",
     "memory_mb",
     "isolation",
+    "deps",
+    "python",
     "max_iterations",
     "max_llm_tokens",
     "llm",

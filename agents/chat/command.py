@@ -49,7 +49,7 @@ def add_parser(sub: Any) -> None:
     add_llm(c, "auto", "; with --resume, the session's own unless given")
     c.set_defaults(llm=None)  # None: not given (a new session takes auto)
     c.add_argument("--resume", metavar="SESSION", help="continue a saved session")
-    add_run_budget(c.add_argument_group("verification (/verify)"))
+    add_run_budget(c.add_argument_group("verification (/verify)"), deps=True)
     c.add_argument(
         "--plain", action="store_true", help="plain text even on a terminal (no colour, no boxes)"
     )

@@ -13,6 +13,7 @@ from torchport.tools.catalogue import TARGETS
 from torchport.tools.sourcefile import read_exact
 
 from .. import runs, verifier
+from ..environment import prepare_environment
 from ..workspace import materialize
 from . import changes as ch
 from .events import emit, progress, table
@@ -109,8 +110,12 @@ def verify(state: ChatState, chat: ChatRuntime) -> dict[str, Any]:
     if p.get("not_runnable"):
         emit("text", f"not-runnable: {p['not_runnable']}")
         return {"plan": p}
-    budget = verifier.budget_of(state.get("budget") or {})
+    settings = state.get("budget") or {}
+    budget = verifier.budget_of(settings)
     source = Path(state["source"])
+    environment = prepare_environment(
+        source, settings.get("deps", "auto"), progress(), settings.get("python")
+    )
     work = materialize(source, overlay, chat.scratch / "work")
     v, reference = verifier.verify_tree(
         source,
@@ -121,6 +126,7 @@ def verify(state: ChatState, chat: ChatRuntime) -> dict[str, Any]:
         runs.home() / "references",
         reference=state.get("reference"),
         say=progress(),
+        environment=environment,
     )
     record = v.to_json()
     emit("text", f"verdict: {v.verdict} — {v.reason}")

@@ -45,6 +45,12 @@ def _run_shadowed_sitecustomize() -> None:
         spec.loader.exec_module(module)
 
 
-if os.environ.get("TORCHPORT_RUN") and "torch" not in sys.modules:
-    sys.meta_path.insert(0, _StartOnTorchImport())
+if os.environ.get("TORCHPORT_RUN"):
+    # the dependency overlay after site-packages here too, as in the launcher (light:
+    # torchport.sandbox's package imports nothing)
+    from torchport.sandbox.pythonpath import place_site_paths
+
+    place_site_paths()
+    if "torch" not in sys.modules:
+        sys.meta_path.insert(0, _StartOnTorchImport())
 _run_shadowed_sitecustomize()

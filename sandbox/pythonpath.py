@@ -1,0 +1,51 @@
+"""Where a sandboxed program finds its own modules and its installed dependencies.
+
+A repository run as its author runs it has its root importable (``pip install -e .``
+or ``PYTHONPATH=.``), and its ``src/`` too in a src layout: a script in ``scripts/``
+doing ``from mypkg.model import GPT`` must work. Both go on ``PYTHONPATH`` so that
+every Python process of the run (spawned ranks, subprocesses) sees them. The
+dependency overlays (``site_paths``) go there as well, for those processes, and the
+launcher moves them after torchport's site-packages (``place_site_paths``) so that
+torch and what torchport has always win; an overlay never holds a distribution that
+torchport's environment has, so the order only matters as a second guard.
+"""
+
+from __future__ import annotations
+
+import os
+import site
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+SITE_VARIABLE = "TORCHPORT_SITE_PATHS"
+
+
+def layout_paths(program_dir: Path) -> list[Path]:
+    """The program's root, and its ``src/`` when a package or module lives there."""
+    paths = [program_dir]
+    src = program_dir / "src"
+    if src.is_dir() and any(
+        (child / "__init__.py").is_file() or child.suffix == ".py" for child in src.iterdir()
+    ):
+        paths.append(src)
+    return paths
+
+
+def program_environment(program_dir: Path, site_paths: Sequence[Path]) -> dict[str, str]:
+    """The variables that make the layout and the overlays importable in every process."""
+    entries = [*layout_paths(program_dir), *site_paths]
+    env = {"PYTHONPATH": os.pathsep.join(str(p) for p in entries)}
+    if site_paths:
+        env[SITE_VARIABLE] = os.pathsep.join(str(p) for p in site_paths)
+    return env
+
+
+def place_site_paths() -> list[str]:
+    """In the launcher: each overlay after site-packages (and its ``.pth`` files read)."""
+    overlays = [p for p in os.environ.get(SITE_VARIABLE, "").split(os.pathsep) if p]
+    for path in overlays:
+        while path in sys.path:
+            sys.path.remove(path)
+        site.addsitedir(path)
+    return overlays

@@ -1,0 +1,273 @@
+"""Install what a repository needs into an overlay folder, cached by what was resolved.
+
+The overlay is a plain ``pip install --target`` folder that the sandboxed runs put on
+sys.path after torchport's own site-packages (read only), so torch and everything
+torchport already has stay torchport's. Installing happens here, on the host, before
+the offline runs, and never runs repository or package code: pip resolves with
+``--dry-run --report`` against torchport's interpreter, wheels only, and each exact
+pin is then installed alone with ``--no-deps``. pip sees a fresh environment: no
+credentials of torchport's, only pip's own index settings and the proxy variables,
+so a user can point it at a wheel folder (``PIP_FIND_LINKS``, ``PIP_NO_INDEX``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .catalogue import load_catalogue
+from .depfiles import dependencies_in_text
+from .depresolve import (
+    CUDA_ONLY,
+    TORCH_DISTRIBUTIONS,
+    TORCH_OWN,
+    Resolution,
+    canonical,
+    installed_version,
+)
+
+# pip's own settings and the network's, passed through when set; nothing else is.
+PIP_PASSTHROUGH = (
+    "PIP_FIND_LINKS",
+    "PIP_NO_INDEX",
+    "PIP_INDEX_URL",
+    "PIP_EXTRA_INDEX_URL",
+    "PIP_TRUSTED_HOST",
+    "PIP_CERT",
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "NO_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "no_proxy",
+    "SSL_CERT_FILE",
+    "REQUESTS_CA_BUNDLE",
+)
+PIP = [sys.executable, "-m", "pip", "--disable-pip-version-check", "--no-input"]
+WHEELS_ONLY = "--only-binary=:all:"
+COMPLETE = ".complete"
+RECORD = "overlay.json"
+HOW_TO_PROVIDE = (
+    "provide it with --deps FILE (a requirements file) and a folder of wheels in "
+    "PIP_FIND_LINKS, or verify with --python PATH (an interpreter that has it)"
+)
+
+
+class InstallError(RuntimeError):
+    """The overlay could not be made at all (pip missing, cache not writable)."""
+
+
+@dataclass
+class Overlay:
+    """The overlay a verification runs with, and what it took to make it."""
+
+    path: str | None = None  # None: nothing to add to the program's sys.path
+    key: str = ""
+    installed: list[str] = field(default_factory=list)  # "name==version"
+    unavailable: dict[str, str] = field(default_factory=dict)  # name -> why
+    skipped: list[dict[str, str]] = field(default_factory=list)
+    present: list[str] = field(default_factory=list)
+    import_names: dict[str, str] = field(default_factory=dict)  # import name -> distribution
+    cached: bool = False
+    elapsed_s: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def pip_environment(home: Path) -> dict[str, str]:
+    """A fresh environment for pip: PATH, a HOME of its own, pip's and the proxy's settings."""
+    env = {
+        "PATH": os.pathsep.join([str(Path(sys.executable).parent), "/usr/bin", "/bin"]),
+        "HOME": str(home),
+        "LANG": "C.UTF-8",
+        "PYTHONNOUSERSITE": "1",
+        "PIP_CACHE_DIR": str(home / "cache"),
+    }
+    env.update({name: os.environ[name] for name in PIP_PASSTHROUGH if name in os.environ})
+    return env
+
+
+def overlay_key(resolution: Resolution) -> str:
+    """What the overlay's contents depend on: the requirements, the repository's own
+    name, and the interpreter and torch they are installed against."""
+    parts = [
+        sorted(w.requirement for w in resolution.needed),
+        resolution.project,
+        sys.version_info[:2],
+        platform.machine(),
+        installed_version("torch"),
+    ]
+    return hashlib.sha256(json.dumps(parts, default=str).encode()).hexdigest()[:24]
+
+
+def _pip(args: list[str], env: dict[str, str], deadline: float) -> subprocess.CompletedProcess:
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise TimeoutError("the installation's time limit was reached")
+    try:
+        return subprocess.run(
+            [*PIP, *args], env=env, capture_output=True, text=True, timeout=left, check=False
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise TimeoutError("the installation's time limit was reached") from exc
+
+
+def _last_line(text: str) -> str:
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    errors = [line for line in lines if line.startswith("ERROR")]
+    return (errors or lines or ["pip gave no reason"])[-1][:300]
+
+
+def _dry_run(
+    requirements: list[str], env: dict[str, str], work: Path, deadline: float
+) -> tuple[list[tuple[str, str]] | None, str]:
+    """pip's resolution against torchport's interpreter: [(name, version)], or None and why."""
+    report = work / "report.json"
+    report.unlink(missing_ok=True)
+    args = ["install", "--dry-run", "--quiet", WHEELS_ONLY, "--report", str(report)]
+    done = _pip([*args, *requirements], env, deadline)
+    if done.returncode != 0 or not report.is_file():
+        return None, _last_line(done.stderr or done.stdout)
+    data = json.loads(report.read_text(encoding="utf-8"))
+    return [
+        (item["metadata"]["name"], item["metadata"]["version"]) for item in data.get("install", [])
+    ], ""
+
+
+def _resolve(
+    overlay: Overlay, requirements: dict[str, str], env: dict[str, str], work: Path, deadline: float
+) -> list[tuple[str, str]]:
+    """Pins for every requirement pip can resolve; each one it cannot goes to unavailable."""
+    pins, why = _dry_run(list(requirements.values()), env, work, deadline)
+    if pins is not None:
+        return pins
+    usable = []
+    for name, requirement in requirements.items():  # which ones could not be had
+        alone, why = _dry_run([requirement], env, work, deadline)
+        if alone is None:
+            overlay.unavailable[name] = why
+        else:
+            usable.append(requirement)
+    if not usable:
+        return []
+    pins, why = _dry_run(usable, env, work, deadline)
+    if pins is None:  # each resolves alone but not together
+        overlay.unavailable.update({canonical(r): why for r in usable})
+        return []
+    return pins
+
+
+def _keep(name: str, version: str, overlay: Overlay) -> bool:
+    """Whether a pin pip chose goes into the overlay (torch, CUDA-only and installed don't)."""
+    rules = [load_catalogue().by_code[c] for c in ("TPP002", "TPP003")]
+    (dep,) = dependencies_in_text("requirements", f"{name}=={version}", "pip", rules)
+    why = ""
+    if canonical(name) in TORCH_DISTRIBUTIONS:
+        why = TORCH_OWN
+    elif dep.cuda_only:
+        why = CUDA_ONLY
+    elif (have := installed_version(name)) is not None:
+        why = f"pip would replace torchport's {have}; kept {have}"
+    if why:
+        overlay.skipped.append(
+            {
+                "name": canonical(name),
+                "requirement": f"{name}=={version}",
+                "source": "pip's resolution",
+                "reason": why,
+            }
+        )
+    return not why
+
+
+def _write_project_metadata(folder: Path, project: tuple[str, str]) -> None:
+    """A ``.dist-info`` for the repository itself, so ``importlib.metadata.version(name)``
+    answers as it would after ``pip install .``; its code is the run's own copy."""
+    name, version = project
+    info = folder / f"{canonical(name).replace('-', '_')}-{version}.dist-info"
+    info.mkdir(parents=True, exist_ok=True)
+    (info / "METADATA").write_text(
+        f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n", encoding="utf-8"
+    )
+    (info / "INSTALLER").write_text("torchport\n", encoding="utf-8")
+
+
+def prepare(
+    resolution: Resolution,
+    cache: Path,
+    time_limit_s: float = 900.0,
+    say: Callable[[str], None] = lambda message: None,
+) -> Overlay:
+    """The overlay for ``resolution`` under ``cache``: reused when already made whole,
+    made otherwise (progress through ``say``), within ``time_limit_s`` seconds."""
+    started = time.monotonic()
+    overlay = Overlay(
+        skipped=[asdict(w) for w in resolution.skipped],
+        present=[w.requirement for w in resolution.present],
+        import_names=dict(resolution.import_names),
+    )
+    if not resolution.needed and resolution.project is None:
+        return overlay
+    overlay.key = overlay_key(resolution)
+    final = cache / "envs" / overlay.key
+    if (final / COMPLETE).is_file():
+        try:
+            saved = json.loads((final / RECORD).read_text(encoding="utf-8"))
+            return Overlay(**{**saved, "cached": True, "elapsed_s": 0.0})
+        except (OSError, ValueError, TypeError):
+            pass  # a damaged record: make it again
+    try:
+        staging = cache / "envs" / f"{overlay.key}.{os.getpid()}.tmp"
+        shutil.rmtree(staging, ignore_errors=True)
+        (staging / "site").mkdir(parents=True)
+    except OSError as exc:
+        raise InstallError(f"cannot write the dependency cache {cache}: {exc}") from exc
+    env = pip_environment(staging)
+    deadline = started + time_limit_s
+    requirements = {w.name: w.requirement for w in resolution.needed}
+    try:
+        if requirements:
+            say(f"dependencies: resolving {', '.join(sorted(requirements))}")
+            pins = [
+                p
+                for p in _resolve(overlay, requirements, env, staging, deadline)
+                if _keep(*p, overlay)
+            ]
+            for number, (name, version) in enumerate(pins, start=1):
+                say(f"dependencies: installing {number}/{len(pins)}: {name}=={version}")
+                args = ["install", "--quiet", "--no-deps", WHEELS_ONLY, "--target"]
+                done = _pip([*args, str(staging / "site"), f"{name}=={version}"], env, deadline)
+                if done.returncode == 0:
+                    overlay.installed.append(f"{name}=={version}")
+                else:
+                    overlay.unavailable[canonical(name)] = _last_line(done.stderr or done.stdout)
+    except TimeoutError as exc:
+        done_names = {canonical(p.split("==")[0]) for p in overlay.installed}
+        for name in requirements:
+            if name not in done_names and name not in overlay.unavailable:
+                overlay.unavailable[name] = f"{exc} ({time_limit_s:g} s)"
+    if resolution.project is not None:
+        _write_project_metadata(staging / "site", resolution.project)
+    overlay.elapsed_s = round(time.monotonic() - started, 3)
+    overlay.path = str(final / "site")
+    (staging / RECORD).write_text(json.dumps(overlay.to_json(), indent=2), encoding="utf-8")
+    if not overlay.unavailable:
+        (staging / COMPLETE).write_text("", encoding="utf-8")
+    shutil.rmtree(staging / "cache", ignore_errors=True)
+    shutil.rmtree(final, ignore_errors=True)  # an incomplete overlay of an earlier run
+    try:
+        os.replace(staging, final)
+    except OSError:  # another torchport made it meanwhile: theirs is as good
+        shutil.rmtree(staging, ignore_errors=True)
+    return overlay

@@ -1,0 +1,307 @@
+"""What a repository needs installed to run, decided before anything is installed.
+
+The declared requirements come from the dependency files the scanner already reads
+(``depfiles``, runtime requirements only); imports that no file declares are added
+under their distribution's name. Each requirement is then either needed (missing
+from torchport's environment), present, or skipped with the reason: torch is always
+torchport's own, CUDA-only packages are what the catalogue's TPP001-TPP003 say they
+are, and a local path, an editable install or a VCS URL would run the repository's
+or a stranger's code to build, which installation never does.
+"""
+
+from __future__ import annotations
+
+import ast
+import configparser
+import contextlib
+import fnmatch
+import importlib.metadata
+import importlib.util
+import re
+import sys
+import tomllib
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from packaging.requirements import InvalidRequirement, Requirement
+
+from .catalogue import load_catalogue
+from .depfiles import dependencies_in_setup_py, dependencies_in_text
+from .findings import Dependency
+from .repowalk import walk_repo
+from .sourcefile import Unscannable, parse_python, read_text
+
+# Import names whose distribution is named otherwise (the common mismatches).
+DISTRIBUTION_OF_IMPORT = {
+    "cv2": "opencv-python",
+    "PIL": "pillow",
+    "sklearn": "scikit-learn",
+    "yaml": "pyyaml",
+    "skimage": "scikit-image",
+    "bs4": "beautifulsoup4",
+    "attr": "attrs",
+    "dateutil": "python-dateutil",
+    "dotenv": "python-dotenv",
+    "google.protobuf": "protobuf",
+    "jwt": "pyjwt",
+    "Crypto": "pycryptodome",
+    "serial": "pyserial",
+    "fitz": "pymupdf",
+    "wandb": "wandb",
+    "tensorboardX": "tensorboardx",
+    "torch_geometric": "torch-geometric",
+    "lightning": "lightning",
+    "pytorch_lightning": "pytorch-lightning",
+    "hydra": "hydra-core",
+    "omegaconf": "omegaconf",
+    "einops": "einops",
+    "sentencepiece": "sentencepiece",
+    "docx": "python-docx",
+    "magic": "python-magic",
+    "Levenshtein": "python-levenshtein",
+}
+# torchport's own: never installed, whatever the repository pins.
+TORCH_DISTRIBUTIONS = frozenset({"torch", "pytorch", "torch-cpu"})
+# A target's own runtime: the emulated device stands in for it in every run.
+TARGET_RUNTIMES = frozenset({"torch-xla", "torch-neuronx", "torch-tpu", "libtpu", "neuronx-cc"})
+# Conda entries that are the environment itself, not a package.
+NOT_PACKAGES = frozenset({"python", "pip", "setuptools", "wheel"})
+CUDA_ONLY = "CUDA-only (the catalogue's TPP001-TPP003): skipped"
+TORCH_OWN = "torch is torchport's own; never installed"
+TARGET_RUNTIME = "a target's runtime: the emulator stands in"
+# Skipped because a port must run without them: missing at run time, they are the
+# port's failure (or the shim's stand-in), never "could not be installed".
+NOT_FOR_THE_PORT = (CUDA_ONLY, TORCH_OWN, TARGET_RUNTIME)
+DEPENDENCY_FILE_KINDS = ("requirements", "pyproject", "setup", "conda")
+_URL = re.compile(r"(://|^\s*@|\s@\s|^(git|hg|svn|bzr)\+)")
+_EDITABLE_OR_PATH = re.compile(r"^\s*(-e\s|--editable\b|\.{1,2}/|/|file:)")
+
+
+def canonical(name: str) -> str:
+    """PEP 503 normalised distribution name: ``Py_YAML`` -> ``py-yaml``."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+@dataclass(frozen=True)
+class Wanted:
+    """One requirement, where it was asked for, and (if skipped) why."""
+
+    name: str  # canonical distribution name
+    requirement: str  # as pip takes it: "timm>=0.9"
+    source: str  # "requirements.txt:3" or "import in train.py:5"
+    reason: str = ""
+
+
+@dataclass
+class Resolution:
+    """What the repository needs: ``needed`` is what an overlay must provide."""
+
+    needed: list[Wanted] = field(default_factory=list)
+    present: list[Wanted] = field(default_factory=list)
+    skipped: list[Wanted] = field(default_factory=list)
+    project: tuple[str, str] | None = None  # the repository's own (name, version)
+    import_names: dict[str, str] = field(default_factory=dict)  # import name -> distribution
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def installed_version(name: str) -> str | None:
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def _cuda_only_import(module: str, patterns: list[str]) -> bool:
+    return any(fnmatch.fnmatchcase(module, p) for p in patterns)
+
+
+def _classify(dep: Dependency, source: str) -> tuple[str, Wanted]:
+    """("needed"|"present"|"skipped", the requirement)."""
+    text = f"{dep.name}{dep.spec}".strip()
+    name = canonical(dep.name)
+    if name in TORCH_DISTRIBUTIONS:
+        return "skipped", Wanted(name, text, source, TORCH_OWN)
+    if dep.cuda_only:
+        return "skipped", Wanted(name, text, source, CUDA_ONLY)
+    if name in TARGET_RUNTIMES:
+        return "skipped", Wanted(name, text, source, TARGET_RUNTIME)
+    if name in NOT_PACKAGES:
+        return "skipped", Wanted(name, text, source, "part of the environment itself")
+    if _URL.search(dep.spec) or _URL.search(dep.name):
+        return "skipped", Wanted(name, text, source, "a URL or VCS requirement: not installed")
+    try:
+        requirement = Requirement(text)
+    except InvalidRequirement:
+        if dep.spec.strip().startswith("="):  # conda's "numpy=1.26"
+            requirement = Requirement(dep.name)
+            text = dep.name
+        else:
+            return "skipped", Wanted(name, text, source, "not a requirement pip can read")
+    if requirement.marker is not None and not requirement.marker.evaluate():
+        return "skipped", Wanted(name, text, source, "its environment marker excludes this one")
+    have = installed_version(name)
+    if have is None:
+        return "needed", Wanted(name, text, source)
+    if requirement.specifier.contains(have, prereleases=True):
+        return "present", Wanted(name, text, source, f"torchport's environment has {have}")
+    return "skipped", Wanted(
+        name, text, source, f"torchport's environment has {have}, which the run uses"
+    )
+
+
+def _raw_requirement_skips(text: str, path: str) -> list[Wanted]:
+    """Editable installs and local paths in a requirements file (depfiles drops them)."""
+    found = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if _EDITABLE_OR_PATH.match(line):
+            reason = "an editable install or a local path: it would build repository code"
+            found.append(Wanted(line.strip(), line.strip(), f"{path}:{number}", reason))
+    return found
+
+
+def project_identity(root: Path) -> tuple[str, str] | None:
+    """The repository's own distribution (name, version), when it declares one."""
+    pyproject = root / "pyproject.toml"
+    if pyproject.is_file():
+        try:
+            data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+            data = {}
+        for table in (data.get("project", {}), data.get("tool", {}).get("poetry", {})):
+            if isinstance(table.get("name"), str):
+                return table["name"], str(table.get("version") or "0.0.0")
+    cfg = configparser.ConfigParser()
+    with contextlib.suppress(configparser.Error, UnicodeDecodeError):
+        cfg.read(root / "setup.cfg", encoding="utf-8")
+    if cfg.get("metadata", "name", fallback=""):
+        return cfg.get("metadata", "name"), cfg.get("metadata", "version", fallback="0.0.0")
+    return _setup_py_identity(root / "setup.py")
+
+
+def _setup_py_identity(path: Path) -> tuple[str, str] | None:
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, UnicodeDecodeError, ValueError):
+        return None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            values = {
+                kw.arg: kw.value.value
+                for kw in node.keywords
+                if isinstance(kw.value, ast.Constant) and isinstance(kw.value.value, str)
+            }
+            if "name" in values:
+                return values["name"], values.get("version", "0.0.0")
+    return None
+
+
+def _optional_imports(tree: ast.Module) -> set[int]:
+    """ids of import statements inside a ``try`` body: the program runs without them."""
+    return {
+        id(sub)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Try)
+        for stmt in node.body
+        for sub in ast.walk(stmt)
+    }
+
+
+def _imports(tree: ast.Module) -> list[tuple[str, int]]:
+    """(top-level module, line) of each absolute import the program cannot run without."""
+    optional = _optional_imports(tree)
+    found = []
+    for node in ast.walk(tree):
+        if id(node) in optional:
+            continue
+        if isinstance(node, ast.Import):
+            found += [(a.name, node.lineno) for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            found.append((node.module, node.lineno))
+    return found
+
+
+def _own_modules(root: Path, python_files: list[str]) -> set[str]:
+    """Names the repository itself provides: every module file and every folder on the
+    way to one (a script's folder is on its sys.path, and so are the root and src/)."""
+    names = set()
+    for rel in python_files:
+        parts = Path(rel).parts
+        names.update(parts[:-1])
+        names.add(Path(parts[-1]).stem)
+    return names
+
+
+def _distribution_of(module: str) -> str:
+    top = module.split(".")[0]
+    dotted = ".".join(module.split(".")[:2])
+    return DISTRIBUTION_OF_IMPORT.get(dotted) or DISTRIBUTION_OF_IMPORT.get(top) or top
+
+
+def resolve(root: Path) -> Resolution:
+    """The requirements of the repository at ``root`` (read only; nothing is run)."""
+    catalogue = load_catalogue()
+    rules = [catalogue.by_code[c] for c in ("TPP002", "TPP003")]
+    cuda_imports = list(catalogue.by_code["TPP001"].match.get("import", []))
+    resolution = Resolution(project=project_identity(root))
+    declared: list[tuple[Dependency, str]] = []
+    python: list[tuple[str, ast.Module]] = []
+    for f in walk_repo(root, []):
+        try:
+            text = read_text(f.path.read_bytes(), f.kind).text
+        except (OSError, Unscannable):
+            continue
+        if f.kind in DEPENDENCY_FILE_KINDS:
+            deps = dependencies_in_text(f.kind, text, f.rel, rules, main_only=True)
+            declared += [(d, f"{f.rel}:{d.line}") for d in deps]
+            if f.kind == "requirements":
+                resolution.skipped += _raw_requirement_skips(text, f.rel)
+        elif f.kind == "python":
+            try:
+                tree = parse_python(text, f.rel)
+            except Unscannable:
+                continue
+            python.append((f.rel, tree))
+            if f.rel.rsplit("/", 1)[-1] == "setup.py":
+                deps = dependencies_in_setup_py(tree, f.rel, rules, main_only=True)
+                declared += [(d, f"{f.rel}:{d.line}") for d in deps]
+    own = _own_modules(root, [rel for rel, _ in python])
+    names = {canonical(d.name) for d, _ in declared}
+    if resolution.project:
+        names.add(canonical(resolution.project[0]))
+    for rel, tree in python:
+        for module, line in _imports(tree):
+            top = module.split(".")[0]
+            if top in sys.stdlib_module_names or top in own or top == "__future__":
+                continue
+            dist = canonical(_distribution_of(module))
+            resolution.import_names[top] = dist
+            if dist in names:
+                continue
+            names.add(dist)
+            source = f"import {module} in {rel}:{line}"
+            if _cuda_only_import(module, cuda_imports):
+                declared.append((Dependency(dist, "", rel, line, True), source))
+            elif importlib.util.find_spec(top) is None:
+                declared.append((Dependency(dist, "", rel, line, False), source))
+    seen: set[str] = set()
+    for dep, source in declared:
+        kind, wanted = _classify(dep, source)
+        if (kind, wanted.requirement) in seen:
+            continue
+        seen.add((kind, wanted.requirement))
+        getattr(resolution, kind).append(wanted)
+    return resolution
+
+
+def requirements_file(path: Path) -> Resolution:
+    """``--deps FILE``: that requirements file instead of what the repository declares."""
+    rules = [load_catalogue().by_code[c] for c in ("TPP002", "TPP003")]
+    text = path.read_text(encoding="utf-8")
+    resolution = Resolution(skipped=_raw_requirement_skips(text, path.name))
+    for dep in dependencies_in_text("requirements", text, path.name, rules):
+        kind, wanted = _classify(dep, f"{path.name}:{dep.line}")
+        getattr(resolution, kind).append(wanted)
+    return resolution
