@@ -41,9 +41,14 @@ def program_environment(program_dir: Path, site_paths: Sequence[Path]) -> dict[s
     return env
 
 
+def installed_overlays() -> list[str]:
+    """Inside a run: the dependency overlays' folders (installed packages, not the user's)."""
+    return [p for p in os.environ.get(SITE_VARIABLE, "").split(os.pathsep) if p]
+
+
 def place_site_paths() -> list[str]:
     """In the launcher: each overlay after site-packages (and its ``.pth`` files read)."""
-    overlays = [p for p in os.environ.get(SITE_VARIABLE, "").split(os.pathsep) if p]
+    overlays = installed_overlays()
     for path in overlays:
         while path in sys.path:
             sys.path.remove(path)

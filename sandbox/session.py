@@ -25,6 +25,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .pythonpath import installed_overlays
+
 OWN_CODE = str(Path(__file__).resolve().parents[1])
 ENV = "TORCHPORT_RUN"
 BOOTSTRAP = str(Path(__file__).resolve().parent / "bootstrap")
@@ -185,14 +187,13 @@ def distributed_rank() -> int | None:
 
 
 def user_frame(tb: Any) -> dict[str, Any] | None:
-    """The innermost frame of the user's own code (not the library's, not ours)."""
+    """The innermost frame of the user's own code (not the library's, not ours, not a
+    package the dependency overlay installed)."""
+    libraries = (OWN_CODE, "<", sys.base_prefix, *installed_overlays())
     frames = [
         f
         for f in traceback.extract_tb(tb)
-        if "site-packages" not in f.filename
-        and not f.filename.startswith(OWN_CODE)
-        and not f.filename.startswith("<")
-        and not f.filename.startswith(sys.base_prefix)
+        if "site-packages" not in f.filename and not f.filename.startswith(libraries)
     ]
     if not frames:
         return None

@@ -87,7 +87,8 @@ def test_resolution_skips_torch_cuda_only_and_local_requirements(tmp_path: Path)
         tmp_path / "repo",
         {
             "requirements.txt": "torch==2.1.0+cu121\nnumpy>=1\nflash-attn>=2\n"
-            "nvidia-cublas-cu12==12.1\ntinydep==0.1\n-e .\ngit+https://example.invalid/x.git\n",
+            "nvidia-cublas-cu12==12.1\nnvidia-cublas==13.1\ncuda-toolkit==13.0\ntinydep==0.1\n"
+            "-e .\ngit+https://example.invalid/x.git\n",
             "train.py": "import os\nimport cv2\nimport mypkg.model\nimport apex\n"
             "try:\n    import wandb\nexcept ImportError:\n    wandb = None\n",
             "mypkg/__init__.py": "",
@@ -99,7 +100,8 @@ def test_resolution_skips_torch_cuda_only_and_local_requirements(tmp_path: Path)
     assert [w.requirement for w in r.present] == ["numpy>=1"]
     reasons = {w.requirement: w.reason for w in r.skipped}
     assert "torchport's own" in reasons["torch==2.1.0+cu121"]
-    for cuda in ("flash-attn>=2", "nvidia-cublas-cu12==12.1", "apex"):
+    cuda_only = ("flash-attn>=2", "nvidia-cublas-cu12==12.1", "nvidia-cublas==13.1", "apex")
+    for cuda in (*cuda_only, "cuda-toolkit==13.0"):
         assert "CUDA-only" in reasons[cuda], cuda
     assert "editable" in reasons["-e ."]
     assert "VCS" in reasons["git+https://example.invalid/x.git"]
@@ -122,6 +124,18 @@ def test_overlay_installed_from_a_wheel_folder_then_reused(tmp_path, wheels, mon
         wheel.unlink()
     second = depinstall.prepare(resolve(repo), tmp_path / "cache")
     assert second.cached and second.path == first.path and second.installed == first.installed
+
+
+def test_resolution_keeps_torchports_torch_and_picks_a_release_that_fits_it(tmp_path, wheels):
+    """PyPI's newest torchvision wants a newer torch: pip must pick the release that works
+    with the torch installed, not the newest with a torch the overlay then leaves out."""
+    build_wheel(wheels, "torch", "2.14.0", "")  # newer than ours, under any cap
+    build_wheel(wheels, "visionlib", "1.0", "OLD = True\n", requires="torch>=1")
+    build_wheel(wheels, "visionlib", "2.0", "OLD = False\n", requires="torch>=2.14")
+    repo = write(tmp_path / "repo", {"requirements.txt": "visionlib\n"})
+    overlay = depinstall.prepare(resolve(repo), tmp_path / "cache")
+    assert overlay.installed == ["visionlib==1.0"], (overlay.installed, overlay.skipped)
+    assert not (Path(overlay.path) / "torch").exists()
 
 
 def test_a_package_without_a_wheel_is_named_with_how_to_provide_it(tmp_path, wheels):

@@ -4,6 +4,8 @@ sandboxed runs use the default isolation: the stand-ins must be visible inside i
 
 from __future__ import annotations
 
+import json
+import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -242,3 +244,62 @@ def test_a_nanogpt_style_memmap_and_tiktoken_script_trains_offline(tmp_path):
     assert result.steps == 2 and len(result.losses) == 2
     libraries = {(d["library"], d["dataset"]) for d in result.synthetic_data}
     assert libraries == {("tiktoken", "gpt2"), ("numpy", "data/openwebtext/train.bin")}
+
+
+# A torchvision whose compiled operators did not load (PyPI's wheels are CUDA builds):
+# its __init__ registers fake kernels for nms and qnms without asking, as 0.28 does.
+BROKEN_TORCHVISION = {
+    "torchvision/__init__.py": """\
+        import torch
+        from torchvision import extension
+        from torchvision.ops import nms
+
+        for op in ("nms", "qnms"):
+            torch.library.register_fake("torchvision::" + op)(lambda d, s, t: d.new_empty(0))
+        """,
+    "torchvision/extension.py": """\
+        def _has_ops():
+            return False
+
+        def _assert_has_ops():
+            raise RuntimeError("Couldn't load custom C++ ops.")
+        """,
+    "torchvision/ops.py": """\
+        import torch
+        from torchvision.extension import _assert_has_ops
+
+        def nms(boxes, scores, iou_threshold):
+            _assert_has_ops()
+            return torch.ops.torchvision.nms(boxes, scores, iou_threshold)
+        """,
+}
+
+
+def test_torchvision_without_its_compiled_operators_imports_and_has_nms(tmp_path):
+    """``import torchvision`` works and ``nms`` computes torchvision's greedy suppression;
+    the stand-in is recorded."""
+    for rel, text in BROKEN_TORCHVISION.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(textwrap.dedent(text))
+    code = textwrap.dedent(
+        """\
+        import json, torch
+        from torchport.sandbox import synthetic
+        synthetic.install()
+        import torchvision
+        boxes = torch.tensor([[0, 0, 10, 10], [1, 1, 11, 11], [20, 20, 30, 30], [0, 0, 10, 10.0]])
+        scores = torch.tensor([0.9, 0.8, 0.7, 0.95])
+        kept = torchvision.nms(boxes, scores, 0.5).tolist()
+        loose = torchvision.nms(boxes, scores, 0.99).tolist()
+        print(json.dumps([kept, loose, synthetic.records()]))
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    kept, loose, records = json.loads(done.stdout.splitlines()[-1])
+    # box 3 (0.95) suppresses its twin box 0 and box 1 (IoU 0.68); box 2 overlaps nothing
+    assert kept == [3, 2]
+    assert loose == [3, 1, 2]  # the twins' IoU is 1.0 > 0.99; box 1 (0.68) survives
+    assert any(r["library"] == "torchvision" and "nms" in r.get("standin", "") for r in records)

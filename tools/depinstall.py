@@ -135,7 +135,12 @@ def _dry_run(
     """pip's resolution against torchport's interpreter: [(name, version)], or None and why."""
     report = work / "report.json"
     report.unlink(missing_ok=True)
+    # torch as installed: else pip picks the newest torchvision (say) and the torch it
+    # wants, and drags CUDA packages in with it; a pin that cannot hold is "unavailable"
+    constraints = work / "constraints.txt"
+    constraints.write_text(f"torch=={installed_version('torch')}\n", encoding="utf-8")
     args = ["install", "--dry-run", "--quiet", WHEELS_ONLY, "--report", str(report)]
+    args += ["--constraint", str(constraints)]
     done = _pip([*args, *requirements], env, deadline)
     if done.returncode != 0 or not report.is_file():
         return None, _last_line(done.stderr or done.stdout)

@@ -117,7 +117,17 @@ def _patch_tiktoken(mod: ModuleType) -> None:
     mod.encoding_for_model = lambda model: get_encoding(mod.encoding_name_for_model(model))
 
 
+def _patch_torchvision_extension(mod: ModuleType) -> None:
+    if not mod._has_ops():
+        from . import vision_ops
+
+        vision_ops.define()
+        # ops.nms asks first; an operator still missing fails where it is called
+        mod._assert_has_ops = lambda: None
+
+
 PATCHES: dict[str, Callable[[ModuleType], None]] = {
+    "torchvision.extension": _patch_torchvision_extension,
     "torchvision.datasets": _patch_torchvision_datasets,
     "torchaudio.datasets": _patch_torchaudio_datasets,
     "datasets": _patch_datasets,
@@ -159,14 +169,14 @@ class _PatchingLoader:
 
 class SyntheticFinder(importlib.abc.MetaPathFinder):
     def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
-        if name not in STUBS:
+        if name not in STUBS and name not in PATCHES:
             return None
         parent = sys.modules.get(name.rpartition(".")[0]) if "." in name else None
         if parent is not None and getattr(parent, MARK, False):
-            return self._stub(name)
+            return self._stub(name) if name in STUBS else None
         real = self._real_spec(name, path, target)
         if real is None:
-            return self._stub(name)
+            return self._stub(name) if name in STUBS else None
         if name in PATCHES and real.loader is not None:
             real.loader = _PatchingLoader(real.loader, PATCHES[name])
         return real
