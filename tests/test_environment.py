@@ -319,3 +319,29 @@ def test_migrate_installs_reports_and_verifies(tmp_path, wheels, capsys):
     report = (out / "torchport-report" / "verification.md").read_text()
     assert "installed `tinydep==0.1`" in report
     assert "skipped `torch==2.1.0+cu121`" in report and "skipped `flash-attn>=2`" in report
+
+
+def test_an_error_raised_inside_an_overlay_package_is_placed_in_the_users_code(
+    tmp_path, monkeypatch
+):
+    """The failing frame a verdict names is the program's line, not the installed library's
+    (the overlay is not called site-packages)."""
+    from torchport.sandbox.pythonpath import SITE_VARIABLE
+    from torchport.sandbox.session import user_frame
+
+    overlay = tmp_path / "overlay"
+    write(overlay, {"library.py": "def fail():\n    raise RuntimeError('inside')\n"})
+    program = "import library\n\n\ndef main():\n    library.fail()\n"
+    user = write(tmp_path / "repo", {"overlay_user_train.py": program})
+    monkeypatch.setenv(SITE_VARIABLE, str(overlay))
+    monkeypatch.syspath_prepend(str(overlay))
+    monkeypatch.syspath_prepend(str(user))
+    import overlay_user_train  # the repository's module
+
+    try:
+        overlay_user_train.main()
+    except RuntimeError as exc:
+        frame = user_frame(exc.__traceback__)
+    assert (
+        frame is not None and frame["file"].endswith("overlay_user_train.py") and frame["line"] == 5
+    )
