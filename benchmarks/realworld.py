@@ -56,6 +56,7 @@ class Repo:
     folder: str = "."  # what is migrated: the repository or one of its folders
     prepare: tuple[Prepare, ...] = ()
     budget_s: int = 900  # the whole migrate (two runs and the rest)
+    memory_mb: int = 4096  # per run
     label: str = ""  # a short name when one repository has several entries
 
     @property
@@ -77,6 +78,7 @@ REPOS: tuple[Repo, ...] = (
         "28c65cdfbc3338e2e040016eea4b7fdf556e4d57",
         "python gpt_train.py",
         folder="ch05/01_main-chapter-code",
+        memory_mb=8192,  # GPT-2 small (124M parameters) and Adam's state
         # the script downloads the text the repository keeps in chapter 2
         prepare=(
             Prepare("copy", "the-verdict.txt", source="ch02/01_main-chapter-code/the-verdict.txt"),
@@ -273,6 +275,8 @@ def run_one(
         "none",
         "--timeout",
         str(repo.budget_s // 2),
+        "--memory",
+        str(repo.memory_mb),
         "--format",
         "json",
         "--quiet",

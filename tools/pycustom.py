@@ -94,10 +94,40 @@ def _has_cpu_string(node: ast.AST | list) -> bool:
     return any(s == "cpu" for n in nodes for s in _strings(n))
 
 
+_GPU_WORDS = re.compile(r"cuda|gpu", re.IGNORECASE)
+# Statements a device-choosing ``if`` is made of; anything else (an assert, a call that sets
+# up DDP, a loop) means the branch does more than pick a device.
+_CHOICE_STATEMENTS = (ast.Assign, ast.AnnAssign, ast.Pass)
+
+
+def _asks_about_the_gpu(test: ast.AST) -> bool:
+    """``torch.cuda.is_available()``, ``args.cuda``, ``use_gpu``: a test about the GPU."""
+    for sub in ast.walk(test):
+        name = sub.id if isinstance(sub, ast.Name) else getattr(sub, "attr", "")
+        if isinstance(name, str) and _GPU_WORDS.search(name):
+            return True
+    return False
+
+
+def _only_choices(statements: list[ast.stmt]) -> bool:
+    return all(isinstance(s, _CHOICE_STATEMENTS) for s in statements)
+
+
 @custom("cuda_else_cpu", ast.IfExp, ast.If, prefilter="cuda")
 def cuda_else_cpu(node: ast.AST, ctx: MatchContext) -> bool:
-    """One arm picks a CUDA device, the other the CPU: the target silently gets the CPU."""
-    arms = ([node.body], [node.orelse]) if isinstance(node, ast.IfExp) else (node.body, node.orelse)
+    """One arm picks a CUDA device, the other the CPU: the target silently gets the CPU.
+
+    An ``if`` statement counts only when its test asks about the GPU or both arms do
+    nothing but assign: ``if ddp: <set up NCCL on cuda:RANK> else: device = "cpu"`` is not
+    a device choice, and keeping one arm of it would delete the other's meaning."""
+    if isinstance(node, ast.IfExp):
+        arms = ([node.body], [node.orelse])
+    else:
+        arms = (node.body, node.orelse)
+        if not (
+            _asks_about_the_gpu(node.test) or (_only_choices(arms[0]) and _only_choices(arms[1]))
+        ):
+            return False
     if not arms[1]:
         return False
     return (_has_cuda_string(arms[0]) and _has_cpu_string(arms[1])) or (

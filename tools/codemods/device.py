@@ -267,6 +267,8 @@ def cuda_else_cpu(node: cst.CSTNode, ctx: FixContext):
         cuda_arm = node.body if _mentions_cuda(node.body) else node.orelse
         return cuda_arm.visit(_DeviceStrings(ctx))
     if isinstance(node, cst.If):
+        if not _mentions_cuda(node.body) and not _mentions_cuda(node.orelse or node.body):
+            raise NotApplicable("neither arm names a CUDA device")
         arm = node.body if _mentions_cuda(node.body) else node.orelse
         if isinstance(arm, cst.Else):
             arm = arm.body
@@ -294,6 +296,9 @@ class _StringCollector(cst.CSTVisitor):
         value = string_value(node)
         if value is not None:
             self.values.append(value)
+
+    def visit_FormattedStringText(self, node: cst.FormattedStringText) -> None:
+        self.values.append(node.value)  # f"cuda:{rank}" names a CUDA device too
 
 
 class _DeviceStrings(cst.CSTTransformer):
