@@ -21,6 +21,17 @@ from .emulator.counters import quiet
 LOSS_SCALE = "_torchport_loss_scale"
 
 
+# How many times the forward budget a training program may call its models before its
+# first optimizer step (see Budget.forward_limit).
+TRAINING_FORWARDS = 4
+
+
+def _has_weights(module: torch.nn.Module) -> bool:
+    """A model, not a transform or a loss: torchvision's transforms are Modules too, and
+    a data pipeline calling them must not spend the program's forward budget."""
+    return next(module.parameters(), None) is not None
+
+
 class StepBudgetReached(BaseException):
     """Raised after the last budgeted step. A BaseException, so a program's own
     ``except Exception`` does not swallow it."""
@@ -39,8 +50,17 @@ class Budget:
     # Told when the budget is spent, before StepBudgetReached is raised: a child process
     # writes its result and exits there (see ``sandbox.session``).
     on_limit: Callable[[str], None] | None = None
+    optimizers: int = 0  # constructed so far: a program that has one is training
     _depth: int = 0
     _in_backward: bool = False
+
+    def forward_limit(self) -> int | None:
+        """Forward calls before a stop. A program that built an optimizer is training:
+        its steps are the budget, and forward calls before its first step (a generator
+        and a discriminator, an evaluation pass) get a few rounds' room to reach it."""
+        if self.max_forwards is None or not self.optimizers:
+            return self.max_forwards
+        return self.max_forwards * TRAINING_FORWARDS
 
     def stop(self, reason: str) -> None:
         if self.on_limit is not None:
@@ -98,6 +118,17 @@ def summarize(value: Any) -> dict[str, Any] | None:
     }
 
 
+def _count_optimizers(budget: Budget) -> None:
+    """Every optimizer's constructor ends in ``Optimizer.__init__``: count them there."""
+    original = torch.optim.Optimizer.__init__
+
+    def __init__(self: torch.optim.Optimizer, *args: Any, **kwargs: Any) -> None:
+        budget.optimizers += 1
+        original(self, *args, **kwargs)
+
+    torch.optim.Optimizer.__init__ = __init__  # type: ignore[method-assign]
+
+
 def install(budget: Budget) -> Budget:
     """Hook torch for this process; returns the budget being filled."""
     _tag_scaled_losses()
@@ -132,8 +163,8 @@ def install(budget: Budget) -> Budget:
 
     def after_forward(module: torch.nn.Module, args: Any, output: Any) -> None:
         budget._depth -= 1
-        if budget._depth:
-            return  # a submodule: only the program's own top-level calls count
+        if budget._depth or not _has_weights(module):
+            return  # a submodule, a transform or a loss: only the program's models count
         budget.forwards += 1
         if budget.steps or budget.losses:
             return  # training: the optimizer steps are the budget
@@ -141,9 +172,11 @@ def install(budget: Budget) -> Budget:
             summary = summarize(output)
             if summary is not None:
                 budget.outputs.append(summary)
-        if budget.max_forwards is not None and budget.forwards >= budget.max_forwards:
+        limit = budget.forward_limit()
+        if limit is not None and budget.forwards >= limit:
             budget.stop(f"{budget.forwards} forward calls")
 
+    _count_optimizers(budget)
     torch.nn.modules.module.register_module_forward_pre_hook(before_forward)
     torch.nn.modules.module.register_module_forward_hook(after_forward)
     return budget

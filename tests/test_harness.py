@@ -82,6 +82,32 @@ def test_same_seed_same_losses_and_the_program_dir_is_not_touched(tmp_path):
     assert not (root / "out.txt").exists()  # runs happen in a scratch copy
 
 
+def test_a_training_program_reaches_its_steps_past_transforms_losses_and_two_models(tmp_path):
+    """A GAN step calls two models before its first optimizer step, and an augmentation and
+    a loss are Modules too: with a forward budget as small as the step budget, the run
+    still ends on optimizer steps (losses compared), not on forward calls."""
+    root = _program(
+        tmp_path,
+        """\
+        import torch
+        torch.manual_seed(0)
+        aug = torch.nn.Dropout(0.0)  # a transform: a Module without weights
+        g, d = torch.nn.Linear(2, 4), torch.nn.Linear(4, 1)
+        crit = torch.nn.MSELoss()
+        opt = torch.optim.SGD([*g.parameters(), *d.parameters()], lr=0.1)
+        for _ in range(100):
+            fake = g(aug(torch.randn(8, 2)))
+            loss = crit(d(fake), torch.ones(8, 1))
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        """,
+    )
+    result = _run(root, "main.py", steps=2, forwards=2)
+    assert result.status == "ok" and result.steps == 2, (result.stopped, result.error)
+    assert len(result.losses) == 2 and "optimizer steps" in (result.stopped or "")
+
+
 def test_inference_programs_report_output_summaries(tmp_path):
     root = _program(
         tmp_path,
