@@ -226,7 +226,8 @@ def prepare(step: Prepare, repo_root: Path, folder: Path) -> None:
                 image.putpixel((x, x), (255 - colour[0], 255, 0))
             image.convert(step.mode).save(target / step.pattern.format(i=i))
     elif step.kind == "json":
-        images = sorted(str(p) for p in (folder / step.source).iterdir())
+        # relative to the program's folder: the run sees a copy, not this one
+        images = sorted(str(p.relative_to(folder)) for p in (folder / step.source).iterdir())
         target.write_text(json.dumps(images))
     else:
         raise ValueError(f"unknown preparation {step.kind!r}")

@@ -303,3 +303,30 @@ def test_torchvision_without_its_compiled_operators_imports_and_has_nms(tmp_path
     assert kept == [3, 2]
     assert loose == [3, 1, 2]  # the twins' IoU is 1.0 > 0.99; box 1 (0.68) survives
     assert any(r["library"] == "torchvision" and "nms" in r.get("standin", "") for r in records)
+
+
+def test_torch_hub_list_offline_is_an_empty_list_recorded(tmp_path):
+    """dino asks torch.hub.list for extra architectures while building its parser: in the
+    sandbox (no network) that is an empty list, recorded, and the program trains."""
+    from torchport.sandbox.isolation import choose_backend
+
+    if choose_backend("auto") == "process":
+        pytest.skip("only the process backend is here: it would reach the network")
+    root = _program(
+        tmp_path,
+        """\
+        import torch
+        archs = ["vit_small", *torch.hub.list("facebookresearch/xcit:main")]
+        assert archs == ["vit_small"], archs
+        model = torch.nn.Linear(2, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for _ in range(10):
+            loss = model(torch.ones(4, 2)).pow(2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        """,
+    )
+    result = run(RunSpec(root=root, command=["python", "train.py"], mode="tpu", steps=2))
+    assert result.status == "ok" and result.steps == 2, (result.error, result.stderr_tail)
+    assert any(r["library"] == "torch.hub" for r in result.synthetic_data), result.synthetic_data

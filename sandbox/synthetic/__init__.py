@@ -12,20 +12,23 @@ is recorded; :func:`records` lists them for the run's result.
 
 from __future__ import annotations
 
-from . import finder, numpy_files
+from . import finder, hub, numpy_files
 from .data import TEST_SIZE, TRAIN_SIZE, records
 
 
 def install() -> finder.SyntheticFinder:
-    """The import hook (stand-in and patched dataset libraries, tiktoken) and numpy's
-    token-file readers (``numpy_files``), for this process."""
+    """The import hook (stand-in and patched dataset libraries, tiktoken), numpy's
+    token-file readers (``numpy_files``) and an offline ``torch.hub.list``, for this
+    process."""
     numpy_files.install()
+    hub.install()
     return finder.install()
 
 
 def uninstall() -> None:
     finder.uninstall()
     numpy_files.uninstall()
+    hub.uninstall()
 
 
 __all__ = ["TEST_SIZE", "TRAIN_SIZE", "install", "records", "uninstall"]

@@ -1,0 +1,39 @@
+"""``torch.hub.list`` without a network: the entry points of a hub repository torch has
+not cached are an empty list, recorded.
+
+Programs ask the hub what a repository offers while building their argument parser
+(dino's ``main_dino.py`` adds ``torch.hub.list("facebookresearch/xcit:main")`` to its
+``--arch`` choices), long before they would load anything from it. In the sandbox that
+call can only fail, so the whole program fails before its first line of training; with
+no entries the program runs on, and a program that then asks for one of those entries
+fails there, naming it. ``torch.hub.load`` is left alone: weights cannot be made up.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch.hub
+
+from .data import record
+
+_REAL: list[Any] = []
+
+
+def _offline_list(github: str, *args: Any, **kwargs: Any) -> list[str]:
+    try:
+        return _REAL[0](github, *args, **kwargs)
+    except OSError:  # URLError, a failed DNS lookup: the sandbox has no network
+        record("torch.hub", f"list({github!r})", 0, standin="no entries: no network here")
+        return []
+
+
+def install() -> None:
+    if not _REAL:
+        _REAL.append(torch.hub.list)
+        torch.hub.list = _offline_list
+
+
+def uninstall() -> None:
+    if _REAL:
+        torch.hub.list = _REAL.pop()
