@@ -136,6 +136,20 @@ def test_matching_steps_then_the_same_failure_verify_with_a_caveat():
     v = judge(_fails_at(41, 2), _fails_at(42, 2, "other"), FP32, "tpu")
     assert "the migration fails otherwise: RuntimeError: other" in v.reason
     assert v.failure["error"]["frame"]["line"] == 42
+
+    # ... but a port that moved the failing statement (an import added above it) fails
+    # the same way: same file, function and code, another line
+    def at(line, code):
+        result = _fails_at(line, 2)
+        result["error"]["frame"].update(function="train", code=code)
+        return result
+
+    moved = judge(
+        at(41, "raise RuntimeError('boom')"), at(43, "raise RuntimeError('boom')"), FP32, "tpu"
+    )
+    assert moved.verdict == "verified" and moved.caveat
+    changed = judge(at(41, "raise RuntimeError('boom')"), at(43, "x = y.cuda()"), FP32, "tpu")
+    assert changed.verdict == "not-runnable" and "fails otherwise" in changed.reason
     # ... nor when the migration ran on the CPU
     on_cpu = {**_fails_at(41, 2), "counters": {"ops": 0}}
     assert judge(_fails_at(41, 2), on_cpu, FP32, "tpu").verdict == "not-runnable"
