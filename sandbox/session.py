@@ -137,6 +137,8 @@ def start(
     in this process; the launcher's process and every child go through here."""
     global _current
     session = _current = Session(config, child=child)
+    # a real wandb, if installed, must not try its server (the sandbox has no network)
+    os.environ["WANDB_MODE"] = "disabled"
     session.watcher = _activate(config.mode, config.devices)
     from torchport.sandbox import rendezvous
 

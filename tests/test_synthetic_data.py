@@ -330,3 +330,34 @@ def test_torch_hub_list_offline_is_an_empty_list_recorded(tmp_path):
     result = run(RunSpec(root=root, command=["python", "train.py"], mode="tpu", steps=2))
     assert result.status == "ok" and result.steps == 2, (result.error, result.stderr_tail)
     assert any(r["library"] == "torch.hub" for r in result.synthetic_data), result.synthetic_data
+
+
+def test_wandb_absent_is_a_logger_that_records_nothing(tmp_path):
+    """Pytorch-UNet logs to wandb (its pin has no wheel): the program trains, the stand-in
+    is named, and wandb.run / wandb.config follow the run as wandb's do."""
+    import importlib.util
+
+    if importlib.util.find_spec("wandb") is not None:
+        pytest.skip("wandb is installed here: the stand-in is for its absence")
+    root = _program(
+        tmp_path,
+        """\
+        import torch
+        import wandb
+        run = wandb.init(project="U-Net", resume="allow", anonymous="must")
+        run.config.update(dict(epochs=1, lr=0.1), allow_val_change=True)
+        assert wandb.run is run and wandb.config.lr == 0.1
+        model = torch.nn.Linear(2, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for step in range(10):
+            loss = model(torch.ones(4, 2)).pow(2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            run.log({"loss": loss.item(), "images": wandb.Image(torch.zeros(3, 4, 4))})
+        wandb.finish()
+        """,
+    )
+    result = _run(root, steps=2)
+    assert result.status == "ok" and result.steps == 2, (result.error, result.stderr_tail)
+    assert any(r["library"] == "wandb" for r in result.synthetic_data), result.synthetic_data

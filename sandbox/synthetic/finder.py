@@ -70,7 +70,16 @@ def _tiktoken(mod: ModuleType) -> None:
         setattr(mod, name, getattr(tokenizer, name))
 
 
+def _wandb(mod: ModuleType) -> None:
+    from . import experiment_log
+
+    mod.__version__ = VERSION
+    for name in experiment_log.PUBLIC:
+        setattr(mod, name, getattr(experiment_log, name))
+
+
 STUBS: dict[str, Callable[[ModuleType], None]] = {
+    "wandb": _wandb,
     "torchvision": _torchvision,
     "torchvision.datasets": _torchvision_datasets,
     "torchvision.transforms": _torchvision_transforms,
