@@ -361,3 +361,21 @@ def test_wandb_absent_is_a_logger_that_records_nothing(tmp_path):
     result = _run(root, steps=2)
     assert result.status == "ok" and result.steps == 2, (result.error, result.stderr_tail)
     assert any(r["library"] == "wandb" for r in result.synthetic_data), result.synthetic_data
+
+
+def test_torch_six_serves_the_aliases_old_pinned_libraries_import():
+    """timm 0.3.2 (deit's pin) does ``from torch._six import container_abcs``."""
+    code = textwrap.dedent(
+        """\
+        import collections.abc, json, math
+        from torchport.sandbox import synthetic
+        synthetic.install()
+        from torch._six import container_abcs, inf, int_classes, string_classes
+        assert container_abcs is collections.abc and inf == math.inf and int_classes is int
+        assert isinstance("x", string_classes)
+        print(json.dumps(synthetic.records()))
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert any(r["dataset"] == "_six" for r in json.loads(done.stdout.splitlines()[-1]))

@@ -78,8 +78,15 @@ def _wandb(mod: ModuleType) -> None:
         setattr(mod, name, getattr(experiment_log, name))
 
 
+def _torch_six(mod: ModuleType) -> None:
+    from . import torch_compat
+
+    torch_compat.build(mod)
+
+
 STUBS: dict[str, Callable[[ModuleType], None]] = {
     "wandb": _wandb,
+    "torch._six": _torch_six,
     "torchvision": _torchvision,
     "torchvision.datasets": _torchvision_datasets,
     "torchvision.transforms": _torchvision_transforms,
