@@ -57,6 +57,9 @@ class Repo:
     prepare: tuple[Prepare, ...] = ()
     budget_s: int = 900  # the whole migrate (two runs and the rest)
     memory_mb: int = 4096  # per run
+    # requirements the repository states only in prose (INSTALL.md), given as a user
+    # following it would: ``--deps FILE``
+    deps: tuple[str, ...] = ()
     label: str = ""  # a short name when one repository has several entries
 
     @property
@@ -148,6 +151,7 @@ REPOS: tuple[Repo, ...] = (
         "048efcea897d999aed302f2639b6270aedf8d4c8",
         "python main.py --model convnext_tiny --data_path /path/to/imagenet --batch_size 2"
         " --epochs 1 --num_workers 0 --output_dir out",
+        deps=("timm==0.3.2", "tensorboardX", "six"),  # INSTALL.md
     ),
     Repo(
         "facebookresearch/detr",
@@ -159,7 +163,7 @@ REPOS: tuple[Repo, ...] = (
         "huggingface/pytorch-image-models",
         "aa4b5850c1543fa488abf260f18390eda46cf85d",
         "python train.py --data-dir /path/to/imagenet --model resnet18 --epochs 1 -b 2"
-        " --workers 0 --img-size 64",
+        " --workers 1 --img-size 64",
         label="timm",
     ),
     Repo(
@@ -282,6 +286,11 @@ def run_one(
         "json",
         "--quiet",
     ]
+    if repo.deps:
+        requirements = work / "deps" / f"{slug}.txt"
+        requirements.parent.mkdir(parents=True, exist_ok=True)
+        requirements.write_text("\n".join(repo.deps) + "\n")
+        command += ["--deps", str(requirements)]
     started = time.monotonic()
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=repo.budget_s)

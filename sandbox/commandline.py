@@ -88,7 +88,8 @@ SMALL_VALUES: dict[frozenset[str], tuple[int, str]] = {
         "nworkers",
         "j",
         "dataloader_num_workers",
-    ): (0, "data loader workers"),
+        # one, not none: loaders with persistent_workers or prefetch_factor (timm's) need one
+    ): (1, "data loader workers"),
     _names(
         "img_size",
         "image_size",

@@ -40,12 +40,12 @@ def test_huge_arguments_are_made_small_and_listed(tmp_path):
     args += ["--world-size", "8", "--dist-url", "tcp://224.66.41.62:23456", "--seed", "7"]
     fitted = rewrite(args, tmp_path, devices=1)
     assert fitted.args == [
-        *["--epochs", "1", "-b", "8", "--workers=0", "--input-size", "3", "64", "64"],
+        *["--epochs", "1", "-b", "8", "--workers=1", "--input-size", "3", "64", "64"],
         *["--lr", "0.5", "--amp"],
         *["--world-size", "2", "--dist-url", "tcp://127.0.0.1:23456", "--seed", "7"],
     ]
     changed = {(r.argument, r.before, r.after) for r in fitted.rewrites}
-    assert ("--epochs", "300", "1") in changed and ("--workers", "16", "0") in changed
+    assert ("--epochs", "300", "1") in changed and ("--workers", "16", "1") in changed
     assert len(fitted.rewrites) == 7  # the two 224s, not the channel count, not --lr/--seed
     assert list(tmp_path.iterdir()) == []  # no data argument: nothing written
 
@@ -179,7 +179,7 @@ p.add_argument("data")
 p.add_argument("--epochs", type=int, default=90)
 p.add_argument("-j", "--workers", type=int, default=8)
 args = p.parse_args()
-assert args.epochs == 1 and args.workers == 0, args
+assert args.epochs == 1 and args.workers == 1, args
 tf = transforms.Compose([transforms.RandomResizedCrop(16), transforms.ToTensor()])
 train = datasets.ImageFolder(os.path.join(args.data, "train"), tf)
 assert len(train.classes) == 4, train.classes
@@ -204,7 +204,7 @@ def test_imagefolder_on_a_placeholder_path_trains_in_the_sandbox(tmp_path):
     assert [(r["argument"], r["after"]) for r in result.command_rewrites] == [
         ("argument", ".torchport-data/path_to_imagenet"),
         ("--epochs", "1"),
-        ("-j", "0"),
+        ("-j", "1"),
     ]
     assert result.synthetic_data[0]["path"] == ".torchport-data/path_to_imagenet"
     assert not (root / ".torchport-data").exists()  # the scratch copy, never the original
