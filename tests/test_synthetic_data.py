@@ -19,10 +19,11 @@ from torchport.sandbox.synthetic import files, hf, numpy_files, tokenizer
 np = pytest.importorskip("numpy")
 
 
-def _program(tmp_path: Path, text: str) -> Path:
+def _program(tmp_path: Path, text: str, then: str = "") -> Path:
+    """train.py: ``text``, then ``then`` (each dedented on its own)."""
     root = tmp_path / "prog"
     root.mkdir()
-    (root / "train.py").write_text(textwrap.dedent(text))
+    (root / "train.py").write_text(textwrap.dedent(text) + textwrap.dedent(then))
     return root
 
 
@@ -305,6 +306,18 @@ def test_torchvision_without_its_compiled_operators_imports_and_has_nms(tmp_path
     assert any(r["library"] == "torchvision" and "nms" in r.get("standin", "") for r in records)
 
 
+# ten optimizer steps of a one-layer model, to follow a program's own first lines
+TINY_TRAINING = """\
+        model = torch.nn.Linear(2, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for _ in range(10):
+            loss = model(torch.ones(4, 2)).pow(2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+"""
+
+
 def test_torch_hub_list_offline_is_an_empty_list_recorded(tmp_path):
     """dino asks torch.hub.list for extra architectures while building its parser: in the
     sandbox (no network) that is an empty list, recorded, and the program trains."""
@@ -318,14 +331,8 @@ def test_torch_hub_list_offline_is_an_empty_list_recorded(tmp_path):
         import torch
         archs = ["vit_small", *torch.hub.list("facebookresearch/xcit:main")]
         assert archs == ["vit_small"], archs
-        model = torch.nn.Linear(2, 1)
-        opt = torch.optim.SGD(model.parameters(), lr=0.1)
-        for _ in range(10):
-            loss = model(torch.ones(4, 2)).pow(2).mean()
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
         """,
+        then=TINY_TRAINING,
     )
     result = run(RunSpec(root=root, command=["python", "train.py"], mode="tpu", steps=2))
     assert result.status == "ok" and result.steps == 2, (result.error, result.stderr_tail)
@@ -347,13 +354,9 @@ def test_wandb_absent_is_a_logger_that_records_nothing(tmp_path):
         run = wandb.init(project="U-Net", resume="allow", anonymous="must")
         run.config.update(dict(epochs=1, lr=0.1), allow_val_change=True)
         assert wandb.run is run and wandb.config.lr == 0.1
-        model = torch.nn.Linear(2, 1)
-        opt = torch.optim.SGD(model.parameters(), lr=0.1)
-        for step in range(10):
-            loss = model(torch.ones(4, 2)).pow(2).mean()
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
+        """,
+        then=TINY_TRAINING
+        + """\
             run.log({"loss": loss.item(), "images": wandb.Image(torch.zeros(3, 4, 4))})
         wandb.finish()
         """,
