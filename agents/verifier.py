@@ -443,6 +443,13 @@ def tree_digest(root: Path) -> str:
     return digest.hexdigest()
 
 
+@cache
+def sandbox_digest() -> str:
+    """What the reference run's numbers also depend on: torchport's own sandbox code (the
+    shim, the step budget, the stand-ins). A cached run from another version is stale."""
+    return tree_digest(Path(__file__).resolve().parents[1] / "sandbox")
+
+
 def reference_run(
     root: Path,
     argv: list[str],
@@ -458,9 +465,8 @@ def reference_run(
     targets (or resuming, or re-running an evaluation) runs it once. A failed run is
     not cached (it may have been the machine's fault).
     """
-    key = hashlib.sha256(
-        json.dumps([tree_digest(root), argv, asdict(budget), *site_paths], sort_keys=True).encode()
-    ).hexdigest()[:32]
+    parts = [tree_digest(root), argv, asdict(budget), *site_paths, sandbox_digest()]
+    key = hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:32]
     path = cache / f"{key}.json" if cache is not None else None
     if path is not None and path.is_file():
         try:

@@ -180,3 +180,25 @@ def test_xla_without_torch_xla_is_not_runnable_and_emulated_targets_are():
         assert "torch_xla" in reason
     else:
         assert reason is None
+
+
+def test_a_cached_reference_run_is_reused_only_by_the_same_sandbox_code(tmp_path, monkeypatch):
+    """The original's run is cached by its files, command and budget, and by torchport's
+    sandbox code: a newer shim or step budget must not be handed yesterday's numbers."""
+    from torchport.agents import verifier
+
+    root = tmp_path / "repo"
+    root.mkdir()
+    (root / "train.py").write_text(
+        "import torch\nm = torch.nn.Linear(2, 1)\no = torch.optim.SGD(m.parameters(), lr=0.1)\n"
+        "for _ in range(9):\n    l = m(torch.ones(2, 2)).sum()\n    o.zero_grad()\n"
+        "    l.backward()\n    o.step()\n"
+    )
+    budget = verifier.Budget(steps=2, forwards=2, timeout_s=120)
+    cache = tmp_path / "cache"
+    first = verifier.reference_run(root, ["python", "train.py"], budget, cache)
+    again = verifier.reference_run(root, ["python", "train.py"], budget, cache)
+    assert first["status"] == "ok" and "cached" not in first and again.get("cached") is True
+    monkeypatch.setattr(verifier, "sandbox_digest", lambda: "another torchport")
+    after_upgrade = verifier.reference_run(root, ["python", "train.py"], budget, cache)
+    assert after_upgrade["status"] == "ok" and "cached" not in after_upgrade
