@@ -138,7 +138,7 @@ REPOS: tuple[Repo, ...] = (
         "7c446df5b9f45747937fb0d72314eb9f7b66930a",
         "python main_dino.py --arch vit_tiny --patch_size 16 --data_path /path/to/imagenet/train"
         " --batch_size_per_gpu 2 --epochs 1 --num_workers 0 --local_crops_number 2"
-        " --output_dir out --use_fp16 true",
+        " --output_dir out --use_fp16 true --warmup_epochs 0 --warmup_teacher_temp_epochs 0",
     ),
     Repo(
         "facebookresearch/deit",
@@ -150,7 +150,7 @@ REPOS: tuple[Repo, ...] = (
         "facebookresearch/ConvNeXt",
         "048efcea897d999aed302f2639b6270aedf8d4c8",
         "python main.py --model convnext_tiny --data_path /path/to/imagenet --batch_size 2"
-        " --epochs 1 --num_workers 0 --output_dir out",
+        " --epochs 1 --warmup_epochs 0 --num_workers 0 --output_dir out",
         deps=("timm==0.3.2", "tensorboardX", "six"),  # INSTALL.md
     ),
     Repo(
