@@ -267,9 +267,12 @@ def cuda_else_cpu(node: cst.CSTNode, ctx: FixContext):
         cuda_arm = node.body if _mentions_cuda(node.body) else node.orelse
         return cuda_arm.visit(_DeviceStrings(ctx))
     if isinstance(node, cst.If):
-        if not _mentions_cuda(node.body) and not _mentions_cuda(node.orelse or node.body):
+        if _mentions_cuda(node.body):
+            arm = node.body
+        elif node.orelse is not None and _mentions_cuda(node.orelse):
+            arm = node.orelse
+        else:
             raise NotApplicable("neither arm names a CUDA device")
-        arm = node.body if _mentions_cuda(node.body) else node.orelse
         if isinstance(arm, cst.Else):
             arm = arm.body
         if not isinstance(arm, cst.IndentedBlock):
