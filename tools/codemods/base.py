@@ -143,6 +143,23 @@ def follow_up(code: str):
     return register
 
 
+Prescan = Callable[[cst.Module, list[int], str], dict]
+PRESCANS: dict[str, Prescan] = {}
+
+
+def prescan(code: str):
+    """Register a look at the whole file before rule ``code``'s fixes run, given the lines of
+    that rule's findings. It returns state for the fixer and its follow-ups: a follow-up sees
+    nodes in file order, so what it must know about code *above* the finding (a function
+    defined before the model is wrapped) has to be known before the rewrite starts."""
+
+    def register(fn: Prescan) -> Prescan:
+        PRESCANS[code] = fn
+        return fn
+
+    return register
+
+
 def guarded(target: str, call: str, fallback: str = "None") -> str:
     """On the accelerator target, device calls raise on a CPU-only machine: guard them there.
 

@@ -21,6 +21,7 @@ from ..findings import Finding
 from .base import (
     FIXERS,
     FOLLOW_UPS,
+    PRESCANS,
     REMOVE_STATEMENT,
     FixContext,
     NotApplicable,
@@ -249,6 +250,10 @@ def migrate_python(
         )
     wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
     applier = _Applier(findings, target, DeviceNames(wrapper))
+    for code, look in PRESCANS.items():
+        lines = [f.line for f in findings if f.rule == code]
+        if lines:
+            applier.state.update(look(module, lines, target))
     new_module = wrapper.visit(applier)
     if applier.imports or applier.edits:
         new_module = _fix_imports(new_module, applier.imports)
