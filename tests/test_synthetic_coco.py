@@ -22,7 +22,12 @@ def _tree(root: Path) -> dict[str, bytes]:
 
 @pytest.mark.parametrize(
     "args",
-    [["--coco_path", "/path/to/coco"], ["--coco-path=<coco>"], ["--data-path", "/path/to/coco"]],
+    [
+        ["--coco_path", "/path/to/coco"],
+        ["--coco-path=<coco>"],
+        ["--data-path", "/path/to/coco"],
+        ["--coco_path", "data/coco"],  # missing from the copy: written where it is looked for
+    ],
 )
 def test_a_coco_placeholder_gets_the_coco_detection_layout(tmp_path, args):
     fitted = rewrite(args, tmp_path)
