@@ -6,6 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
+# sandbox.synthetic.weights.DATASET (not imported: that package imports torch)
+WEIGHTS = "pretrained weights"
+
 
 def _standin(entry: Any) -> str:
     if not isinstance(entry, dict):
@@ -28,12 +31,22 @@ def _rewrite(entry: Any) -> str:
 
 
 def data_notes(run: dict[str, Any] | None) -> list[str]:
-    """One line for the synthetic data a run used, one for its rewritten arguments."""
+    """One line for the synthetic data a run used, one for pretrained weights it was not
+    given, one for its rewritten arguments."""
     run = run or {}
     lines = []
-    if run.get("synthetic_data"):
-        used = "; ".join(_standin(e) for e in run["synthetic_data"])
+    standins = run.get("synthetic_data") or []
+    weights = [e for e in standins if isinstance(e, dict) and e.get("dataset") == WEIGHTS]
+    data = [e for e in standins if e not in weights]
+    if data:
+        used = "; ".join(_standin(e) for e in data)
         lines.append(f"synthetic data used instead of the real data: {used}")
+    if weights:
+        urls = ", ".join(str(e.get("path")) for e in weights)
+        lines.append(
+            "pretrained weights NOT loaded (a download; no network here): both runs started "
+            f"from the model's own seeded initialisation instead of {urls}"
+        )
     if run.get("command_rewrites"):
         changed = "; ".join(_rewrite(e) for e in run["command_rewrites"])
         lines.append(f"arguments rewritten in the command (both runs, not the code): {changed}")

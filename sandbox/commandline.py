@@ -140,6 +140,9 @@ DATA_DIRS = _names(
     "images_dir",
     "img_dir",
     "train_dir",
+    "coco_path",
+    "coco_dir",
+    "coco_root",
 )
 TOKEN_FILES = _names("input_bin", "input_val_bin", "train_bin", "val_bin", "data_bin")
 # Words of an option's name that say its placeholder value is input data (and output).
@@ -154,6 +157,7 @@ INPUT_WORDS = frozenset(
         "input",
         "folder",
         "imagenet",
+        "coco",
         "images",
         "train",
         "val",
@@ -177,12 +181,20 @@ def _text(path: Path) -> tuple[str, int]:
     return "text file", files.write_text(path)
 
 
+def _coco(path: Path) -> tuple[str, int]:
+    layout = "COCO detection layout: train2017/, val2017/, annotations/instances_*.json"
+    return f"image folder ({layout})", files.write_coco(path)
+
+
 # A stand-in's kind by the path's suffix ("" for a folder); other suffixes are left alone.
 MAKERS: dict[str, Callable[[Path], tuple[str, int]]] = {
     "": _image_folder,
     ".bin": _token_shard,
     ".txt": _text,
 }
+# A folder's layout by a word in the option's name or the folder's own name (``--coco_path``,
+# ``--data-path /path/to/coco``); any other folder is an ImageFolder.
+FOLDER_LAYOUTS: dict[str, Callable[[Path], tuple[str, int]]] = {"coco": _coco}
 
 
 def normalized(option: str) -> str:
@@ -213,6 +225,16 @@ def fillable(option: str | None, value: str) -> bool:
             option is None or path_like or bool(words & INPUT_WORDS)
         )
     return name in DATA_DIRS and ("/" in value or suffix != "")
+
+
+def _maker(option: str | None, value: str) -> Callable[[Path], tuple[str, int]]:
+    suffix = _suffix(value)
+    if suffix == "":
+        names = f"{normalized(option or '')} {Path(value).name.lower()}"
+        layout = next((make for word, make in FOLDER_LAYOUTS.items() if word in names), None)
+        if layout is not None:
+            return layout
+    return MAKERS[suffix]
 
 
 def _many_values(option: str) -> bool:
@@ -255,11 +277,10 @@ class _Rewriter:
         placeholder = PLACEHOLDER.search(value) is not None
         if not (fillable(option, value) and (placeholder or _missing(self.root, value))):
             return value
-        suffix = _suffix(value)
         name = GLOB.sub("0", value)
         in_place = not (placeholder or value.startswith("~"))
         target = files.standin_path(self.root, name, in_place=in_place)
-        kind, size = MAKERS[suffix](target)
+        kind, size = _maker(option, value)(target)
         where = target.relative_to(self.root.resolve()).as_posix()
         self.standins.append({"library": "torchport", "dataset": kind, "size": size, "path": where})
         if Path(where).parts[0] != files.STANDIN_DIR:

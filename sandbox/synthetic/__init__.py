@@ -12,16 +12,17 @@ is recorded; :func:`records` lists them for the run's result.
 
 from __future__ import annotations
 
-from . import finder, hub, numpy_files
+from . import finder, hub, numpy_files, weights
 from .data import TEST_SIZE, TRAIN_SIZE, records
 
 
 def install() -> finder.SyntheticFinder:
     """The import hook (stand-in and patched dataset libraries, tiktoken), numpy's
-    token-file readers (``numpy_files``) and an offline ``torch.hub.list``, for this
-    process."""
+    token-file readers (``numpy_files``), an offline ``torch.hub.list`` and pretrained
+    weights that cannot be downloaded (``weights``), for this process."""
     numpy_files.install()
     hub.install()
+    weights.install()
     return finder.install()
 
 
@@ -29,6 +30,7 @@ def uninstall() -> None:
     finder.uninstall()
     numpy_files.uninstall()
     hub.uninstall()
+    weights.uninstall()
 
 
 __all__ = ["TEST_SIZE", "TRAIN_SIZE", "install", "records", "uninstall"]

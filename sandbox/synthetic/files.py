@@ -10,6 +10,7 @@ leave it is redirected into ``root/STANDIN_DIR``.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from array import array
@@ -95,4 +96,74 @@ def write_image_folder(root: Path) -> int:
             folder.mkdir(parents=True, exist_ok=True)
             Image.fromarray(img.numpy()).save(folder / f"{i:05d}.JPEG", quality=95)
             written += 1
+    return written
+
+
+# COCO: split -> images; the categories (COCO's own ids and names, a few of them) and the
+# images' size (width, height; not square, as COCO's are not)
+COCO_SPLITS = {"train2017": 8, "val2017": 4}
+COCO_CATEGORIES = {1: "person", 3: "car", 17: "cat", 18: "dog"}
+COCO_SIZE = (64, 48)
+COCO_OBJECTS = 3  # at most, per image
+
+
+def _coco_objects(gen: torch.Generator) -> list[tuple[int, list[int]]]:
+    """(category id, [x, y, w, h]) for one to COCO_OBJECTS boxes inside the image."""
+    width, height = COCO_SIZE
+    ids = list(COCO_CATEGORIES)
+    objects = []
+    for _ in range(int(torch.randint(1, COCO_OBJECTS + 1, (), generator=gen))):
+        w, h = (int(torch.randint(8, s // 2, (), generator=gen)) for s in (width, height))
+        x = int(torch.randint(0, width - w, (), generator=gen))
+        y = int(torch.randint(0, height - h, (), generator=gen))
+        objects.append((ids[int(torch.randint(0, len(ids), (), generator=gen))], [x, y, w, h]))
+    return objects
+
+
+def write_coco(root: Path) -> int:
+    """The COCO detection layout: ``root/{train2017,val2017}/<id>.jpg`` and
+    ``root/annotations/instances_{train2017,val2017}.json`` (images, annotations with bbox,
+    area, iscrowd, category_id and a polygon segmentation, categories). Each object is a
+    box filled with its category's colour on a noisy background, so a detector can learn
+    it. Returns how many images were written."""
+    from PIL import Image
+
+    width, height = COCO_SIZE
+    colours = {c: data.generator("coco", "colour", c) for c in COCO_CATEGORIES}
+    colour = {c: (torch.rand(3, generator=g) * 255).to(torch.uint8) for c, g in colours.items()}
+    categories = [{"id": i, "name": n, "supercategory": n} for i, n in COCO_CATEGORIES.items()]
+    written = 0
+    for split, count in COCO_SPLITS.items():
+        gen = data.generator("coco", split)
+        images, annotations = [], []
+        for image_id in range(1, count + 1):
+            name = f"{image_id:012d}.jpg"
+            pixels = (torch.rand((height, width, 3), generator=gen) * 80).to(torch.uint8)
+            for category, (x, y, w, h) in _coco_objects(gen):
+                pixels[y : y + h, x : x + w] = colour[category]
+                polygon = [x, y, x + w, y, x + w, y + h, x, y + h]
+                annotations.append(
+                    {
+                        "id": len(annotations) + 1,
+                        "image_id": image_id,
+                        "category_id": category,
+                        "bbox": [x, y, w, h],
+                        "area": w * h,
+                        "iscrowd": 0,
+                        "segmentation": [polygon],
+                    }
+                )
+            (root / split).mkdir(parents=True, exist_ok=True)
+            Image.fromarray(pixels.numpy()).save(root / split / name, quality=95)
+            images.append({"id": image_id, "file_name": name, "width": width, "height": height})
+            written += 1
+        instances = {
+            "info": {"description": "torchport synthetic COCO stand-in"},
+            "licenses": [],
+            "images": images,
+            "annotations": annotations,
+            "categories": categories,
+        }
+        (root / "annotations").mkdir(parents=True, exist_ok=True)
+        (root / "annotations" / f"instances_{split}.json").write_text(json.dumps(instances))
     return written

@@ -6,7 +6,8 @@ Programs ask the hub what a repository offers while building their argument pars
 ``--arch`` choices), long before they would load anything from it. In the sandbox that
 call can only fail, so the whole program fails before its first line of training; with
 no entries the program runs on, and a program that then asks for one of those entries
-fails there, naming it. ``torch.hub.load`` is left alone: weights cannot be made up.
+fails there, naming it. ``torch.hub.load`` is left alone: the repository's code cannot be
+made up (pretrained weights fetched by URL are ``weights``'s).
 """
 
 from __future__ import annotations
