@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from .pyimports import qualified_name
+from .pyimports import dotted_parts, qualified_name
 
 CUDA_DEVICE = re.compile(r"^cuda(:\d+)?$")
 INT_DEVICE_NAME = re.compile(r"(^|_)(rank|gpu|gpu_id|device_id|dev_id|gpu_idx|device_idx)$")
@@ -318,6 +318,72 @@ def training_loop_without_step_boundary(node: ast.For, ctx: MatchContext) -> boo
             if name in STEP_BOUNDARIES:
                 return False
     return True
+
+
+# Calls that move a module to a device; on a PrivateUse1 or XLA device they replace its
+# Parameter objects (see optimizer_before_device_move).
+DEVICE_MOVES = frozenset({"to", "cuda"})
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module)
+
+
+def _scope_of(node: ast.AST, ctx: MatchContext) -> ast.AST | None:
+    while node is not None and not isinstance(node, _SCOPES):
+        node = ctx.parents.get(id(node))
+    return node
+
+
+def _optimizer_argument(node: ast.AST, ctx: MatchContext) -> bool:
+    """``node`` sits in the arguments of a ``torch.optim`` constructor call (spelled out
+    ``torch.optim.Adam`` counts where ``torch`` came from a star import)."""
+    node = ctx.parents.get(id(node))
+    while node is not None and not isinstance(node, ast.stmt):
+        if isinstance(node, ast.Call):
+            name = ctx.qualname(node.func) or ".".join(dotted_parts(node.func) or [])
+            if name.startswith("torch.optim."):
+                return True
+        node = ctx.parents.get(id(node))
+    return False
+
+
+def _moves_to_a_device(call: ast.Call, name: str, ctx: MatchContext) -> bool:
+    """``name.cuda()``, ``name.to(device)``, ``name.to(device=d)``; not ``.to(torch.half)``."""
+    func = call.func
+    if not (
+        isinstance(func, ast.Attribute)
+        and func.attr in DEVICE_MOVES
+        and isinstance(func.value, ast.Name)
+        and func.value.id == name
+    ):
+        return False
+    if func.attr == "cuda" or any(k.arg == "device" for k in call.keywords):
+        return True
+    first = call.args[0] if call.args else None
+    if isinstance(first, ast.Attribute):
+        return not (ctx.qualname(first) or "").startswith("torch.")  # a dtype
+    return isinstance(first, ast.Name | ast.Constant | ast.Call)
+
+
+@custom("optimizer_before_device_move", ast.Call, prefilter=r"\.parameters\(")
+def optimizer_before_device_move(node: ast.Call, ctx: MatchContext) -> bool:
+    """``opt = Adam(model.parameters())`` and, later in the same function, ``model.to(d)``:
+    on CUDA ``.to`` keeps the Parameter objects, on the target it makes new ones and the
+    optimizer updates the old copies (pytorch/xla#1623)."""
+    func = node.func
+    if not (
+        isinstance(func, ast.Attribute)
+        and func.attr == "parameters"
+        and isinstance(func.value, ast.Name)
+        and _optimizer_argument(node, ctx)
+    ):
+        return False
+    scope = _scope_of(node, ctx)
+    return scope is not None and any(
+        isinstance(sub, ast.Call)
+        and sub.lineno > node.end_lineno
+        and _moves_to_a_device(sub, func.value.id, ctx)
+        and _scope_of(sub, ctx) is scope
+        for sub in ast.walk(scope)
+    )
 
 
 @custom("torch_cuda_other", prefilter="cuda")
