@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from test_emulator import run_snippet
 from torchport.agents.verifier import Budget, verify_tree
 from torchport.tools.migrate import MigrateOptions, migrate
 
@@ -83,3 +84,30 @@ def test_a_side_stream_prefetcher_verifies_on_tpu(tmp_path: Path) -> None:
     assert "side stream: True" in reference["stderr_tail"]
     assert "side stream: True" in v.target["stderr_tail"]
     assert not v.target["counters"].get("cuda_calls"), v.target["counters"]
+
+
+def test_the_emulated_tpu_runs_what_the_port_calls_and_refuses_record_stream() -> None:
+    result = run_snippet(
+        """
+        from functools import partial
+        dev = torch.device("tpu:1")
+        s = torch.tpu.Stream(device=dev)
+        with partial(torch.tpu.stream, stream=s)():
+            x = torch.arange(4.0).to(device=dev, non_blocking=True)
+        with torch.tpu.stream(torch.tpu.Stream()):
+            y = (x * 2).to("tpu:1", non_blocking=True)
+        torch.tpu.current_stream(device=dev).wait_stream(s)
+        torch.tpu.default_stream(dev).wait_stream(s)
+        s.synchronize()
+        torch.tpu.current_stream().synchronize()
+        result["stream_device"] = str(s.device)
+        result["y"] = [str(y.device), y.cpu().tolist()]
+        try:
+            y.record_stream(torch.tpu.current_stream(dev))
+        except NotImplementedError as e:
+            result["record_stream"] = str(e)
+        """
+    )
+    assert result["stream_device"] == "tpu:1"
+    assert result["y"] == ["tpu:1", [0.0, 2.0, 4.0, 6.0]]
+    assert result["record_stream"].startswith("Tensor.record_stream is not emulated")
