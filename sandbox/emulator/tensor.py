@@ -169,8 +169,21 @@ def _mismatch(func: Any, args: tuple, kwargs: dict) -> None:
     )
 
 
+# Ops with no CPU kernel whose behaviour on the real device is not known: refused by name,
+# so a port that calls one does not verify here and then fail (or not) on the hardware.
+NOT_EMULATED = {
+    aten.record_stream.default: (
+        "Tensor.record_stream is not emulated: the target's streams are placeholders (one "
+        "ordered queue) and its runtime does not document record_stream; remove the call "
+        "(see `torchport rules TPT003`)"
+    ),
+}
+
+
 def dispatch(func: Any, args: tuple, kwargs: dict) -> Any:
     """Run ``func`` on the CPU tensors behind ``args`` and rewrap the results."""
+    if func in NOT_EMULATED:
+        raise NotImplementedError(NOT_EMULATED[func])
     flat, _ = tree_flatten((args, kwargs))
     index = _device_of(flat, func, args, kwargs)
 

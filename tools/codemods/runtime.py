@@ -122,33 +122,58 @@ def nvtx(node: cst.CSTNode, ctx: FixContext):
     raise NotApplicable(f"no equivalent for torch.cuda.nvtx.{name}")
 
 
-STREAMS = {
-    "Stream": "torch.Stream",
-    "current_stream": "torch.accelerator.current_stream",
-    "set_stream": "torch.accelerator.set_stream",
-    "stream": "torch.accelerator.current_stream",
+# Where each CUDA stream API lives on a target that has streams (TPT003). TorchTPU's are
+# placeholders with torch.cuda's signatures (TARGETS.md, "tpu"): renaming keeps the code's
+# ordering (one queue orders everything) while overlapping nothing. The device-agnostic ones
+# take the device positionally (``torch.accelerator.current_stream(device=None, /)``).
+# neuron and xla have no stream API: TPT003 stays manual there.
+STREAM_APIS: dict[str, dict[str, str]] = {
+    "tpu": {
+        name: f"torch.tpu.{name}"
+        for name in ("Stream", "stream", "current_stream", "default_stream", "set_stream")
+    },
+    "accelerator": {
+        "Stream": "torch.Stream",
+        "current_stream": "torch.accelerator.current_stream",
+        "set_stream": "torch.accelerator.set_stream",
+    },
 }
 
+# Names that are types: referenced without a call (isinstance, annotations), they stay manual.
+STREAM_TYPES = frozenset({"Stream", "ExternalStream", "StreamContext"})
 
-@register("TPT003", {"accelerator"})
+
+@register("TPT003", set(STREAM_APIS))
 def cuda_stream(node: cst.CSTNode, ctx: FixContext):
-    """CUDA streams -> the device-agnostic ``torch.Stream`` / ``torch.accelerator`` streams.
+    """CUDA streams -> the target's streams (see STREAM_APIS).
 
-    ``with torch.cuda.stream(s):`` becomes ``with s:`` (a ``torch.Stream`` is a context manager).
+    On the accelerator target ``with torch.cuda.stream(s):`` becomes ``with s:`` (a
+    ``torch.Stream`` is a context manager); TorchTPU keeps ``torch.tpu.stream(s)``.
     """
+    apis = STREAM_APIS[ctx.target]
+    name = (dotted(node.func) if isinstance(node, cst.Call) else dotted(node)) or ""
+    name = name.rsplit(".", 1)[-1]
     if not isinstance(node, cst.Call):
-        raise NotApplicable("a stream type used as a type; check by hand")
-    name = _last_name(node)
-    if name == "stream" and len(node.args) == 1:
+        # A function passed on (``partial(torch.cuda.stream, stream=s)``) is renamed; a type,
+        # or an accelerator function that needs its CPU guard, is left to a human.
+        if ctx.target == "accelerator" or name in STREAM_TYPES or name not in apis:
+            raise NotApplicable(f"torch.cuda.{name} used without a call; check by hand")
+        return ctx.expr(apis[name])
+    if ctx.target == "accelerator" and name == "stream" and len(node.args) == 1:
         return node.args[0].value
-    if name not in STREAMS or name == "stream":
-        raise NotApplicable(f"no device-agnostic equivalent of torch.cuda.{name}")
-    args = [a for a in node.args if not (a.keyword and a.keyword.value == "device")]
-    if args:
-        args[-1] = args[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
-    call = node.with_changes(func=ctx.expr(STREAMS[name]), args=args)
+    if name not in apis:
+        raise NotApplicable(f"no {ctx.target} equivalent of torch.cuda.{name}")
+    call = node.with_changes(func=ctx.expr(apis[name]))
+    if ctx.target != "accelerator":
+        return call
+    if name == "current_stream":
+        call = call.with_changes(args=[_positional(a) for a in node.args])
     fallback = {"current_stream": "torch.Stream()"}.get(name)
     return _guard(call, ctx, fallback) if fallback or name == "set_stream" else call
+
+
+def _positional(arg: cst.Arg) -> cst.Arg:
+    return arg.with_changes(keyword=None, equal=cst.MaybeSentinel.DEFAULT)
 
 
 LOADER_WRAPPERS = frozenset({"enumerate", "tqdm", "tqdm.tqdm", "iter"})
