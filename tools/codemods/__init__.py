@@ -4,7 +4,7 @@ Each module registers the fixers of one family of rules; importing this
 package registers them all.
 """
 
-from . import amp, config, device, events, runtime  # noqa: F401 - registration
+from . import amp, config, device, events, runtime, tensor_alias  # noqa: F401 - registration
 from .base import FIXERS, NotApplicable
 from .engine import Edit, SourceResult, migrate_python
 
