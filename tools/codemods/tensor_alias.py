@@ -1,4 +1,4 @@
-"""TPD022, the legacy type-alias idiom of older research code:
+"""TPD023, the legacy type-alias idiom of older research code:
 
     Tensor = torch.cuda.FloatTensor if cuda else torch.FloatTensor
     valid = Tensor(n, 1).fill_(1.0)
@@ -43,7 +43,7 @@ class _Alias:
     choice: cst.IfExp  # the rewritten ``if`` expression: its test picks the device
 
 
-@register("TPD022")
+@register("TPD023")
 def legacy_type_alias(node: cst.Assign, ctx: FixContext):
     """Plan the whole idiom at its definition (the scanner matched its shape); the follow-up
     below splits the definition's line and rewrites the uses as the engine reaches them."""
@@ -151,7 +151,7 @@ class _Names(cst.CSTVisitor):
         self.names.add(node.value)
 
 
-@follow_up("TPD022")
+@follow_up("TPD023")
 def rewrite_alias(original: cst.CSTNode, node: cst.CSTNode, ctx: FixContext):
     """The definition becomes the CPU type and a device chosen by the same condition; each
     tensor built or cast with the alias moves to that device."""
