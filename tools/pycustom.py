@@ -394,3 +394,25 @@ def torch_cuda_other(node: ast.AST, ctx: MatchContext) -> bool:  # pragma: no co
 @custom("backends_cuda_other", prefilter="cuda")
 def backends_cuda_other(node: ast.AST, ctx: MatchContext) -> bool:  # pragma: no cover - fallback
     return False
+
+
+# A legacy CUDA tensor type and the CPU types of the same dtype; ``torch.Tensor`` is the
+# default dtype's type, float32 unless the program changes the default.
+_CPU_FORM = {"FloatTensor": ("torch.FloatTensor", "torch.Tensor")}
+_LEGACY_CUDA_TYPE = re.compile(r"^torch\.cuda\.([A-Z][A-Za-z0-9]*Tensor)$")
+
+
+@custom("cuda_tensor_type_alias", ast.Assign, prefilter=r"cuda\.[A-Za-z0-9]*Tensor")
+def cuda_tensor_type_alias(node: ast.Assign, ctx: MatchContext) -> bool:
+    """``Tensor = torch.cuda.FloatTensor if cuda else torch.FloatTensor``: one name that holds
+    a CUDA tensor type or its CPU form of the same dtype, chosen by a condition."""
+    if len(node.targets) != 1 or not isinstance(node.targets[0], ast.Name):
+        return False
+    choice = node.value
+    if not isinstance(choice, ast.IfExp):
+        return False
+    for cuda_arm, cpu_arm in ((choice.body, choice.orelse), (choice.orelse, choice.body)):
+        m = _LEGACY_CUDA_TYPE.match(ctx.qualname(cuda_arm) or "")
+        if m and ctx.qualname(cpu_arm) in _CPU_FORM.get(m.group(1), (f"torch.{m.group(1)}",)):
+            return True
+    return False

@@ -4,7 +4,16 @@ Each module registers the fixers of one family of rules; importing this
 package registers them all.
 """
 
-from . import amp, config, device, events, optimizer_move, parallel, runtime  # noqa: F401 - registration
+from . import (  # noqa: F401 - registration
+    amp,
+    config,
+    device,
+    events,
+    optimizer_move,
+    parallel,
+    runtime,
+    tensor_alias,
+)
 from .base import FIXERS, NotApplicable
 from .engine import Edit, SourceResult, migrate_python
 
