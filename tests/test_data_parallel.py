@@ -1,4 +1,4 @@
-"""nn.DataParallel on one-device-per-process targets (TPN005): the model is unwrapped, and
+"""nn.DataParallel on one-device-per-process targets (TPN009): the model is unwrapped, and
 what depended on the wrapper (``.module``, ``module.``-prefixed checkpoints) keeps working.
 
 The program below is the pre-DDP research idiom: wrap, resume from a checkpoint saved while
@@ -85,4 +85,4 @@ def test_a_wrapper_the_code_asks_about_is_left_for_a_human(tmp_path: Path):
                 "--out", str(out)]) == left_for_a_human  # fmt: skip
     assert "model = nn.DataParallel(nn.Linear(4, 1))" in (out / "train.py").read_text()
     manual = (out / "torchport-report" / "manual.md").read_text()
-    assert "TPN005" in manual and "needs the DataParallel wrapper itself" in manual
+    assert "— TPN005" in manual and "— TPN009" not in manual  # the scanner saw device_ids read

@@ -386,6 +386,66 @@ def optimizer_before_device_move(node: ast.Call, ctx: MatchContext) -> bool:
     )
 
 
+DATA_PARALLEL = frozenset(
+    {
+        "torch.nn.DataParallel",
+        "torch.nn.parallel.DataParallel",
+        "torch.nn.parallel.data_parallel.DataParallel",
+    }
+)
+# What only the wrapper has: code that reads these needs DataParallel itself.
+DATA_PARALLEL_ONLY = frozenset(
+    {"device_ids", "output_device", "src_device_obj", "dim", "scatter", "gather", "replicate"}
+)
+
+
+def _wrapped(value: ast.AST, ctx: MatchContext) -> bool:
+    """``DataParallel(m)``, possibly moved: ``DataParallel(m).cuda()`` / ``.to(d)``."""
+    while isinstance(value, ast.Call):
+        if ctx.qualname(value.func) in DATA_PARALLEL:
+            return True
+        if not (isinstance(value.func, ast.Attribute) and value.func.attr in ("cuda", "to")):
+            return False
+        value = value.func.value
+    return False
+
+
+def _asks_for_the_wrapper(holder: str, tree: ast.AST, ctx: MatchContext) -> bool:
+    def named(node: ast.AST) -> bool:
+        return ".".join(dotted_parts(node) or ()) == holder
+
+    for node in ast.walk(tree):
+        wrapper_only = isinstance(node, ast.Attribute) and node.attr in DATA_PARALLEL_ONLY
+        if wrapper_only and named(node.value):
+            return True
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id == "isinstance"
+            and len(node.args) == 2
+            and named(node.args[0])
+        ):
+            kinds = node.args[1].elts if isinstance(node.args[1], ast.Tuple) else [node.args[1]]
+            if any(ctx.qualname(k) in DATA_PARALLEL for k in kinds):
+                return True
+    return False
+
+
+@custom("data_parallel_wrapper", ast.Assign, prefilter="DataParallel")
+def data_parallel_wrapper(node: ast.Assign, ctx: MatchContext) -> bool:
+    """``model = DataParallel(m)`` where nothing in the file reads what only the wrapper has
+    (``model.device_ids``, ``isinstance(model, DataParallel)``): the model can be unwrapped."""
+    if len(node.targets) != 1 or not _wrapped(node.value, ctx):
+        return False
+    parts = dotted_parts(node.targets[0])
+    if not parts:
+        return False
+    root: ast.AST = node
+    while id(root) in ctx.parents:
+        root = ctx.parents[id(root)]
+    return not _asks_for_the_wrapper(".".join(parts), root, ctx)
+
+
 @custom("torch_cuda_other", prefilter="cuda")
 def torch_cuda_other(node: ast.AST, ctx: MatchContext) -> bool:  # pragma: no cover - fallback
     return False
