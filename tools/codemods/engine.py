@@ -26,6 +26,7 @@ from .base import (
     FixContext,
     NotApplicable,
     code_of,
+    dotted,
     is_multiline,
 )
 from .scope import DeviceNames
@@ -75,6 +76,7 @@ class _Applier(cst.CSTTransformer):
         self.rewritten: dict[int, cst.CSTNode] = {}
         self.edited_lines: set[int] = set()
         self.doomed: dict[int, cst.CSTNode] = {}
+        self.emptied: dict[int, cst.CSTNode] = {}  # blocks this run left with only ``pass``
         self.failures: dict[int, str] = {}
         self.remove: set[int] = set()
         self.imports: set[str] = set()
@@ -110,7 +112,15 @@ class _Applier(cst.CSTTransformer):
             return _tidy_trailing_comma(original, result)
         if isinstance(result, cst.IndentedBlock | cst.Module):
             return self._settle_block(result)
+        if isinstance(result, cst.If) and self._left_empty(result):
+            self.doomed[id(result)] = result  # its block drops it, as an emptied statement
         return result
+
+    def _left_empty(self, node: cst.If) -> bool:
+        """An ``if`` whose body this run emptied, with no ``else`` and a test without side
+        effects (``if torch.cuda.device_count() > 1:`` around a removed wrapper): a reviewer
+        would ask for it to go rather than read ``pass``."""
+        return id(node.body) in self.emptied and node.orelse is None and _pure(node.test)
 
     def _settle_block(self, block):
         """Drop the statements this run emptied, keeping the comments and blank lines above
@@ -129,7 +139,7 @@ class _Applier(cst.CSTTransformer):
                 dropped = True
                 continue
             if carried:
-                stmt = stmt.with_changes(leading_lines=[*carried, *stmt.leading_lines])
+                stmt = stmt.with_changes(leading_lines=_joined(carried, list(stmt.leading_lines)))
                 carried = []
             body.append(stmt)
             previous = code
@@ -137,6 +147,9 @@ class _Applier(cst.CSTTransformer):
             return block
         if not body and isinstance(block, cst.IndentedBlock):
             body = [cst.SimpleStatementLine([cst.Pass()], leading_lines=carried)]
+            block = block.with_changes(body=body)
+            self.emptied[id(block)] = block
+            return block
         return block.with_changes(body=body)
 
     def _apply_findings(self, original: cst.CSTNode, updated: cst.CSTNode):
@@ -275,6 +288,72 @@ def migrate_python(
         for _, rule, before, after, line, end in applier.edits
     ]
     return SourceResult(new_source, edits, unapplied)
+
+
+# Calls that only ask about the machine: an ``if`` testing them has no side effect to keep.
+QUERIES = frozenset(
+    {
+        "is_available",
+        "device_count",
+        "is_initialized",
+        "get_world_size",
+        "get_rank",
+        "current_device",
+        "current_device_index",
+        "is_bf16_supported",
+        "addressable_runtime_device_count",
+        "global_runtime_device_count",
+    }
+)
+PURE_EXPRESSIONS = (
+    cst.Name,
+    cst.Attribute,
+    cst.Integer,
+    cst.Float,
+    cst.SimpleString,
+    cst.Comparison,
+    cst.BooleanOperation,
+    cst.UnaryOperation,
+)
+
+
+def _pure(test: cst.BaseExpression) -> bool:
+    """True when evaluating ``test`` changes nothing: names, attributes, literals,
+    comparisons and machine queries (``torch.cuda.device_count()``)."""
+    for node in _walk(test):
+        if isinstance(node, cst.Call):
+            name = dotted(node.func)
+            if name is None or name.rsplit(".", 1)[-1] not in QUERIES or node.args:
+                return False
+        elif isinstance(node, cst.BaseExpression) and not isinstance(node, PURE_EXPRESSIONS):
+            return False
+    return True
+
+
+def _walk(node: cst.CSTNode):
+    yield node
+    for child in node.children:
+        yield from _walk(child)
+
+
+def _blank_run(lines: list[cst.EmptyLine]) -> int:
+    longest = run = 0
+    for line in lines:
+        run = run + 1 if line.comment is None else 0
+        longest = max(longest, run)
+    return longest
+
+
+def _joined(carried: list[cst.EmptyLine], own: list[cst.EmptyLine]) -> list[cst.EmptyLine]:
+    """The lines above a dropped statement joined to the next one's: comments kept, but no
+    run of blank lines longer than either had (no blank-line debris where a line went)."""
+    limit = max(_blank_run(carried), _blank_run(own))
+    joined, run = [], 0
+    for line in [*carried, *own]:
+        run = run + 1 if line.comment is None else 0
+        if run <= limit:
+            joined.append(line)
+    return joined
 
 
 def _tidy_trailing_comma(original: cst.Call, updated: cst.Call) -> cst.Call:
