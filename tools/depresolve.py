@@ -29,6 +29,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from .catalogue import load_catalogue
 from .depfiles import dependencies_in_setup_py, dependencies_in_text
 from .findings import Dependency
+from .reachable import reachable_files
 from .repowalk import walk_repo
 from .sourcefile import Unscannable, parse_python, read_text
 
@@ -240,14 +241,19 @@ def _distribution_of(module: str) -> str:
     return DISTRIBUTION_OF_IMPORT.get(dotted) or DISTRIBUTION_OF_IMPORT.get(top) or top
 
 
-def resolve(root: Path) -> Resolution:
-    """The requirements of the repository at ``root`` (read only; nothing is run)."""
+def resolve(root: Path, program: list[str] | None = None) -> Resolution:
+    """The requirements of the repository at ``root`` (read only; nothing is run).
+
+    With ``program`` (the entry as ``program_argv`` gives it), undeclared imports are read
+    only from the modules the entry reaches (``reachable``); without one, or when the entry
+    is no Python file of the repository, from every Python file."""
     catalogue = load_catalogue()
     rules = [catalogue.by_code[c] for c in ("TPP002", "TPP003")]
     cuda_imports = list(catalogue.by_code["TPP001"].match.get("import", []))
     resolution = Resolution(project=project_identity(root))
     declared: list[tuple[Dependency, str]] = []
     python: list[tuple[str, ast.Module]] = []
+    trees: dict[Path, ast.Module] = {}
     for f in walk_repo(root, []):
         try:
             text = read_text(f.path.read_bytes(), f.kind).text
@@ -264,6 +270,7 @@ def resolve(root: Path) -> Resolution:
             except Unscannable:
                 continue
             python.append((f.rel, tree))
+            trees[f.path.resolve()] = tree
             if f.rel.rsplit("/", 1)[-1] == "setup.py":
                 deps = dependencies_in_setup_py(tree, f.rel, rules, main_only=True)
                 declared += [(d, f"{f.rel}:{d.line}") for d in deps]
@@ -271,7 +278,10 @@ def resolve(root: Path) -> Resolution:
     names = {canonical(d.name) for d, _ in declared}
     if resolution.project:
         names.add(canonical(resolution.project[0]))
+    reached = reachable_files(root, program, trees.get) if program else None
     for rel, tree in python:
+        if reached is not None and (root / rel).resolve() not in reached:
+            continue
         for module, line in _imports(tree):
             top = module.split(".")[0]
             if top in sys.stdlib_module_names or top in own or top == "__future__":
