@@ -25,7 +25,7 @@ PROXIES = ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "NO_PROXY",
 # training never runs (an exporter) that imports other frameworks.
 REPO = {
     "train.py": "import os\nfrom utils.general import helper\nfrom models import common\n"
-    "import models.yolo\n",
+    "import models.yolo\n\n\ndef main():\n    import maindep\n    from utils import late\n",
     "utils/__init__.py": "",
     "utils/general.py": "from .plots import plot\nfrom . import metrics\nhelper = None\n",
     "utils/plots.py": "import reachdep\nplot = None\n",
@@ -33,11 +33,14 @@ REPO = {
     "shared.py": "import shareddep\nx = None\n",
     "models/__init__.py": "",
     "models/common.py": "import commondep.sub\n",
-    "models/yolo.py": "def build():\n    import lazydep\n",
+    "utils/late.py": "import latedep\n",
+    # a library function's imports are lazy: neither lazydep nor the exporter is read
+    "models/yolo.py": "import yolodep\n\n\ndef export():\n    import lazydep\n"
+    "    from export import formats\n",
     "models/tf.py": "import tensorflow\n",
     "export.py": "import absentdep\nimport models.tf\n",
     "pkg/__init__.py": "import pkgdep\n",
-    "pkg/__main__.py": "from .cli import run\n",
+    "pkg/__main__.py": "from .cli import run\n\n\ndef go():\n    import godep\n",
     "pkg/cli.py": "import clidep\nrun = None\n",
     "run.sh": "python train.py\n",
 }
@@ -49,13 +52,16 @@ def _needed(repo: Path, program: list[str] | None) -> set[str]:
 
 def test_only_the_imports_of_modules_the_entry_reaches_are_requirements(tmp_path: Path):
     repo = write(tmp_path / "repo", REPO)
-    # packages, submodules (from models import common), relative imports and imports
-    # inside functions are followed; the exporter and what only it imports are not
-    assert _needed(repo, ["train.py", "--epochs", "1"]) == {"reachdep", "commondep", "lazydep"}
-    # python -m pkg runs pkg/__init__.py and pkg/__main__.py, and what they import
-    assert _needed(repo, ["-m", "pkg"]) == {"pkgdep", "clidep"}
-    reached = {"reachdep", "commondep", "lazydep", "pkgdep", "clidep"}
-    everything = reached | {"tensorflow", "absentdep", "shareddep"}
+    # packages, submodules (from models import common) and relative imports are followed;
+    # the program's own imports all count (its main() runs), an imported module's only
+    # those its import runs (models/yolo.py's export() is a lazy, optional need);
+    # the exporter (imported in that function) and what only it imports are not read
+    scoped = {"reachdep", "commondep", "yolodep", "maindep", "latedep"}
+    assert _needed(repo, ["train.py", "--epochs", "1"]) == scoped
+    # python -m pkg runs pkg/__init__.py, then pkg/__main__.py as the program
+    assert _needed(repo, ["-m", "pkg"]) == {"pkgdep", "clidep", "godep"}
+    everything = scoped | {"lazydep", "pkgdep", "clidep", "godep"}
+    everything |= {"tensorflow", "absentdep", "shareddep"}
     # no entry, or one that is no Python file of the repository: every file, as before
     assert everything == _needed(repo, None) == _needed(repo, ["run.sh"])
     assert _needed(repo, ["missing.py"]) == _needed(repo, None)

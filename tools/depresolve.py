@@ -29,7 +29,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from .catalogue import load_catalogue
 from .depfiles import dependencies_in_setup_py, dependencies_in_text
 from .findings import Dependency
-from .reachable import reachable_files
+from .reachable import lazy_imports, reachable_files
 from .repowalk import walk_repo
 from .sourcefile import Unscannable, parse_python, read_text
 
@@ -210,12 +210,13 @@ def _optional_imports(tree: ast.Module) -> set[int]:
     }
 
 
-def _imports(tree: ast.Module) -> list[tuple[str, int]]:
-    """(top-level module, line) of each absolute import the program cannot run without."""
-    optional = _optional_imports(tree)
+def _imports(tree: ast.Module, lazy: bool = True) -> list[tuple[str, int]]:
+    """(top-level module, line) of each absolute import the program cannot run without;
+    without ``lazy``, only those that importing the module runs."""
+    skipped = _optional_imports(tree) | (set() if lazy else lazy_imports(tree))
     found = []
     for node in ast.walk(tree):
-        if id(node) in optional:
+        if id(node) in skipped:
             continue
         if isinstance(node, ast.Import):
             found += [(a.name, node.lineno) for a in node.names]
@@ -245,8 +246,12 @@ def resolve(root: Path, program: list[str] | None = None) -> Resolution:
     """The requirements of the repository at ``root`` (read only; nothing is run).
 
     With ``program`` (the entry as ``program_argv`` gives it), undeclared imports are read
-    only from the modules the entry reaches (``reachable``); without one, or when the entry
-    is no Python file of the repository, from every Python file."""
+    only from the modules the entry reaches (``reachable``): every import of the program
+    itself (its ``main()`` runs), and those of the modules it imports that importing them
+    runs. An import inside a library function is that function's lazy, optional need (an
+    export backend, a logger); if a run does reach it, its ModuleNotFoundError names the
+    distribution and ``--deps FILE`` provides it. Without a program, or when the entry is
+    no Python file of the repository, every import of every Python file counts."""
     catalogue = load_catalogue()
     rules = [catalogue.by_code[c] for c in ("TPP002", "TPP003")]
     cuda_imports = list(catalogue.by_code["TPP001"].match.get("import", []))
@@ -280,9 +285,10 @@ def resolve(root: Path, program: list[str] | None = None) -> Resolution:
         names.add(canonical(resolution.project[0]))
     reached = reachable_files(root, program, trees.get) if program else None
     for rel, tree in python:
-        if reached is not None and (root / rel).resolve() not in reached:
+        path = (root / rel).resolve()
+        if reached is not None and path not in reached.files:
             continue
-        for module, line in _imports(tree):
+        for module, line in _imports(tree, lazy=reached is None or path == reached.main):
             top = module.split(".")[0]
             if top in sys.stdlib_module_names or top in own or top == "__future__":
                 continue
