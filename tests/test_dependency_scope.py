@@ -12,13 +12,15 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
 from test_environment import wheels, write  # noqa: F401  (wheels is a fixture)
+from torchport.agents import verifier
 from torchport.agents.environment import entry_program
 from torchport.tools import depinstall
-from torchport.tools.depresolve import Resolution, Wanted, resolve
+from torchport.tools.depresolve import LAZY_ONLY, Resolution, Wanted, resolve
 
 PROXIES = ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "NO_PROXY", "no_proxy")
 # A repository laid out as yolov5 is: a training script, its own packages, and code the
@@ -58,6 +60,14 @@ def test_only_the_imports_of_modules_the_entry_reaches_are_requirements(tmp_path
     # the exporter (imported in that function) and what only it imports are not read
     scoped = {"reachdep", "commondep", "yolodep", "maindep", "latedep"}
     assert _needed(repo, ["train.py", "--epochs", "1"]) == scoped
+    # the lazy import is listed, not installed: a run that reaches it is told what it lacks
+    lazy = resolve(repo, ["train.py"])
+    assert {w.name: w.reason for w in lazy.skipped} == {"lazydep": LAZY_ONLY}
+    env = {"skipped": [asdict(w) for w in lazy.skipped], "import_names": lazy.import_names}
+    error = {"type": "ModuleNotFoundError", "message": "No module named 'lazydep'"}
+    failed = verifier.Verification("failed", "failed", target={"status": "failed", "error": error})
+    named = verifier.name_missing_dependency(failed, env)
+    assert named.verdict == "not-runnable" and "needs lazydep" in named.reason
     # python -m pkg runs pkg/__init__.py, then pkg/__main__.py as the program
     assert _needed(repo, ["-m", "pkg"]) == {"pkgdep", "clidep", "godep"}
     everything = scoped | {"lazydep", "pkgdep", "clidep", "godep"}

@@ -29,7 +29,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from .catalogue import load_catalogue
 from .depfiles import dependencies_in_setup_py, dependencies_in_text
 from .findings import Dependency
-from .reachable import lazy_imports, reachable_files
+from .reachable import Reached, lazy_imports, reachable_files
 from .repowalk import walk_repo
 from .sourcefile import Unscannable, parse_python, read_text
 
@@ -71,6 +71,10 @@ NOT_PACKAGES = frozenset({"python", "pip", "setuptools", "wheel"})
 CUDA_ONLY = "CUDA-only (the catalogue's TPP001-TPP003): skipped"
 TORCH_OWN = "torch is torchport's own; never installed"
 TARGET_RUNTIME = "a target's runtime: the emulator stands in"
+LAZY_ONLY = (
+    "imported only inside a function of a module the program imports (a lazy, optional "
+    "need, such as an export backend): not installed"
+)
 # Skipped because a port must run without them: missing at run time, they are the
 # port's failure (or the shim's stand-in), never "could not be installed".
 NOT_FOR_THE_PORT = (CUDA_ONLY, TORCH_OWN, TARGET_RUNTIME)
@@ -242,6 +246,24 @@ def _distribution_of(module: str) -> str:
     return DISTRIBUTION_OF_IMPORT.get(dotted) or DISTRIBUTION_OF_IMPORT.get(top) or top
 
 
+def _imports_read(
+    python: list[tuple[str, ast.Module]], root: Path, reached: Reached | None
+) -> list[tuple[str, str, int, bool]]:
+    """(module, file, line, lazy only) of the imports that decide the requirements: without
+    ``reached``, all of every file; with it, those the reached modules run (the program's
+    own all), then, marked lazy, the ones inside their functions."""
+    run, lazy = [], []
+    for rel, tree in python:
+        path = (root / rel).resolve()
+        if reached is None or path == reached.main:
+            run += [(m, rel, line, False) for m, line in _imports(tree)]
+        elif path in reached.files:
+            eager = _imports(tree, lazy=False)
+            run += [(m, rel, line, False) for m, line in eager]
+            lazy += [(m, rel, line, True) for m, line in _imports(tree) if (m, line) not in eager]
+    return run + lazy
+
+
 def resolve(root: Path, program: list[str] | None = None) -> Resolution:
     """The requirements of the repository at ``root`` (read only; nothing is run).
 
@@ -249,9 +271,9 @@ def resolve(root: Path, program: list[str] | None = None) -> Resolution:
     only from the modules the entry reaches (``reachable``): every import of the program
     itself (its ``main()`` runs), and those of the modules it imports that importing them
     runs. An import inside a library function is that function's lazy, optional need (an
-    export backend, a logger); if a run does reach it, its ModuleNotFoundError names the
-    distribution and ``--deps FILE`` provides it. Without a program, or when the entry is
-    no Python file of the repository, every import of every Python file counts."""
+    export backend, a logger): listed as skipped (``LAZY_ONLY``), so that a run that does
+    reach it is not-runnable with the package named. Without a program, or when the entry
+    is no Python file of the repository, every import of every Python file counts."""
     catalogue = load_catalogue()
     rules = [catalogue.by_code[c] for c in ("TPP002", "TPP003")]
     cuda_imports = list(catalogue.by_code["TPP001"].match.get("import", []))
@@ -284,24 +306,24 @@ def resolve(root: Path, program: list[str] | None = None) -> Resolution:
     if resolution.project:
         names.add(canonical(resolution.project[0]))
     reached = reachable_files(root, program, trees.get) if program else None
-    for rel, tree in python:
-        path = (root / rel).resolve()
-        if reached is not None and path not in reached.files:
+    for module, rel, line, lazy in _imports_read(python, root, reached):
+        top = module.split(".")[0]
+        if top in sys.stdlib_module_names or top in own or top == "__future__":
             continue
-        for module, line in _imports(tree, lazy=reached is None or path == reached.main):
-            top = module.split(".")[0]
-            if top in sys.stdlib_module_names or top in own or top == "__future__":
-                continue
-            dist = canonical(_distribution_of(module))
-            resolution.import_names[top] = dist
-            if dist in names:
-                continue
-            names.add(dist)
-            source = f"import {module} in {rel}:{line}"
-            if _cuda_only_import(module, cuda_imports):
-                declared.append((Dependency(dist, "", rel, line, True), source))
-            elif importlib.util.find_spec(top) is None:
-                declared.append((Dependency(dist, "", rel, line, False), source))
+        dist = canonical(_distribution_of(module))
+        resolution.import_names[top] = dist
+        if dist in names:
+            continue
+        names.add(dist)
+        source = f"import {module} in {rel}:{line}"
+        if _cuda_only_import(module, cuda_imports):
+            declared.append((Dependency(dist, "", rel, line, True), source))
+        elif importlib.util.find_spec(top) is not None:
+            continue
+        elif lazy:
+            resolution.skipped.append(Wanted(dist, dist, source, LAZY_ONLY))
+        else:
+            declared.append((Dependency(dist, "", rel, line, False), source))
     seen: set[str] = set()
     for dep, source in declared:
         kind, wanted = _classify(dep, source)
