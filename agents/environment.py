@@ -3,6 +3,9 @@
 Resolved and installed once per migration, on the host, before the sandboxed runs
 (which are offline); the overlay is cached under ``$TORCHPORT_HOME/envs`` by what
 was resolved, so a second migration of the same repository installs nothing.
+``auto`` reads the imports of what the entry reaches, and installing gets the time of
+one sandboxed run (``--timeout``, at most ``INSTALL_TIME_LIMIT_S``): a verification
+is two runs and this, never an install that outlasts the rest.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from torchport.sandbox.harness import RunError, program_argv, torchrun_parts
 from torchport.sandbox.isolation.env import safe_env
 from torchport.tools.depinstall import InstallError, prepare
 from torchport.tools.depresolve import installed_version, requirements_file, resolve
@@ -88,24 +92,44 @@ def user_interpreter(python: str) -> dict[str, Any]:
     return {"python": python, "torch": found["torch"], "site_paths": found["site"]}
 
 
+def entry_program(entry: list[str] | None) -> list[str] | None:
+    """The script or module an entry command runs (``["train.py", ...]``, ``["-m", "pkg"]``),
+    under torchrun too; None for no entry or a command that runs no Python program."""
+    if not entry:
+        return None
+    try:
+        dist = torchrun_parts(entry)
+        return dist.program if dist is not None else program_argv(entry)
+    except RunError:
+        return None
+
+
 def prepare_environment(
     source: Path,
     deps: str = "auto",
     say: Callable[[str], None] = lambda message: None,
     python: str | None = None,
+    entry: list[str] | None = None,
+    time_limit_s: float = INSTALL_TIME_LIMIT_S,
 ) -> dict[str, Any]:
     """The overlay record (``tools.depinstall.Overlay`` as data) the runs use; empty for
     ``none``. A cache that cannot be written is reported, not fatal: the runs go on
     without the overlay and the verdict names what is missing. With ``python``, that
-    interpreter's site-packages come after the overlay (``site_paths``)."""
+    interpreter's site-packages come after the overlay (``site_paths``). ``entry`` (the
+    command verified) scopes the imports read; installing stops after ``time_limit_s``
+    (at most ``INSTALL_TIME_LIMIT_S``) and what it did not install is unavailable."""
     user = user_interpreter(python) if python else {}
     if user:
         say(f"dependencies: using the packages of {python} (torch {user['torch']})")
     if deps == "none":
         return user
-    resolution = requirements_file(Path(deps)) if deps != "auto" else resolve(source)
+    if deps == "auto":
+        resolution = resolve(source, entry_program(entry))
+    else:
+        resolution = requirements_file(Path(deps))
+    limit = min(time_limit_s, INSTALL_TIME_LIMIT_S)
     try:
-        overlay = prepare(resolution, runs.home(), INSTALL_TIME_LIMIT_S, say)
+        overlay = prepare(resolution, runs.home(), limit, say)
     except InstallError as exc:
         say(f"dependencies: not installed: {exc}")
         return {**user, "unavailable": {w.name: str(exc) for w in resolution.needed}}

@@ -216,7 +216,12 @@ def build(runtime: Runtime) -> StateGraph:
         environment = state.get("environment")
         if environment is None:
             environment = prepare_environment(
-                source, s.get("deps", "auto"), runtime.say, s.get("python")
+                source,
+                s.get("deps", "auto"),
+                runtime.say,
+                s.get("python"),
+                entry=p["entry"],
+                time_limit_s=budget.timeout_s,
             )
             update["environment"] = environment
         work = materialize(source, overlay, runtime.scratch / "work")

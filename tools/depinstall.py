@@ -12,10 +12,12 @@ so a user can point it at a wheel folder (``PIP_FIND_LINKS``, ``PIP_NO_INDEX``).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -26,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from .catalogue import load_catalogue
+from .childproc import run_bounded
 from .depfiles import dependencies_in_text
 from .depresolve import (
     CUDA_ONLY,
@@ -56,6 +59,8 @@ PIP_PASSTHROUGH = (
 PIP = [sys.executable, "-m", "pip", "--disable-pip-version-check", "--no-input"]
 WHEELS_ONLY = "--only-binary=:all:"
 COMPLETE = ".complete"
+# A staging folder: "<overlay key>.<pid of the torchport making it>.tmp".
+STAGING = re.compile(r"^[0-9a-f]{24}\.(\d+)\.tmp$")
 RECORD = "overlay.json"
 HOW_TO_PROVIDE = (
     "provide it with --deps FILE (a requirements file) and a folder of wheels in "
@@ -65,6 +70,10 @@ HOW_TO_PROVIDE = (
 
 class InstallError(RuntimeError):
     """The overlay could not be made at all (pip missing, cache not writable)."""
+
+
+class TimeLimit(TimeoutError):
+    """The dependency step's time limit was reached; the message says during what."""
 
 
 @dataclass
@@ -111,16 +120,17 @@ def overlay_key(resolution: Resolution) -> str:
     return hashlib.sha256(json.dumps(parts, default=str).encode()).hexdigest()[:24]
 
 
-def _pip(args: list[str], env: dict[str, str], deadline: float) -> subprocess.CompletedProcess:
+def _pip(
+    args: list[str], env: dict[str, str], deadline: float, doing: str
+) -> subprocess.CompletedProcess:
+    """pip, stopped (its whole process group) at ``deadline``; ``doing`` names the step."""
     left = deadline - time.monotonic()
     if left <= 0:
-        raise TimeoutError("the installation's time limit was reached")
+        raise TimeLimit(f"reached before {doing}")
     try:
-        return subprocess.run(
-            [*PIP, *args], env=env, capture_output=True, text=True, timeout=left, check=False
-        )
+        return run_bounded([*PIP, *args], env, left)
     except subprocess.TimeoutExpired as exc:
-        raise TimeoutError("the installation's time limit was reached") from exc
+        raise TimeLimit(f"pip was stopped while {doing}") from exc
 
 
 def _last_line(text: str) -> str:
@@ -141,7 +151,7 @@ def _dry_run(
     constraints.write_text(f"torch=={installed_version('torch')}\n", encoding="utf-8")
     args = ["install", "--dry-run", "--quiet", WHEELS_ONLY, "--report", str(report)]
     args += ["--constraint", str(constraints)]
-    done = _pip([*args, *requirements], env, deadline)
+    done = _pip([*args, *requirements], env, deadline, f"resolving {', '.join(requirements)}")
     if done.returncode != 0 or not report.is_file():
         return None, _last_line(done.stderr or done.stdout)
     data = json.loads(report.read_text(encoding="utf-8"))
@@ -208,6 +218,52 @@ def _write_project_metadata(folder: Path, project: tuple[str, str]) -> None:
     (info / "INSTALLER").write_text("torchport\n", encoding="utf-8")
 
 
+def _stopped(
+    overlay: Overlay,
+    requirements: dict[str, str],
+    why: TimeLimit,
+    elapsed_s: float,
+    time_limit_s: float,
+    say: Callable[[str], None],
+) -> None:
+    """The time limit ended the step: what is missing, said once, and marked unavailable so
+    that the runs go on without it and the verdict names it."""
+    done_names = {canonical(p.split("==")[0]) for p in overlay.installed}
+    missing = [n for n in requirements if n not in done_names and n not in overlay.unavailable]
+    reason = f"not installed: the dependency step reached its {time_limit_s:g} s limit ({why})"
+    overlay.unavailable.update({name: reason for name in missing})
+    say(
+        f"dependencies: time limit ({time_limit_s:g} s) reached after {elapsed_s:.0f} s: {why}; "
+        f"the runs go on without {', '.join(missing) or 'nothing more'}"
+    )
+
+
+def sweep_stale_staging(envs: Path) -> list[Path]:
+    """Remove the staging folders of installs whose torchport is gone (killed mid-install):
+    only folders named as ``prepare`` names them, directly in ``envs``. The removed."""
+    removed = []
+    with contextlib.suppress(OSError):
+        for entry in envs.iterdir():
+            match = STAGING.match(entry.name)
+            if match is None or not entry.is_dir() or entry.is_symlink():
+                continue
+            if _alive(int(match.group(1))):
+                continue
+            shutil.rmtree(entry, ignore_errors=True)
+            removed.append(entry)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
 def prepare(
     resolution: Resolution,
     cache: Path,
@@ -225,6 +281,7 @@ def prepare(
     if not resolution.needed and resolution.project is None:
         return overlay
     overlay.key = overlay_key(resolution)
+    sweep_stale_staging(cache / "envs")
     final = cache / "envs" / overlay.key
     if (final / COMPLETE).is_file():
         try:
@@ -252,16 +309,14 @@ def prepare(
             for number, (name, version) in enumerate(pins, start=1):
                 say(f"dependencies: installing {number}/{len(pins)}: {name}=={version}")
                 args = ["install", "--quiet", "--no-deps", WHEELS_ONLY, "--target"]
-                done = _pip([*args, str(staging / "site"), f"{name}=={version}"], env, deadline)
+                pin = f"{name}=={version}"
+                done = _pip([*args, str(staging / "site"), pin], env, deadline, f"installing {pin}")
                 if done.returncode == 0:
                     overlay.installed.append(f"{name}=={version}")
                 else:
                     overlay.unavailable[canonical(name)] = _last_line(done.stderr or done.stdout)
-    except TimeoutError as exc:
-        done_names = {canonical(p.split("==")[0]) for p in overlay.installed}
-        for name in requirements:
-            if name not in done_names and name not in overlay.unavailable:
-                overlay.unavailable[name] = f"{exc} ({time_limit_s:g} s)"
+    except TimeLimit as exc:
+        _stopped(overlay, requirements, exc, time.monotonic() - started, time_limit_s, say)
     if resolution.project is not None:
         _write_project_metadata(staging / "site", resolution.project)
     overlay.elapsed_s = round(time.monotonic() - started, 3)

@@ -29,6 +29,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from .catalogue import load_catalogue
 from .depfiles import dependencies_in_setup_py, dependencies_in_text
 from .findings import Dependency
+from .reachable import Reached, lazy_imports, reachable_files
 from .repowalk import walk_repo
 from .sourcefile import Unscannable, parse_python, read_text
 
@@ -70,6 +71,10 @@ NOT_PACKAGES = frozenset({"python", "pip", "setuptools", "wheel"})
 CUDA_ONLY = "CUDA-only (the catalogue's TPP001-TPP003): skipped"
 TORCH_OWN = "torch is torchport's own; never installed"
 TARGET_RUNTIME = "a target's runtime: the emulator stands in"
+LAZY_ONLY = (
+    "imported only inside a function of a module the program imports (a lazy, optional "
+    "need, such as an export backend): not installed"
+)
 # Skipped because a port must run without them: missing at run time, they are the
 # port's failure (or the shim's stand-in), never "could not be installed".
 NOT_FOR_THE_PORT = (CUDA_ONLY, TORCH_OWN, TARGET_RUNTIME)
@@ -209,12 +214,13 @@ def _optional_imports(tree: ast.Module) -> set[int]:
     }
 
 
-def _imports(tree: ast.Module) -> list[tuple[str, int]]:
-    """(top-level module, line) of each absolute import the program cannot run without."""
-    optional = _optional_imports(tree)
+def _imports(tree: ast.Module, lazy: bool = True) -> list[tuple[str, int]]:
+    """(top-level module, line) of each absolute import the program cannot run without;
+    without ``lazy``, only those that importing the module runs."""
+    skipped = _optional_imports(tree) | (set() if lazy else lazy_imports(tree))
     found = []
     for node in ast.walk(tree):
-        if id(node) in optional:
+        if id(node) in skipped:
             continue
         if isinstance(node, ast.Import):
             found += [(a.name, node.lineno) for a in node.names]
@@ -240,14 +246,41 @@ def _distribution_of(module: str) -> str:
     return DISTRIBUTION_OF_IMPORT.get(dotted) or DISTRIBUTION_OF_IMPORT.get(top) or top
 
 
-def resolve(root: Path) -> Resolution:
-    """The requirements of the repository at ``root`` (read only; nothing is run)."""
+def _imports_read(
+    python: list[tuple[str, ast.Module]], root: Path, reached: Reached | None
+) -> list[tuple[str, str, int, bool]]:
+    """(module, file, line, lazy only) of the imports that decide the requirements: without
+    ``reached``, all of every file; with it, those the reached modules run (the program's
+    own all), then, marked lazy, the ones inside their functions."""
+    run, lazy = [], []
+    for rel, tree in python:
+        path = (root / rel).resolve()
+        if reached is None or path == reached.main:
+            run += [(m, rel, line, False) for m, line in _imports(tree)]
+        elif path in reached.files:
+            eager = _imports(tree, lazy=False)
+            run += [(m, rel, line, False) for m, line in eager]
+            lazy += [(m, rel, line, True) for m, line in _imports(tree) if (m, line) not in eager]
+    return run + lazy
+
+
+def resolve(root: Path, program: list[str] | None = None) -> Resolution:
+    """The requirements of the repository at ``root`` (read only; nothing is run).
+
+    With ``program`` (the entry as ``program_argv`` gives it), undeclared imports are read
+    only from the modules the entry reaches (``reachable``): every import of the program
+    itself (its ``main()`` runs), and those of the modules it imports that importing them
+    runs. An import inside a library function is that function's lazy, optional need (an
+    export backend, a logger): listed as skipped (``LAZY_ONLY``), so that a run that does
+    reach it is not-runnable with the package named. Without a program, or when the entry
+    is no Python file of the repository, every import of every Python file counts."""
     catalogue = load_catalogue()
     rules = [catalogue.by_code[c] for c in ("TPP002", "TPP003")]
     cuda_imports = list(catalogue.by_code["TPP001"].match.get("import", []))
     resolution = Resolution(project=project_identity(root))
     declared: list[tuple[Dependency, str]] = []
     python: list[tuple[str, ast.Module]] = []
+    trees: dict[Path, ast.Module] = {}
     for f in walk_repo(root, []):
         try:
             text = read_text(f.path.read_bytes(), f.kind).text
@@ -264,6 +297,7 @@ def resolve(root: Path) -> Resolution:
             except Unscannable:
                 continue
             python.append((f.rel, tree))
+            trees[f.path.resolve()] = tree
             if f.rel.rsplit("/", 1)[-1] == "setup.py":
                 deps = dependencies_in_setup_py(tree, f.rel, rules, main_only=True)
                 declared += [(d, f"{f.rel}:{d.line}") for d in deps]
@@ -271,21 +305,25 @@ def resolve(root: Path) -> Resolution:
     names = {canonical(d.name) for d, _ in declared}
     if resolution.project:
         names.add(canonical(resolution.project[0]))
-    for rel, tree in python:
-        for module, line in _imports(tree):
-            top = module.split(".")[0]
-            if top in sys.stdlib_module_names or top in own or top == "__future__":
-                continue
-            dist = canonical(_distribution_of(module))
-            resolution.import_names[top] = dist
-            if dist in names:
-                continue
-            names.add(dist)
-            source = f"import {module} in {rel}:{line}"
-            if _cuda_only_import(module, cuda_imports):
-                declared.append((Dependency(dist, "", rel, line, True), source))
-            elif importlib.util.find_spec(top) is None:
-                declared.append((Dependency(dist, "", rel, line, False), source))
+    reached = reachable_files(root, program, trees.get) if program else None
+    for module, rel, line, lazy in _imports_read(python, root, reached):
+        top = module.split(".")[0]
+        if top in sys.stdlib_module_names or top in own or top == "__future__":
+            continue
+        dist = canonical(_distribution_of(module))
+        resolution.import_names[top] = dist
+        if dist in names:
+            continue
+        names.add(dist)
+        source = f"import {module} in {rel}:{line}"
+        if _cuda_only_import(module, cuda_imports):
+            declared.append((Dependency(dist, "", rel, line, True), source))
+        elif importlib.util.find_spec(top) is not None:
+            continue
+        elif lazy:
+            resolution.skipped.append(Wanted(dist, dist, source, LAZY_ONLY))
+        else:
+            declared.append((Dependency(dist, "", rel, line, False), source))
     seen: set[str] = set()
     for dep, source in declared:
         kind, wanted = _classify(dep, source)

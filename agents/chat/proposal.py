@@ -114,7 +114,12 @@ def verify(state: ChatState, chat: ChatRuntime) -> dict[str, Any]:
     budget = verifier.budget_of(settings)
     source = Path(state["source"])
     environment = prepare_environment(
-        source, settings.get("deps", "auto"), progress(), settings.get("python")
+        source,
+        settings.get("deps", "auto"),
+        progress(),
+        settings.get("python"),
+        entry=p["entry"],
+        time_limit_s=budget.timeout_s,
     )
     work = materialize(source, overlay, chat.scratch / "work")
     v, reference = verifier.verify_tree(
