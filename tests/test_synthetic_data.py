@@ -349,8 +349,11 @@ def test_wandb_absent_is_a_logger_that_records_nothing(tmp_path):
     root = _program(
         tmp_path,
         """\
+        import argparse
         import torch
         import wandb
+        opt = argparse.Namespace(batch_size=8)  # yolov5: wandb.init(config=opt)
+        assert wandb.init(config=opt).config.batch_size == 8
         run = wandb.init(project="U-Net", resume="allow", anonymous="must")
         run.config.update(dict(epochs=1, lr=0.1), allow_val_change=True)
         assert wandb.run is run and wandb.config.lr == 0.1

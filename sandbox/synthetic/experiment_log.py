@@ -31,11 +31,20 @@ class _Config(dict):
         super().update(*args, **kwargs)
 
 
+def _as_mapping(config: Any) -> dict:
+    """wandb takes a dict, an argparse Namespace or any object with attributes."""
+    if config is None:
+        return {}
+    if isinstance(config, dict):
+        return config
+    return dict(vars(config)) if hasattr(config, "__dict__") else dict(config)
+
+
 class Run:
     """What ``wandb.init`` returns: every method a no-op."""
 
     def __init__(self, **settings: Any) -> None:
-        self.config = _Config(settings.get("config") or {})
+        self.config = _Config(_as_mapping(settings.get("config")))
         self.id = self.name = "torchport-offline"
 
     def __getattr__(self, name: str) -> Any:
