@@ -40,6 +40,7 @@ DISTRIBUTION_OF_IMPORT = {
     "sklearn": "scikit-learn",
     "yaml": "pyyaml",
     "skimage": "scikit-image",
+    "paddle": "paddlepaddle",
     "bs4": "beautifulsoup4",
     "attr": "attrs",
     "dateutil": "python-dateutil",
