@@ -64,7 +64,7 @@ def test_plain_words_become_commands_and_apply_still_asks(tmp_path: Path):
     out = done.stdout
     assert done.returncode == 0, done.stderr
     assert "\x1b[" not in out  # not a terminal: no escape codes
-    assert "-> /diff data.py" in out and "+        pin_memory=False," in out
+    assert "-> /diff data.py" in out and "-        pin_memory=True," in out
     assert "The emulated TPU autocasts to bf16 already." in out
     assert "Sure! Happy to help." in out
     assert "-> /apply" in out and "Apply? [y/N]" in out and "Not applied" in out

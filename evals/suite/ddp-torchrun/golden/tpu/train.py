@@ -66,7 +66,7 @@ def main():
 
     dataset = make_dataset()
     sampler = DistributedSampler(dataset, num_replicas=world_size, rank=rank, seed=args.seed)
-    loader = DataLoader(dataset, batch_size=args.batch_size, sampler=sampler, pin_memory=False)
+    loader = DataLoader(dataset, batch_size=args.batch_size, sampler=sampler)
     criterion = nn.CrossEntropyLoss()
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
 

@@ -89,7 +89,6 @@ class Trainer:
             batch_size=self.args.train_batch_size,
             shuffle=True,
             collate_fn=self.data_collator,
-            pin_memory=False,
         )
 
     def _prepare_inputs(self, batch):

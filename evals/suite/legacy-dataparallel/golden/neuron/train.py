@@ -82,7 +82,7 @@ def main():
     sampler = DistributedSampler(train_set, seed=args.seed) if distributed else None
     train_loader = torch.utils.data.DataLoader(
         train_set, batch_size=batch_size, shuffle=sampler is None, sampler=sampler,
-        num_workers=args.workers, pin_memory=False)
+        num_workers=args.workers)
 
     model = Net().to(device)
     ddp_model = DDP(model) if distributed else model

@@ -29,9 +29,9 @@ def get_loaders(batch_size):
     ds = SyntheticHousing()
     train_ds, val_ds = random_split(ds, [4000, 1000], generator=torch.Generator().manual_seed(0))
     train_loader = DataLoader(train_ds, batch_size=batch_size, shuffle=True,
-                              num_workers=0, pin_memory=False, drop_last=True)
+                              num_workers=0, drop_last=True)
     val_loader = DataLoader(val_ds, batch_size=512, shuffle=False,
-                            num_workers=0, pin_memory=False)
+                            num_workers=0)
     return train_loader, val_loader
 
 

@@ -41,7 +41,6 @@ def build_loader(args):
         batch_size=args.batch_size,
         shuffle=True,
         num_workers=args.workers,
-        pin_memory=False,
         drop_last=True,
     )
 

@@ -13,6 +13,5 @@ def make_loader(batch_size: int, num_samples: int = 512, num_classes: int = 10) 
         batch_size=batch_size,
         shuffle=True,
         num_workers=0,
-        pin_memory=False,
         drop_last=True,
     )
