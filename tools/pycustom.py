@@ -446,6 +446,57 @@ def data_parallel_wrapper(node: ast.Assign, ctx: MatchContext) -> bool:
     return not _asks_for_the_wrapper(".".join(parts), root, ctx)
 
 
+GRAD_SCALERS = frozenset(
+    {
+        "torch.cuda.amp.GradScaler",
+        "torch.cuda.amp.grad_scaler.GradScaler",
+        "torch.amp.GradScaler",
+        "torch.amp.grad_scaler.GradScaler",
+    }
+)
+
+
+def _scaling_only(use: ast.Name, ctx: MatchContext) -> bool:
+    """``s.scale(loss).backward()``, ``s.step(opt)``, ``s.update()``, ``s.unscale_(opt)``:
+    what a scaler does for fp16, and nothing else."""
+    attribute = ctx.parents.get(id(use))
+    call = ctx.parents.get(id(attribute))
+    if not (isinstance(attribute, ast.Attribute) and isinstance(call, ast.Call)):
+        return False
+    if call.func is not attribute or attribute.attr not in ("scale", "step", "update", "unscale_"):
+        return False
+    if attribute.attr == "scale":  # only as the receiver of .backward()
+        backward = ctx.parents.get(id(call))
+        return isinstance(backward, ast.Attribute) and backward.attr == "backward"
+    return isinstance(ctx.parents.get(id(call)), ast.Expr) or attribute.attr == "step"
+
+
+@custom("grad_scaler_only_scaling", ast.Assign, prefilter="GradScaler")
+def grad_scaler_only_scaling(node: ast.Assign, ctx: MatchContext) -> bool:
+    """``scaler = GradScaler()`` whose every use in the file is scale/step/update/unscale_:
+    with bf16 nothing needs scaling, and the scaler can go with its calls."""
+    if len(node.targets) != 1 or not isinstance(node.targets[0], ast.Name):
+        return False
+    value = node.value
+    if not (isinstance(value, ast.Call) and ctx.qualname(value.func) in GRAD_SCALERS):
+        return False
+    device = value.args[0] if value.args else None
+    device = next((k.value for k in value.keywords if k.arg == "device"), device)
+    if device is not None and not (
+        isinstance(device, ast.Constant) and str(device.value).startswith("cuda")
+    ):
+        return False
+    name = node.targets[0].id
+    root: ast.AST = node
+    while id(root) in ctx.parents:
+        root = ctx.parents[id(root)]
+    uses = [n for n in ast.walk(root) if isinstance(n, ast.Name) and n.id == name]
+    return all(
+        use is node.targets[0] or (isinstance(use.ctx, ast.Load) and _scaling_only(use, ctx))
+        for use in uses
+    ) and not any(isinstance(n, ast.arg) and n.arg == name for n in ast.walk(root))
+
+
 @custom("torch_cuda_other", prefilter="cuda")
 def torch_cuda_other(node: ast.AST, ctx: MatchContext) -> bool:  # pragma: no cover - fallback
     return False

@@ -12,6 +12,7 @@ from . import (  # noqa: F401 - registration
     optimizer_move,
     parallel,
     runtime,
+    scaler,
     tensor_alias,
 )
 from .base import FIXERS, NotApplicable

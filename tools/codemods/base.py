@@ -134,7 +134,8 @@ FOLLOW_UPS: list[tuple[str, FollowUp]] = []
 def follow_up(code: str):
     """Register a rewrite of nodes that are not findings but must change with rule ``code``'s
     fix (the ``.record()`` calls of a CUDA event, say). It sees every node of a file whose
-    fixers left state for it, and returns a new node or None."""
+    fixers left state for it, and returns a new node, None, or (for a statement line)
+    ``REMOVE_STATEMENT``."""
 
     def register(fn: FollowUp) -> FollowUp:
         FOLLOW_UPS.append((code, fn))

@@ -208,6 +208,12 @@ class _Applier(cst.CSTTransformer):
             if new is None:
                 continue
             pos = self.get_metadata(PositionProvider, original)
+            if new is REMOVE_STATEMENT:  # a statement line that only did what went away
+                if not isinstance(original, cst.SimpleStatementLine):
+                    continue
+                self.remove.update(id(small) for small in original.body)
+                self._record((None, code, self._source_of(pos), "", pos.start.line, pos.end.line))
+                continue
             self._record(
                 (None, code, self._source_of(pos), _code_of(new), pos.start.line, pos.end.line)
             )
