@@ -102,7 +102,7 @@ def test_a_rule_taken_back_stays_back_on_the_next_migrate(tmp_path: Path):
     assert first.count("undone [") == 2  # the two CUDA-event changes, by their rule code
     assert "left undone as you asked (TPT002)" in first  # the second /migrate kept them back
     assert second.count("redone [") == 2 and "already proposed: nothing to redo" in second
-    assert "14 proposed, 0 undone" in out  # /redo 2 had nothing to put back
+    assert "15 proposed, 0 undone" in out  # /redo 2 had nothing to put back
 
 
 def test_fix_asks_the_llm_to_repair_a_failed_verification(tmp_path: Path):
@@ -172,10 +172,10 @@ def test_resume_keeps_the_session_and_can_change_its_llm(tmp_path: Path):
     with ScriptedLLM([Content('{"command": "/report"}')]) as server:
         again = chat("--resume", session_id, "--llm", server.base_url, lines=["what now?"])
     assert again.returncode == 0, again.stderr
-    assert f"resuming session {session_id}: {repo} -> tpu; 14 changes proposed, 1 undone" in (
+    assert f"resuming session {session_id}: {repo} -> tpu; 15 changes proposed, 1 undone" in (
         again.stdout
     )
-    assert "-> /report" in again.stdout and "13 proposed, 1 undone" in again.stdout
+    assert "-> /report" in again.stdout and "14 proposed, 1 undone" in again.stdout
     assert len(server.requests) == 1
 
 

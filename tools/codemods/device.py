@@ -277,7 +277,12 @@ def cuda_else_cpu(node: cst.CSTNode, ctx: FixContext):
             arm = arm.body
         if not isinstance(arm, cst.IndentedBlock):
             raise NotApplicable("unexpected if/else shape")
-        return cst.FlattenSentinel([s.visit(_DeviceStrings(ctx)) for s in arm.body])
+        statements = [s.visit(_DeviceStrings(ctx)) for s in arm.body]
+        parent = ctx.parent(ctx.original)
+        if isinstance(parent, cst.If) and parent.orelse is ctx.original:
+            # an elif: its arm becomes the chain's else (a sequence cannot stand there)
+            return cst.Else(body=arm.with_changes(body=statements))
+        return cst.FlattenSentinel(statements)
     raise NotApplicable("unexpected node for a cuda-else-cpu choice")
 
 

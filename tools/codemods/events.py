@@ -1,20 +1,37 @@
 """CUDA-event timing becomes ``synchronize()`` + ``time.perf_counter()`` (TPT002).
 
-TorchTPU's events are placeholders, so timing must not rely on them. The event
-constructor becomes a timestamp; the fixer notes which variables held events,
-and a follow-up rewrites their uses: ``e.record()`` becomes a synchronize then a
-timestamp, ``a.elapsed_time(b)`` becomes ``(b - a) * 1000.0`` (milliseconds, as
-CUDA reported), ``e.synchronize()``/``e.wait()`` a synchronize, ``e.query()`` True.
+TorchTPU's events are placeholders, so timing must not rely on them. The fixer notes
+which variables held events, and a follow-up rewrites their uses: ``e.record()`` becomes
+a synchronize then a timestamp, ``a.elapsed_time(b)`` becomes ``(b - a) * 1000.0``
+(milliseconds, as CUDA reported; ``elapsed_time(b) / 1000`` becomes ``b - a``),
+``e.synchronize()``/``e.wait()`` a synchronize, ``e.query()`` True.
+
+Scoping is kept: an event variable whose first use is its ``record()`` in the same scope
+loses its constructor line (the timestamp binds it), and a ``record()`` inside a nested
+function declares the variable ``nonlocal`` (or ``global``) there, so the enclosing code
+reads the time it recorded instead of a local that vanishes.
 """
 
 from __future__ import annotations
 
 import libcst as cst
+from libcst.metadata import MetadataWrapper, ParentNodeProvider, PositionProvider
 
-from .base import FixContext, NotApplicable, code_of, follow_up, sync_call
+from .base import (
+    REMOVE_STATEMENT,
+    FixContext,
+    NotApplicable,
+    code_of,
+    follow_up,
+    prescan,
+    sync_call,
+)
 from .base import fixer as register
 
 HOLDERS = "event_holders"
+UNNEEDED = "event_constructors_to_drop"  # ids of ``e = Event()`` lines the record() binds
+DECLARE = "event_declarations"  # id(FunctionDef) -> (keyword, names) to declare in it
+SECONDS = ("1000", "1000.0", "1e3", "1000.")
 
 
 def _base(node: cst.BaseExpression) -> str:
@@ -28,6 +45,64 @@ def _targets(node: cst.CSTNode) -> list[str]:
     if isinstance(node, cst.Tuple | cst.List):
         return [t for e in node.elements for t in _targets(e.value)]
     return [code_of(node)]
+
+
+class _Timing(cst.CSTVisitor):
+    """Where each event variable is bound and where its ``record()`` calls are."""
+
+    METADATA_DEPENDENCIES = (PositionProvider, ParentNodeProvider)
+
+    def __init__(self, lines: set[int]) -> None:
+        self.lines = lines
+        self.bound: dict[tuple[str, int], cst.Assign] = {}  # (name, id(scope)) -> its line
+        self.scopes: dict[int, cst.CSTNode | None] = {}
+        self.uses: list[tuple[str, list[cst.CSTNode | None], bool]] = []  # scopes inner first
+
+    def _scopes(self, node: cst.CSTNode) -> list[cst.CSTNode | None]:
+        found: list[cst.CSTNode | None] = []
+        while node is not None:
+            if isinstance(node, cst.FunctionDef | cst.Lambda):
+                found.append(node)
+            node = self.get_metadata(ParentNodeProvider, node, None)
+        return [*found, None]
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        target = node.targets[0].target if len(node.targets) == 1 else None
+        line = self.get_metadata(PositionProvider, node).start.line
+        if isinstance(target, cst.Name) and line in self.lines:
+            scope = self._scopes(node)[0]
+            self.scopes[id(scope)] = scope
+            self.bound.setdefault((target.value, id(scope)), node)
+
+    def visit_Name(self, node: cst.Name) -> None:
+        if not any(name == node.value for name, _ in self.bound):
+            return
+        attribute = self.get_metadata(ParentNodeProvider, node, None)
+        is_record = isinstance(attribute, cst.Attribute) and attribute.attr.value == "record"
+        self.uses.append((node.value, self._scopes(node), is_record and attribute.value is node))
+
+
+@prescan("TPT002")
+def timing_scopes(module: cst.Module, lines: list[int], target: str) -> dict:
+    found = _Timing(set(lines))
+    MetadataWrapper(module, unsafe_skip_copy=True).visit(found)
+    unneeded, declare = set(), {}
+    for (name, scope_id), assign in found.bound.items():
+        scope = found.scopes[scope_id]
+        # the uses that see this binding: its own scope's, and nested functions' ones
+        uses = [
+            (scopes[0], record)
+            for n, scopes, record in found.uses
+            if n == name
+            and next((s for s in scopes if (name, id(s)) in found.bound), None) is scope
+        ][1:]  # the first is the assignment's own target
+        elsewhere = {id(where): where for where, record in uses if record and where is not scope}
+        for where in elsewhere.values():
+            keyword = "nonlocal" if isinstance(scope, cst.FunctionDef) else "global"
+            declare.setdefault(id(where), (keyword, []))[1].append(name)
+        if uses and uses[0][1] and uses[0][0] is scope and not elsewhere:
+            unneeded.add(id(assign))  # its record() binds it before anything reads it
+    return {UNNEEDED: unneeded, DECLARE: declare}
 
 
 @register("TPT002")
@@ -45,7 +120,33 @@ def cuda_event(node: cst.CSTNode, ctx: FixContext):
     names = ctx.state.setdefault(HOLDERS, set())
     for t in targets:
         names.update(_targets(t.target))
+    if id(holder) in ctx.state.get(UNNEEDED, ()) and ctx.parent(ctx.original) is holder:
+        return REMOVE_STATEMENT  # ``start = Event()``: its record() is what binds it
     return ctx.expr("time.perf_counter()")
+
+
+def _in_seconds(original: cst.BinaryOperation, node: cst.CSTNode) -> bool:
+    left = original.left
+    return (
+        isinstance(original.operator, cst.Divide)
+        and code_of(original.right) in SECONDS
+        and isinstance(left, cst.Call)
+        and isinstance(left.func, cst.Attribute)
+        and left.func.attr.value == "elapsed_time"
+        and isinstance(node, cst.BinaryOperation)
+        and isinstance(node.left, cst.BinaryOperation)
+        and code_of(node.left.right) == "1000.0"
+    )
+
+
+def _declared(node: cst.FunctionDef, keyword: str, names: list[str]) -> cst.FunctionDef:
+    """``nonlocal start, end`` as the function's first statement (after its docstring)."""
+    names_node = [cst.NameItem(cst.Name(n)) for n in dict.fromkeys(names)]
+    small = cst.Nonlocal(names_node) if keyword == "nonlocal" else cst.Global(names_node)
+    body = list(node.body.body)
+    at = 1 if body and node.get_docstring() is not None else 0
+    body.insert(at, cst.SimpleStatementLine([small]))
+    return node.with_changes(body=node.body.with_changes(body=body))
 
 
 def _event_call(node: cst.CSTNode, holders: set[str]) -> tuple[str, cst.Call] | None:
@@ -60,6 +161,15 @@ def _event_call(node: cst.CSTNode, holders: set[str]) -> tuple[str, cst.Call] | 
 
 @follow_up("TPT002")
 def event_uses(original: cst.CSTNode, node: cst.CSTNode, ctx: FixContext):
+    declared = ctx.state.get(DECLARE, {}).get(id(original))
+    if declared and isinstance(node, cst.FunctionDef):
+        return _declared(node, *declared)
+    if isinstance(original, cst.BinaryOperation) and _in_seconds(original, node):
+        # elapsed_time(end) / 1000: seconds, which is what perf_counter measures already
+        difference = node.left.left
+        if isinstance(ctx.parent(original), cst.Assign | cst.Return | cst.Arg):
+            difference = difference.with_changes(lpar=[], rpar=[])
+        return difference
     holders = ctx.state.get(HOLDERS)
     if not holders:
         return None
