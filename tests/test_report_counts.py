@@ -165,3 +165,20 @@ def test_counts_stay_whole_when_a_file_cannot_be_rewritten(tmp_path):
     s = json.loads((tmp_path / "out/torchport-report/changes.json").read_text())["summary"]
     assert s["per_file"]["old.py"] == {"found": 1, "converted": 0, "left": 1, "advisory": 0}
     assert result.unapplied and s["converted"] == 0
+
+
+def test_chats_report_gives_the_proposed_files_lines_and_advisories_apart(tmp_path):
+    from torchport.agents.chat.views import left_for_you
+    from torchport.agents.planner import make_plan
+
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "train.py").write_text(TRAIN)
+    result = migrate(src, MigrateOptions(target="tpu", dry_run=True))
+    plan = make_plan(src, result.scan, "tpu")
+    overlay = {c.path: c.after for c in result.changes}
+    left, advisories = left_for_you([*plan.llm, *plan.manual], {"train.py": TRAIN}, overlay)
+    assert [row[:2] for row in left] == [["TPD012", "train.py:7 (original 9)"]]
+    assert [row[:2] for row in advisories] == [["TPH001 x2", "train.py:13 (original 15)"]]
+    untouched, _ = left_for_you(plan.llm, {}, {})
+    assert [row[1] for row in untouched] == ["train.py:9"]
