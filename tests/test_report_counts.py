@@ -53,6 +53,10 @@ print(torch.cuda.get_device_properties(0).name)
 """
 
 
+def report_text(out: Path, name: str) -> str:
+    return (out / "torchport-report" / name).read_text()
+
+
 @pytest.fixture(scope="module")
 def migrated(tmp_path_factory):
     root = tmp_path_factory.mktemp("counts")
@@ -66,7 +70,7 @@ def migrated(tmp_path_factory):
 
 def test_found_is_converted_plus_left_plus_advisory_per_file_and_in_total(migrated):
     result, out = migrated
-    data = json.loads((out / "torchport-report/changes.json").read_text())
+    data = json.loads(report_text(out, "changes.json"))
     s = data["summary"]
     by_file = Counter(f.path for f in result.scan.findings)
     assert s["per_file"] == {
@@ -85,7 +89,7 @@ def test_found_is_converted_plus_left_plus_advisory_per_file_and_in_total(migrat
 
 def test_summary_md_and_the_cli_line_say_the_same_numbers(migrated):
     result, out = migrated
-    summary = (out / "torchport-report/summary.md").read_text()
+    summary = report_text(out, "summary.md")
     assert "13 CUDA constructs found: **9 converted** automatically (69%, 12 edits)" in summary
     assert "2 left for a human and 2 performance advisories" in summary
     assert "| `train.py` | 8 | 5 | 1 | 2 |" in summary
@@ -98,7 +102,7 @@ def test_summary_md_and_the_cli_line_say_the_same_numbers(migrated):
 
 def test_advisories_have_their_own_section_and_one_entry_per_line(migrated):
     _, out = migrated
-    manual = (out / "torchport-report/manual.md").read_text()
+    manual = report_text(out, "manual.md")
     left, advisories = manual.split("# Performance advisories")
     assert "TPH" not in left and "TPD012" in left
     assert "2 constructs need a decision" in left
@@ -107,17 +111,15 @@ def test_advisories_have_their_own_section_and_one_entry_per_line(migrated):
     assert "print(loss.item())`" not in advisories  # the logging-interval one is no finding
 
 
-def test_manual_gives_the_migrated_line_with_the_original_beside_it(migrated):
-    _, out = migrated
-    manual = (out / "torchport-report/manual.md").read_text()
-    # bench.py grew by three lines above the construct, train.py lost two
-    assert "## `bench.py:14 (original 11)`" in manual
-    assert "## `train.py:7 (original 9)`" in manual
-    assert "## `train.py:13 (original 15)`" in manual
-    bench = (out / "bench.py").read_text().splitlines()
-    train = (out / "train.py").read_text().splitlines()
-    assert "get_device_properties" in bench[13] and "get_device_properties" in train[6]
-    assert "loss.item(), loss.item()" in train[12]
+# bench.py grew by three lines above its construct, train.py lost two
+@pytest.mark.parametrize(
+    "path, line, original", [("bench.py", 14, 11), ("train.py", 7, 9), ("train.py", 13, 15)]
+)
+def test_manual_gives_the_migrated_line_with_the_original_beside_it(migrated, path, line, original):
+    result, out = migrated
+    assert f"## `{path}:{line} (original {original})`" in report_text(out, "manual.md")
+    snippets = {f.snippet for f in result.scan.findings if (f.path, f.line) == (path, original)}
+    assert (out / path).read_text().splitlines()[line - 1].strip() in snippets
 
 
 def test_an_unchanged_file_keeps_its_lines_without_an_original(tmp_path):
@@ -125,7 +127,7 @@ def test_an_unchanged_file_keeps_its_lines_without_an_original(tmp_path):
     src.mkdir()
     (src / "info.py").write_text("import torch\n\nprint(torch.cuda.get_device_properties(0))\n")
     migrate(src, MigrateOptions(target="tpu", out=tmp_path / "out"))
-    manual = (tmp_path / "out/torchport-report/manual.md").read_text()
+    manual = report_text(tmp_path / "out", "manual.md")
     assert "## `info.py:3` —" in manual and "original" not in manual
 
 
@@ -162,7 +164,7 @@ def test_counts_stay_whole_when_a_file_cannot_be_rewritten(tmp_path):
         b"# -*- coding: latin-1 -*-\nimport torch\n# caf\xe9\nx = torch.zeros(2).cuda()\n"
     )
     result = migrate(src, MigrateOptions(target="tpu", out=tmp_path / "out"))
-    s = json.loads((tmp_path / "out/torchport-report/changes.json").read_text())["summary"]
+    s = json.loads(report_text(tmp_path / "out", "changes.json"))["summary"]
     assert s["per_file"]["old.py"] == {"found": 1, "converted": 0, "left": 1, "advisory": 0}
     assert result.unapplied and s["converted"] == 0
 
