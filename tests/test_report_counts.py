@@ -122,13 +122,17 @@ def test_manual_gives_the_migrated_line_with_the_original_beside_it(migrated, pa
     assert (out / path).read_text().splitlines()[line - 1].strip() in snippets
 
 
-def test_an_unchanged_file_keeps_its_lines_without_an_original(tmp_path):
+def test_a_line_that_did_not_move_has_no_original_beside_it(tmp_path):
     src = tmp_path / "src"
     src.mkdir()
     (src / "info.py").write_text("import torch\n\nprint(torch.cuda.get_device_properties(0))\n")
+    (src / "same.py").write_text(
+        "import torch\n\nprint(torch.cuda.get_device_properties(0))\nx = torch.ones(1).cuda()\n"
+    )
     migrate(src, MigrateOptions(target="tpu", out=tmp_path / "out"))
     manual = report_text(tmp_path / "out", "manual.md")
-    assert "## `info.py:3` —" in manual and "original" not in manual
+    assert "## `info.py:3` —" in manual and "## `same.py:3` —" in manual  # same.py changed
+    assert "original" not in manual  # below the construct only: its line did not move
 
 
 def test_line_map_follows_inserted_removed_and_rewritten_lines():

@@ -189,7 +189,7 @@ def left_for_you(
     advisories: list[list[Any]] = []
     for (path, line, rule), same in grouped.items():
         where = f"{terminal_line(str(path))}:{line}"
-        if path in maps and isinstance(line, int):
+        if path in maps and isinstance(line, int) and maps[path](line) != line:
             where = f"{terminal_line(path)}:{maps[path](line)} (original {line})"
         times = f" x{len(same)}" if len(same) > 1 else ""
         bucket = advisories if same[0].get("category") == ADVISORY_CATEGORY else left

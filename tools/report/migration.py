@@ -103,10 +103,12 @@ def _csv(result: MigrationResult) -> str:
 
 
 def _where(entry: Entry, changed: set[str]) -> str:
-    """``train.py:42 (original 40)``: the migrated file's line, the original's beside it."""
+    """``train.py:42 (original 40)``: the migrated file's line, the original's beside it
+    where the migration moved it."""
     f = entry.finding
     where = f"{f.path}:{entry.migrated_line}" + (f" (cell {f.cell})" if f.cell else "")
-    return where + (f" (original {f.line})" if f.path in changed else "")
+    moved = f.path in changed and entry.migrated_line != f.line
+    return where + (f" (original {f.line})" if moved else "")
 
 
 def _entry_lines(result: MigrationResult, entry: Entry, changed: set[str]) -> list[str]:
