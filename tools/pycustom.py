@@ -302,7 +302,7 @@ def print_tensor_in_loop(node: ast.Call, ctx: MatchContext) -> bool:
     func = node.func
     is_print = isinstance(func, ast.Name) and func.id == "print" and "print" not in ctx.aliases
     is_log = isinstance(func, ast.Attribute) and func.attr in LOGGING_METHODS
-    if not (is_print or is_log) or not ctx.in_training_loop:
+    if not (is_print or is_log) or not ctx.in_training_loop or not runs_every_step(node, ctx):
         return False
     loop = ctx.enclosing_training_loop(node)
     if loop is None:
