@@ -163,8 +163,9 @@ def outcome(final: dict[str, Any], migrated: Path, out_dir: str) -> dict[str, An
     # the report node's counts (deliver): the scan is for the target, so only what it needs
     written = next(d for d in reversed(final["decisions"]) if d.get("node") == "report")
     constructs = int(written["constructs"])  # = converted + manual + advisories
-    converted = int(written["converted"])
     manual = int(written["left_for_humans"])
+    advisories = int(written.get("advisories", 0))  # a run resumed from before they counted
+    converted = int(written.get("converted", constructs - manual - advisories))
     usage = final.get("llm_usage") or {}
     v = final.get("verification") or {}
     report = migrated / "torchport-report"
@@ -175,7 +176,7 @@ def outcome(final: dict[str, Any], migrated: Path, out_dir: str) -> dict[str, An
         "converted": converted,
         "converted_share": share(converted, constructs),
         "manual_items": manual,
-        "advisories": int(written["advisories"]),
+        "advisories": advisories,
         "llm_edits": len(final.get("agent_edits") or []),
         "llm_tokens": int(usage.get("prompt_tokens", 0)) + int(usage.get("completion_tokens", 0)),
         "report": str(report.relative_to(out_dir)) if report.is_dir() else None,
