@@ -159,6 +159,12 @@ def test_line_map_follows_inserted_removed_and_rewritten_lines():
     mapped = line_map(before, after)
     assert [mapped(n) for n in range(1, 7)] == [2, 3, 3, 3, 4, 6]
     assert line_map("x\n", "x\n")(1) == 1
+    # a device `if` folded into its body: the body's lines moved up and lost an indent
+    folded = line_map(
+        "if cuda:\n    n = 2\n    p = props(0)\n    arg = 'cuda'\nelse:\n    arg = 'cpu'\nend\n",
+        "n = 2\np = props(0)\narg = 'tpu'\nend\n",
+    )
+    assert [folded(n) for n in (2, 3, 7)] == [1, 2, 4]
 
 
 def test_counts_stay_whole_when_a_file_cannot_be_rewritten(tmp_path):

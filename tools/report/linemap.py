@@ -14,11 +14,12 @@ from collections.abc import Callable
 def line_map(before: str, after: str) -> Callable[[int], int]:
     """A function from a 1-based line of ``before`` to its 1-based line in ``after``.
 
-    An unchanged line maps exactly; a line inside a rewritten run maps to the same
+    An unchanged line maps exactly, also when a rewrite re-indented it (a device ``if``
+    folded into its body); a line inside a rewritten run maps to the same
     offset in its replacement (the replacement's last line when the run shrank); a
     removed line maps to the line that now stands where it was.
     """
-    matcher = difflib.SequenceMatcher(None, before.splitlines(), after.splitlines(), autojunk=False)
+    matcher = difflib.SequenceMatcher(None, _code(before), _code(after), autojunk=False)
     opcodes = matcher.get_opcodes()
     total = len(after.splitlines())
 
@@ -32,3 +33,7 @@ def line_map(before: str, after: str) -> Callable[[int], int]:
         return line
 
     return mapped
+
+
+def _code(text: str) -> list[str]:
+    return [" ".join(line.split()) for line in text.splitlines()]
