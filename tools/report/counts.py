@@ -102,10 +102,15 @@ def count_constructs(result: MigrationResult) -> Counts:
 
 def _migrated_lines(result: MigrationResult) -> Callable[[Finding], int]:
     """A finding's line in the migrated file (notebook cells keep their own numbering)."""
-    maps = {c.path: line_map(c.before, c.after) for c in result.changes}
+    changes = {c.path: c for c in result.changes}
+    maps: dict[str, Callable[[int], int]] = {}  # diffed on first use: few files have entries
 
     def migrated(f: Finding) -> int:
-        mapping = maps.get(f.path)
-        return f.line if mapping is None or f.cell is not None else mapping(f.line)
+        change = changes.get(f.path)
+        if change is None or f.cell is not None:
+            return f.line
+        if f.path not in maps:
+            maps[f.path] = line_map(change.before, change.after)
+        return maps[f.path](f.line)
 
     return migrated

@@ -39,10 +39,10 @@ def unified_diff(result: MigrationResult) -> str:
     )
 
 
-def migration_to_dict(result: MigrationResult) -> dict[str, Any]:
+def migration_to_dict(result: MigrationResult, counts: Counts | None = None) -> dict[str, Any]:
     """The JSON report; file names that are not UTF-8 are written as ``tools.filenames``
     says (each undecodable byte as ``\\xNN``), so the JSON is valid for any reader."""
-    counts = count_constructs(result)
+    counts = counts or count_constructs(result)
     data = {
         "root": str(result.root),
         "target": result.target,
@@ -129,8 +129,7 @@ def _entry_lines(result: MigrationResult, entry: Entry, changed: set[str]) -> li
     ]
 
 
-def _manual(result: MigrationResult) -> str:
-    counts = count_constructs(result)
+def _manual(result: MigrationResult, counts: Counts) -> str:
     changed = {c.path for c in result.changes}
     left, advisory = counts.entries("left"), counts.entries("advisory")
     lines = [f"# Left for a human ({result.target})", ""]
@@ -157,8 +156,8 @@ def _manual(result: MigrationResult) -> str:
     return "\n".join(lines)
 
 
-def _summary_md(result: MigrationResult) -> str:
-    s = migration_summary(result)
+def _summary_md(result: MigrationResult, counts: Counts) -> str:
+    s = migration_summary(result, counts)
     out = [
         f"# torchport migration to {result.target}",
         "",
@@ -189,12 +188,13 @@ def migration_report_files(result: MigrationResult) -> dict[str, str]:
     The patch holds the files' own bytes (surrogate escapes, written back as the bytes
     they stand for); the rest show an undecodable byte of a file name as ``\\xNN``.
     """
+    counts = count_constructs(result)
     return {
         "changes.patch": unified_diff(result),
-        "changes.json": printable(json.dumps(migration_to_dict(result), indent=2) + "\n"),
+        "changes.json": printable(json.dumps(migration_to_dict(result, counts), indent=2) + "\n"),
         "changes.csv": printable(_csv(result)),
-        "manual.md": printable(_manual(result)),
-        "summary.md": printable(_summary_md(result)),
+        "manual.md": printable(_manual(result, counts)),
+        "summary.md": printable(_summary_md(result, counts)),
     }
 
 
