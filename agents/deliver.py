@@ -25,6 +25,7 @@ from torchport.tools.migrate import (
     migrate,
     write_result,
 )
+from torchport.tools.report.counts import count_constructs
 from torchport.tools.safetext import markdown_code, markdown_text
 from torchport.tools.sourcefile import read_exact
 
@@ -69,11 +70,14 @@ def deliver(state: State, outcome: str, say: Callable[[str], None]) -> dict[str,
         return {"written": None}
     result = migration_result(state)
     write_result(result, options_of(s), say, verification_files(state, outcome))
+    totals = count_constructs(result).totals()
     written: dict[str, Any] = {
         "output": str(result.output),
         # what the front doors count, so none of them has to run the codemods again
-        "constructs": len(result.scan.findings),
-        "left_for_humans": len(result.left_for_humans),
+        "constructs": totals["found"],
+        "converted": totals["converted"],
+        "left_for_humans": totals["left"],
+        "advisories": totals["advisory"],
     }
     if result.branch:
         written["branch"] = result.branch

@@ -178,7 +178,12 @@ def run(args: argparse.Namespace) -> int:
 
 def _print(args: argparse.Namespace, final: dict[str, Any], migration_result, record) -> int:
     from torchport.tools.filenames import printable_data
-    from torchport.tools.report.migration import migration_to_dict, unified_diff
+    from torchport.tools.report.counts import count_constructs
+    from torchport.tools.report.migration import (
+        migration_to_dict,
+        one_line_summary,
+        unified_diff,
+    )
 
     from .deliver import sandbox_used
     from .environment import summary_line
@@ -200,14 +205,9 @@ def _print(args: argparse.Namespace, final: dict[str, Any], migration_result, re
         if settings.get("dry_run"):
             diff = unified_diff(result)  # exact through a pipe (a patch to apply), safe to view
             sys.stdout.write(terminal_text(diff) if sys.stdout.isatty() else diff)
-        left = result.left_for_humans
         edits = len(final.get("agent_edits", []))
-        print(
-            f"{len(result.edits)} codemod edits"
-            + (f" and {edits} LLM edits" if edits else "")
-            + f" in {len(result.changes)} files for {result.target}; "
-            f"{len(left)} constructs left for a human"
-        )
+        llm = f"; {edits} LLM edits" if edits else ""
+        print(f"{result.target}: {one_line_summary(result)}{llm}")
         v = final.get("verification") or {}
         reason = f" — {terminal_line(v['reason'])}" if v.get("reason") else ""
         print(f"verdict: {terminal_line(verdict)}{reason}")
@@ -228,4 +228,5 @@ def _print(args: argparse.Namespace, final: dict[str, Any], migration_result, re
                 print(f"{key}: {terminal_line(written[key])}")
         print(f"run: {settings.get('run_id')}")
     ok = verdict == "verified" or not settings.get("verify", True)
-    return EXIT_CLEAN if (ok and not result.left_for_humans) or args.exit_zero else EXIT_FINDINGS
+    left = count_constructs(result).left  # advisories do not fail a run
+    return EXIT_CLEAN if (ok and not left) or args.exit_zero else EXIT_FINDINGS

@@ -188,6 +188,7 @@ def make_plan(root: Path, scan: ScanResult, target: str, entry: str | None = Non
             "line": f.line,
             "end_line": f.end_line,
             "message": f.message,
+            "category": f.category,
         }
         if kind == "auto":
             auto += 1

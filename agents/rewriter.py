@@ -20,6 +20,7 @@ import libcst as cst
 from torchport.tools.catalogue import load_catalogue
 from torchport.tools.edits import EditRefused, insert_import, remove_unused_imports
 from torchport.tools.migrate import MigrateOptions, migrate
+from torchport.tools.report.counts import count_constructs
 from torchport.tools.scanner import ScanOptions, scan
 
 from .workspace import changed_files, materialize
@@ -42,10 +43,13 @@ def codemods(
         MigrateOptions(target=target, select=tuple(select), dry_run=True, annotate=annotate),
     )
     overlay = {c.path: c.after for c in result.changes}
+    totals = count_constructs(result).totals()
     summary = {
         "edits": len(result.edits),
         "files": sorted(overlay),
-        "left_for_humans": len(result.left_for_humans),
+        "converted": totals["converted"],
+        "left_for_humans": totals["left"],
+        "advisories": totals["advisory"],
     }
     return overlay, summary
 

@@ -12,9 +12,10 @@ images in a layout only its README describes), then migrated to the target with
     python benchmarks/realworld.py --only llm.c,dcgan    # names or owner/name parts
     python benchmarks/realworld.py --mirrors DIR --work DIR --target neuron --json out.json
 
-Every row: verdict, its reason, constructs found / converted, what was compared (steps
-or outputs), wall time. A repository that goes past its time budget is stopped and shown
-as ``timeout``; one whose snapshot is missing is ``not fetched``.
+Every row: verdict, its reason, constructs found = converted + left for a human +
+performance advisories, what was compared (steps or outputs), wall time. A repository
+that goes past its time budget is stopped and shown as ``timeout``; one whose snapshot
+is missing is ``not fetched``.
 """
 
 from __future__ import annotations
@@ -244,6 +245,8 @@ class Row:
     reason: str = ""
     constructs: int = 0
     converted: int = 0
+    left: int = 0
+    advisories: int = 0
     compared: str = ""
     wall_s: float = 0.0
     missing_files: list[str] = field(default_factory=list)
@@ -314,6 +317,8 @@ def run_one(
         verification.get("reason", "")[:300],
         summary.get("constructs_found", 0),
         summary.get("converted", 0),
+        summary.get("left_for_humans", 0),
+        summary.get("advisories", 0),
         compared,
         wall,
         missing,
@@ -322,13 +327,15 @@ def run_one(
 
 def table(rows: list[Row]) -> str:
     lines = [
-        "| repository | verdict | constructs | converted | compared | wall s | reason |",
-        "|---|---|---|---|---|---|---|",
+        "| repository | verdict | constructs | converted | left | advisory | compared | wall s "
+        "| reason |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         reason = r.reason.replace("|", "\\|").replace("\n", " ")
         lines.append(
-            f"| {r.title} | {r.verdict} | {r.constructs} | {r.converted} | {r.compared} "
+            f"| {r.title} | {r.verdict} | {r.constructs} | {r.converted} | {r.left} "
+            f"| {r.advisories} | {r.compared} "
             f"| {r.wall_s:g} | {reason} |"
         )
     counts: dict[str, int] = {}

@@ -314,7 +314,7 @@ def test_a_killed_batch_resumes_to_the_summary_of_an_uninterrupted_one(tmp_path)
     for row in data["repos"]:
         if row["verdict"] != "error":
             assert (whole_out / row["report"] / "summary.md").is_file()
-            assert row["constructs"] == row["converted"] + row["manual_items"]
+            assert row["constructs"] == row["converted"] + row["manual_items"] + row["advisories"]
         if row["verdict"] == "verified":
             assert row["constructs"] > 0 and row["converted_share"] > 0
     assert str(tmp_path / "whole") not in (whole_out / "summary.md").read_text()

@@ -159,6 +159,51 @@ def test_training_loop_host_syncs_only_inside_loops_that_call_backward(scan_sour
     assert found == [(7, "TPH001"), (8, "TPH003"), (9, "TPH002")]
 
 
+def test_host_syncs_that_do_not_run_every_step_are_not_reported(scan_source):
+    found = scan_source(
+        """
+        import torch
+
+        def train(model, loader, args):
+            for epoch in range(args.epochs):
+                for i, batch in enumerate(loader):
+                    loss = model(batch).sum()
+                    loss.backward()
+                    if i % args.print_freq == 0:
+                        print(loss.item())
+                        print(f"loss {loss}")
+                    if (step + 1) % args.log_interval == 0 and rank == 0:
+                        log(loss.cpu())
+                    with torch.no_grad():
+                        acc = model(batch).argmax().item()
+                    per_step = loss.item()
+                print("epoch", loss.item())
+                print("epoch", loss)
+                model.eval()
+                for batch in val_loader:
+                    total += model(batch).sum().item()
+        """
+    )
+    # only the unguarded one in the inner loop: the logging interval, the no_grad block,
+    # the end of the epoch and the validation loop run once in a while, not every step
+    assert found == [(16, "TPH001")]
+
+
+def test_a_sync_in_the_else_of_a_logging_interval_still_runs_every_step(scan_source):
+    found = scan_source(
+        """
+        for i, batch in enumerate(loader):
+            loss = model(batch).sum()
+            loss.backward()
+            if i % 10 == 0:
+                pass
+            else:
+                total += loss.item()
+        """
+    )
+    assert found == [(8, "TPH001")]
+
+
 def test_unknown_torch_cuda_api_falls_back_to_the_catch_all(scan_source):
     found = scan_source(
         """

@@ -220,6 +220,46 @@ def profiler_use_cuda(node: ast.keyword, ctx: MatchContext) -> bool:
     )
 
 
+_LOOPS = (ast.For, ast.While, ast.AsyncFor)
+_NO_GRAD = frozenset({"torch.no_grad", "torch.inference_mode"})
+
+
+def runs_every_step(node: ast.AST, ctx: MatchContext) -> bool:
+    """Whether ``node`` runs on every training step, so a host sync there costs every step.
+
+    Not when the step loop it sits in is an epoch loop (it runs once per epoch, after the
+    inner loop), when an ``if`` on a modulo guards it (``if i % print_freq == 0``: a
+    logging interval), or when it is under ``torch.no_grad()`` (evaluation).
+    """
+    guarded = False
+    current = ctx.parents.get(id(node))
+    child = node
+    while current is not None:
+        if isinstance(current, ast.If) and child in current.body and _is_interval(current.test):
+            guarded = True
+        if isinstance(current, ast.With | ast.AsyncWith) and any(
+            _is_no_grad(item.context_expr, ctx) for item in current.items
+        ):
+            return False
+        if isinstance(current, _LOOPS) and calls_backward(current):
+            inner = any(
+                sub is not current and isinstance(sub, _LOOPS) and calls_backward(sub)
+                for sub in ast.walk(current)
+            )
+            return not (guarded or inner)
+        child, current = current, ctx.parents.get(id(current))
+    return False
+
+
+def _is_interval(test: ast.AST) -> bool:
+    return any(isinstance(sub, ast.BinOp) and isinstance(sub.op, ast.Mod) for sub in ast.walk(test))
+
+
+def _is_no_grad(expr: ast.AST, ctx: MatchContext) -> bool:
+    func = expr.func if isinstance(expr, ast.Call) else expr
+    return ctx.qualname(func) in _NO_GRAD
+
+
 def _backward_calls(loop: ast.AST) -> list[ast.Call]:
     return [
         sub
@@ -262,7 +302,7 @@ def print_tensor_in_loop(node: ast.Call, ctx: MatchContext) -> bool:
     func = node.func
     is_print = isinstance(func, ast.Name) and func.id == "print" and "print" not in ctx.aliases
     is_log = isinstance(func, ast.Attribute) and func.attr in LOGGING_METHODS
-    if not (is_print or is_log) or not ctx.in_training_loop:
+    if not (is_print or is_log) or not ctx.in_training_loop or not runs_every_step(node, ctx):
         return False
     loop = ctx.enclosing_training_loop(node)
     if loop is None:

@@ -35,7 +35,13 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from .catalogue import Rule
-from .pycustom import CUSTOM_MATCHERS, FALLBACK_PREFIXES, MatchContext, calls_backward
+from .pycustom import (
+    CUSTOM_MATCHERS,
+    FALLBACK_PREFIXES,
+    MatchContext,
+    calls_backward,
+    runs_every_step,
+)
 from .pyimports import collect_aliases, imported_modules, module_aliases, qualified_name
 
 
@@ -262,7 +268,9 @@ class ModuleAnalyzer(ast.NodeVisitor):
         is_method = isinstance(func, ast.Attribute) and func.attr in self.rules.methods
         if is_method and qualified_name(func, self.ctx.aliases) is None:
             for rule in self.rules.methods[func.attr]:
-                if rule.match.get("in_training_loop") and not self.ctx.in_training_loop:
+                if rule.match.get("in_training_loop") and not (
+                    self.ctx.in_training_loop and runs_every_step(node, self.ctx)
+                ):
                     continue
                 self.add(rule, node)
         for kw in node.keywords:

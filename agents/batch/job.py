@@ -126,6 +126,7 @@ def base_record(spec: JobSpec) -> dict[str, Any]:
         "converted": 0,
         "converted_share": None,
         "manual_items": 0,
+        "advisories": 0,
         "llm_edits": 0,
         "llm_tokens": 0,
         "time_s": 0.0,
@@ -161,8 +162,10 @@ def outcome(final: dict[str, Any], migrated: Path, out_dir: str) -> dict[str, An
     """The record's numbers for a finished run: verdict, constructs, what was converted."""
     # the report node's counts (deliver): the scan is for the target, so only what it needs
     written = next(d for d in reversed(final["decisions"]) if d.get("node") == "report")
-    constructs = int(written["constructs"])
-    manual = min(int(written["left_for_humans"]), constructs)
+    constructs = int(written["constructs"])  # = converted + manual + advisories
+    manual = int(written["left_for_humans"])
+    advisories = int(written.get("advisories", 0))  # a run resumed from before they counted
+    converted = int(written.get("converted", constructs - manual - advisories))
     usage = final.get("llm_usage") or {}
     v = final.get("verification") or {}
     report = migrated / "torchport-report"
@@ -170,9 +173,10 @@ def outcome(final: dict[str, Any], migrated: Path, out_dir: str) -> dict[str, An
         "verdict": final.get("outcome", "not verified"),
         "reason": v.get("reason") or "verification was not run (--no-verify)",
         "constructs": constructs,
-        "converted": constructs - manual,
-        "converted_share": share(constructs - manual, constructs),
+        "converted": converted,
+        "converted_share": share(converted, constructs),
         "manual_items": manual,
+        "advisories": advisories,
         "llm_edits": len(final.get("agent_edits") or []),
         "llm_tokens": int(usage.get("prompt_tokens", 0)) + int(usage.get("completion_tokens", 0)),
         "report": str(report.relative_to(out_dir)) if report.is_dir() else None,

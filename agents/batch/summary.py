@@ -37,6 +37,7 @@ FIELDS = (
     "converted",
     "converted_share",
     "manual_items",
+    "advisories",
     "llm_edits",
     "llm_tokens",
     "time_s",
@@ -58,6 +59,7 @@ def summarize(records: list[dict[str, Any]], settings: dict[str, Any]) -> dict[s
         "converted": converted,
         "converted_share": share(converted, constructs),
         "manual_items": sum(r["manual_items"] or 0 for r in rows),
+        "advisories": sum(r["advisories"] or 0 for r in rows),
         "llm_edits": sum(r["llm_edits"] or 0 for r in rows),
         "llm_tokens": sum(r["llm_tokens"] or 0 for r in rows),
         "time_s": round(sum(r["time_s"] or 0.0 for r in rows), 1),
@@ -102,12 +104,14 @@ def to_markdown(summary: dict[str, Any]) -> str:
         "",
         f"- verdicts: {verdicts}",
         f"- constructs: {t['constructs']} found, {t['converted']} converted automatically "
-        f"({_percent(t['converted_share'])}), {t['manual_items']} left for a human",
+        f"({_percent(t['converted_share'])}), {t['manual_items']} left for a human, "
+        f"{t['advisories']} performance advisories",
         f"- {llm}; time: {t['time_s']:.1f} s in all (sum over repositories)",
         f"- verification: {verification}",
         "",
-        "| repository | verdict | constructs | converted | manual | tokens | time | details |",
-        "|---|---|---:|---:|---:|---:|---:|---|",
+        "| repository | verdict | constructs | converted | manual | advisories | tokens | time "
+        "| details |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---|",
     ]
     for r in summary["repos"]:
         name = f"{r['name']} @ {r['ref']}" if r["ref"] else r["name"]
@@ -116,7 +120,8 @@ def to_markdown(summary: dict[str, Any]) -> str:
             details += f" ([report]({uri_path(r['report'] + '/summary.md')}))"
         lines.append(
             f"| {_cell(name)} | {r['verdict']} | {r['constructs']} | {r['converted']} "
-            f"({_percent(r['converted_share'])}) | {r['manual_items']} | {r['llm_tokens']} "
+            f"({_percent(r['converted_share'])}) | {r['manual_items']} | {r['advisories']} "
+            f"| {r['llm_tokens']} "
             f"| {r['time_s']:.1f} s | {details} |"
         )
     return "\n".join(lines) + "\n"

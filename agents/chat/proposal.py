@@ -10,6 +10,7 @@ from typing import Any
 
 from langgraph.types import interrupt
 from torchport.tools.catalogue import TARGETS
+from torchport.tools.report.counts import count_constructs
 from torchport.tools.sourcefile import read_exact
 
 from .. import runs, verifier
@@ -47,11 +48,12 @@ def migrate_node(state: ChatState, chat: ChatRuntime) -> dict[str, Any]:
     edits += [{**e, "by": "llm"} for e in final.get("agent_edits") or []]
     found = ch.split(base, proposal, edits)
     by_llm = sum(1 for c in found if c["by"] == "llm")
+    totals = count_constructs(result).totals()
     emit(
         "text",
         f"proposed {len(found)} changes in {len(proposal)} files "
-        f"({by_llm} by the LLM); {len(result.left_for_humans)} constructs left for you "
-        "(/plan). Nothing is written until /apply.",
+        f"({by_llm} by the LLM); {totals['left']} constructs left for you and "
+        f"{totals['advisory']} performance advisories (/report). Nothing is written until /apply.",
     )
     kept = set(state.get("kept_back") or [])
     undone = [c["id"] for c in found if set(c.get("rules") or []) & kept]

@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from torchport.tools.catalogue import load_catalogue
+from torchport.tools.report.counts import ADVISORY_CATEGORY
+from torchport.tools.report.linemap import line_map
 from torchport.tools.safetext import terminal_line
 from torchport.tools.scanner import ScanOptions, scan
 
@@ -116,12 +118,10 @@ def report(state: ChatState, chat: ChatRuntime) -> dict[str, Any]:
     ]
     table(f"session {state['session_id']}", ["", ""], rows)
     manual = (state.get("plan") or {}).get("manual") or []
-    if manual:
-        table(
-            "left for you",
-            ["rule", "where", "what to do"],
-            _item_rows(manual),
-        )
+    left, advisories = left_for_you(manual, state.get("base") or {}, overlay)
+    for title, rows in (("left for you", left), ("performance advisories", advisories)):
+        if rows:
+            table(title, ["rule", "where", "what to do"], rows)
     if overlay:
         path = chat.scratch / "proposal.patch"
         # the files' own bytes, as in migrate's changes.patch
@@ -173,6 +173,28 @@ def list_changes(changes: list[dict[str, Any]], undone: set[int]) -> None:
 
 def _item_rows(items: list[dict[str, Any]]) -> list[list[Any]]:
     return [[m.get("rule"), f"{m.get('path')}:{m.get('line')}", m.get("hint", "")] for m in items]
+
+
+def left_for_you(
+    items: list[dict[str, Any]], base: dict[str, str], overlay: dict[str, str]
+) -> tuple[list[list[Any]], list[list[Any]]]:
+    """/report's rows: what is left for a human, then the performance advisories (as
+    manual.md: ``ADVISORY_CATEGORY``), each at its line in the proposed file with the
+    original's beside it; one row per rule and line (``x2`` for two on one line)."""
+    maps = {rel: line_map(base[rel], overlay[rel]) for rel in overlay if rel in base}
+    grouped: dict[tuple, list[dict[str, Any]]] = {}
+    for m in items:
+        grouped.setdefault((m.get("path"), m.get("line"), m.get("rule")), []).append(m)
+    left: list[list[Any]] = []
+    advisories: list[list[Any]] = []
+    for (path, line, rule), same in grouped.items():
+        where = f"{terminal_line(str(path))}:{line}"
+        if path in maps and isinstance(line, int) and maps[path](line) != line:
+            where = f"{terminal_line(path)}:{maps[path](line)} (original {line})"
+        times = f" x{len(same)}" if len(same) > 1 else ""
+        bucket = advisories if same[0].get("category") == ADVISORY_CATEGORY else left
+        bucket.append([f"{rule}{times}", where, same[0].get("hint", "")])
+    return left, advisories
 
 
 def _find_change(state: ChatState, arg: str) -> dict[str, Any] | None:

@@ -3,8 +3,9 @@
 changes.patch  a unified diff that ``git apply`` accepts on the original tree
 changes.json   every edit (rule, file, lines, before, after, reason) and every leftover
 changes.csv    the same edits, one row each, for spreadsheets
-manual.md      what a human must still do: rule, where, why, suggested approach
-summary.md     constructs found and converted, per file and overall
+manual.md      what a human must still do (rule, where, why, suggested approach), then
+               the performance advisories
+summary.md     constructs found = converted + left + advisory, per file and overall
 
 The Markdown and CSV files show file names and code from the repository through
 ``tools.safetext`` (code spans, escaped text, formula-proof cells); changes.json and
@@ -16,7 +17,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-from collections import Counter
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -24,9 +24,11 @@ from typing import TYPE_CHECKING, Any
 from ..catalogue import load_catalogue
 from ..filenames import printable, printable_data
 from ..safetext import csv_cell, markdown_code, markdown_text
+from .counts import Counts, Entry, count_constructs
 from .patch import file_patch
 
 if TYPE_CHECKING:
+    from ..findings import Finding
     from ..migrate import MigrationResult
 
 
@@ -37,9 +39,10 @@ def unified_diff(result: MigrationResult) -> str:
     )
 
 
-def migration_to_dict(result: MigrationResult) -> dict[str, Any]:
+def migration_to_dict(result: MigrationResult, counts: Counts | None = None) -> dict[str, Any]:
     """The JSON report; file names that are not UTF-8 are written as ``tools.filenames``
     says (each undecodable byte as ``\\xNN``), so the JSON is valid for any reader."""
+    counts = counts or count_constructs(result)
     data = {
         "root": str(result.root),
         "target": result.target,
@@ -48,30 +51,45 @@ def migration_to_dict(result: MigrationResult) -> dict[str, Any]:
         "backup": str(result.backup) if result.backup else None,
         "files_changed": sorted(c.path for c in result.changes),
         "edits": [asdict(e) for e in result.edits],
-        "left_for_humans": [{**f.to_json(), "reason": why} for f, why in result.left_for_humans],
+        "left_for_humans": _json_items(counts, counts.left),
+        "advisories": _json_items(counts, counts.advisory),
         "skipped": [asdict(s) for s in result.scan.skipped],
-        "summary": migration_summary(result),
+        "summary": migration_summary(result, counts),
     }
     return printable_data(data)
 
 
-def migration_summary(result: MigrationResult) -> dict[str, Any]:
-    found = Counter(f.path for f in result.scan.findings)
-    converted = Counter(e.path for e in result.edits)
-    left = Counter(f.path for f, _ in result.left_for_humans)
-    total = sum(found.values())
+def _json_items(counts: Counts, items: list[tuple[Finding, str]]) -> list[dict[str, Any]]:
+    return [
+        {**f.to_json(), "migrated_line": counts.migrated_line(f), "reason": why} for f, why in items
+    ]
+
+
+def migration_summary(result: MigrationResult, counts: Counts | None = None) -> dict[str, Any]:
+    """The numbers: constructs found = converted + left for a human + advisories."""
+    counts = counts or count_constructs(result)
+    total = counts.totals()
     return {
-        "constructs_found": total,
-        "converted": len(result.edits),
-        "left_for_humans": sum(left.values()),
-        "converted_share": round(len(result.edits) / total, 4) if total else 1.0,
+        "constructs_found": total["found"],
+        "converted": total["converted"],
+        "left_for_humans": total["left"],
+        "advisories": total["advisory"],
+        "edits": len(result.edits),
+        "converted_share": round(total["converted"] / total["found"], 4) if total["found"] else 1.0,
         "files_changed": len(result.changes),
-        "per_file": {
-            path: {"found": found[path], "converted": converted[path], "left": left[path]}
-            for path in sorted(found)
-        },
+        "per_file": counts.per_file(),
         "elapsed_s": round(result.elapsed_s, 3),
     }
+
+
+def one_line_summary(result: MigrationResult) -> str:
+    """The migration's numbers in one sentence, as the CLI prints them."""
+    s = migration_summary(result)
+    return (
+        f"{s['constructs_found']} constructs: {s['converted']} converted automatically "
+        f"({s['edits']} codemod edits in {s['files_changed']} files), "
+        f"{s['left_for_humans']} left for a human, {s['advisories']} performance advisories"
+    )
 
 
 def _csv(result: MigrationResult) -> str:
@@ -84,45 +102,76 @@ def _csv(result: MigrationResult) -> str:
     return out.getvalue()
 
 
-def _manual(result: MigrationResult) -> str:
-    catalogue = load_catalogue()
-    items = sorted(result.left_for_humans, key=lambda fw: fw[0].sort_key())
+def _where(entry: Entry, changed: set[str]) -> str:
+    """``train.py:42 (original 40)``: the migrated file's line, the original's beside it
+    where the migration moved it."""
+    f = entry.finding
+    where = f"{f.path}:{entry.migrated_line}" + (f" (cell {f.cell})" if f.cell else "")
+    moved = f.path in changed and entry.migrated_line != f.line
+    return where + (f" (original {f.line})" if moved else "")
+
+
+def _entry_lines(result: MigrationResult, entry: Entry, changed: set[str]) -> list[str]:
+    f = entry.finding
+    rule = load_catalogue().by_code[f.rule]
+    fix = f.fix[result.target]
+    times = f" x{entry.times}" if entry.times > 1 else ""
+    why = entry.reason
+    return [
+        f"## {markdown_code(_where(entry, changed))} — {f.rule} {rule.title}{times}",
+        "",
+        f"- code: {markdown_code(f.snippet)}",
+        f"- why: {f.message}",
+        f"- fix kind: {fix['kind']}"
+        + (f" ({markdown_text(why)})" if why and why != fix["hint"] else ""),
+        f"- suggested approach: {fix['hint'] or 'see the rule doc'} (`torchport rules {f.rule}`)",
+        "",
+    ]
+
+
+def _manual(result: MigrationResult, counts: Counts) -> str:
+    changed = {c.path for c in result.changes}
+    left, advisory = counts.entries("left"), counts.entries("advisory")
     lines = [f"# Left for a human ({result.target})", ""]
-    if not items:
-        return "\n".join([*lines, "Nothing: every construct was converted automatically.", ""])
-    lines += [f"{len(items)} constructs need a decision the codemods cannot make.", ""]
-    for f, why in items:
-        rule = catalogue.by_code[f.rule]
-        where = f"{f.path}:{f.line}" + (f" (cell {f.cell})" if f.cell else "")
-        fix = f.fix[result.target]
+    if not left:
+        lines += ["Nothing: every construct that blocks the port was converted automatically.", ""]
+    else:
         lines += [
-            f"## {markdown_code(where)} — {f.rule} {rule.title}",
-            "",
-            f"- code: {markdown_code(f.snippet)}",
-            f"- why: {f.message}",
-            f"- fix kind: {fix['kind']}"
-            + (f" ({markdown_text(why)})" if why and why != fix["hint"] else ""),
-            f"- suggested approach: {fix['hint'] or 'see the rule doc'} "
-            f"(`torchport rules {f.rule}`)",
+            f"{len(counts.left)} constructs need a decision the codemods cannot make "
+            f"({len(left)} entries); lines are the migrated file's.",
             "",
         ]
+    for entry in left:
+        lines += _entry_lines(result, entry, changed)
+    if advisory:
+        lines += [
+            "# Performance advisories",
+            "",
+            f"{len(counts.advisory)} constructs run correctly but slowly on {result.target} "
+            f"({len(advisory)} entries): worth a look once the port works.",
+            "",
+        ]
+        for entry in advisory:
+            lines += _entry_lines(result, entry, changed)
     return "\n".join(lines)
 
 
-def _summary_md(result: MigrationResult) -> str:
-    s = migration_summary(result)
+def _summary_md(result: MigrationResult, counts: Counts) -> str:
+    s = migration_summary(result, counts)
     out = [
         f"# torchport migration to {result.target}",
         "",
-        f"{s['constructs_found']} CUDA constructs found; **{s['converted']} converted** "
-        f"automatically ({s['converted_share']:.0%}); {s['left_for_humans']} left for a human "
-        f"(see manual.md); {s['files_changed']} files changed.",
+        f"{s['constructs_found']} CUDA constructs found: **{s['converted']} converted** "
+        f"automatically ({s['converted_share']:.0%}, {s['edits']} edits), "
+        f"{s['left_for_humans']} left for a human and {s['advisories']} performance "
+        f"advisories (see manual.md); {s['files_changed']} files changed.",
         "",
-        "| file | found | converted | left |",
-        "|---|---:|---:|---:|",
+        "| file | found | converted | left | advisory |",
+        "|---|---:|---:|---:|---:|",
     ]
     out += [
-        f"| {markdown_code(p, in_table=True)} | {v['found']} | {v['converted']} | {v['left']} |"
+        f"| {markdown_code(p, in_table=True)} | {v['found']} | {v['converted']} | {v['left']} "
+        f"| {v['advisory']} |"
         for p, v in s["per_file"].items()
     ]
     if result.scan.skipped:
@@ -139,12 +188,13 @@ def migration_report_files(result: MigrationResult) -> dict[str, str]:
     The patch holds the files' own bytes (surrogate escapes, written back as the bytes
     they stand for); the rest show an undecodable byte of a file name as ``\\xNN``.
     """
+    counts = count_constructs(result)
     return {
         "changes.patch": unified_diff(result),
-        "changes.json": printable(json.dumps(migration_to_dict(result), indent=2) + "\n"),
+        "changes.json": printable(json.dumps(migration_to_dict(result, counts), indent=2) + "\n"),
         "changes.csv": printable(_csv(result)),
-        "manual.md": printable(_manual(result)),
-        "summary.md": printable(_summary_md(result)),
+        "manual.md": printable(_manual(result, counts)),
+        "summary.md": printable(_summary_md(result, counts)),
     }
 
 

@@ -1,0 +1,116 @@
+"""One definition of a construct, so that every report's numbers add up.
+
+A construct is a finding of the scan. Each lands in exactly one bucket: converted
+(an automatic fix that applied, however many edits it took), left for a human, or a
+performance advisory (a ``performance`` rule that was not fixed: it does not block a
+port, it makes it slow). Follow-up edits are edits, not constructs. So, per file and in
+total, found = converted + left + advisory by construction, and every front door (the
+report files, the CLI's line, the batch and benchmark rows) reads these numbers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from ..findings import Finding
+from .linemap import line_map
+
+if TYPE_CHECKING:
+    from ..migrate import MigrationResult
+
+ADVISORY_CATEGORY = "performance"
+BUCKETS = ("converted", "left", "advisory")
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One line of manual.md: the findings of one rule on one line, with one reason."""
+
+    findings: tuple[Finding, ...]
+    reason: str
+    migrated_line: int
+
+    @property
+    def finding(self) -> Finding:
+        return self.findings[0]
+
+    @property
+    def times(self) -> int:
+        return len(self.findings)
+
+
+@dataclass
+class Counts:
+    """Findings by bucket, and the numbers per file and in total."""
+
+    converted: list[Finding] = field(default_factory=list)
+    left: list[tuple[Finding, str]] = field(default_factory=list)
+    advisory: list[tuple[Finding, str]] = field(default_factory=list)
+    migrated_line: Callable[[Finding], int] = lambda f: f.line
+
+    @property
+    def found(self) -> int:
+        return len(self.converted) + len(self.left) + len(self.advisory)
+
+    def totals(self) -> dict[str, int]:
+        return {
+            "found": self.found,
+            "converted": len(self.converted),
+            "left": len(self.left),
+            "advisory": len(self.advisory),
+        }
+
+    def per_file(self) -> dict[str, dict[str, int]]:
+        table: dict[str, dict[str, int]] = {}
+        rows = (
+            [("converted", f) for f in self.converted]
+            + [("left", f) for f, _ in self.left]
+            + [("advisory", f) for f, _ in self.advisory]
+        )
+        for bucket, f in rows:
+            row = table.setdefault(f.path, {"found": 0, **dict.fromkeys(BUCKETS, 0)})
+            row["found"] += 1
+            row[bucket] += 1
+        return dict(sorted(table.items()))
+
+    def entries(self, bucket: str) -> list[Entry]:
+        """``left`` or ``advisory`` as manual.md lists them: one entry per rule, line and
+        reason (two ``.item()`` calls on one line are one entry, x2), in file order."""
+        grouped: dict[tuple, list[Finding]] = {}
+        for f, why in sorted(getattr(self, bucket), key=lambda fw: fw[0].sort_key()):
+            grouped.setdefault((f.path, f.cell, f.line, f.rule, why), []).append(f)
+        return [Entry(tuple(fs), key[4], self.migrated_line(fs[0])) for key, fs in grouped.items()]
+
+
+def count_constructs(result: MigrationResult) -> Counts:
+    """Put every finding of ``result``'s scan in its bucket (a finding counts once)."""
+    target = result.target
+    unapplied = {id(f): why for f, why in reversed(result.unapplied)}
+    counts = Counts(migrated_line=_migrated_lines(result))
+    for f in result.scan.findings:
+        fix = f.fix[target]
+        if fix["kind"] == "auto" and id(f) not in unapplied:
+            counts.converted.append(f)
+            continue
+        why = unapplied.get(id(f), fix["hint"])
+        bucket = counts.advisory if f.category == ADVISORY_CATEGORY else counts.left
+        bucket.append((f, why))
+    return counts
+
+
+def _migrated_lines(result: MigrationResult) -> Callable[[Finding], int]:
+    """A finding's line in the migrated file (notebook cells keep their own numbering)."""
+    changes = {c.path: c for c in result.changes}
+    maps: dict[str, Callable[[int], int]] = {}  # diffed on first use: few files have entries
+
+    def migrated(f: Finding) -> int:
+        change = changes.get(f.path)
+        if change is None or f.cell is not None:
+            return f.line
+        if f.path not in maps:
+            maps[f.path] = line_map(change.before, change.after)
+        return maps[f.path](f.line)
+
+    return migrated
