@@ -1,0 +1,82 @@
+"""The semantic guard: a fix whose edit would introduce a static finding is refused.
+
+Each program in tests/fixtures/guard is a small realistic reproduction of a pattern from
+issue 14 that the codemods got wrong; WRONG pins the line the unguarded codemods produced,
+which must not come back. <name>.<target>.py is the reviewed, guarded output.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from torchport.tools.catalogue import TARGETS
+from torchport.tools.codemods import engine, migrate_python
+from torchport.tools.codemods.guard import introduced, original_lines, problems
+from torchport.tools.scanner import ScanOptions, scan
+
+GUARD = Path(__file__).parent / "fixtures" / "guard"
+
+# program -> (the wrong line the codemods wrote without the guard, the finding that refuses it)
+WRONG = {
+    "unbound_device": ("model.to(device)", "UndefinedLocal"),
+    "closure_timing": ("starter = time.perf_counter()", "UnusedVariable"),
+    "forwarded_kwargs": ('**kwargs, map_location="cpu"', "KeywordBesideForwardedKwargs"),
+}
+CASES = [(name, target) for name in WRONG for target in TARGETS]
+
+
+def _auto_findings(path: Path, target: str):
+    found = scan(path, ScanOptions(target=target)).findings
+    return [f for f in found if f.fix[target]["kind"] == "auto"]
+
+
+@pytest.mark.parametrize(("name", "target"), CASES)
+def test_the_guard_refuses_the_edit_that_broke_the_program(name: str, target: str) -> None:
+    path = GUARD / f"{name}.py"
+    source = path.read_text(encoding="utf-8")
+    findings = _auto_findings(path, target)
+    wrong, kind = WRONG[name]
+    unguarded, _ = engine._migrate_once(source, findings, target, path.name, None)
+    assert wrong in unguarded.source  # the pattern is real: one pass without the guard
+    result = migrate_python(source, findings, target, path.name)
+    assert wrong not in result.source
+    assert result.source == (GUARD / f"{name}.{target}.py").read_text(encoding="utf-8")
+    assert introduced(source, result.source) == []
+    refusals = [why for _, why in result.unapplied if "semantic guard" in why]
+    assert refusals and all(kind in why for why in refusals)
+
+
+def test_findings_compare_by_kind_and_name_not_line() -> None:
+    before = "import os\nprint(undefined_a)\n"
+    moved = "import os\n\n\n\nprint(undefined_a)\n"
+    assert introduced(before, moved) == []
+    added = introduced(before, moved + "print(undefined_b)\n")
+    assert [(p.kind, p.name) for p in added] == [("UndefinedName", "undefined_b")]
+
+
+def test_a_keyword_twice_in_one_call_is_a_finding() -> None:
+    found = problems("import torch\ntorch.load('x', map_location=None, map_location='cpu')\n")
+    assert [(p.kind, p.name) for p in found] == [("DuplicateKeyword", "map_location")]
+
+
+def test_a_keyword_beside_kwargs_the_function_did_not_receive_is_fine() -> None:
+    source = "def f(path):\n    opts = {}\n    return load(path, **opts, map_location='cpu')\n"
+    assert [p.kind for p in problems(source)] == ["UndefinedName"]  # `load` only
+
+
+def test_a_line_of_the_migrated_file_maps_to_the_original_lines() -> None:
+    before = "a = 1\nb = 2\nc = 3\n"
+    after = "import x\na = 1\nb = x.two()\nc = 3\n"
+    assert list(original_lines(before, after, 4)) == [3]
+    assert list(original_lines(before, after, 3)) == [2]
+    assert list(original_lines(before, after, 1)) == []
+
+
+def test_an_import_the_migration_left_unused_is_removed_not_blamed() -> None:
+    path = GUARD.parent / "golden" / "TPD015.py"
+    source = path.read_text(encoding="utf-8")
+    result = migrate_python(source, _auto_findings(path, "tpu"), "tpu", path.name)
+    assert "torch.cuda" not in result.source
+    assert "import torch\n" not in result.source  # nothing uses torch any more
+    assert not [why for _, why in result.unapplied if "semantic guard" in why]
