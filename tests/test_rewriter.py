@@ -96,3 +96,47 @@ def test_names_the_file_binds_itself_get_no_import():
     assert with_missing_imports(text, "f.py") == (text, [])
     broken = "def f(:\n    F.relu\n"
     assert with_missing_imports(broken, "f.py") == (broken, [])
+
+
+TRAIN = """\
+import torch
+
+
+def train(model, use_cuda):
+    if use_cuda:
+        model = model.cuda()
+    device = next(model.parameters()).device
+    return model, device
+"""
+
+
+def test_an_llm_edit_that_uses_a_name_before_it_is_bound_is_refused(tmp_path):
+    """The semantic guard sees `device` read before `train` binds it; the overlay is kept."""
+    import json
+
+    from scripted_llm import Content, ScriptedLLM
+    from torchport.agents.llm.client import LLMClient
+    from torchport.agents.llm.config import LLMConfig
+    from torchport.agents.rewriter import llm_repair
+
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "train.py").write_text(TRAIN)
+    edit = {"start_line": 6, "end_line": 6, "new_code": "        model = model.to(device)"}
+    reply = Content(json.dumps({"edits": [edit], "summary": "move to the device"}))
+    request = {
+        "kind": "construct",
+        "target": "tpu",
+        "path": "train.py",
+        "start_line": 6,
+        "end_line": 6,
+        "problem": "TPD001: .cuda() moves to a CUDA device",
+    }
+    with ScriptedLLM([reply]) as server:
+        client = LLMClient(LLMConfig(base_url=server.base_url, model="m"), backoff_s=0.01)
+        overlay, record = llm_repair(
+            client, src, {}, tmp_path / "work", request, max_turns=2, max_tokens=None
+        )
+    assert overlay == {}
+    assert record["status"] == "rejected" and record["edits"] == []
+    assert "semantic guard" in record["error"] and "'device'" in record["error"]
