@@ -80,3 +80,25 @@ def test_an_import_the_migration_left_unused_is_removed_not_blamed() -> None:
     assert "torch.cuda" not in result.source
     assert "import torch\n" not in result.source  # nothing uses torch any more
     assert not [why for _, why in result.unapplied if "semantic guard" in why]
+
+
+def test_the_report_lists_each_refusal(tmp_path: Path) -> None:
+    import json
+    import shutil
+
+    from torchport.tools.migrate import MigrateOptions, migrate
+
+    src = tmp_path / "src"
+    src.mkdir()
+    shutil.copy(GUARD / "forwarded_kwargs.py", src / "checkpoint.py")
+    result = migrate(src, MigrateOptions(target="tpu", out=tmp_path / "out"))
+    report = result.report_dir
+    data = json.loads((report / "changes.json").read_text())
+    assert data["summary"]["refused_by_guard"] == 1
+    [left] = data["left_for_humans"]
+    assert left["reason"].startswith("refused by the semantic guard") and left["line"] == 9
+    assert "KeywordBesideForwardedKwargs" in (report / "manual.md").read_text()
+    assert (
+        "1 of those fixes were refused by the semantic guard" in (report / "summary.md").read_text()
+    )
+    assert (tmp_path / "out" / "checkpoint.py").read_text() == (src / "checkpoint.py").read_text()

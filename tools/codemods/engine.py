@@ -29,7 +29,7 @@ from .base import (
     code_of,
     is_multiline,
 )
-from .guard import Problem, introduced, original_lines, orphaned_imports
+from .guard import REFUSED, Problem, introduced, original_lines, orphaned_imports
 from .scope import DeviceNames
 
 # Imports that may become unused once the code using them is migrated.
@@ -279,7 +279,7 @@ def migrate_python(
 
 
 def _guard_reason(problem: Problem) -> str:
-    return f"refused by the semantic guard: the fix would add {problem.kind}: {problem.message}"
+    return f"{REFUSED}: the fix would add {problem.kind}: {problem.message}"
 
 
 def _blame(

@@ -18,6 +18,8 @@ from pyflakes.checker import Checker
 
 # Imports a target needs for their side effect (they register the device or the process-group
 # backend): pyflakes calls them unused, and they are not.
+# How a refused fix's reason begins, in manual.md and changes.json.
+REFUSED = "refused by the semantic guard"
 REGISTERING_IMPORTS = frozenset({"torch_xla", "torch_xla.distributed.xla_backend"})
 
 

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..catalogue import load_catalogue
+from ..codemods.guard import REFUSED
 from ..filenames import printable, printable_data
 from ..safetext import csv_cell, markdown_code, markdown_text
 from .patch import file_patch
@@ -64,6 +65,7 @@ def migration_summary(result: MigrationResult) -> dict[str, Any]:
         "constructs_found": total,
         "converted": len(result.edits),
         "left_for_humans": sum(left.values()),
+        "refused_by_guard": sum(why.startswith(REFUSED) for _, why in result.left_for_humans),
         "converted_share": round(len(result.edits) / total, 4) if total else 1.0,
         "files_changed": len(result.changes),
         "per_file": {
@@ -117,6 +119,14 @@ def _summary_md(result: MigrationResult) -> str:
         f"{s['constructs_found']} CUDA constructs found; **{s['converted']} converted** "
         f"automatically ({s['converted_share']:.0%}); {s['left_for_humans']} left for a human "
         f"(see manual.md); {s['files_changed']} files changed.",
+        *(
+            [
+                f"{s['refused_by_guard']} of those fixes were refused by the semantic guard: "
+                "applied, they would add a finding pyflakes reports (manual.md names it)."
+            ]
+            if s["refused_by_guard"]
+            else []
+        ),
         "",
         "| file | found | converted | left |",
         "|---|---:|---:|---:|",
