@@ -102,3 +102,15 @@ def test_the_report_lists_each_refusal(tmp_path: Path) -> None:
         "1 of those fixes were refused by the semantic guard" in (report / "summary.md").read_text()
     )
     assert (tmp_path / "out" / "checkpoint.py").read_text() == (src / "checkpoint.py").read_text()
+
+
+def test_an_unused_assignment_of_a_name_the_original_never_binds_is_not_counted() -> None:
+    """`model = model.to(d)` twice in a function that never binds `model`: the rewrite
+    drops the repeat, and pyflakes' "never used" says nothing about such a name."""
+    before = "def f():\n    model = model.to('cuda')\n    model = model.to('cuda')\n"
+    after = "def f():\n    model = model.to('tpu')\n"
+    assert introduced(before, after) == []
+    bound = "def f(model):\n    model = model.to('cuda')\n    return model\n"
+    assert [p.kind for p in introduced(bound, "def f(model):\n    model = 1\n")] == [
+        "UnusedVariable"
+    ]

@@ -57,10 +57,18 @@ def problems(source: str, path: str = "<migrated>") -> list[Problem]:
 
 
 def introduced(before: str, after: str, path: str = "<migrated>") -> list[Problem]:
-    """The findings ``after`` has that ``before`` has not, counted by kind and name."""
-    old = Counter(p.key for p in problems(before, path))
+    """The findings ``after`` has that ``before`` has not, counted by kind and name.
+
+    A name the original already reads without binding it (pyflakes' UndefinedName) has no
+    scope pyflakes can reason about: its unused assignments afterwards are not counted.
+    """
+    found = problems(before, path)
+    old = Counter(p.key for p in found)
+    unbound = {p.name for p in found if p.kind in ("UndefinedName", "UndefinedLocal")}
     new: list[Problem] = []
     for problem in problems(after, path):
+        if problem.kind == "UnusedVariable" and problem.name in unbound:
+            continue
         if old[problem.key]:
             old[problem.key] -= 1
         else:
