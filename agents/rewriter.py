@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import libcst as cst
 from torchport.tools.catalogue import load_catalogue
-from torchport.tools.codemods.guard import introduced
+from torchport.tools.codemods.guard import blocking
 from torchport.tools.edits import EditRefused, insert_import, remove_unused_imports
 from torchport.tools.migrate import MigrateOptions, migrate
 from torchport.tools.scanner import ScanOptions, scan
@@ -142,7 +142,7 @@ def introduced_by_edit(source: Path, overlay: dict[str, str], updated: dict[str,
         previous = overlay.get(rel)
         if previous is None:
             previous = original.read_text(encoding="utf-8") if original.is_file() else ""
-        found += [f"{rel}:{p.line}: {p.message}" for p in introduced(previous, text, rel)]
+        found += [f"{rel}:{p.line}: {p.message}" for p in blocking(previous, text, rel)]
     return "; ".join(found)
 
 

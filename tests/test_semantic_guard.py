@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from torchport.tools.catalogue import TARGETS
 from torchport.tools.codemods import engine, migrate_python
-from torchport.tools.codemods.guard import introduced, original_lines, problems
+from torchport.tools.codemods.guard import blocking, introduced, original_lines, problems
 from torchport.tools.scanner import ScanOptions, scan
 
 GUARD = Path(__file__).parent / "fixtures" / "guard"
@@ -104,13 +104,23 @@ def test_the_report_lists_each_refusal(tmp_path: Path) -> None:
     assert (tmp_path / "out" / "checkpoint.py").read_text() == (src / "checkpoint.py").read_text()
 
 
-def test_an_unused_assignment_of_a_name_the_original_never_binds_is_not_counted() -> None:
+def test_an_unused_assignment_of_a_name_the_original_never_binds_does_not_block() -> None:
     """`model = model.to(d)` twice in a function that never binds `model`: the rewrite
     drops the repeat, and pyflakes' "never used" says nothing about such a name."""
     before = "def f():\n    model = model.to('cuda')\n    model = model.to('cuda')\n"
     after = "def f():\n    model = model.to('tpu')\n"
-    assert introduced(before, after) == []
-    bound = "def f(model):\n    model = model.to('cuda')\n    return model\n"
-    assert [p.kind for p in introduced(bound, "def f(model):\n    model = 1\n")] == [
-        "UnusedVariable"
-    ]
+    assert [p.kind for p in introduced(before, after)] == ["UnusedVariable"]
+    assert blocking(before, after) == []
+
+
+def test_a_dead_assignment_the_migration_did_not_touch_does_not_block() -> None:
+    """`rank` lost its only reader when the map_location dict became "tpu": dead, not wrong.
+    The same finding on a line the migration rewrote blocks."""
+    before = (
+        "def f(load):\n    rank = 0\n    return load(map_location={'cuda:1': f'cuda:{rank}'})\n"
+    )
+    after = "def f(load):\n    rank = 0\n    return load(map_location='tpu')\n"
+    assert [p.kind for p in introduced(before, after)] == ["UnusedVariable"]
+    assert blocking(before, after) == []
+    rebound = after.replace("rank = 0", "rank = 1")
+    assert [p.kind for p in blocking(before, rebound)] == ["UnusedVariable"]

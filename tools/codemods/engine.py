@@ -29,7 +29,7 @@ from .base import (
     code_of,
     is_multiline,
 )
-from .guard import REFUSED, Problem, introduced, original_lines, orphaned_imports
+from .guard import REFUSED, Problem, blocking, original_lines, orphaned_imports
 from .scope import DeviceNames
 
 # Imports that may become unused once the code using them is migrated.
@@ -260,11 +260,11 @@ def migrate_python(
     remaining, refused = list(findings), []
     while True:
         result, applier = _migrate_once(source, remaining, target, path, cell)
-        broken = introduced(source, result.source, path) if result.edits else []
+        broken = blocking(source, result.source, path) if result.edits else []
         orphans = orphaned_imports(source, broken)
         if orphans:
             result.source = _drop_unused_imports(result.source, orphans)
-            broken = introduced(source, result.source, path)
+            broken = blocking(source, result.source, path)
         if not broken:
             break
         blamed = _blame(broken, source, result.source, applier, remaining)

@@ -57,23 +57,43 @@ def problems(source: str, path: str = "<migrated>") -> list[Problem]:
 
 
 def introduced(before: str, after: str, path: str = "<migrated>") -> list[Problem]:
-    """The findings ``after`` has that ``before`` has not, counted by kind and name.
-
-    A name the original already reads without binding it (pyflakes' UndefinedName) has no
-    scope pyflakes can reason about: its unused assignments afterwards are not counted.
-    """
-    found = problems(before, path)
-    old = Counter(p.key for p in found)
-    unbound = {p.name for p in found if p.kind in ("UndefinedName", "UndefinedLocal")}
+    """The findings ``after`` has that ``before`` has not, counted by kind and name."""
+    old = Counter(p.key for p in problems(before, path))
     new: list[Problem] = []
     for problem in problems(after, path):
-        if problem.kind == "UnusedVariable" and problem.name in unbound:
-            continue
         if old[problem.key]:
             old[problem.key] -= 1
         else:
             new.append(problem)
     return new
+
+
+def blocking(before: str, after: str, path: str = "<migrated>") -> list[Problem]:
+    """The introduced findings that refuse an edit: all but the dead assignments an edit
+    leaves behind without touching them.
+
+    An unused variable counts only on a line the migration changed (a timing variable
+    re-bound in a closure); one the migration left alone lost its last reader to a fix
+    (``rank`` once ``{"cuda:1": f"cuda:{rank}"}`` is gone): dead code, not a wrong program.
+    Nor does it count for a name the original reads without binding it (UndefinedName):
+    pyflakes has no scope for such a name to reason about.
+    """
+    found = problems(before, path)
+    unbound = {p.name for p in found if p.kind in ("UndefinedName", "UndefinedLocal")}
+    return [
+        p
+        for p in introduced(before, after, path)
+        if p.kind != "UnusedVariable"
+        or (p.name not in unbound and _changed_line(before, after, p.line))
+    ]
+
+
+def _changed_line(before: str, after: str, line: int) -> bool:
+    mapped = original_lines(before, after, line)
+    if len(mapped) != 1:
+        return True
+    old = before.splitlines()
+    return old[mapped[0] - 1] != after.splitlines()[line - 1]
 
 
 def original_lines(before: str, after: str, line: int) -> range:
