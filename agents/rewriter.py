@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import libcst as cst
 from torchport.tools.catalogue import load_catalogue
+from torchport.tools.codemods.guard import blocking
 from torchport.tools.edits import EditRefused, insert_import, remove_unused_imports
 from torchport.tools.migrate import MigrateOptions, migrate
 from torchport.tools.report.counts import count_constructs
@@ -115,16 +116,38 @@ def llm_repair(
         before, after, request["start_line"], request["end_line"], WINDOW[request["kind"]]
     )
     if strayed:  # the scratch copy is rebuilt from the overlay next time: nothing to undo
-        record.update(status="rejected", error=f"edit outside the problem's lines: {strayed}")
-        record["rejected_edits"], record["edits"] = record["edits"], []
-        return overlay, record
+        return overlay, _rejected(record, f"edit outside the problem's lines: {strayed}")
     touched = {e.path for e in outcome.edits}
     updated = dict(overlay)
     for rel, text in changed_files(source, work, touched).items():
         updated[rel], added = with_missing_imports(text, rel)
         if added:
             record["imports_added"] = [*record.get("imports_added", []), *added]
+    broken = introduced_by_edit(source, overlay, updated)
+    if broken:
+        return overlay, _rejected(record, f"refused by the semantic guard: {broken}")
     return updated, record
+
+
+def _rejected(record: dict[str, Any], why: str) -> dict[str, Any]:
+    record.update(status="rejected", error=why)
+    record["rejected_edits"], record["edits"] = record["edits"], []
+    return record
+
+
+def introduced_by_edit(source: Path, overlay: dict[str, str], updated: dict[str, str]) -> str:
+    """The static findings (pyflakes', a keyword twice) an edit added to the files it
+    changed, compared with each file just before it; empty when it added none."""
+    found = []
+    for rel, text in sorted(updated.items()):
+        if not rel.endswith(".py") or text == overlay.get(rel):
+            continue
+        original = source / rel
+        previous = overlay.get(rel)
+        if previous is None:
+            previous = original.read_text(encoding="utf-8") if original.is_file() else ""
+        found += [f"{rel}:{p.line}: {p.message}" for p in blocking(previous, text, rel)]
+    return "; ".join(found)
 
 
 # Names an edit may use without importing them (a model writes `torch.` or `F.` as in

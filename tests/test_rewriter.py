@@ -55,8 +55,8 @@ class Block(nn.Module):
 """
 
 
-def test_an_llm_edit_that_uses_torch_or_f_gets_their_imports(tmp_path):
-    """A model writes `F.gelu` as in any PyTorch file; the file never imported F."""
+def _one_span_repair(tmp_path, rel: str, text: str, line: int, new_code: str, problem: str):
+    """llm_repair of one line of ``rel``, the model's one reply replacing it with ``new_code``."""
     import json
 
     from scripted_llm import Content, ScriptedLLM
@@ -66,27 +66,37 @@ def test_an_llm_edit_that_uses_torch_or_f_gets_their_imports(tmp_path):
 
     src = tmp_path / "src"
     src.mkdir()
-    (src / "model.py").write_text(MODEL)
-    edit = {"start_line": 6, "end_line": 6, "new_code": "        return F.gelu(torch.tanh(x))"}
-    reply = Content(json.dumps({"edits": [edit], "summary": "plain GELU"}))
+    (src / rel).write_text(text)
+    edit = {"start_line": line, "end_line": line, "new_code": new_code}
+    reply = Content(json.dumps({"edits": [edit], "summary": "edited"}))
     request = {
         "kind": "construct",
         "target": "tpu",
-        "path": "model.py",
-        "start_line": 6,
-        "end_line": 6,
-        "problem": "TPK010: fused_gelu is a CUDA-only kernel",
+        "path": rel,
+        "start_line": line,
+        "end_line": line,
+        "problem": problem,
     }
     with ScriptedLLM([reply]) as server:
         client = LLMClient(LLMConfig(base_url=server.base_url, model="m"), backoff_s=0.01)
-        overlay, record = llm_repair(
-            client, src, {}, tmp_path / "work", request, max_turns=2, max_tokens=None
-        )
+        return llm_repair(client, src, {}, tmp_path / "work", request, max_turns=2, max_tokens=None)
+
+
+def test_an_llm_edit_that_uses_torch_or_f_gets_their_imports(tmp_path):
+    """A model writes `F.gelu` as in any PyTorch file; the file never imported F."""
+    overlay, record = _one_span_repair(
+        tmp_path,
+        "model.py",
+        MODEL,
+        6,
+        "        return F.gelu(torch.tanh(x))",
+        "TPK010: fused_gelu is a CUDA-only kernel",
+    )
     text = overlay["model.py"]
     assert "import torch.nn.functional as F\n" in text and "import torch\n" in text
     assert record["imports_added"] == ["F", "torch"]
     compile(text, "model.py", "exec")
-    assert (src / "model.py").read_text() == MODEL  # the original is never touched
+    assert (tmp_path / "src" / "model.py").read_text() == MODEL  # the original is never touched
 
 
 def test_names_the_file_binds_itself_get_no_import():
@@ -96,3 +106,30 @@ def test_names_the_file_binds_itself_get_no_import():
     assert with_missing_imports(text, "f.py") == (text, [])
     broken = "def f(:\n    F.relu\n"
     assert with_missing_imports(broken, "f.py") == (broken, [])
+
+
+TRAIN = """\
+import torch
+
+
+def train(model, use_cuda):
+    if use_cuda:
+        model = model.cuda()
+    device = next(model.parameters()).device
+    return model, device
+"""
+
+
+def test_an_llm_edit_that_uses_a_name_before_it_is_bound_is_refused(tmp_path):
+    """The semantic guard sees `device` read before `train` binds it; the overlay is kept."""
+    overlay, record = _one_span_repair(
+        tmp_path,
+        "train.py",
+        TRAIN,
+        6,
+        "        model = model.to(device)",
+        "TPD001: .cuda() moves to a CUDA device",
+    )
+    assert overlay == {}
+    assert record["status"] == "rejected" and record["edits"] == []
+    assert "semantic guard" in record["error"] and "'device'" in record["error"]

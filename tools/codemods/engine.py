@@ -9,6 +9,7 @@ is checked to parse and compile before it is accepted.
 from __future__ import annotations
 
 import ast
+import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 
@@ -29,6 +30,7 @@ from .base import (
     dotted,
     is_multiline,
 )
+from .guard import REFUSED, Problem, blocking, original_lines, orphaned_imports
 from .scope import DeviceNames
 
 # Imports that may become unused once the code using them is migrated.
@@ -70,6 +72,7 @@ class _Applier(cst.CSTTransformer):
             self.pending[(f.line, f.col - 1)].append(f)
         self.done: set[int] = set()
         self.edits: list[tuple[Finding | None, str, str, str, int, int]] = []
+        self.edit_imports: list[frozenset[str]] = []  # the modules each edit asked for
         self.state: dict = {}
         # Statements this run changed / emptied, by id; the dicts hold the nodes so that no id
         # is reused by a later node while the file is being rewritten.
@@ -177,17 +180,22 @@ class _Applier(cst.CSTTransformer):
                 stmt_pos = self.get_metadata(PositionProvider, stmt)
                 before = self.module.code_for_node(stmt) if self.module else before
                 self._record(
-                    (finding, finding.rule, before, "", stmt_pos.start.line, stmt_pos.end.line)
+                    (finding, finding.rule, before, "", stmt_pos.start.line, stmt_pos.end.line),
+                    ctx.imports,
                 )
             else:
                 after = _code_of(new)
-                self._record((finding, finding.rule, before, after, pos.start.line, pos.end.line))
+                self._record(
+                    (finding, finding.rule, before, after, pos.start.line, pos.end.line),
+                    ctx.imports,
+                )
                 result = new
             self.imports |= ctx.imports
         return result
 
-    def _record(self, edit: tuple) -> None:
+    def _record(self, edit: tuple, imports: set[str]) -> None:
         self.edits.append(edit)
+        self.edit_imports.append(frozenset(imports))
         self.edited_lines.update(range(edit[4], edit[5] + 1))
 
     def _context(self, original: cst.CSTNode) -> FixContext:
@@ -215,7 +223,8 @@ class _Applier(cst.CSTTransformer):
                 self._record((None, code, self._source_of(pos), "", pos.start.line, pos.end.line))
                 continue
             self._record(
-                (None, code, self._source_of(pos), _code_of(new), pos.start.line, pos.end.line)
+                (None, code, self._source_of(pos), _code_of(new), pos.start.line, pos.end.line),
+                ctx.imports,
             )
             self.imports |= ctx.imports
             result = new
@@ -258,15 +267,82 @@ class _Applier(cst.CSTTransformer):
 def migrate_python(
     source: str, findings: list[Finding], target: str, path: str, cell: int | None = None
 ) -> SourceResult:
-    """Rewrite ``source`` for ``target``, applying the codemods of ``findings``."""
+    """Rewrite ``source`` for ``target``, applying the codemods of ``findings``.
+
+    Every rewrite passes the semantic guard: when the migrated file has a static finding the
+    original had not (pyflakes', or a keyword given twice), the fixes whose edits caused it
+    are refused and the file is rewritten without them, until it is clean. A refused fix is
+    left for a human with the finding as its reason.
+    """
     if not findings:
         return SourceResult(source)
+    remaining, refused = list(findings), []
+    while True:
+        result, applier = _migrate_once(source, remaining, target, path, cell)
+        broken = blocking(source, result.source, path) if result.edits else []
+        orphans = orphaned_imports(source, broken)
+        if orphans:
+            result.source = _drop_unused_imports(result.source, orphans)
+            broken = blocking(source, result.source, path)
+        if not broken:
+            break
+        blamed = _blame(broken, source, result.source, applier, remaining)
+        if not blamed:
+            why = "; ".join(dict.fromkeys(_guard_reason(p) for p in broken))
+            reason = f"{why} (no single fix to blame: file left as is)"
+            return SourceResult(source, unapplied=refused + [(f, reason) for f in remaining])
+        refused += [(f, why) for f in remaining if (why := blamed.get(id(f)))]
+        remaining = [f for f in remaining if id(f) not in blamed]
+    result.unapplied = refused + result.unapplied
+    return result
+
+
+def _guard_reason(problem: Problem) -> str:
+    return f"{REFUSED}: the fix would add {problem.kind}: {problem.message}"
+
+
+def _blame(
+    broken: list[Problem], before: str, after: str, applier: _Applier, findings: list[Finding]
+) -> dict[int, str]:
+    """The fixes (by id) whose edits introduced ``broken``, each with the reason.
+
+    An edit is blamed when the problem's line came from the edit's lines; failing that,
+    when the edit changed how often the problem's name occurs, or asked for the import
+    that is now unused. An edit with no finding (a follow-up) blames the fixes on its lines.
+    """
+    blamed: dict[int, str] = {}
+    for problem in broken:
+        lines = set(original_lines(before, after, problem.line))
+        culprits = [i for i, e in enumerate(applier.edits) if lines & set(range(e[4], e[5] + 1))]
+        if not culprits:
+            word = re.compile(rf"(?<![\w.]){re.escape(problem.name)}(?!\w)")
+            culprits = [
+                i
+                for i, e in enumerate(applier.edits)
+                if len(word.findall(e[2])) != len(word.findall(e[3]))
+                or problem.name in applier.edit_imports[i]
+            ]
+        for i in culprits:
+            finding, *_, line, end = applier.edits[i]
+            owners = (
+                [finding]
+                if finding is not None
+                else [f for f in findings if f.line <= end and f.end_line >= line]
+            )
+            for f in owners:
+                blamed.setdefault(id(f), _guard_reason(problem))
+    return blamed
+
+
+def _migrate_once(
+    source: str, findings: list[Finding], target: str, path: str, cell: int | None
+) -> tuple[SourceResult, _Applier | None]:
     try:
         module = cst.parse_module(source)
     except cst.ParserSyntaxError as exc:
         return SourceResult(
             source, unapplied=[(f, f"libcst cannot parse: {exc}") for f in findings]
-        )
+        ), None
     wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
     applier = _Applier(findings, target, DeviceNames(wrapper))
     for code, look in PRESCANS.items():
@@ -287,13 +363,13 @@ def migrate_python(
         compile(new_source, path, "exec", flags=ast.PyCF_ONLY_AST)
     except SyntaxError as exc:
         reason = f"migrated code did not compile ({exc.msg}, line {exc.lineno}); file left as is"
-        return SourceResult(source, unapplied=[(f, reason) for f in findings])
+        return SourceResult(source, unapplied=[(f, reason) for f in findings]), applier
     reasons = {f.rule: _reason(f, target) for f in findings}
     edits = [
         Edit(rule, path, line, end, before, after, reasons.get(rule, rule), cell)
         for _, rule, before, after, line, end in applier.edits
     ]
-    return SourceResult(new_source, edits, unapplied)
+    return SourceResult(new_source, edits, unapplied), applier
 
 
 # Calls that only ask about the machine: an ``if`` testing them has no side effect to keep.
@@ -422,6 +498,13 @@ class _CudaImports(cst.CSTVisitor):
             module = _code_of(alias.name)
             if module.startswith(CUDA_MODULES) and alias.asname is not None:
                 self.found.append((module, None, _code_of(alias.asname.name)))
+
+
+def _drop_unused_imports(source: str, imports: list[tuple[str, str | None, str | None]]) -> str:
+    context = CodemodContext()
+    for module, name, asname in imports:
+        RemoveImportsVisitor.remove_unused_import(context, module, name, asname)
+    return RemoveImportsVisitor(context).transform_module(cst.parse_module(source)).code
 
 
 def _fix_imports(module: cst.Module, needed: set[str]) -> cst.Module:

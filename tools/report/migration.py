@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..catalogue import load_catalogue
+from ..codemods.guard import REFUSED
 from ..filenames import printable, printable_data
 from ..safetext import csv_cell, markdown_code, markdown_text
 from .counts import Counts, Entry, count_constructs
@@ -75,6 +76,7 @@ def migration_summary(result: MigrationResult, counts: Counts | None = None) -> 
         "left_for_humans": total["left"],
         "advisories": total["advisory"],
         "edits": len(result.edits),
+        "refused_by_guard": sum(why.startswith(REFUSED) for _, why in result.left_for_humans),
         "converted_share": round(total["converted"] / total["found"], 4) if total["found"] else 1.0,
         "files_changed": len(result.changes),
         "per_file": counts.per_file(),
@@ -165,6 +167,14 @@ def _summary_md(result: MigrationResult, counts: Counts) -> str:
         f"automatically ({s['converted_share']:.0%}, {s['edits']} edits), "
         f"{s['left_for_humans']} left for a human and {s['advisories']} performance "
         f"advisories (see manual.md); {s['files_changed']} files changed.",
+        *(
+            [
+                f"{s['refused_by_guard']} of those left were fixes refused by the semantic "
+                "guard: applied, they would add a finding pyflakes reports (manual.md names it)."
+            ]
+            if s["refused_by_guard"]
+            else []
+        ),
         "",
         "| file | found | converted | left | advisory |",
         "|---|---:|---:|---:|---:|",

@@ -1,0 +1,189 @@
+"""The semantic guard: what an edit broke that compiling cannot see.
+
+A rewrite that parses can still be wrong the moment it runs: a device name used before it is
+bound, a keyword passed twice, a timing variable assigned in a closure and never read. pyflakes
+sees these without importing or running the code. A file's findings after a migration are
+compared with the original's by kind and name (never by line: lines shift), so only what the
+migration introduced counts.
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+from collections import Counter
+from dataclasses import dataclass
+
+from pyflakes.checker import Checker
+
+# Imports a target needs for their side effect (they register the device or the process-group
+# backend): pyflakes calls them unused, and they are not.
+# How a refused fix's reason begins, in manual.md and changes.json.
+REFUSED = "refused by the semantic guard"
+REGISTERING_IMPORTS = frozenset({"torch_xla", "torch_xla.distributed.xla_backend"})
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """One static finding in a source: ``kind`` is pyflakes' message class (or ours)."""
+
+    kind: str
+    name: str
+    line: int
+    message: str
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.kind, self.name)
+
+
+def problems(source: str, path: str = "<migrated>") -> list[Problem]:
+    """pyflakes' findings in ``source``, with the keyword checks pyflakes cannot make."""
+    try:
+        tree = ast.parse(source, path)
+    except SyntaxError:
+        return []  # compiling is checked elsewhere; nothing to compare here
+    found = [
+        Problem(
+            type(m).__name__,
+            str(m.message_args[0]) if m.message_args else "",
+            m.lineno,
+            m.message % m.message_args,
+        )
+        for m in Checker(tree, filename=path).messages
+        if not (type(m).__name__ == "UnusedImport" and m.message_args[0] in REGISTERING_IMPORTS)
+    ]
+    return found + _keyword_problems(tree)
+
+
+def introduced(before: str, after: str, path: str = "<migrated>") -> list[Problem]:
+    """The findings ``after`` has that ``before`` has not, counted by kind and name."""
+    old = Counter(p.key for p in problems(before, path))
+    new: list[Problem] = []
+    for problem in problems(after, path):
+        if old[problem.key]:
+            old[problem.key] -= 1
+        else:
+            new.append(problem)
+    return new
+
+
+def blocking(before: str, after: str, path: str = "<migrated>") -> list[Problem]:
+    """The introduced findings that refuse an edit: all but the dead assignments an edit
+    leaves behind without touching them.
+
+    An unused variable counts only on a line the migration changed (a timing variable
+    re-bound in a closure); one the migration left alone lost its last reader to a fix
+    (``rank`` once ``{"cuda:1": f"cuda:{rank}"}`` is gone): dead code, not a wrong program.
+    Nor does it count for a name the original reads without binding it (UndefinedName):
+    pyflakes has no scope for such a name to reason about.
+    """
+    found = problems(before, path)
+    unbound = {p.name for p in found if p.kind in ("UndefinedName", "UndefinedLocal")}
+    return [
+        p
+        for p in introduced(before, after, path)
+        if p.kind != "UnusedVariable"
+        or (p.name not in unbound and _changed_line(before, after, p.line))
+    ]
+
+
+def _changed_line(before: str, after: str, line: int) -> bool:
+    mapped = original_lines(before, after, line)
+    if len(mapped) != 1:
+        return True
+    old = before.splitlines()
+    return old[mapped[0] - 1] != after.splitlines()[line - 1]
+
+
+def original_lines(before: str, after: str, line: int) -> range:
+    """The lines of ``before`` that ``after``'s ``line`` came from (1-based; empty if new)."""
+    old, new = before.splitlines(), after.splitlines()
+    matcher = difflib.SequenceMatcher(None, old, new, autojunk=False)
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if j1 <= line - 1 < j2:
+            if tag == "equal":
+                return range(i1 + line - j1, i1 + line - j1 + 1)
+            return range(i1 + 1, i2 + 1)
+    return range(0)
+
+
+def _keyword_problems(tree: ast.Module) -> list[Problem]:
+    """A keyword given twice in one call (the compiler's error, which parsing alone misses),
+    and a keyword given beside ``**kwargs`` that the enclosing function forwards from its own
+    callers: any caller may pass the same keyword, and the call then fails at run time."""
+    found = []
+    for func, call in _calls_with_function(tree):
+        names = [k.arg for k in call.keywords if k.arg is not None]
+        for name, count in Counter(names).items():
+            if count > 1:
+                found.append(
+                    Problem(
+                        "DuplicateKeyword",
+                        name,
+                        call.lineno,
+                        f"keyword argument {name!r} repeated in one call",
+                    )
+                )
+        forwarded = func.args.kwarg.arg if func is not None and func.args.kwarg else None
+        spread = {k.value.id for k in call.keywords if k.arg is None and _is_name(k.value)}
+        if forwarded in spread:
+            found += [
+                Problem(
+                    "KeywordBesideForwardedKwargs",
+                    name,
+                    call.lineno,
+                    f"keyword {name!r} passed beside **{forwarded}, which callers of "
+                    f"{func.name}() fill and may already hold {name!r}",
+                )
+                for name in names
+            ]
+    return found
+
+
+def _is_name(node: ast.expr) -> bool:
+    return isinstance(node, ast.Name)
+
+
+def _calls_with_function(tree: ast.AST):
+    """Each call with the function definition it is directly inside (None at module level)."""
+    stack: list[tuple[ast.AST, ast.FunctionDef | ast.AsyncFunctionDef | None]] = [(tree, None)]
+    while stack:
+        node, func = stack.pop()
+        for child in ast.iter_child_nodes(node):
+            inner = child if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef) else func
+            if isinstance(child, ast.Lambda):
+                inner = None
+            if isinstance(child, ast.Call):
+                yield func, child
+            stack.append((child, inner))
+
+
+def orphaned_imports(
+    before: str, broken: list[Problem]
+) -> list[tuple[str, str | None, str | None]]:
+    """Imports of the original that the migration left unused (its last use was CUDA code),
+    as (module, name, alias): these are removed rather than counted against any fix."""
+    unused = {p.name for p in broken if p.kind == "UnusedImport"}
+    if not unused:
+        return []
+    found = []
+    for node in ast.walk(ast.parse(before)):
+        if isinstance(node, ast.Import):
+            found += [
+                (a.name, None, a.asname)
+                for a in node.names
+                if _flake_name(a.name, a.asname) in unused
+            ]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            found += [
+                (node.module, a.name, a.asname)
+                for a in node.names
+                if _flake_name(f"{node.module}.{a.name}", a.asname) in unused
+            ]
+    return found
+
+
+def _flake_name(name: str, alias: str | None) -> str:
+    """How pyflakes names an import in its messages."""
+    return f"{name} as {alias}" if alias and alias != name.rsplit(".", 1)[-1] else name
