@@ -20,7 +20,6 @@ GUARD = Path(__file__).parent / "fixtures" / "guard"
 # program -> (the wrong line the codemods wrote without the guard, the finding that refuses it)
 WRONG = {
     "unbound_device": ("model.to(device)", "UndefinedLocal"),
-    "closure_timing": ("starter = time.perf_counter()", "UnusedVariable"),
     "forwarded_kwargs": ('**kwargs, map_location="cpu"', "KeywordBesideForwardedKwargs"),
 }
 CASES = [(name, target) for name in WRONG for target in TARGETS]
@@ -45,6 +44,26 @@ def test_the_guard_refuses_the_edit_that_broke_the_program(name: str, target: st
     assert introduced(source, result.source) == []
     refusals = [why for _, why in result.unapplied if "semantic guard" in why]
     assert refusals and all(kind in why for why in refusals)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_event_timing_in_a_closure_needs_no_refusal_now(target: str) -> None:
+    """It was the guard's third case: `starter.record()` in a closure became a new local
+    `starter = time.perf_counter()`, the outer variable never updated (pyflakes: unused).
+    The events codemod now sees that only the closure uses the events: their constructor
+    lines go and the closure's timestamps are its own locals, so nothing is refused."""
+    path = GUARD / "closure_timing.py"
+    source = path.read_text(encoding="utf-8")
+    findings = _auto_findings(path, target)
+    unguarded, _ = engine._migrate_once(source, findings, target, path.name, None)
+    code = unguarded.source
+    assert code.count("starter = time.perf_counter()") == 1 and "nonlocal" not in code
+    assert code.index("def run_once") < code.index("starter = time.perf_counter()")
+    result = migrate_python(source, findings, target, path.name)
+    assert result.source == unguarded.source
+    assert result.source == (GUARD / f"closure_timing.{target}.py").read_text(encoding="utf-8")
+    assert introduced(source, result.source) == []
+    assert not [why for _, why in result.unapplied if "semantic guard" in why]
 
 
 def test_findings_compare_by_kind_and_name_not_line() -> None:

@@ -220,7 +220,8 @@ class _Applier(cst.CSTTransformer):
                 if not isinstance(original, cst.SimpleStatementLine):
                     continue
                 self.remove.update(id(small) for small in original.body)
-                self._record((None, code, self._source_of(pos), "", pos.start.line, pos.end.line))
+                removed = (None, code, self._source_of(pos), "", pos.start.line, pos.end.line)
+                self._record(removed, ctx.imports)
                 continue
             self._record(
                 (None, code, self._source_of(pos), _code_of(new), pos.start.line, pos.end.line),

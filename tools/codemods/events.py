@@ -96,12 +96,18 @@ def timing_scopes(module: cst.Module, lines: list[int], target: str) -> dict:
             if n == name
             and next((s for s in scopes if (name, id(s)) in found.bound), None) is scope
         ][1:]  # the first is the assignment's own target
+        if not uses:
+            continue
+        first_scope, first_is_record = uses[0]
+        if first_is_record and all(where is first_scope for where, _ in uses):
+            # every use is in one scope and the record() comes first: it binds the variable
+            # there (a closure's own local), so the constructor line has nothing to do
+            unneeded.add(id(assign))
+            continue
         elsewhere = {id(where): where for where, record in uses if record and where is not scope}
-        for where in elsewhere.values():
+        for where in elsewhere.values():  # the enclosing code reads what the closure records
             keyword = "nonlocal" if isinstance(scope, cst.FunctionDef) else "global"
             declare.setdefault(id(where), (keyword, []))[1].append(name)
-        if uses and uses[0][1] and uses[0][0] is scope and not elsewhere:
-            unneeded.add(id(assign))  # its record() binds it before anything reads it
     return {UNNEEDED: unneeded, DECLARE: declare}
 
 

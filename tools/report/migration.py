@@ -169,8 +169,8 @@ def _summary_md(result: MigrationResult, counts: Counts) -> str:
         f"advisories (see manual.md); {s['files_changed']} files changed.",
         *(
             [
-                f"{s['refused_by_guard']} of those left were fixes refused by the semantic "
-                "guard: applied, they would add a finding pyflakes reports (manual.md names it)."
+                f"{s['refused_by_guard']} of those fixes were refused by the semantic guard: "
+                "applied, they would add a finding pyflakes reports (manual.md names it)."
             ]
             if s["refused_by_guard"]
             else []
