@@ -36,6 +36,12 @@ def snapshot(repo: Path) -> dict[str, str]:
     }
 
 
+# How long one expected line may take. A sandboxed verification takes ~25 s alone but
+# minutes on two cores shared with other work (it failed once at 150 s under such load):
+# the limit only bounds a hang, so it is generous.
+PATIENCE_S = 600
+
+
 def spawn(repo: Path | None, *extra: str) -> pexpect.spawn:
     env = {**os.environ, "NO_COLOR": "1", "TERM": "xterm", "PYTHONUNBUFFERED": "1"}
     env.pop("TORCHPORT_LLM_BASE_URL", None)
@@ -43,7 +49,7 @@ def spawn(repo: Path | None, *extra: str) -> pexpect.spawn:
     if repo is not None:
         args.insert(3, str(repo))
     return pexpect.spawn(
-        sys.executable, args, env=env, encoding="utf-8", timeout=150, dimensions=(60, 220)
+        sys.executable, args, env=env, encoding="utf-8", timeout=PATIENCE_S, dimensions=(60, 220)
     )
 
 
