@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 from libcst.codemod import CodemodContext
-from libcst.codemod.visitors import AddImportsVisitor, RemoveImportsVisitor
+from libcst.codemod.visitors import RemoveImportsVisitor
 from libcst.metadata import MetadataWrapper, ParentNodeProvider, PositionProvider
 
 from ..findings import Finding
@@ -31,6 +31,7 @@ from .base import (
     is_multiline,
 )
 from .guard import REFUSED, Problem, blocking, original_lines, orphaned_imports
+from .imports import add_imports
 from .scope import DeviceNames
 
 # Imports that may become unused once the code using them is migrated.
@@ -510,11 +511,9 @@ def _drop_unused_imports(source: str, imports: list[tuple[str, str | None, str |
 
 def _fix_imports(module: cst.Module, needed: set[str]) -> cst.Module:
     context = CodemodContext()
-    for name in sorted(needed):
-        AddImportsVisitor.add_needed_import(context, name)
     finder = _CudaImports()
     module.visit(finder)
     for mod, name, asname in finder.found:
         RemoveImportsVisitor.remove_unused_import(context, mod, name, asname)
-    module = AddImportsVisitor(context).transform_module(module)
+    module = add_imports(module, needed)
     return RemoveImportsVisitor(context).transform_module(module)
