@@ -36,6 +36,8 @@ class Row:
     wall_s: float = 0.0
     error: str = ""
     examples: list[str] = field(default_factory=list)  # path: kind name, the first few
+    second_pass: int = -1  # files a migration of the migrated tree changes again (0: idempotent)
+    counts_add_up: bool = False  # found = converted + left + advisory, in total and per file
 
 
 def check_one(repo: Repo, mirrors: Path, work: Path, target: str, torchport: list[str]) -> Row:
@@ -75,19 +77,55 @@ def check_one(repo: Repo, mirrors: Path, work: Path, target: str, torchport: lis
         row.examples += [f"{rel}:{p.line}: {p.kind} {p.name}" for p in new]
     report = json.loads(changes.read_text())
     row.refused = sum(item["reason"].startswith(REFUSED) for item in report["left_for_humans"])
+    row.counts_add_up = _counts_add_up(report["summary"])
+    row.second_pass = _second_pass(out, work / "again" / out.name, target, torchport)
     return row
+
+
+def _counts_add_up(summary: dict) -> bool:
+    rows = [summary, *summary.get("per_file", {}).values()]
+    keys = [("constructs_found", "converted", "left_for_humans", "advisories")]
+    keys.append(("found", "converted", "left", "advisory"))
+    return all(
+        any(
+            all(k in r for k in names) and r[names[0]] == sum(r[k] for k in names[1:])
+            for names in keys
+        )
+        for r in rows
+    )
+
+
+def _second_pass(out: Path, again: Path, target: str, torchport: list[str]) -> int:
+    """Migrate the migrated tree again: every file it changes is a codemod that is not
+    idempotent (its output still matches a rule, or a fix rewrites its own result)."""
+    shutil.rmtree(again, ignore_errors=True)
+    command = [*torchport, "migrate", str(out), "--target", target, "--out", str(again)]
+    subprocess.run([*command, "--llm", "none", "--no-verify", "-q"], capture_output=True)
+    changes = again / "torchport-report" / "changes.json"
+    if not changes.is_file():
+        return -1
+    changed = json.loads(changes.read_text()).get("files_changed", [])
+    return len(changed) if isinstance(changed, list) else int(changed)
 
 
 def table(rows: list[Row]) -> str:
     lines = [
-        "| repository | files rewritten | new pyflakes findings | refused edits | wall s |",
-        "|---|---|---|---|---|",
+        "| repository | files rewritten | new pyflakes findings | refused edits"
+        " | changed by a 2nd pass | counts add up | wall s |",
+        "|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         findings = r.error or str(r.new_findings)
-        lines.append(f"| {r.repository} | {r.files} | {findings} | {r.refused} | {r.wall_s:g} |")
+        again = "?" if r.second_pass < 0 else str(r.second_pass)
+        lines.append(
+            f"| {r.repository} | {r.files} | {findings} | {r.refused} | {again}"
+            f" | {'yes' if r.counts_add_up else 'NO'} | {r.wall_s:g} |"
+        )
     total = (sum(r.files for r in rows), sum(r.new_findings for r in rows))
-    lines.append(f"| total | {total[0]} | {total[1]} | {sum(r.refused for r in rows)} | |")
+    again = sum(max(r.second_pass, 0) for r in rows)
+    lines.append(
+        f"| total | {total[0]} | {total[1]} | {sum(r.refused for r in rows)} | {again} | | |"
+    )
     return "\n".join(lines)
 
 

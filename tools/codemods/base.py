@@ -41,6 +41,7 @@ KNOWN_MODULES = (
     "contextlib",
 )
 
+TORCH_NAME = re.compile(r"(?<![\w.])torch\.")
 DOTTED_NAME = r"(?<![\w.])[A-Za-z_][\w.]*(?=\()|(?<![\w.])[A-Za-z_]\w*\.[\w.]+"
 
 # Device spelled for each target when no device variable is in scope.
@@ -62,6 +63,9 @@ class FixContext:
     imports: set[str] = field(default_factory=set)  # modules to import ("torch", "time")
     state: dict = field(default_factory=dict)  # per-file notes fixers leave for follow-ups
     parent: Callable[[cst.CSTNode], cst.CSTNode | None] = lambda node: None
+    # ``th`` when the file imports ``torch as th`` and never plain ``torch``: new code
+    # speaks the file's own name for torch instead of adding a second import
+    torch_alias: str | None = None
 
     @functools.cached_property
     def device_name(self) -> str | None:
@@ -72,6 +76,8 @@ class FixContext:
 
     def expr(self, code: str) -> cst.BaseExpression:
         """Parse an expression and request the imports its dotted names need."""
+        if self.torch_alias:
+            code = TORCH_NAME.sub(self.torch_alias + ".", code)
         for name in re.findall(DOTTED_NAME, code):
             module = next((m for m in KNOWN_MODULES if name == m or name.startswith(m + ".")), None)
             if module:

@@ -31,7 +31,7 @@ from .base import (
     is_multiline,
 )
 from .guard import REFUSED, Problem, blocking, original_lines, orphaned_imports
-from .imports import add_imports
+from .imports import add_imports, torch_alias
 from .scope import DeviceNames
 
 # Imports that may become unused once the code using them is migrated.
@@ -85,6 +85,7 @@ class _Applier(cst.CSTTransformer):
         self.remove: set[int] = set()
         self.imports: set[str] = set()
         self.module: cst.Module | None = None
+        self.torch_alias: str | None = None
 
     def visit_Module(self, node: cst.Module) -> bool:
         self.module = node
@@ -206,6 +207,7 @@ class _Applier(cst.CSTTransformer):
             lambda: self.devices.name_at(original, self),
             state=self.state,
             parent=lambda node: self.get_metadata(ParentNodeProvider, node, None),
+            torch_alias=self.torch_alias,
         )
 
     def _follow_ups(self, original: cst.CSTNode, result):
@@ -347,6 +349,7 @@ def _migrate_once(
         ), None
     wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
     applier = _Applier(findings, target, DeviceNames(wrapper))
+    applier.torch_alias = torch_alias(module)
     for code, look in PRESCANS.items():
         lines = [f.line for f in findings if f.rule == code]
         if lines:

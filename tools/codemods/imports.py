@@ -94,3 +94,20 @@ def add_imports(module: cst.Module, needed: set[str]) -> cst.Module:
             statement = statement.with_changes(leading_lines=())
         body.insert(at, statement)
     return module.with_changes(body=body)
+
+
+def torch_alias(module: cst.Module) -> str | None:
+    """``th`` for a file that does ``import torch as th`` at module level and never imports
+    plain ``torch``: the name its code already uses for torch."""
+    aliases = []
+    for statement in module.body:
+        if not isinstance(statement, cst.SimpleStatementLine):
+            continue
+        for small in statement.body:
+            if isinstance(small, cst.Import):
+                for alias in small.names:
+                    if code_of(alias.name) == "torch" and alias.asname is None:
+                        return None
+                    if code_of(alias.name) == "torch" and isinstance(alias.asname.name, cst.Name):
+                        aliases.append(alias.asname.name.value)
+    return aliases[0] if aliases else None
