@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import ctypes.util
 import os
 import signal
 import subprocess
@@ -23,9 +22,11 @@ PR_SET_PDEATHSIG = 1
 
 
 def _death_signal_setter() -> Callable[[], None]:
-    """What the child runs before exec; libc is loaded here, in the parent, because
-    loading a library between fork and exec can deadlock a threaded parent."""
-    prctl = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True).prctl
+    """What the child runs before exec; libc is looked up here, in the parent, because
+    loading a library between fork and exec can deadlock a threaded parent. The process's
+    own symbols hold libc's ``prctl``: ``ctypes.util.find_library`` would start
+    ``ldconfig``, a child of its own."""
+    prctl = ctypes.CDLL(None, use_errno=True).prctl
     parent = os.getpid()
 
     def set_death_signal() -> None:

@@ -15,7 +15,6 @@ longer attach to torchport without CAP_SYS_PTRACE.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import logging
 import os
 from pathlib import Path
@@ -30,7 +29,7 @@ _ENV_START_FIELD, _ENV_END_FIELD = 50, 51
 
 
 def _libc() -> ctypes.CDLL:
-    return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+    return ctypes.CDLL(None, use_errno=True)
 
 
 def _environment_block() -> tuple[int, int]:
