@@ -6,6 +6,7 @@ slow without any network)."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -166,7 +167,8 @@ def test_a_pip_past_the_time_limit_is_stopped_and_said(tmp_path: Path, silent_in
     why = overlay.unavailable["tinydep"]
     assert "3 s limit" in why and "pip was stopped while resolving tinydep" in why, why
     (line,) = [s for s in said if "time limit" in s]
-    assert "time limit (3 s) reached after 3 s" in line
+    # after 3 s of pip, or 4 on a loaded machine: the time is measured, not promised
+    assert re.search(r"time limit \(3 s\) reached after [34] s", line), line
     assert line.endswith("the runs go on without tinydep"), line
     assert _children(os.getpid()) == []  # pip and its process group are gone
 
