@@ -10,6 +10,7 @@ repository.
 from __future__ import annotations
 
 import ast
+import contextlib
 import difflib
 from dataclasses import asdict
 from functools import cache
@@ -123,6 +124,10 @@ def llm_repair(
         updated[rel], added = with_missing_imports(text, rel)
         if added:
             record["imports_added"] = [*record.get("imports_added", []), *added]
+        # the edit replaced the last use of a CUDA-only library: its import goes now (as
+        # prune_cuda_imports would after the round), not counted against the edit
+        with contextlib.suppress(EditRefused, cst.ParserSyntaxError):
+            updated[rel] = remove_unused_imports(updated[rel], cuda_only_modules(), rel)
     broken = introduced_by_edit(source, overlay, updated)
     if broken:
         return overlay, _rejected(record, f"refused by the semantic guard: {broken}")
