@@ -163,7 +163,7 @@ PORTS: tuple[Port, ...] = (
 )
 
 # what a port should leave no trace of (the issue's definition of residue)
-RESIDUE = re.compile(r"torch\.cuda\b|\.cuda\(|\bf?'cuda(?::[^']*)?'")
+RESIDUE = re.compile(r"torch\.cuda\b|\.cuda\(|f?'cuda(?::[^']*)?'")
 # a statement that is CUDA-specific: residue, or CUDA-only AMP and backend names
 CUDA_STATEMENT = re.compile(RESIDUE.pattern + r"|\bGradScaler\b|\bautocast\b|\bis_cuda\b|\bnccl\b")
 BODIES = ("body", "orelse", "finalbody", "handlers", "cases")
