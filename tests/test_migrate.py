@@ -3,6 +3,7 @@ to the user's tree."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -358,3 +359,36 @@ def test_a_file_in_another_declared_encoding_is_left_for_a_human_not_a_crash(tmp
         ("TPD001", "the file is not UTF-8: not rewritten (convert it to UTF-8, then migrate)")
     ]
     assert "not UTF-8" in (result.report_dir / "manual.md").read_text()
+
+
+def test_a_reference_to_a_memory_function_is_left_for_a_human_with_the_reason(tmp_path):
+    src = tmp_path / "src"
+    src.mkdir()
+    text = "import torch\nfn = torch.cuda.max_memory_allocated\nx = torch.zeros(2).cuda()\n"
+    (src / "m.py").write_text(text)
+    result = migrate(src, MigrateOptions(target="accelerator", out=tmp_path / "out"))
+    assert [(f.rule, why.split(":")[0]) for f, why in result.unapplied] == [
+        ("TPM001", "a reference to the function, not a call")
+    ]
+    assert ".to(" in (result.output / "m.py").read_text()  # the rest still migrated
+
+
+def test_a_codemod_that_crashes_leaves_its_finding_and_the_rest_of_the_file_migrates(
+    tmp_path, monkeypatch
+):
+    from torchport.tools.codemods import engine
+
+    def broken(node, ctx):
+        raise AttributeError("'Attribute' object has no attribute 'func'")
+
+    rule = ("TPM001", "accelerator")
+    monkeypatch.setitem(engine.FIXERS, rule, dataclasses.replace(engine.FIXERS[rule], fn=broken))
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "m.py").write_text(
+        "import torch\nprint(torch.cuda.memory_allocated())\nx = torch.zeros(2).cuda()\n"
+    )
+    result = migrate(src, MigrateOptions(target="accelerator", out=tmp_path / "out"))
+    [(finding, why)] = result.unapplied
+    assert finding.rule == "TPM001" and "AttributeError" in why and "torchport bug" in why
+    assert ".to(" in (result.output / "m.py").read_text()

@@ -171,6 +171,12 @@ class _Applier(cst.CSTTransformer):
             except NotApplicable as exc:
                 self.failures[id(finding)] = str(exc)
                 continue
+            except Exception as exc:  # a codemod's bug must not lose the whole migration
+                self.failures[id(finding)] = (
+                    f"the codemod failed on this code ({type(exc).__name__}: {exc}); "
+                    "left as is (a torchport bug: please report it)"
+                )
+                continue
             pos = self.get_metadata(PositionProvider, original)
             before = self._source_of(pos)
             if new is REMOVE_STATEMENT:

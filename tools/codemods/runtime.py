@@ -36,6 +36,8 @@ SEED_RENAMES = {
 
 
 def _last_name(node: cst.Call) -> str:
+    if not isinstance(node, cst.Call):  # `f = torch.cuda.max_memory_allocated`, a reference
+        raise NotApplicable("a reference to the function, not a call: rewrite where it is called")
     name = dotted(node.func)
     if name is None:
         raise NotApplicable("callee is not a plain name")
