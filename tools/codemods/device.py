@@ -16,6 +16,7 @@ from .base import (
     NotApplicable,
     arg_named,
     code_of,
+    dotted,
     follow_up,
     guarded,
     prepend_arg,
@@ -260,30 +261,160 @@ def bf16_supported(node: cst.Call, ctx: FixContext):
 
 @register("TPD007")
 def cuda_else_cpu(node: cst.CSTNode, ctx: FixContext):
-    """Keep the CUDA arm only, already rewritten for the target (or the portable idiom)."""
+    """Keep the program's own choice and rewrite what it chooses between.
+
+    The test keeps its meaning (``--no-cuda``, ``use_cuda``, an MPS arm still decide), with
+    ``torch.cuda.is_available()`` asked of the target in the same pass; the CUDA arm names the
+    target's device. Only a test the target answers as a constant (``True`` on xla) folds to
+    the arm it takes."""
+    if not isinstance(node, cst.IfExp | cst.If):
+        raise NotApplicable("unexpected node for a cuda-else-cpu choice")
+    test = node.test.visit(_AvailabilityAsked(ctx))
+    arm_names = ("body", "orelse")
+    # the original's arms: a built string in the arm (f"cuda:{r}") is already rewritten
+    cuda_arm = next((a for a in arm_names if _mentions_cuda(getattr(ctx.original, a))), None)
+    if cuda_arm is None:
+        raise NotApplicable("neither arm names a CUDA device")
+    arm = getattr(node, cuda_arm).visit(_ArmDevices(ctx))
+    new = node.with_changes(test=test, **{cuda_arm: arm})
+    try:
+        value = bool(_constant_value(ast.parse(code_of(test).strip(), mode="eval").body))
+    except (SyntaxError, ValueError, TypeError, KeyError, IndexError):
+        value = None
+    if value is not None:
+        return _folded(new, value, ctx)
+    if isinstance(new, cst.IfExp) and ctx.target == "accelerator":
+        arg = ctx.parent(ctx.original)
+        call = ctx.parent(arg) if isinstance(arg, cst.Arg) else None
+        if isinstance(call, cst.Call) and _is_device_call(call) and len(call.args) == 1:
+            ctx.state.setdefault(ACCEL_IDIOM, set()).add(id(call))
+    return new
+
+
+def _folded(node: cst.IfExp | cst.If, value: bool, ctx: FixContext):
+    """The arm a constant test takes, without the dead one (an ``elif`` folds into its chain)."""
     if isinstance(node, cst.IfExp):
-        if ctx.target == "accelerator":
-            return ctx.expr(ACCELERATOR_TYPE)
-        cuda_arm = node.body if _mentions_cuda(node.body) else node.orelse
-        return cuda_arm.visit(_DeviceStrings(ctx))
-    if isinstance(node, cst.If):
-        if _mentions_cuda(node.body):
-            arm = node.body
-        elif node.orelse is not None and _mentions_cuda(node.orelse):
-            arm = node.orelse
+        return node.body if value else node.orelse
+    parent = ctx.parent(ctx.original)
+    is_elif = isinstance(parent, cst.If) and parent.orelse is ctx.original
+    if value:
+        if is_elif:
+            return cst.Else(body=node.body)
+        return _statements_with_lines(node.body.body, node.leading_lines)
+    if node.orelse is None:
+        return cst.RemoveFromParent()
+    if isinstance(node.orelse, cst.If):
+        if is_elif:
+            return node.orelse
+        return node.orelse.with_changes(leading_lines=node.leading_lines)
+    if is_elif:
+        return node.orelse
+    return _statements_with_lines(node.orelse.body.body, node.leading_lines)
+
+
+def _statements_with_lines(statements, leading_lines) -> cst.FlattenSentinel:
+    statements = list(statements)
+    statements[0] = statements[0].with_changes(
+        leading_lines=[*leading_lines, *statements[0].leading_lines]
+    )
+    return cst.FlattenSentinel(statements)
+
+
+def _is_device_call(node: cst.Call) -> bool:
+    name = dotted(node.func) or ""
+    return name == "device" or name.endswith(".device")
+
+
+class _AvailabilityAsked(cst.CSTTransformer):
+    """``torch.cuda.is_available()`` in a device choice's test, asked of the target."""
+
+    def __init__(self, ctx: FixContext) -> None:
+        super().__init__()
+        self.ctx = ctx
+
+    def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
+        name = dotted(original.func) or ""
+        if not (name == "cuda.is_available" or name.endswith(".cuda.is_available")):
+            return updated
+        if self.ctx.target == "xla":
+            return cst.Name("True")
+        return self.ctx.expr("torch.accelerator.is_available()")
+
+
+class _ArmDevices(cst.CSTTransformer):
+    """The CUDA arm's devices, spelled for the target. On the accelerator target that arm
+    runs where the program found its GPU, so it names the current accelerator directly."""
+
+    def __init__(self, ctx: FixContext) -> None:
+        super().__init__()
+        self.ctx = ctx
+
+    def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
+        if self.ctx.target != "accelerator" or not _is_device_call(original):
+            return updated
+        if len(original.args) != 1 or original.args[0].keyword is not None:
+            return updated
+        value = string_value(original.args[0].value)
+        if value is None or not CUDA_STRING.match(value):
+            return updated
+        index = value.partition(":")[2]
+        if index:
+            return self.ctx.expr(f"torch.device({ACCELERATOR_CURRENT}.type, {index})")
+        return self.ctx.expr(ACCELERATOR_CURRENT)
+
+    def leave_Attribute(self, original, updated):
+        # `(current_accelerator(check_available=True) or cpu).type` from a built string
+        # (f"cuda:{r}") in this arm: here the accelerator is the one the program found
+        if (
+            self.ctx.target == "accelerator"
+            and updated.attr.value == "type"
+            and isinstance(updated.value, cst.BooleanOperation)
+            and "current_accelerator(check_available=True)" in code_of(updated.value)
+        ):
+            return self.ctx.expr(f"{ACCELERATOR_CURRENT}.type")
+        return updated
+
+    def leave_SimpleString(self, original, updated):
+        value = string_value(updated)
+        if value is None or not CUDA_STRING.match(value):
+            return updated
+        if self.ctx.target != "accelerator":
+            return device_string(updated, self.ctx)
+        index = value.partition(":")[2]
+        kind = f"{ACCELERATOR_CURRENT}.type"
+        return self.ctx.expr(f'f"{{{kind}}}:{index}"' if index else kind)
+
+
+ACCELERATOR_CURRENT = "torch.accelerator.current_accelerator()"
+ACCEL_IDIOM = "accelerator_idiom"
+
+
+@follow_up("TPD007")
+def accelerator_idiom(original: cst.CSTNode, node: cst.CSTNode, ctx: FixContext):
+    """``torch.device(A.type if torch.accelerator.is_available() else "cpu")`` -> the idiom of
+    the ``torch.accelerator`` docs: ``A if torch.accelerator.is_available() else
+    torch.device("cpu")``, a device, not a device built from its own name."""
+    calls = ctx.state.get(ACCEL_IDIOM)
+    if not calls or id(original) not in calls or not isinstance(node, cst.Call):
+        return None
+    calls.discard(id(original))
+    choice = node.args[0].value
+    if not isinstance(choice, cst.IfExp):
+        return None
+    arms = {}
+    for name in ("body", "orelse"):
+        arm = getattr(choice, name)
+        if (
+            isinstance(arm, cst.Attribute)
+            and arm.attr.value == "type"
+            and code_of(arm.value).endswith("accelerator.current_accelerator()")
+        ):
+            arms[name] = arm.value
+        elif string_value(arm) is not None:
+            arms[name] = node.with_changes(args=[node.args[0].with_changes(value=arm)])
         else:
-            raise NotApplicable("neither arm names a CUDA device")
-        if isinstance(arm, cst.Else):
-            arm = arm.body
-        if not isinstance(arm, cst.IndentedBlock):
-            raise NotApplicable("unexpected if/else shape")
-        statements = [s.visit(_DeviceStrings(ctx)) for s in arm.body]
-        parent = ctx.parent(ctx.original)
-        if isinstance(parent, cst.If) and parent.orelse is ctx.original:
-            # an elif: its arm becomes the chain's else (a sequence cannot stand there)
-            return cst.Else(body=arm.with_changes(body=statements))
-        return cst.FlattenSentinel(statements)
-    raise NotApplicable("unexpected node for a cuda-else-cpu choice")
+            return None
+    return choice.with_changes(**arms, lpar=[], rpar=[])
 
 
 def _mentions_cuda(node: cst.CSTNode) -> bool:
@@ -352,33 +483,9 @@ def fold_branch(original: cst.CSTNode, node: cst.CSTNode, ctx: FixContext):
     if not folds or id(original) not in folds:
         return None
     value = folds.pop(id(original))
-    if isinstance(node, cst.IfExp):
-        return node.body if value else node.orelse
-    if not isinstance(node, cst.If):
+    if not isinstance(node, cst.IfExp | cst.If):
         return None
-    parent = ctx.parent(original)
-    is_elif = isinstance(parent, cst.If) and parent.orelse is original
-    if value:
-        if is_elif:
-            return cst.Else(body=node.body)
-        statements = list(node.body.body)
-        statements[0] = statements[0].with_changes(
-            leading_lines=[*node.leading_lines, *statements[0].leading_lines]
-        )
-        return cst.FlattenSentinel(statements)
-    if node.orelse is None:
-        return cst.RemoveFromParent()
-    if isinstance(node.orelse, cst.If) or is_elif:
-        return (
-            node.orelse.with_changes(leading_lines=node.leading_lines)
-            if isinstance(node.orelse, cst.If) and not is_elif
-            else node.orelse
-        )
-    statements = list(node.orelse.body.body)
-    statements[0] = statements[0].with_changes(
-        leading_lines=[*node.leading_lines, *statements[0].leading_lines]
-    )
-    return cst.FlattenSentinel(statements)
+    return _folded(node, value, ctx)
 
 
 _COMPARE = {
