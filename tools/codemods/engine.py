@@ -525,4 +525,6 @@ def _fix_imports(module: cst.Module, needed: set[str]) -> cst.Module:
     for mod, name, asname in finder.found:
         RemoveImportsVisitor.remove_unused_import(context, mod, name, asname)
     module = add_imports(module, needed)
+    if not finder.found:  # nothing to consider removing: skip the whole-module scope analysis
+        return module
     return RemoveImportsVisitor(context).transform_module(module)

@@ -7,6 +7,8 @@ otherwise the target's own device is spelled out.
 
 from __future__ import annotations
 
+import functools
+
 import libcst as cst
 from libcst.metadata import MetadataWrapper, ParentNodeProvider, PositionProvider
 
@@ -44,9 +46,14 @@ class _Assignments(cst.CSTVisitor):
 
 class DeviceNames:
     def __init__(self, wrapper: MetadataWrapper) -> None:
+        self._wrapper = wrapper
+
+    @functools.cached_property
+    def scopes(self) -> dict:
+        # a whole-module pass: paid only by files whose fixers ask for a device variable
         collector = _Assignments()
-        wrapper.visit(collector)
-        self.scopes = collector.scopes
+        self._wrapper.visit(collector)
+        return collector.scopes
 
     def name_at(self, node: cst.CSTNode, provider) -> str | None:
         """A device variable bound before ``node``'s line in its function, or at module level."""
