@@ -18,6 +18,10 @@ NOT_BACK: dict[str, dict[str, tuple[str, ...]]] = {
     "flag_device_choice": {
         "*": ("\n    device = torch.device(", "check_available=True"),
     },
+    # device calls guarded as conditional expressions standing alone as statements
+    "guarded_calls": {
+        "accelerator": ("if torch.accelerator.is_available() else None)",),
+    },
 }
 CASES = [(path, target) for path in review_inputs() for target in TARGETS]
 

@@ -80,6 +80,7 @@ class _Applier(cst.CSTTransformer):
         self.rewritten: dict[int, cst.CSTNode] = {}
         self.edited_lines: set[int] = set()
         self.doomed: dict[int, cst.CSTNode] = {}
+        self.guards: dict[int, cst.If] = {}  # `if torch.accelerator.is_available():` we wrote
         self.emptied: dict[int, cst.CSTNode] = {}  # blocks this run left with only ``pass``
         self.failures: dict[int, str] = {}
         self.remove: set[int] = set()
@@ -112,7 +113,13 @@ class _Applier(cst.CSTTransformer):
         if self.state:
             result = self._follow_ups(original, result)
         if isinstance(original, cst.SimpleStatementLine):
-            return self._drop_removed(original, result)
+            line = self._drop_removed(original, result)
+            if id(line) in self.doomed:
+                return line
+            guard = _guard_as_statement(line)
+            if guard is not line:
+                self.guards[id(guard)] = guard
+            return guard
         if isinstance(original, cst.Call) and isinstance(result, cst.Call):
             return _tidy_trailing_comma(original, result)
         if isinstance(result, cst.IndentedBlock | cst.Module):
@@ -133,6 +140,22 @@ class _Applier(cst.CSTTransformer):
         neighbour (``torch.cuda.manual_seed(s)`` after ``torch.manual_seed(s)``)."""
         body, previous, carried, dropped = [], None, [], False
         for stmt in block.body:
+            last = body[-1] if body and not carried else None
+            if (
+                id(stmt) in self.guards
+                and last is not None
+                and id(last) in self.guards
+                and not stmt.leading_lines
+            ):
+                # adjacent guards we wrote: one `if torch.accelerator.is_available():`
+                moved = list(stmt.body.body)
+                merged = last.with_changes(
+                    body=last.body.with_changes(body=[*last.body.body, *moved])
+                )
+                self.guards[id(merged)] = merged
+                body[-1] = merged
+                dropped = True
+                continue
             code = (
                 _code_of(stmt.with_changes(leading_lines=()))
                 if isinstance(stmt, cst.SimpleStatementLine)
@@ -272,6 +295,32 @@ class _Applier(cst.CSTTransformer):
             return updated
         keep[-1] = keep[-1].with_changes(semicolon=cst.MaybeSentinel.DEFAULT)
         return updated.with_changes(body=keep)
+
+
+def _guard_as_statement(line):
+    """``(torch.accelerator.synchronize() if torch.accelerator.is_available() else None)``
+    alone on its line -> ``if torch.accelerator.is_available(): torch.accelerator...()``:
+    a conditional expression reads as a value, and a reviewer asks for the statement."""
+    if not isinstance(line, cst.SimpleStatementLine) or len(line.body) != 1:
+        return line
+    expr = line.body[0]
+    if not isinstance(expr, cst.Expr) or not isinstance(expr.value, cst.IfExp):
+        return line
+    choice = expr.value
+    if not (
+        isinstance(choice.orelse, cst.Name)
+        and choice.orelse.value == "None"
+        and _code_of(choice.test).endswith("accelerator.is_available()")
+    ):
+        return line
+    call = expr.with_changes(value=choice.body.with_changes(lpar=[], rpar=[]))
+    return cst.If(
+        test=choice.test.with_changes(lpar=[], rpar=[]),
+        body=cst.IndentedBlock(
+            [cst.SimpleStatementLine([call], trailing_whitespace=line.trailing_whitespace)]
+        ),
+        leading_lines=line.leading_lines,
+    )
 
 
 def migrate_python(
