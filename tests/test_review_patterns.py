@@ -22,6 +22,12 @@ NOT_BACK: dict[str, dict[str, tuple[str, ...]]] = {
     "guarded_calls": {
         "accelerator": ("if torch.accelerator.is_available() else None)",),
     },
+    # strings that list or name device kinds are not device choices (huggingface/accelerate)
+    "device_kind_names": {
+        "tpu": ('("xpu", "tpu"', '{"tpu"', 'CUDA = "tpu"', '"cpu", "xpu", "tpu"'),
+        "neuron": ('("xpu", "neuron"', '{"neuron"', 'CUDA = "neuron"'),
+        "accelerator": ('SUPPORTED = ("xpu", (', "CUDA = ("),
+    },
 }
 CASES = [(path, target) for path in review_inputs() for target in TARGETS]
 

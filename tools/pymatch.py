@@ -284,7 +284,11 @@ class ModuleAnalyzer(ast.NodeVisitor):
         self.generic_visit(node)
 
     def visit_Constant(self, node: ast.Constant) -> None:
-        if isinstance(node.value, str) and not _is_docstring(node, self.parents):
+        if (
+            isinstance(node.value, str)
+            and not _is_docstring(node, self.parents)
+            and not _names_a_device_kind(node, self.parents)
+        ):
             for rx, rule in self.rules.strings:
                 if rx.search(node.value):
                     self.add(rule, node)
@@ -410,6 +414,36 @@ def _built_string_head(call: ast.Call, rx: re.Pattern[str]) -> bool:
         and func.attr == "format"
         and _is_str(func.value)
         and rx.search(func.value.value) is not None
+    )
+
+
+# Device kinds other than CUDA: a string beside one of these names a kind, not a choice.
+OTHER_DEVICE_KINDS = frozenset(
+    {"cpu", "xpu", "mps", "npu", "hpu", "mlu", "musa", "mtia", "xla", "tpu", "neuron", "meta"}
+)
+
+
+def _names_a_device_kind(node: ast.Constant, parents: dict[int, ast.AST]) -> bool:
+    """``("xpu", "cuda", "npu")``, ``Literal["cpu", "cuda"]``, ``{"cuda": ..., "cpu": ...}``,
+    ``CUDA = "cuda"`` in an Enum: the program lists or names device kinds. Rewriting one of
+    them makes a list with the target twice, or an enum member that lies."""
+    parent = parents.get(id(node))
+    if isinstance(parent, ast.Tuple | ast.List | ast.Set):
+        if isinstance(parents.get(id(parent)), ast.Compare):
+            return False  # `d.type in ("cuda", "xpu")` tests the device: it must follow the port
+        items = parent.elts
+    elif isinstance(parent, ast.Dict) and node in parent.keys:
+        items = [k for k in parent.keys if k is not None]
+    elif isinstance(parent, ast.Assign) and parent.value is node:
+        owner = parents.get(id(parent))
+        return isinstance(owner, ast.ClassDef) and any(
+            "Enum" in (getattr(b, "id", None) or getattr(b, "attr", "")) for b in owner.bases
+        )
+    else:
+        return False
+    return any(
+        isinstance(i, ast.Constant) and isinstance(i.value, str) and i.value in OTHER_DEVICE_KINDS
+        for i in items
     )
 
 
