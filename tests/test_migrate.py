@@ -392,3 +392,21 @@ def test_a_codemod_that_crashes_leaves_its_finding_and_the_rest_of_the_file_migr
     [(finding, why)] = result.unapplied
     assert finding.rule == "TPM001" and "AttributeError" in why and "torchport bug" in why
     assert ".to(" in (result.output / "m.py").read_text()
+
+
+def test_torch_from_a_star_import_is_torch_and_a_second_migration_changes_nothing(tmp_path):
+    """Super-Resolution's eval.py gets torch from `from utils import *`: its torch.load was
+    found only after the first migration added `import torch` (a second pass changed it)."""
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "utils.py").write_text("import torch\n\n\ndef psnr(a, b):\n    return 0.0\n")
+    (src / "eval.py").write_text(
+        "from utils import *\n\n"
+        'device = torch.device("cuda" if torch.cuda.is_available() else "cpu")\n'
+        'model = torch.load("ckpt.pt")["generator"].to(device)\n'
+        "print(psnr(model, model))\n"
+    )
+    once = migrate(src, MigrateOptions(target="tpu", out=tmp_path / "once")).output
+    assert 'map_location="cpu"' in (once / "eval.py").read_text()
+    twice = migrate(once, MigrateOptions(target="tpu", out=tmp_path / "twice")).output
+    assert (twice / "eval.py").read_text() == (once / "eval.py").read_text()

@@ -16,6 +16,7 @@ import ast
 def collect_aliases(tree: ast.AST) -> dict[str, str]:
     """Map each locally bound import name to the qualified name it stands for."""
     aliases: dict[str, str] = {}
+    star = False
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for alias in node.names:
@@ -27,8 +28,13 @@ def collect_aliases(tree: ast.AST) -> dict[str, str]:
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             for alias in node.names:
                 if alias.name == "*":
+                    star = True
                     continue
                 aliases[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+    if star:
+        # `from utils import *` where utils imports torch: `torch.load` is still torch's, and a
+        # migration that adds `import torch` must not make a second pass find new constructs
+        aliases.setdefault("torch", "torch")
     return aliases
 
 
