@@ -11,6 +11,7 @@ import libcst as cst
 from .base import (
     ACCELERATOR_TYPE,
     DEVICE_STRING,
+    FIXERS,
     REMOVE_STATEMENT,
     FixContext,
     NotApplicable,
@@ -326,7 +327,8 @@ def _is_device_call(node: cst.Call) -> bool:
 
 
 class _AvailabilityAsked(cst.CSTTransformer):
-    """``torch.cuda.is_available()`` in a device choice's test, asked of the target."""
+    """``torch.cuda.is_available()`` in a device choice's test, asked of the target by the
+    rule that owns it (TPD006), which the choice's finding supersedes."""
 
     def __init__(self, ctx: FixContext) -> None:
         super().__init__()
@@ -336,9 +338,7 @@ class _AvailabilityAsked(cst.CSTTransformer):
         name = dotted(original.func) or ""
         if not (name == "cuda.is_available" or name.endswith(".cuda.is_available")):
             return updated
-        if self.ctx.target == "xla":
-            return cst.Name("True")
-        return self.ctx.expr("torch.accelerator.is_available()")
+        return FIXERS[("TPD006", self.ctx.target)].fn(updated, self.ctx)
 
 
 class _ArmDevices(cst.CSTTransformer):
@@ -438,20 +438,6 @@ class _StringCollector(cst.CSTVisitor):
 
     def visit_FormattedStringText(self, node: cst.FormattedStringText) -> None:
         self.values.append(node.value)  # f"cuda:{rank}" names a CUDA device too
-
-
-class _DeviceStrings(cst.CSTTransformer):
-    """The CUDA device strings of the kept arm, spelled for the target."""
-
-    def __init__(self, ctx: FixContext) -> None:
-        super().__init__()
-        self.ctx = ctx
-
-    def leave_SimpleString(self, original, updated):
-        value = string_value(updated)
-        if value is None or not CUDA_STRING.match(value):
-            return updated
-        return device_string(updated, self.ctx)
 
 
 @register("TPD014", {"tpu", "neuron"})
