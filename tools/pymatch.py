@@ -12,7 +12,8 @@ is a finding. The kinds:
   ``without_kw`` and ``max_pos`` (the keyword is absent and at most that many
   positional arguments are given). ``any_str`` / ``has_kw`` are evidence: when
   given, at least one of them must hold.
-- ``method``: a method of that name called on an object that is not an import.
+- ``method``: a method of that name called on an object that is not an import (the
+  ``ref`` modifiers that concern the call, ``str_arg`` and the rest, apply to it too).
 - ``attr``: an attribute of that name read from an object that is not an import.
 - ``kwarg = {name, value}``: a keyword argument (with that constant value) in any call.
 - ``string``: a string literal (not a docstring) matching the regex.
@@ -272,7 +273,9 @@ class ModuleAnalyzer(ast.NodeVisitor):
                     self.ctx.in_training_loop and runs_every_step(node, self.ctx)
                 ):
                     continue
-                self.add(rule, node)
+                # the ref modifiers (str_arg, without_kw, ...) hold for methods too
+                if _ref_matches(rule.match, func, node, self.ctx) is not None:
+                    self.add(rule, node)
         for kw in node.keywords:
             for rule in self.rules.kwargs.get(kw.arg or "", ()):
                 want = rule.match["kwarg"].get("value", ...)
