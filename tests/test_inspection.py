@@ -81,5 +81,5 @@ def test_dependencies_from_every_format_flag_cuda_only_packages(tmp_path: Path):
     findings = {(f["path"], f["line"], f["rule"]) for f in result["findings"]}
     assert ("requirements.txt", 1, "TPP003") in findings
     assert ("requirements.txt", 4, "TPP002") not in findings  # a comment
-    assert ("environment.yml", 6, "TPP003") in findings
+    assert ("environment.yml", 6, "TPP005") in findings
     assert ("setup.py", 2, "TPP002") in findings

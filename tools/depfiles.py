@@ -1,7 +1,7 @@
 """The dependencies a repository declares, and which of them tie it to CUDA.
 
 Whether a requirement is CUDA-only is decided by the catalogue's own dependency
-rules (TPP002, TPP003), so the package list lives in one place.
+rules (``CUDA_ONLY_RULES``), so the package list lives in one place.
 """
 
 from __future__ import annotations
@@ -15,6 +15,10 @@ from collections.abc import Iterator
 from .catalogue import Rule
 from .findings import Dependency
 from .textscan import normalise_dependency_line
+
+# the rules whose text patterns make a requirement CUDA-only: CUDA-only packages, and CUDA
+# builds of torch (a +cuXXX pin, the CUDA index, conda's pytorch-cuda)
+CUDA_ONLY_RULES = ("TPP002", "TPP003", "TPP005")
 
 _REQUIREMENT = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(\[[^\]]*\])?\s*(.*)$")
 _SETUP_KEYWORDS = frozenset({"install_requires", "extras_require", "setup_requires"})

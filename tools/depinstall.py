@@ -29,7 +29,7 @@ from typing import Any
 
 from .catalogue import load_catalogue
 from .childproc import run_bounded
-from .depfiles import dependencies_in_text
+from .depfiles import CUDA_ONLY_RULES, dependencies_in_text
 from .depresolve import (
     CUDA_ONLY,
     TORCH_DISTRIBUTIONS,
@@ -185,7 +185,7 @@ def _resolve(
 
 def _keep(name: str, version: str, overlay: Overlay) -> bool:
     """Whether a pin pip chose goes into the overlay (torch, CUDA-only and installed don't)."""
-    rules = [load_catalogue().by_code[c] for c in ("TPP002", "TPP003")]
+    rules = [load_catalogue().by_code[c] for c in CUDA_ONLY_RULES]
     (dep,) = dependencies_in_text("requirements", f"{name}=={version}", "pip", rules)
     why = ""
     if canonical(name) in TORCH_DISTRIBUTIONS:

@@ -27,7 +27,7 @@ from typing import Any
 from packaging.requirements import InvalidRequirement, Requirement
 
 from .catalogue import load_catalogue
-from .depfiles import dependencies_in_setup_py, dependencies_in_text
+from .depfiles import CUDA_ONLY_RULES, dependencies_in_setup_py, dependencies_in_text
 from .findings import Dependency
 from .reachable import Reached, lazy_imports, reachable_files
 from .repowalk import walk_repo
@@ -276,7 +276,7 @@ def resolve(root: Path, program: list[str] | None = None) -> Resolution:
     reach it is not-runnable with the package named. Without a program, or when the entry
     is no Python file of the repository, every import of every Python file counts."""
     catalogue = load_catalogue()
-    rules = [catalogue.by_code[c] for c in ("TPP002", "TPP003")]
+    rules = [catalogue.by_code[c] for c in CUDA_ONLY_RULES]
     cuda_imports = list(catalogue.by_code["TPP001"].match.get("import", []))
     resolution = Resolution(project=project_identity(root))
     declared: list[tuple[Dependency, str]] = []
@@ -337,7 +337,7 @@ def resolve(root: Path, program: list[str] | None = None) -> Resolution:
 
 def requirements_file(path: Path) -> Resolution:
     """``--deps FILE``: that requirements file instead of what the repository declares."""
-    rules = [load_catalogue().by_code[c] for c in ("TPP002", "TPP003")]
+    rules = [load_catalogue().by_code[c] for c in CUDA_ONLY_RULES]
     text = path.read_text(encoding="utf-8")
     resolution = Resolution(skipped=_raw_requirement_skips(text, path.name))
     for dep in dependencies_in_text("requirements", text, path.name, rules):

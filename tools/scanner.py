@@ -17,7 +17,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .catalogue import TARGETS, Rule, load_catalogue
-from .depfiles import dependencies_in_setup_py, dependencies_in_text, requirement_strings
+from .depfiles import (
+    CUDA_ONLY_RULES,
+    dependencies_in_setup_py,
+    dependencies_in_text,
+    requirement_strings,
+)
 from .entrypoints import EntryPointFinder, may_be_entry_point
 from .findings import Dependency, Finding, ScanResult, Skipped
 from .notebooks import code_cells
@@ -67,7 +72,7 @@ class _Engine:
         self.python = CompiledRules.build(rules, list(catalogue))
         self.prefilter = self.python.prefilter() if options.prefilter else None
         self.text = TextRules.build(rules)
-        self.dependency_rules = [catalogue.by_code[c] for c in ("TPP002", "TPP003")]
+        self.dependency_rules = [catalogue.by_code[c] for c in CUDA_ONLY_RULES]
         self.targets = (options.target,) if options.target else TARGETS
 
     def finding(

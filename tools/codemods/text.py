@@ -9,6 +9,7 @@ from collections.abc import Callable
 from ..findings import Finding
 from .base import DEVICE_STRING, DIST_BACKEND
 from .engine import Edit, SourceResult
+from .torchbuild import torch_build_line
 
 PORTABLE_COUNT = '$(python -c "import torch; print(torch.accelerator.device_count())")'
 
@@ -36,6 +37,9 @@ TEXT_FIXES: dict[str, Callable[[str, str], str | None]] = {
     "TPN008": _nproc,
 }
 LINE_REMOVALS = frozenset({"TPN006"})  # settings that mean nothing on the target
+# rule -> how a whole line holding it becomes the target's (several lines, "" to remove it,
+# None: cannot); run after the span fixes, once per line whatever its number of findings
+LINE_FIXES: dict[str, Callable[[str, str, str], str | None]] = {"TPP003": torch_build_line}
 
 
 def migrate_text(source: str, findings: list[Finding], target: str, path: str) -> SourceResult:
@@ -43,7 +47,10 @@ def migrate_text(source: str, findings: list[Finding], target: str, path: str) -
     edits: list[Edit] = []
     unapplied: list[tuple[Finding, str]] = []
     remove: set[int] = set()
+    whole_lines = [f for f in findings if f.rule in LINE_FIXES]
     for f in sorted(findings, key=lambda f: (f.line, -f.col)):
+        if f.rule in LINE_FIXES:
+            continue
         if f.cell is not None or not 0 < f.line <= len(lines):
             unapplied.append((f, "no text codemod for notebook shell lines"))
             continue
@@ -80,8 +87,31 @@ def migrate_text(source: str, findings: list[Finding], target: str, path: str) -
         edits.append(
             Edit(f.rule, path, f.line, f.line, line.rstrip("\n"), new_line.rstrip("\n"), reason)
         )
+    _fix_whole_lines(lines, whole_lines, target, path, edits, unapplied, remove)
     text = "".join(line for i, line in enumerate(lines, start=1) if i not in remove)
     return SourceResult(text, edits, unapplied)
+
+
+def _fix_whole_lines(lines, findings, target, path, edits, unapplied, remove) -> None:
+    """LINE_FIXES: each line rewritten once; its other findings of the rule go with it."""
+    done: dict[tuple[str, int], bool] = {}
+    for f in sorted(findings, key=lambda f: (f.line, f.col)):
+        key = (f.rule, f.line)
+        if key not in done:
+            ok = f.cell is None and 0 < f.line <= len(lines) and f.line not in remove
+            line = lines[f.line - 1] if ok else ""
+            new = LINE_FIXES[f.rule](line, target, path) if ok else None
+            done[key] = new is not None
+            if new is not None:
+                lines[f.line - 1] = new
+                if not new:
+                    remove.add(f.line)
+                reason = f"{f.message}; {target}: {f.fix[target]['hint']}"
+                edits.append(
+                    Edit(f.rule, path, f.line, f.line, line.rstrip("\n"), new.rstrip("\n"), reason)
+                )
+        if not done[key]:
+            unapplied.append((f, "no line rewrite for this form: change the pin by hand"))
 
 
 _INLINE_SETTINGS = (
