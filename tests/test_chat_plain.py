@@ -102,7 +102,7 @@ def test_a_rule_taken_back_stays_back_on_the_next_migrate(tmp_path: Path):
     assert first.count("undone [") == 2  # the two CUDA-event changes, by their rule code
     assert "left undone as you asked (TPT002)" in first  # the second /migrate kept them back
     assert second.count("redone [") == 2 and "already proposed: nothing to redo" in second
-    assert "15 proposed, 0 undone" in out  # /redo 2 had nothing to put back
+    assert "17 proposed, 0 undone" in out  # /redo 2 had nothing to put back
 
 
 def test_fix_asks_the_llm_to_repair_a_failed_verification(tmp_path: Path):
@@ -119,7 +119,7 @@ def test_fix_asks_the_llm_to_repair_a_failed_verification(tmp_path: Path):
         edit["new_code"] = "    model = Net().to(device)"
         return Content(json.dumps({"edits": [edit], "summary": "move the model to `device`"}))
 
-    lines = ["/migrate", "/undo 9", "/verify", "/fix", "/verify", "/diff train.py"]
+    lines = ["/migrate", "/undo 11", "/verify", "/fix", "/verify", "/diff train.py"]
     lines += ["/apply", "y"]
     with ScriptedLLM([repair]) as server:
         done = chat(str(repo), "--llm", server.base_url, "--steps", "2", lines=lines, timeout=600)
@@ -130,7 +130,7 @@ def test_fix_asks_the_llm_to_repair_a_failed_verification(tmp_path: Path):
     assert "Problem (failure): AssertionError" in server.requests[0]["messages"][-1]["content"]
     assert "verdict: verified" in second
     assert re.search(r"\[\d+\] train\.py:\d+ llm", second)  # the repair is a change of its own
-    assert "+    model = Net().to(device)" in second and "Applied to 3 files" in second
+    assert "+    model = Net().to(device)" in second and "Applied to 4 files" in second
     assert "model = Net().to(device)" in (repo / "train.py").read_text()
 
 
@@ -172,10 +172,10 @@ def test_resume_keeps_the_session_and_can_change_its_llm(tmp_path: Path):
     with ScriptedLLM([Content('{"command": "/report"}')]) as server:
         again = chat("--resume", session_id, "--llm", server.base_url, lines=["what now?"])
     assert again.returncode == 0, again.stderr
-    assert f"resuming session {session_id}: {repo} -> tpu; 15 changes proposed, 1 undone" in (
+    assert f"resuming session {session_id}: {repo} -> tpu; 17 changes proposed, 1 undone" in (
         again.stdout
     )
-    assert "-> /report" in again.stdout and "14 proposed, 1 undone" in again.stdout
+    assert "-> /report" in again.stdout and "16 proposed, 1 undone" in again.stdout
     assert len(server.requests) == 1
 
 

@@ -86,7 +86,7 @@ def full_session(repo: Path, llm: str) -> str:
     term = Terminal(spawn(repo, "--target", "tpu", "--llm", llm, "--steps", "2"))
     screen = term.say("/scan", expect=r"(\d+) constructs for tpu")
     assert int(term.last.group(1)) >= 10
-    screen += term.say("/migrate", expect=r"proposed (\d+) changes in 3 files")
+    screen += term.say("/migrate", expect=r"proposed (\d+) changes in 4 files")
     assert snapshot(repo) == original
     if llm == "none":
         screen += term.say("/diff data.py", expect=r"-\s+pin_memory=True")
@@ -102,7 +102,7 @@ def full_session(repo: Path, llm: str) -> str:
     assert snapshot(repo) == original
     screen += term.say("/apply", expect=r"Apply\? \[y/N\] ", then_prompt=False)
     assert snapshot(repo) == original  # asked, not yet answered
-    screen += term.say("y", expect=r"Applied to 3 files")
+    screen += term.say("y", expect=r"Applied to 4 files")
     screen += term.say("/quit", expect=r"Resume with: torchport chat --resume", then_prompt=False)
     term.child.expect(pexpect.EOF)
     term.child.close()

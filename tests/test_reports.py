@@ -79,7 +79,7 @@ def test_json_report_carries_every_documented_field(repo: Path):
     assert data["entrypoints"][0]["path"] == "train.py"
     assert data["entrypoints"][0]["command"].startswith("torchrun --nproc_per_node=2 train.py")
     rules_by_path = {(f["path"], f["rule"]) for f in data["findings"]}
-    assert ("run.sh", "TPD019") in rules_by_path
+    assert ("run.sh", "TPD024") in rules_by_path
     assert ("requirements.txt", "TPP003") in rules_by_path
     assert ("requirements.txt", "TPP002") in rules_by_path
     assert data["summary"]["by_category"]["device"] >= 2

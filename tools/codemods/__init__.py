@@ -14,6 +14,7 @@ from . import (  # noqa: F401 - registration
     runtime,
     scaler,
     tensor_alias,
+    visible_devices,
 )
 from .base import FIXERS, NotApplicable
 from .engine import Edit, SourceResult, migrate_python

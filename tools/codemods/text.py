@@ -10,6 +10,7 @@ from ..findings import Finding
 from .base import DEVICE_STRING, DIST_BACKEND
 from .engine import Edit, SourceResult
 from .torchbuild import torch_build_line
+from .visible_devices import LEFT_FOR_TPU, visible_devices_line
 
 PORTABLE_COUNT = '$(python -c "import torch; print(torch.accelerator.device_count())")'
 
@@ -39,7 +40,14 @@ TEXT_FIXES: dict[str, Callable[[str, str], str | None]] = {
 LINE_REMOVALS = frozenset({"TPN006"})  # settings that mean nothing on the target
 # rule -> how a whole line holding it becomes the target's (several lines, "" to remove it,
 # None: cannot); run after the span fixes, once per line whatever its number of findings
-LINE_FIXES: dict[str, Callable[[str, str, str], str | None]] = {"TPP003": torch_build_line}
+LINE_FIXES: dict[str, Callable[[str, str, str], str | None]] = {
+    "TPP003": torch_build_line,
+    "TPD024": visible_devices_line,
+}
+LINE_LEFT = {  # why a line LINE_FIXES could not rewrite is left for a human
+    "TPP003": "no line rewrite for this form: change the pin by hand",
+    "TPD024": f"this form, or {LEFT_FOR_TPU}",
+}
 
 
 def migrate_text(source: str, findings: list[Finding], target: str, path: str) -> SourceResult:
@@ -111,7 +119,7 @@ def _fix_whole_lines(lines, findings, target, path, edits, unapplied, remove) ->
                     Edit(f.rule, path, f.line, f.line, line.rstrip("\n"), new.rstrip("\n"), reason)
                 )
         if not done[key]:
-            unapplied.append((f, "no line rewrite for this form: change the pin by hand"))
+            unapplied.append((f, LINE_LEFT[f.rule]))
 
 
 _INLINE_SETTINGS = (
