@@ -24,8 +24,10 @@ is *changed* by a port when the port's file no longer holds it (as a multiset). 
 - residue: ``torch.cuda``, ``.cuda(``, ``'cuda'`` left in the original / human / torchport;
 - lines: lines added plus removed by the human and by torchport in those files.
 
-Whether each port runs is not measured yet (a later session: most of these are libraries
-with no obvious entry command; ``entry`` records one where there is).
+With ``--runs``, whether each runs (``port_runs.py`` says how): every module the human
+changed is imported, and the entry command run where there is one, in the human's tree and
+in torchport's, on an emulated accelerator and on plain CPU torch; ``runs`` counts the
+checks the human's port passes and how many of those torchport's passes too.
 """
 
 from __future__ import annotations
@@ -46,7 +48,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from realworld import MIRRORS, extract  # a sibling script, not a package
+import port_runs  # sibling scripts, not a package
+from realworld import MIRRORS, extract
 
 
 @dataclass(frozen=True)
@@ -60,6 +63,9 @@ class Port:
     # Python file the human changed under it
     files: tuple[str, ...]
     entry: str | None = None
+    # files a build step generates (setuptools-scm's version.py), written into both trees
+    # before --runs: (path, text)
+    generated: tuple[tuple[str, str], ...] = ()
 
     @property
     def url(self) -> str:
@@ -69,6 +75,12 @@ class Port:
     def slug(self) -> str:
         return f"{self.repo.replace('/', '-')}-{self.pr}"
 
+
+# setuptools-scm writes it at build time; the package imports __version__ from it
+SCM_VERSION = (
+    "src/llmcompressor/version.py",
+    '__version__ = version = "0.0.0"\n__version_tuple__ = version_tuple = (0, 0, 0)\n',
+)
 
 PORTS: tuple[Port, ...] = (
     Port(
@@ -114,6 +126,7 @@ PORTS: tuple[Port, ...] = (
         "ec07a8318c129fd26496e3819935924b59bcfb84",
         "6af07785e15c597f3c1f2330ee41a2b6f5ea2ac2",
         ("examples/", "src/"),
+        generated=(SCM_VERSION,),
     ),
     Port(
         "vllm-project/llm-compressor",
@@ -122,6 +135,7 @@ PORTS: tuple[Port, ...] = (
         "30845208edb975b44f8f7d8828b3c1f9465c9ed5",
         "a30f74a7562f2b6d3b8c49bfe49986cf72999364",
         ("src/",),
+        generated=(SCM_VERSION,),
     ),
     Port(
         "vllm-project/llm-compressor",
@@ -130,6 +144,7 @@ PORTS: tuple[Port, ...] = (
         "e48fec881f1394b18fa56969d555c79b9278be8e",
         "49e51709818b4437a1eeaccd39096402c34680ef",
         ("src/llmcompressor/pipelines/cache.py", "tools/collect_env.py"),
+        generated=(SCM_VERSION,),
     ),
     Port(
         "vllm-project/speculators",
@@ -244,6 +259,9 @@ class PortRow:
     other_lines: int = 0
     wall_s: float = 0.0
     error: str = ""
+    # --runs, per mode: checks the human's port passes, of those torchport's passes too,
+    # what torchport's port fails with where the human's runs, what the human's fails with
+    runs: dict[str, tuple[int, int, list[str], list[str]]] = field(default_factory=dict)
 
     def total(self, name: str) -> int:
         return sum(getattr(f, name) for f in self.files)
@@ -287,7 +305,9 @@ def other_changes(original: Path, ported: Path, skip: set[str]) -> tuple[int, in
     return files, lines
 
 
-def run_one(port: Port, mirrors: Path, work: Path, torchport: list[str], budget_s: int) -> PortRow:
+def run_one(
+    port: Port, mirrors: Path, work: Path, torchport: list[str], budget_s: int, runs: bool
+) -> PortRow:
     row = PortRow(f"{port.repo}#{port.pr}", port.url)
     gitdir = mirrors / port.repo.replace("/", "+") / "repo"
     if not gitdir.is_dir():
@@ -316,7 +336,22 @@ def run_one(port: Port, mirrors: Path, work: Path, torchport: list[str], budget_
             compare_file(rel, read(original / rel), read(human / rel), read(ported / rel))
         )
     row.other_files, row.other_lines = other_changes(original, ported, set(paths))
+    if runs:
+        for tree in (human, ported):
+            for rel, text in port.generated:
+                if not (tree / rel).exists():
+                    (tree / rel).write_text(text, encoding="utf-8")
+        entry = shlex.split(port.entry) if port.entry else None
+        found = port_runs.check({"human": human, "torchport": ported}, paths, entry)
+        for mode in port_runs.MODES:
+            row.runs[mode] = port_runs.verdict(found["human"][mode], found["torchport"][mode])
     return row
+
+
+def runs_cell(row: PortRow) -> str:
+    """``torchport/human`` checks passed per mode: ``3/3 accel, 3/3 cpu``."""
+    names = {"tpu": "accel", "plain": "cpu"}
+    return ", ".join(f"{v[1]}/{v[0]} {names[m]}" for m, v in row.runs.items())
 
 
 def share(part: int, whole: int) -> str:
@@ -326,26 +361,26 @@ def share(part: int, whole: int) -> str:
 def table(rows: list[PortRow], per_file: bool) -> str:
     lines = [
         "| port | files | human CUDA stmts | torchport also | share | extra stmts | other files "
-        "| residue orig/human/torchport | lines human/torchport | wall s |",
-        "|---|---:|---:|---:|---:|---:|---:|---|---|---:|",
+        "| residue orig/human/torchport | lines human/torchport | runs torchport/human | wall s |",
+        "|---|---:|---:|---:|---:|---:|---:|---|---|---|---:|",
     ]
     for r in rows:
         if r.error:
-            lines.append(f"| {r.title} | {r.error} |||||||||")
+            lines.append(f"| {r.title} | {r.error} ||||||||||")
             continue
         human_cuda, also = r.total("human_cuda"), r.total("also")
         lines.append(
             f"| [{r.title}]({r.url}) | {len(r.files)} | {human_cuda} | {also} "
             f"| {share(also, human_cuda)} | {r.total('extra')} | {r.other_files} "
             f"| {r.pair('residue', 0)}/{r.pair('residue', 1)}/{r.pair('residue', 2)} "
-            f"| {r.pair('lines', 0)}/{r.pair('lines', 1)} | {r.wall_s:g} |"
+            f"| {r.pair('lines', 0)}/{r.pair('lines', 1)} | {runs_cell(r) or '-'} | {r.wall_s:g} |"
         )
         if per_file:
             for f in r.files:
                 lines.append(
                     f"| &nbsp;&nbsp;{f.path} {f.error} | | {f.human_cuda} | {f.also} "
                     f"| {share(f.also, f.human_cuda)} | {f.extra} | "
-                    f"| {'/'.join(map(str, f.residue))} | {'/'.join(map(str, f.lines))} | |"
+                    f"| {'/'.join(map(str, f.residue))} | {'/'.join(map(str, f.lines))} | | |"
                 )
     done = [r for r in rows if not r.error]
     human_cuda = sum(r.total("human_cuda") for r in done)
@@ -362,6 +397,19 @@ def table(rows: list[PortRow], per_file: bool) -> str:
         f"files: human {sum(r.pair('lines', 0) for r in done)}, "
         f"torchport {sum(r.pair('lines', 1) for r in done)}."
     )
+    ran = [r for r in done if r.runs]
+    if ran:
+        for mode, name in (("tpu", "an emulated accelerator"), ("plain", "plain CPU torch")):
+            passed = sum(r.runs[mode][0] for r in ran)
+            both = sum(r.runs[mode][1] for r in ran)
+            lines.append(
+                f"Runs on {name}: of the {passed} checks the humans' ports pass, "
+                f"torchport's pass {both} ({share(both, passed)})."
+            )
+        for r in ran:
+            for mode, (_, _, failing, unrunnable) in r.runs.items():
+                lines += [f"- {r.title} ({mode}) torchport fails {f}" for f in failing]
+                lines += [f"- {r.title} ({mode}) the human's port fails: {f}" for f in unrunnable]
     return "\n".join(lines)
 
 
@@ -383,6 +431,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--files", action="store_true", help="a row per file under each port")
     parser.add_argument("--missed", action="store_true", help="list the changes not made")
     parser.add_argument("--json", type=Path, help="also write the rows here")
+    parser.add_argument(
+        "--runs", action="store_true", help="also run both ports (imports, entry) in the sandbox"
+    )
     parser.add_argument("--budget", type=int, default=300, help="seconds per migration")
     parser.add_argument(
         "--torchport",
@@ -396,7 +447,12 @@ def main(argv: list[str] | None = None) -> int:
     for port in ports:
         print(f"{port.repo}#{port.pr}: migrating ...", file=sys.stderr, flush=True)
         row = run_one(
-            port, options.mirrors, options.work, shlex.split(options.torchport), options.budget
+            port,
+            options.mirrors,
+            options.work,
+            shlex.split(options.torchport),
+            options.budget,
+            options.runs,
         )
         print(f"  {row.error or 'compared'} ({row.wall_s:g} s)", file=sys.stderr, flush=True)
         rows.append(row)
