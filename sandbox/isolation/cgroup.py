@@ -32,6 +32,8 @@ def _own_path(controller: str | None) -> str:
 # The hierarchies a run's cgroup lives in on v1 (v2 has one).
 _V1_CONTROLLERS = ("pids", "memory", "cpu")
 PREFIX = "torchport-"
+# how long removing a run's cgroup waits for its killed processes to be gone
+REMOVE_WAIT_S = 15.0
 
 
 def _is_v2() -> bool:
@@ -128,17 +130,25 @@ class Cgroup:
         return False
 
     def remove(self) -> None:
-        """Kill what is left and delete the directories."""
-        self.kill()
+        """Kill what is left and delete the directories.
+
+        A directory cannot go while a process is in it, and a SIGKILLed process with a large
+        address space (torch, gigabytes) can take seconds to be torn down on a loaded
+        machine: a fixed second of retries left cgroups behind under load. So the kills and
+        the removal are retried until ``REMOVE_WAIT_S`` has passed."""
+        deadline = time.monotonic() + REMOVE_WAIT_S
         for d in self.dirs:
-            for _ in range(50):
+            while True:
+                self.kill()
                 try:
                     d.rmdir()
                     break
                 except FileNotFoundError:
                     break
                 except OSError:
-                    time.sleep(0.02)
+                    if time.monotonic() > deadline:
+                        break
+                    time.sleep(0.05)
         self.dirs = []
 
 
