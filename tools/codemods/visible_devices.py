@@ -31,7 +31,7 @@ LEFT_FOR_TPU = (
     "needs each process's own chips (TPU_VISIBLE_CHIPS with TPU_CHIPS_PER_PROCESS_BOUNDS and "
     "TPU_PROCESS_BOUNDS, or the launcher's defaults): set them by hand"
 )
-TPU_SETTINGS = "tpu_visible_chips"  # state: statement id -> the chip list it sets
+TPU_SETTINGS = "tpu_visible_chips"  # state: statement id -> the bounds to set above it
 
 
 def tpu_settings(chips: str) -> list[tuple[str, str]] | None:
@@ -65,7 +65,7 @@ def _renamed(node: cst.SimpleString, name: str) -> cst.SimpleString:
 def _set_value(node: cst.SimpleString, ctx: FixContext) -> tuple[cst.CSTNode, str | None]:
     """(the statement that sets the variable, the constant it sets or None), where the
     string is the key of ``os.environ[KEY] = value`` or ``os.environ.setdefault(KEY, v)``;
-    raises NotApplicable for any other use that writes it."""
+    for any other use (a read: ``get``, ``[KEY]``, ``in``), the string itself and None."""
     holder = ctx.parent(ctx.original)
     if isinstance(holder, cst.Index):
         subscript = ctx.parent(ctx.parent(holder))  # Index < SubscriptElement < Subscript
