@@ -136,6 +136,25 @@ def verification_markdown(record: dict[str, Any]) -> str:
     names, code), so each is a code span or escaped text: rendering it shows them, never
     runs their HTML or fetches their images."""
     v = record.get("verification") or {}
+    lines = _summary_markdown(record, v)
+    lines += _parity_markdown(v.get("parity") or {})
+    lines += environment_markdown(record.get("environment") or {})
+    lines += _evidence_markdown(v.get("target") or {})
+    lines += _agent_edits_markdown(record["agent_edits"])
+    lines += ["", "## Decisions", ""]
+    for d in record["decisions"]:
+        why = d.get("why") or ""
+        lines.append(
+            f"- **{_md(d['node'])}**: {_md(d['decision'])}" + (f" — {_md(why)}" if why else "")
+        )
+    usage = record.get("llm_usage") or {}
+    if usage:
+        lines += ["", f"LLM: {markdown_code(json.dumps(usage))}"]
+    return "\n".join(lines) + "\n"
+
+
+def _summary_markdown(record: dict[str, Any], v: dict[str, Any]) -> list[str]:
+    """The verdict line and the facts a reader needs to trust it."""
     lines = [
         f"# Verification: {_md(record['verdict'])}{_headline_note(v)}",
         "",
@@ -160,48 +179,52 @@ def verification_markdown(record: dict[str, Any]) -> str:
         lines.append(
             f"- tolerance policy: {markdown_code(v['policy'])} (agents/data/tolerance.toml)"
         )
-    parity = v.get("parity") or {}
-    if parity.get("per_step"):
-        ranked = "rank" in parity["per_step"][0]  # several processes: rank i against rank i
-        head = "| rank | step |" if ranked else "| step |"
-        lines += ["", f"{head} original (shim) | migrated (emulator) |"]
-        lines.append("|---:" * (4 if ranked else 3) + "|")
-        lines += [
-            f"|{(' ' + str(p['rank']) + ' |') if ranked else ''} {p['step']} | "
-            f"{p['reference']:.6g} | {p['target']:.6g} |"
-            for p in parity["per_step"]
-        ]
-        lines.append(
-            f"\nmax abs error {parity.get('max_abs', 0):.3g}, "
-            f"max rel error {parity.get('max_rel', 0):.3g}"
-        )
-    lines += environment_markdown(record.get("environment") or {})
-    target = v.get("target") or {}
+    return lines
+
+
+def _parity_markdown(parity: dict[str, Any]) -> list[str]:
+    """The losses of both runs, step by step (rank by rank for several processes)."""
+    if not parity.get("per_step"):
+        return []
+    ranked = "rank" in parity["per_step"][0]  # several processes: rank i against rank i
+    head = "| rank | step |" if ranked else "| step |"
+    lines = ["", f"{head} original (shim) | migrated (emulator) |"]
+    lines.append("|---:" * (4 if ranked else 3) + "|")
+    lines += [
+        f"|{(' ' + str(p['rank']) + ' |') if ranked else ''} {p['step']} | "
+        f"{p['reference']:.6g} | {p['target']:.6g} |"
+        for p in parity["per_step"]
+    ]
+    lines.append(
+        f"\nmax abs error {parity.get('max_abs', 0):.3g}, "
+        f"max rel error {parity.get('max_rel', 0):.3g}"
+    )
+    return lines
+
+
+def _evidence_markdown(target: dict[str, Any]) -> list[str]:
+    """What the emulated device counted while the migration ran, and notes on its data."""
     counters = target.get("counters") or {}
+    lines: list[str] = []
     if counters:
         lines += ["", "## Runtime evidence (migrated program)", ""]
         lines += [
             f"- {_md(k)}: {_md(counters[k])}" for k in sorted(counters) if k != "host_sync_sites"
         ]
-    lines += [f"- {_md(note)}" for note in data_notes(target)]
-    if record["agent_edits"]:
-        lines += ["", "## Edits beyond the codemods", ""]
-        for e in record["agent_edits"]:
-            lines.append(
-                f"- {markdown_code(str(e.get('path')))} lines {e.get('start_line')}-"
-                f"{e.get('end_line')} ({_md(e.get('by'))}, for {_md(e.get('for'))}): "
-                f"{_md(e.get('reason', ''))}"
-            )
-    lines += ["", "## Decisions", ""]
-    for d in record["decisions"]:
-        why = d.get("why") or ""
+    return lines + [f"- {_md(note)}" for note in data_notes(target)]
+
+
+def _agent_edits_markdown(edits: list[dict[str, Any]]) -> list[str]:
+    if not edits:
+        return []
+    lines = ["", "## Edits beyond the codemods", ""]
+    for e in edits:
         lines.append(
-            f"- **{_md(d['node'])}**: {_md(d['decision'])}" + (f" — {_md(why)}" if why else "")
+            f"- {markdown_code(str(e.get('path')))} lines {e.get('start_line')}-"
+            f"{e.get('end_line')} ({_md(e.get('by'))}, for {_md(e.get('for'))}): "
+            f"{_md(e.get('reason', ''))}"
         )
-    usage = record.get("llm_usage") or {}
-    if usage:
-        lines += ["", f"LLM: {markdown_code(json.dumps(usage))}"]
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 def _headline_note(verification: dict[str, Any]) -> str:

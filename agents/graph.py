@@ -1,16 +1,16 @@
-"""The agent graph: plan -> rewrite -> verify -> (diagnose -> rewrite -> verify)* -> report.
+"""The agent graph: plan -> rewrite -> verify -> (diagnose -> rewrite -> verify)* -> deliver.
 
-A langgraph ``StateGraph`` over the small state in ``agents.state``. Nodes
-return only what they change; edges are explicit functions of the state; every
-node appends its decisions to the log the report shows. State is checkpointed
-in SQLite after every node, so ``resume(run_id)`` continues a killed run from
-its last finished node: nodes recompute their scratch folders from the
-checkpointed overlay, never from what a killed node left on disk.
+A langgraph ``StateGraph`` over the small state in ``agents.state``. The nodes are
+the top-level functions below, in the order a run takes them, then the edges, then
+``build``, which wires them. Nodes return only what they change; edges are explicit
+functions of the state; every node appends its decisions to the log the report shows.
+State is checkpointed in SQLite after every node, so ``resume(run_id)`` continues a
+killed run from its last finished node: nodes recompute their scratch folders from
+the checkpointed overlay, never from what a killed node left on disk.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -19,16 +19,17 @@ from pathlib import Path
 from typing import Any
 
 from langgraph.graph import END, START, StateGraph
-from torchport.tools.catalogue import load_catalogue
 from torchport.tools.scanner import ScanOptions, scan
 
-from . import rewriter, runs, verifier
+from . import runs, verifier
 from .checkpoints import open_checkpointer
-from .deliver import deliver
-from .environment import prepare_environment
+from .deliver import deliver as write_output
+from .diagnose import diagnose as classify
 from .planner import make_plan
-from .state import Settings, State, decision
-from .workspace import materialize
+from .repair_choice import RepairContext, choose_fix, no_fix_reason, tried_fixes
+from .rewrite_round import RewriteRound
+from .state import Best, NextFix, Settings, State, VerificationRecord, decision
+from .verify_step import verify_overlay
 
 DEFAULTS: Settings = {
     "select": [],
@@ -72,353 +73,233 @@ class Runtime:
         return self._client
 
 
-def _timed(node: Callable[[State], dict[str, Any]]) -> Callable[[State], dict[str, Any]]:
-    def wrapper(state: State) -> dict[str, Any]:
-        started = time.perf_counter()
-        update = node(state)
-        update["elapsed_s"] = time.perf_counter() - started
-        return update
-
-    wrapper.__name__ = node.__name__
-    return wrapper
+# --- the nodes, in the order a run takes them -------------------------------------------
 
 
-def _as_dict(value: Any) -> dict[str, Any]:
-    if dataclasses.is_dataclass(value):
-        return dataclasses.asdict(value)
-    return dict(value)
-
-
-def build(runtime: Runtime) -> StateGraph:
-    """The graph, uncompiled; ``compile(checkpointer=...)`` makes it runnable."""
-
-    def plan(state: State) -> dict[str, Any]:
-        s = state["settings"]
-        runtime.say("planning: scanning the repository")
-        source = Path(s["source"])
-        scanned = scan(source, ScanOptions(target=s["target"], select=tuple(s.get("select", []))))
-        p = make_plan(source, scanned, s["target"], s.get("entry"))
-        runtime.say(
-            f"plan: {p.auto} automatic fixes, {len(p.llm)} for the LLM, {len(p.manual)} for a "
-            f"human; entry: {' '.join(p.entry) if p.entry else p.not_runnable}"
-        )
-        return {
-            "plan": p.to_json(),
-            "iteration": 0,
-            "reference": None,
-            "next_fix": None,
-            "decisions": [
-                decision(
-                    "plan",
-                    "entry point" if p.entry else "not runnable",
-                    entry=p.entry,
-                    why=p.entry_reason or p.not_runnable,
-                    rejected=p.rejected,
-                    auto=p.auto,
-                    llm=len(p.llm),
-                    manual=len(p.manual),
-                )
-            ],
-        }
-
-    def rewrite(state: State) -> dict[str, Any]:
-        s = state["settings"]
-        source = Path(s["source"])
-        log: list[dict[str, Any]] = []
-        agent_edits: list[dict[str, Any]] = []
-        overlay = state.get("overlay")
-        fix = state.get("next_fix") or {}
-        first = overlay is None
-        wants_llm = (first and state["plan"].get("llm")) or fix.get("kind") in ("llm", "constructs")
-        client = runtime.llm(s) if wants_llm else None  # the local model starts only if needed
-        usage = dict(state.get("llm_usage") or {})
-
-        def ask(request: dict[str, Any], why: str) -> None:
-            nonlocal overlay, usage
-            overlay, record = rewriter.llm_repair(
-                client,
-                source,
-                overlay,
-                runtime.scratch / "llm",
-                request,
-                max_turns=6,
-                max_tokens=s["max_llm_tokens"] - _tokens(usage),
-            )
-            usage = _add_usage(usage, record["usage"])
-            agent_edits.extend({**e, "by": "llm", "for": why} for e in record["edits"])
-            log.append(decision("rewrite", f"LLM {record['status']}", **_brief(record)))
-
-        if first:
-            runtime.say("rewriting: applying the catalogue's codemods")
-            overlay, summary = rewriter.codemods(
-                source, s["target"], s.get("select", []), s.get("annotate", False)
-            )
-            log.append(decision("rewrite", "codemods", **summary))
-            if state["plan"].get("llm") and client is None:
-                log.append(
-                    decision(
-                        "rewrite",
-                        "left for a human (no LLM configured)",
-                        items=len(state["plan"]["llm"]),
-                    )
-                )
-        if client is not None and (first or fix.get("kind") == "constructs"):
-            # Located again on the migrated code (the codemods moved lines), and taken
-            # bottom-up so that an edit never shifts the lines of one still to come.
-            items = rewriter.llm_constructs(source, overlay, runtime.scratch / "scan", s)
-            for item in items[:MAX_CONSTRUCT_REPAIRS]:
-                if _tokens(usage) >= s["max_llm_tokens"]:
-                    log.append(decision("rewrite", "LLM token budget spent", item=item["rule"]))
-                    break
-                runtime.say(f"rewriting: asking the LLM about {item['rule']} at {item['path']}")
-                ask(rewriter.construct_request(item, s["target"]), item["rule"])
-        if fix.get("kind") == "rules":
-            runtime.say(f"rewriting: applying rules {', '.join(fix['rules'])} again")
-            log.append(
-                decision("rewrite", "rules re-run", rules=fix["rules"], files=sorted(fix["files"]))
-            )
-            overlay = {**overlay, **fix["files"]}
-        elif fix.get("kind") == "llm" and client is not None:
-            runtime.say(f"rewriting: asking the LLM to repair {fix['request']['path']}")
-            ask(fix["request"], "failure")
-        touched = sorted({e["path"] for e in agent_edits})
-        if touched:
-            pruned = rewriter.prune_cuda_imports(
-                source, overlay, runtime.scratch / "prune", touched
-            )
-            if pruned != overlay:
-                dropped = sorted(k for k in pruned if pruned[k] != overlay.get(k))
-                log.append(decision("rewrite", "unused CUDA-only imports removed", files=dropped))
-                overlay = pruned
-        return {
-            "overlay": overlay,
-            "next_fix": None,
-            "decisions": log,
-            "agent_edits": [*(state.get("agent_edits") or []), *agent_edits],
-            "llm_usage": usage,
-        }
-
-    def verify(state: State) -> dict[str, Any]:
-        s = state["settings"]
-        p = state["plan"]
-        iteration = state.get("iteration", 0) + 1
-        update: dict[str, Any] = {"iteration": iteration}
-        why_not = p.get("not_runnable")
-        if why_not:
-            v = verifier.Verification("not-runnable", why_not)
-            update["verification"] = v.to_json()
-            update["decisions"] = [decision("verify", "not-runnable", why=why_not)]
-            return update
-        budget = verifier.budget_of(s)
-        source = Path(s["source"])
-        reference = state.get("reference")
-        overlay = state.get("overlay") or {}
-        environment = state.get("environment")
-        if environment is None:
-            environment = prepare_environment(
-                source,
-                s.get("deps", "auto"),
-                runtime.say,
-                s.get("python"),
-                entry=p["entry"],
-                time_limit_s=budget.timeout_s,
-            )
-            update["environment"] = environment
-        work = materialize(source, overlay, runtime.scratch / "work")
-        v, ran = verifier.verify_tree(
-            source,
-            work,
-            p["entry"],
-            s["target"],
-            budget,
-            runs.home() / "references",
-            reference=reference,
-            say=runtime.say,
-            environment=environment,
-        )
-        if reference is None:
-            update["reference"] = ran
-        runtime.say(f"verdict: {v.verdict} ({v.reason})")
-        update["verification"] = v.to_json()
-        update["decisions"] = [
-            decision("verify", v.verdict, why=v.reason, policy=v.policy, iteration=iteration)
-        ]
-        best = state.get("best")
-        rank = verifier.rank(update["verification"])
-        if best is not None and rank < best["rank"]:
-            runtime.say("the last repair made it worse: undoing it")
-            update.update(
-                overlay=best["overlay"],
-                agent_edits=best["agent_edits"],
-                verification=best["verification"],
-            )
-            update["decisions"].append(
-                decision("verify", "reverted", why=f"worse than round {best['iteration']}")
-            )
-        else:
-            update["best"] = {
-                "overlay": overlay,
-                "agent_edits": state.get("agent_edits") or [],
-                "verification": update["verification"],
-                "rank": rank,
-                "iteration": iteration,
-            }
-        return update
-
-    def diagnose(state: State) -> dict[str, Any]:
-        from .diagnose import diagnose as classify
-
-        s = state["settings"]
-        v = state["verification"] or {}
-        found = _as_dict(classify(v.get("failure") or v.get("target") or {}, s["target"]))
-        tried = {
-            (d.get("signature"), d.get("file"), d.get("line"), d.get("fix"))
-            for d in state.get("decisions", [])
-            if d.get("node") == "diagnose"
-        }
-        fix: dict[str, Any] | None = None
-        overlay = state.get("overlay") or {}
-        if not found.get("file") and state.get("agent_edits") and runtime.llm(s) is not None:
-            # A crash-free failure (parity) has no frame: the LLM's own edits are the
-            # likeliest cause; each is revisited once, newest first, with its original.
-            for edit in reversed(state["agent_edits"]):
-                request = rewriter.edit_request(edit, overlay, v, s["target"])
-                if request is None:
-                    continue
-                line = request["start_line"]
-                if (found.get("signature"), edit["path"], line, "llm") not in tried:
-                    found.update(file=edit["path"], line=line)
-                    found["cause"] = f"{found.get('cause')}; revisiting the LLM's edit there"
-                    fix = {"kind": "llm", "request": request}
-                    break
-        key = (found.get("signature"), found.get("file"), found.get("line"))
-        action = found.get("action")
-        has_llm = action in ("rules", "llm") and runtime.llm(s) is not None
-        rules = _allowed(found.get("rules") or [], s.get("select") or [])
-        if fix is None and action == "rules" and rules and (*key, "rules") not in tried:
-            updated = rewriter.apply_rules(
-                Path(s["source"]), overlay, runtime.scratch / "rules", s["target"], rules
-            )
-            if updated != overlay:  # only a rule that changes something is worth a round
-                # the changed files travel with the fix: rewrite applies, not recomputes
-                changed = {k: v for k, v in updated.items() if overlay.get(k) != v}
-                fix = {"kind": "rules", "rules": rules, "files": changed}
-        missing_library = str(found.get("signature", "")).startswith("missing-")
-        if fix is None and has_llm and missing_library and (*key, "constructs") not in tried:
-            # A CUDA-only library still imported: its remaining uses are catalogue
-            # constructs; fixing those (and dropping the unused import) is the repair.
-            remaining = rewriter.llm_constructs(
-                Path(s["source"]), overlay, runtime.scratch / "scan", s
-            )
-            if remaining:
-                fix = {"kind": "constructs", "items": len(remaining)}
-        if fix is None and has_llm:
-            request = rewriter.failure_request(found, v, s["target"])
-            if request is not None and (*key, "llm") not in tried:
-                fix = {"kind": "llm", "request": request}
-        why = f"{found.get('signature')}: {found.get('cause')}"
-        if not fix:
-            why += _no_fix_reason(action, has_llm, bool(found.get("limitation")))
-        runtime.say(f"diagnosis: {why}")
-        return {
-            "diagnosis": found,
-            "next_fix": fix,
-            "decisions": [
-                decision(
-                    "diagnose",
-                    fix["kind"] if fix else "stop",
-                    signature=found.get("signature"),
-                    file=found.get("file"),
-                    line=found.get("line"),
-                    fix=fix["kind"] if fix else None,
-                    why=why,
-                )
-            ],
-        }
-
-    def report(state: State) -> dict[str, Any]:
-        v = state.get("verification")
-        outcome = v["verdict"] if v else "not verified"
-        runtime.say("reporting: writing the migration and its evidence")
-        written = deliver(state, outcome, runtime.say)
-        return {"outcome": outcome, "decisions": [decision("report", outcome, **written)]}
-
-    def after_rewrite(state: State) -> str:
-        return "verify" if state["settings"].get("verify", True) else "report"
-
-    def after_verify(state: State) -> str:
-        v = state.get("verification") or {}
-        if v.get("verdict") != "failed":
-            return "report"
-        s = state["settings"]
-        if state.get("iteration", 0) > s["max_iterations"]:
-            return "report"
-        if state.get("elapsed_s", 0.0) > s["max_wall_s"]:
-            return "report"
-        return "diagnose"
-
-    def after_diagnose(state: State) -> str:
-        return "rewrite" if state.get("next_fix") else "report"
-
-    graph = StateGraph(State)
-    for name, node in (
-        ("plan", plan),
-        ("rewrite", rewrite),
-        ("verify", verify),
-        ("diagnose", diagnose),
-        ("report", report),
-    ):
-        graph.add_node(name, _timed(node))
-    graph.add_edge(START, "plan")
-    graph.add_edge("plan", "rewrite")
-    graph.add_conditional_edges("rewrite", after_rewrite, ["verify", "report"])
-    graph.add_conditional_edges("verify", after_verify, ["diagnose", "report"])
-    graph.add_conditional_edges("diagnose", after_diagnose, ["rewrite", "report"])
-    graph.add_edge("report", END)
-    return graph
-
-
-def _tokens(usage: dict[str, Any]) -> int:
-    return int(usage.get("prompt_tokens", 0)) + int(usage.get("completion_tokens", 0))
-
-
-def _add_usage(total: dict[str, Any], more: dict[str, Any]) -> dict[str, Any]:
-    out = dict(total)
-    for key, value in (more or {}).items():
-        if isinstance(value, int | float):
-            out[key] = out.get(key, 0) + value
-    return out
-
-
-def _brief(record: dict[str, Any]) -> dict[str, Any]:
+def plan(state: State, ctx: Runtime) -> dict[str, Any]:
+    """Scan the repository and decide how to run it and what its migration needs."""
+    s = state["settings"]
+    ctx.say("planning: scanning the repository")
+    source = Path(s["source"])
+    scanned = scan(source, ScanOptions(target=s["target"], select=tuple(s.get("select", []))))
+    p = make_plan(source, scanned, s["target"], s.get("entry"))
+    ctx.say(
+        f"plan: {p.auto} automatic fixes, {len(p.llm)} for the LLM, {len(p.manual)} for a "
+        f"human; entry: {' '.join(p.entry) if p.entry else p.not_runnable}"
+    )
+    logged = decision(
+        "plan",
+        "entry point" if p.entry else "not runnable",
+        entry=p.entry,
+        why=p.entry_reason or p.not_runnable,
+        rejected=p.rejected,
+        auto=p.auto,
+        llm=len(p.llm),
+        manual=len(p.manual),
+    )
     return {
-        "path": record["request"]["path"],
-        "lines": [record["request"]["start_line"], record["request"]["end_line"]],
-        "summary": record.get("summary", ""),
-        "turns": record.get("turns"),
-        "edits": len(record.get("edits", [])),
-        "error": record.get("error"),
+        "plan": p.to_json(),
+        "iteration": 0,
+        "reference": None,
+        "next_fix": None,
+        "decisions": [logged],
     }
 
 
-def _allowed(rules: list[str], select: list[str]) -> list[str]:
-    """The diagnosis's rules, within the user's --rules selection if there is one."""
-    if not select:
-        return list(rules)
-    chosen = {r.code for r in load_catalogue().select(select)}
-    return [r for r in rules if r in chosen]
+def rewrite(state: State, ctx: Runtime) -> dict[str, Any]:
+    """The first round applies the codemods (and the LLM to the constructs it is for);
+    a later round applies the fix diagnose chose."""
+    s = state["settings"]
+    fix: NextFix = state.get("next_fix") or {}
+    first = state.get("overlay") is None
+    wants_llm = (first and state["plan"].get("llm")) or fix.get("kind") in ("llm", "constructs")
+    work = RewriteRound(
+        Path(s["source"]),
+        s,
+        ctx.scratch,
+        state.get("overlay"),
+        dict(state.get("llm_usage") or {}),
+        client=ctx.llm(s) if wants_llm else None,  # the local model starts only if needed
+    )
+    if first:
+        ctx.say("rewriting: applying the catalogue's codemods")
+        work.run_codemods()
+        if state["plan"].get("llm") and work.client is None:
+            left = len(state["plan"]["llm"])
+            work.log.append(decision("rewrite", "left for a human (no LLM configured)", items=left))
+    if work.client is not None and (first or fix.get("kind") == "constructs"):
+        work.ask_llm_about_constructs(MAX_CONSTRUCT_REPAIRS, ctx.say)
+    if fix.get("kind") == "rules":
+        ctx.say(f"rewriting: applying rules {', '.join(fix['rules'])} again")
+        work.apply_rule_files(fix["rules"], fix["files"])
+    elif fix.get("kind") == "llm" and work.client is not None:
+        ctx.say(f"rewriting: asking the LLM to repair {fix['request']['path']}")
+        work.ask_llm(fix["request"], "failure")
+    work.prune_imports_the_llm_left()
+    return {
+        "overlay": work.overlay,
+        "next_fix": None,
+        "decisions": work.log,
+        "agent_edits": [*(state.get("agent_edits") or []), *work.agent_edits],
+        "llm_usage": work.usage,
+    }
 
 
-def _no_fix_reason(action: str | None, has_llm: bool, limitation: bool = False) -> str:
-    """Why the loop stops here; a cause in torchport's own sandbox or emulator is said to
-    be one, so a reader does not go looking for a fix in the port."""
-    if action == "human":
-        if limitation:
-            return " (a limitation of torchport's sandbox or emulator, not of the port)"
-        return " (needs a human: no change to the code fixes it)"
-    if not has_llm:
-        return " (no deterministic fix; no LLM configured, see --llm)"
-    return " (already tried; nothing new to try)"
+def verify(state: State, ctx: Runtime) -> dict[str, Any]:
+    """Run the original and the migration, judge them, and keep the best migration so far:
+    a repair that made things worse is rolled back."""
+    s = state["settings"]
+    iteration = state.get("iteration", 0) + 1
+    outcome = verify_overlay(
+        Path(s["source"]),
+        state.get("overlay") or {},
+        state["plan"],
+        s["target"],
+        s,
+        ctx.scratch,
+        ctx.say,
+        reference=state.get("reference"),
+        environment=state.get("environment"),
+    )
+    v = outcome.verification
+    record: VerificationRecord = v.to_json()  # type: ignore[assignment]
+    update: dict[str, Any] = {"iteration": iteration, "verification": record}
+    if v.verdict == "not-runnable" and state["plan"].get("not_runnable"):
+        update["decisions"] = [decision("verify", v.verdict, why=v.reason)]
+        return update
+    update["environment"] = outcome.environment
+    if state.get("reference") is None:
+        update["reference"] = outcome.reference
+    ctx.say(f"verdict: {v.verdict} ({v.reason})")
+    update["decisions"] = [
+        decision("verify", v.verdict, why=v.reason, policy=v.policy, iteration=iteration)
+    ]
+    best = better_of(state.get("best"), this_round(state, record, iteration))
+    if best["iteration"] == iteration:
+        update["best"] = best
+        return update
+    ctx.say("the last repair made it worse: undoing it")
+    update.update(
+        overlay=best["overlay"],
+        agent_edits=best["agent_edits"],
+        verification=best["verification"],
+    )
+    update["decisions"].append(
+        decision("verify", "reverted", why=f"worse than round {best['iteration']}")
+    )
+    return update
+
+
+def diagnose(state: State, ctx: Runtime) -> dict[str, Any]:
+    """Classify the failure and choose the next repair (``agents.repair_choice``); no
+    repair left to try ends the loop."""
+    s = state["settings"]
+    v = state.get("verification") or {}
+    found = classify(v.get("failure") or v.get("target") or {}, s["target"]).to_json()
+    choice = RepairContext(
+        state,
+        found,
+        tried_fixes(state.get("decisions", [])),
+        lambda: ctx.llm(s) is not None,
+        ctx.scratch,
+    )
+    fix = choose_fix(choice)
+    why = f"{found.get('signature')}: {found.get('cause')}"
+    if not fix:
+        why += no_fix_reason(found.get("action"), choice.llm_may_help, found.get("limitation"))
+    ctx.say(f"diagnosis: {why}")
+    logged = decision(
+        "diagnose",
+        fix["kind"] if fix else "stop",
+        signature=found.get("signature"),
+        file=found.get("file"),
+        line=found.get("line"),
+        fix=fix["kind"] if fix else None,
+        why=why,
+    )
+    return {"diagnosis": found, "next_fix": fix, "decisions": [logged]}
+
+
+def deliver(state: State, ctx: Runtime) -> dict[str, Any]:
+    """Write the migration and its evidence where the user asked (nothing earlier does)."""
+    v = state.get("verification")
+    outcome = v["verdict"] if v else "not verified"
+    ctx.say("delivering: writing the migration and its evidence")
+    written = write_output(state, outcome, ctx.say)
+    return {"outcome": outcome, "decisions": [decision("deliver", outcome, **written)]}
+
+
+# --- the edges --------------------------------------------------------------------------
+
+
+def after_rewrite(state: State) -> str:
+    return "verify" if state["settings"].get("verify", True) else "deliver"
+
+
+def after_verify(state: State) -> str:
+    """Diagnose a failure while rounds and wall time are left; otherwise deliver."""
+    v = state.get("verification") or {}
+    if v.get("verdict") != "failed":
+        return "deliver"
+    s = state["settings"]
+    if state.get("iteration", 0) > s["max_iterations"]:
+        return "deliver"
+    if state.get("elapsed_s", 0.0) > s["max_wall_s"]:
+        return "deliver"
+    return "diagnose"
+
+
+def after_diagnose(state: State) -> str:
+    return "rewrite" if state.get("next_fix") else "deliver"
+
+
+def build(ctx: Runtime) -> StateGraph:
+    """The graph, uncompiled; ``compile(checkpointer=...)`` makes it runnable."""
+    graph = StateGraph(State)
+    for node in (plan, rewrite, verify, diagnose, deliver):
+        graph.add_node(node.__name__, _bound(node, ctx))
+    graph.add_edge(START, "plan")
+    graph.add_edge("plan", "rewrite")
+    graph.add_conditional_edges("rewrite", after_rewrite, ["verify", "deliver"])
+    graph.add_conditional_edges("verify", after_verify, ["diagnose", "deliver"])
+    graph.add_conditional_edges("diagnose", after_diagnose, ["rewrite", "deliver"])
+    graph.add_edge("deliver", END)
+    return graph
+
+
+def this_round(state: State, record: VerificationRecord, iteration: int) -> Best:
+    """The migration this round verified, ranked so that rounds can be compared."""
+    return {
+        "overlay": state.get("overlay") or {},
+        "agent_edits": state.get("agent_edits") or [],
+        "verification": record,
+        "rank": verifier.rank(dict(record)),
+        "iteration": iteration,
+    }
+
+
+def better_of(best: Best | None, candidate: Best) -> Best:
+    """The round to keep: the new one unless it ranks below the best so far (a tie goes
+    to the new round, which has the later repairs)."""
+    if best is not None and candidate["rank"] < best["rank"]:
+        return best
+    return candidate
+
+
+def _bound(node: Callable[[State, Runtime], dict[str, Any]], ctx: Runtime) -> Callable:
+    """The node as langgraph calls it (state only), timed into ``elapsed_s``."""
+
+    def run(state: State) -> dict[str, Any]:
+        started = time.perf_counter()
+        update = node(state, ctx)
+        update["elapsed_s"] = time.perf_counter() - started
+        return update
+
+    run.__name__ = node.__name__
+    return run
+
+
+# --- running, checkpointing and resuming ------------------------------------------------
 
 
 @contextmanager

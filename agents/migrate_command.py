@@ -191,7 +191,7 @@ def _print(args: argparse.Namespace, final: dict[str, Any], migration_result, re
     settings = final["settings"]
     result = migration_result(final)
     written = next(
-        (d for d in reversed(final.get("decisions", [])) if d.get("node") == "report"), {}
+        (d for d in reversed(final.get("decisions", [])) if d.get("node") == "deliver"), {}
     )
     verdict = final.get("outcome", "not verified")
     if args.format == "json":

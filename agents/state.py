@@ -8,7 +8,7 @@ kill starts from the checkpointed overlay and reaches the same result.
 from __future__ import annotations
 
 import operator
-from typing import Annotated, Any, TypedDict
+from typing import Annotated, Any, Literal, TypedDict
 
 
 class Settings(TypedDict, total=False):
@@ -27,7 +27,7 @@ class Settings(TypedDict, total=False):
     max_llm_tokens: int
     max_wall_s: float
     llm: str  # the --llm flag as given ("none", "local", "auto", a URL)
-    # Where the result goes (tools.migrate.MigrateOptions): written only by the report node.
+    # Where the result goes (tools.migrate.MigrateOptions): written only by the deliver node.
     out: str | None
     in_place: bool
     branch: str | None
@@ -36,21 +36,74 @@ class Settings(TypedDict, total=False):
     dry_run: bool
 
 
+class PlanRecord(TypedDict, total=False):
+    """The planner's ``Plan`` as checkpointed (``Plan.to_json``)."""
+
+    entry: list[str] | None  # the command the verifier runs; None when not runnable
+    entry_reason: str
+    not_runnable: str | None  # why nothing can be run (then no verification)
+    rejected: list[dict[str, str]]
+    auto: int  # findings the codemods fix
+    llm: list[dict[str, Any]]  # findings for the LLM
+    manual: list[dict[str, Any]]  # findings for a human
+
+
+class VerificationRecord(TypedDict, total=False):
+    """The verifier's ``Verification`` as checkpointed (``Verification.to_json``)."""
+
+    verdict: str  # verified, failed, not-runnable, ...
+    reason: str
+    policy: str
+    parity: dict[str, Any] | None
+    reference: dict[str, Any] | None
+    target: dict[str, Any] | None
+    failure: dict[str, Any] | None  # the failing target run, what diagnose reads
+    caveat: str
+
+
+FixKind = Literal["rules", "llm", "constructs"]
+
+
+class NextFix(TypedDict, total=False):
+    """What diagnose asks the next rewrite round to do; one of three kinds.
+
+    ``rules``: apply ``files`` (the rules' result, computed once by diagnose);
+    ``llm``: send ``request`` to the model; ``constructs``: ask the model about the
+    ``items`` catalogue constructs still in the migration.
+    """
+
+    kind: FixKind
+    rules: list[str]
+    files: dict[str, str]
+    request: dict[str, Any]
+    items: int
+
+
+class Best(TypedDict):
+    """The best migration so far, which a worse repair is rolled back to."""
+
+    overlay: dict[str, str]
+    agent_edits: list[dict[str, Any]]
+    verification: VerificationRecord
+    rank: int
+    iteration: int
+
+
 class State(TypedDict, total=False):
     settings: Settings
-    plan: dict[str, Any]
+    plan: PlanRecord
     overlay: dict[str, str]  # repo-relative path -> migrated text, changed files only
     iteration: int  # verify rounds done
     reference: dict[str, Any] | None  # the original's run, made once
     environment: dict[str, Any] | None  # the dependency overlay the runs use, made once
-    verification: dict[str, Any] | None  # the latest verdict
-    diagnosis: dict[str, Any] | None
-    next_fix: dict[str, Any] | None  # what the rewriter should try next
+    verification: VerificationRecord | None  # the latest verdict
+    diagnosis: dict[str, Any] | None  # diagnose.Diagnosis.to_json
+    next_fix: NextFix | None  # what the rewriter should try next
     decisions: Annotated[list[dict[str, Any]], operator.add]  # every node's choices, in order
     agent_edits: list[dict[str, Any]]  # edits beyond the codemods, in the current overlay
     # The best migration so far (overlay, agent_edits, verification, rank): a repair that
     # makes things worse is undone, and the report delivers the best, not the last.
-    best: dict[str, Any] | None
+    best: Best | None
     llm_usage: dict[str, Any]
     elapsed_s: Annotated[float, operator.add]
     outcome: str  # the final verdict

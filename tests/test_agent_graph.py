@@ -52,7 +52,7 @@ def test_rules_only_migration_is_verified_and_the_evidence_written(tmp_path):
     before = (src / "train.py").read_text()
     final = start(src, tmp_path / "out", steps=4)
     assert final["outcome"] == "verified", final["verification"]["reason"]
-    assert [d["node"] for d in final["decisions"]] == ["plan", "rewrite", "verify", "report"]
+    assert [d["node"] for d in final["decisions"]] == ["plan", "rewrite", "verify", "deliver"]
     parity = final["verification"]["parity"]
     assert parity["steps"] == 4 and parity["max_abs"] == 0.0  # same CPU kernels, fp32
     record = json.loads((tmp_path / "out/torchport-report/verification.json").read_text())

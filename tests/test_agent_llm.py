@@ -84,7 +84,7 @@ def test_a_wrong_llm_edit_fails_parity_and_the_loop_repairs_it(program, tmp_path
         ("diagnose", "llm"),
         ("rewrite", "LLM edited"),
         ("verify", "verified"),
-        ("report", "verified"),
+        ("deliver", "verified"),
     ]
     failed = next(d for d in final["decisions"] if d["decision"] == "failed")
     assert "parity" in failed["why"]

@@ -585,7 +585,7 @@ def test_the_last_traceback_of_a_rank_is_read_behind_its_prefix() -> None:
 
 
 def test_tool_limitations_are_named_as_such() -> None:
-    from torchport.agents.graph import _no_fix_reason
+    from torchport.agents.repair_choice import no_fix_reason as _no_fix_reason
 
     limited = {sig.id for sig in load_signatures() if sig.limitation}
     assert {"emulator-op-missing", "rendezvous-unreachable", "dependency-missing"} <= limited

@@ -161,7 +161,7 @@ def _migrate(spec: JobSpec, source: Path, out: Path, run_id: str) -> dict[str, A
 def outcome(final: dict[str, Any], migrated: Path, out_dir: str) -> dict[str, Any]:
     """The record's numbers for a finished run: verdict, constructs, what was converted."""
     # the report node's counts (deliver): the scan is for the target, so only what it needs
-    written = next(d for d in reversed(final["decisions"]) if d.get("node") == "report")
+    written = next(d for d in reversed(final["decisions"]) if d.get("node") == "deliver")
     constructs = int(written["constructs"])  # = converted + manual + advisories
     manual = int(written["left_for_humans"])
     advisories = int(written.get("advisories", 0))  # a run resumed from before they counted

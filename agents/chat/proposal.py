@@ -13,9 +13,7 @@ from torchport.tools.catalogue import TARGETS
 from torchport.tools.report.counts import count_constructs
 from torchport.tools.sourcefile import read_exact
 
-from .. import runs, verifier
-from ..environment import prepare_environment
-from ..workspace import materialize
+from ..verify_step import verify_overlay
 from . import changes as ch
 from .events import emit, progress, table
 from .state import ChatRuntime, ChatState, digest, overlay_of
@@ -112,29 +110,17 @@ def verify(state: ChatState, chat: ChatRuntime) -> dict[str, Any]:
     if p.get("not_runnable"):
         emit("text", f"not-runnable: {p['not_runnable']}")
         return {"plan": p}
-    settings = state.get("budget") or {}
-    budget = verifier.budget_of(settings)
-    source = Path(state["source"])
-    environment = prepare_environment(
-        source,
-        settings.get("deps", "auto"),
-        progress(),
-        settings.get("python"),
-        entry=p["entry"],
-        time_limit_s=budget.timeout_s,
-    )
-    work = materialize(source, overlay, chat.scratch / "work")
-    v, reference = verifier.verify_tree(
-        source,
-        work,
-        p["entry"],
+    outcome = verify_overlay(
+        Path(state["source"]),
+        overlay,
+        p,
         state["target"],
-        budget,
-        runs.home() / "references",
+        state.get("budget") or {},
+        chat.scratch,
+        progress(),
         reference=state.get("reference"),
-        say=progress(),
-        environment=environment,
     )
+    v, reference = outcome.verification, outcome.reference
     record = v.to_json()
     emit("text", f"verdict: {v.verdict} — {v.reason}")
     if v.verdict == "failed":

@@ -303,6 +303,37 @@ class _Loop:
         self.messages: list[dict] = []
         self.verify_calls = 0
         self.first_edit = workspace.mark()  # edits from here on are this repair's
+        self.turns = 0
+        self.usage_before = client.usage_snapshot()
+
+    def open(self) -> None:
+        """The system prompt for the protocol and the problem as the first user message."""
+        if self.protocol == "span":
+            self.send({"role": "system", "content": load_prompt("rewriter_span")})
+            self.send({"role": "user", "content": span_message(self.request, self.workspace)})
+            return
+        system = load_prompt("rewriter").replace("{tools}", describe_tools(self.specs))
+        self.send({"role": "system", "content": system})
+        self.send({"role": "user", "content": user_message(self.request, self.workspace)})
+
+    def result(self, status: str, summary: str = "", error: str | None = None) -> RepairResult:
+        """The repair's outcome; anything but "edited" puts the files back first."""
+        edits = self.workspace.edits[self.first_edit :]
+        rolled_back: list[str] = []
+        if status != "edited":
+            rolled_back = self.workspace.undo()
+            edits = []
+        return RepairResult(
+            status=status,
+            edits=list(edits),
+            summary=self.redact.text(summary),
+            turns=self.turns,
+            usage=self.client.usage.since(self.usage_before).to_json(),
+            transcript=self.messages,
+            error=self.redact.text(error) if error else None,
+            verify_calls=self.verify_calls,
+            rolled_back=rolled_back,
+        )
 
     def send(self, message: dict) -> None:
         self.messages.append(self.redact.data(message))
@@ -408,65 +439,43 @@ def repair(
     if protocol not in PROTOCOLS:
         raise ValueError(f"unknown protocol {protocol!r}; expected one of {PROTOCOLS}")
     started = time.monotonic()
-    before = client.usage_snapshot()
     loop = _Loop(request, workspace, client, verify, edit_paths, env, protocol)
-    turns = 0
-
-    def done(status: str, summary: str = "", error: str | None = None) -> RepairResult:
-        edits = workspace.edits[loop.first_edit :]
-        rolled_back: list[str] = []
-        if status != "edited":
-            rolled_back = workspace.undo()
-            edits = []
-        return RepairResult(
-            status=status,
-            edits=list(edits),
-            summary=loop.redact.text(summary),
-            turns=turns,
-            usage=client.usage.since(before).to_json(),
-            transcript=loop.messages,
-            error=loop.redact.text(error) if error else None,
-            verify_calls=loop.verify_calls,
-            rolled_back=rolled_back,
-        )
-
     try:
         workspace.resolve(request.path, editable=True)
     except ValueError as exc:
-        return done("error", error=f"cannot repair {request.path}: {exc}")
-    if protocol == "span":
-        loop.send({"role": "system", "content": load_prompt("rewriter_span")})
-        loop.send({"role": "user", "content": span_message(request, workspace)})
-    else:
-        tools_text = describe_tools(loop.specs)
-        system = load_prompt("rewriter").replace("{tools}", tools_text)
-        loop.send({"role": "system", "content": system})
-        loop.send({"role": "user", "content": user_message(request, workspace)})
-
-    while turns < max_turns:
+        return loop.result("error", error=f"cannot repair {request.path}: {exc}")
+    loop.open()
+    while loop.turns < max_turns:
         if deadline_s is not None and time.monotonic() - started >= deadline_s:
-            return done("gave-up", error=f"deadline of {deadline_s:g}s reached")
-        try:
-            reply = loop.ask()
-        except LLMError as exc:
-            return done("error", error=str(exc))
-        turns += 1
-        if reply.refusal:
-            loop.send({"role": "assistant", "content": reply.refusal})
-            return done("refused", summary=reply.refusal)
-        actions = loop.actions(reply)
-        if isinstance(actions, str):
-            if not reply.tool_calls and REFUSAL.search(reply.content or ""):
-                return done("refused", summary=reply.content or "")
-            loop.send({"role": "user", "content": f"error: {actions}"})
-        else:
-            outcome = _run_turn(loop, actions, reply)
-            if outcome is not None:
-                return done(*outcome)
-        used = client.usage.since(before).tokens
+            return loop.result("gave-up", error=f"deadline of {deadline_s:g}s reached")
+        ended = _one_turn(loop)
+        if ended is not None:
+            return loop.result(*ended)
+        used = client.usage.since(loop.usage_before).tokens
         if max_tokens_total is not None and used >= max_tokens_total:
-            return done("gave-up", error=f"token budget of {max_tokens_total} reached ({used})")
-    return done("gave-up", error=f"no finished repair after {max_turns} turns")
+            error = f"token budget of {max_tokens_total} reached ({used})"
+            return loop.result("gave-up", error=error)
+    return loop.result("gave-up", error=f"no finished repair after {max_turns} turns")
+
+
+def _one_turn(loop: _Loop) -> tuple[str, str] | tuple[str, str, str] | None:
+    """Ask the model once and act on its answer: (status, summary[, error]) when the
+    repair is over, else None."""
+    try:
+        reply = loop.ask()
+    except LLMError as exc:
+        return "error", "", str(exc)
+    loop.turns += 1
+    if reply.refusal:
+        loop.send({"role": "assistant", "content": reply.refusal})
+        return "refused", reply.refusal
+    actions = loop.actions(reply)
+    if isinstance(actions, str):
+        if not reply.tool_calls and REFUSAL.search(reply.content or ""):
+            return "refused", reply.content or ""
+        loop.send({"role": "user", "content": f"error: {actions}"})
+        return None
+    return _run_turn(loop, actions, reply)
 
 
 def _run_turn(loop: _Loop, actions: list[_Action], reply: Reply) -> tuple[str, str] | None:

@@ -1,0 +1,104 @@
+"""One rewrite round's working state: the overlay as it grows, the LLM's edits and usage,
+and the decisions to log.
+
+A round can take several steps (the codemods, the LLM on catalogue constructs, a fix
+diagnose asked for, pruning imports the LLM left unused); each step reads and extends the
+same overlay. Keeping that in one small object lets the graph's rewrite node read as the
+list of those steps.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import rewriter
+from .state import Settings, decision
+
+
+@dataclass
+class RewriteRound:
+    source: Path
+    settings: Settings
+    scratch: Path
+    overlay: dict[str, str] | None
+    usage: dict[str, Any]
+    client: Any = None  # LLMClient, or None when no LLM is configured or none is needed
+    log: list[dict[str, Any]] = field(default_factory=list)
+    agent_edits: list[dict[str, Any]] = field(default_factory=list)
+
+    def run_codemods(self) -> None:
+        s = self.settings
+        self.overlay, summary = rewriter.codemods(
+            self.source, s["target"], s.get("select", []), s.get("annotate", False)
+        )
+        self.log.append(decision("rewrite", "codemods", **summary))
+
+    def ask_llm(self, request: dict[str, Any], why: str) -> None:
+        self.overlay, record = rewriter.llm_repair(
+            self.client,
+            self.source,
+            self.overlay or {},
+            self.scratch / "llm",
+            request,
+            max_turns=6,
+            max_tokens=self.settings["max_llm_tokens"] - tokens(self.usage),
+        )
+        self.usage = add_usage(self.usage, record["usage"])
+        self.agent_edits.extend({**e, "by": "llm", "for": why} for e in record["edits"])
+        self.log.append(decision("rewrite", f"LLM {record['status']}", **_brief(record)))
+
+    def ask_llm_about_constructs(self, limit: int, say: Any) -> None:
+        """The catalogue's ``llm`` constructs, located again on the migrated code (the
+        codemods moved lines) and taken bottom-up, so that an edit never shifts the lines
+        of one still to come."""
+        items = rewriter.llm_constructs(
+            self.source, self.overlay or {}, self.scratch / "scan", self.settings
+        )
+        for item in items[:limit]:
+            if tokens(self.usage) >= self.settings["max_llm_tokens"]:
+                self.log.append(decision("rewrite", "LLM token budget spent", item=item["rule"]))
+                return
+            say(f"rewriting: asking the LLM about {item['rule']} at {item['path']}")
+            self.ask_llm(rewriter.construct_request(item, self.settings["target"]), item["rule"])
+
+    def apply_rule_files(self, rules: list[str], files: dict[str, str]) -> None:
+        self.log.append(decision("rewrite", "rules re-run", rules=rules, files=sorted(files)))
+        self.overlay = {**(self.overlay or {}), **files}
+
+    def prune_imports_the_llm_left(self) -> None:
+        """Once the LLM replaced every use of a CUDA-only library, its import is what still
+        fails on the target; an unused import does nothing else."""
+        touched = sorted({e["path"] for e in self.agent_edits})
+        if not touched:
+            return
+        overlay = self.overlay or {}
+        pruned = rewriter.prune_cuda_imports(self.source, overlay, self.scratch / "prune", touched)
+        if pruned != overlay:
+            dropped = sorted(k for k in pruned if pruned[k] != overlay.get(k))
+            self.log.append(decision("rewrite", "unused CUDA-only imports removed", files=dropped))
+            self.overlay = pruned
+
+
+def tokens(usage: dict[str, Any]) -> int:
+    return int(usage.get("prompt_tokens", 0)) + int(usage.get("completion_tokens", 0))
+
+
+def add_usage(total: dict[str, Any], more: dict[str, Any]) -> dict[str, Any]:
+    out = dict(total)
+    for key, value in (more or {}).items():
+        if isinstance(value, int | float):
+            out[key] = out.get(key, 0) + value
+    return out
+
+
+def _brief(record: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "path": record["request"]["path"],
+        "lines": [record["request"]["start_line"], record["request"]["end_line"]],
+        "summary": record.get("summary", ""),
+        "turns": record.get("turns"),
+        "edits": len(record.get("edits", [])),
+        "error": record.get("error"),
+    }

@@ -1,0 +1,73 @@
+"""One verification of a proposed migration, shared by the graph and by chat's /verify.
+
+Both front doors must judge a migration the same way: the same dependency overlay, the
+same scratch copy of the tree, the same reference run (made once and reused), the same
+budget read from the settings. Keeping the step in one place is what guarantees that a
+chat session's verdict is the one ``torchport migrate`` would give.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from . import runs, verifier
+from .environment import prepare_environment
+from .state import PlanRecord
+from .workspace import materialize
+
+
+@dataclass
+class VerifyOutcome:
+    """The verdict, and what a later round reuses instead of making again."""
+
+    verification: verifier.Verification
+    reference: dict[str, Any] | None  # the original's run (None when not runnable)
+    environment: dict[str, Any] | None  # the dependency overlay the runs used
+
+
+def verify_overlay(
+    source: Path,
+    overlay: Mapping[str, str],
+    plan: PlanRecord,
+    target: str,
+    settings: Mapping[str, Any],
+    scratch: Path,
+    say: Callable[[str], None],
+    *,
+    reference: dict[str, Any] | None = None,
+    environment: dict[str, Any] | None = None,
+) -> VerifyOutcome:
+    """Run the original (unless ``reference`` is given) and the migration; judge them.
+
+    ``scratch`` is this run's own folder: the migrated tree is materialised under it
+    from ``overlay`` every time, never reused from what an interrupted step left.
+    """
+    why_not = plan.get("not_runnable")
+    if why_not:
+        return VerifyOutcome(verifier.Verification("not-runnable", why_not), None, environment)
+    budget = verifier.budget_of(settings)
+    if environment is None:
+        environment = prepare_environment(
+            source,
+            settings.get("deps", "auto"),
+            say,
+            settings.get("python"),
+            entry=plan["entry"],
+            time_limit_s=budget.timeout_s,
+        )
+    work = materialize(source, dict(overlay), scratch / "work")
+    verification, ran = verifier.verify_tree(
+        source,
+        work,
+        plan["entry"],
+        target,
+        budget,
+        runs.home() / "references",
+        reference=reference,
+        say=say,
+        environment=environment,
+    )
+    return VerifyOutcome(verification, ran, environment)
