@@ -73,6 +73,16 @@ def _diagnose(state: State, with_llm: bool = False) -> tuple[dict[str, Any], _Ct
     return graph.diagnose({**state, "settings": settings}, ctx), ctx
 
 
+def _already_migrated(repo: Path) -> State:
+    """train.py's line 3 migrated already, and still failing there: no rule has more to do."""
+    return {
+        "settings": _settings(repo),
+        "overlay": {"train.py": SOURCE.replace(".cuda()", '.to("tpu")')},
+        "verification": _failed_at("train.py", 3),
+        "decisions": [],
+    }
+
+
 # --- edges -------------------------------------------------------------------------------
 
 
@@ -177,13 +187,7 @@ def test_the_user_rules_selection_bounds_what_diagnose_reruns(repo: Path) -> Non
 
 
 def test_without_an_llm_a_failure_no_rule_fixes_stops_and_says_why(repo: Path) -> None:
-    migrated = SOURCE.replace(".cuda()", '.to("tpu")')
-    state: State = {
-        "settings": _settings(repo),
-        "overlay": {"train.py": migrated},
-        "verification": _failed_at("train.py", 3),
-        "decisions": [],
-    }
+    state = _already_migrated(repo)
     update, _ = _diagnose(state)
     assert update["next_fix"] is None
     assert update["decisions"][0]["decision"] == "stop"
@@ -191,13 +195,7 @@ def test_without_an_llm_a_failure_no_rule_fixes_stops_and_says_why(repo: Path) -
 
 
 def test_with_an_llm_the_failing_frame_goes_to_it_once(repo: Path) -> None:
-    migrated = SOURCE.replace(".cuda()", '.to("tpu")')
-    state: State = {
-        "settings": _settings(repo),
-        "overlay": {"train.py": migrated},
-        "verification": _failed_at("train.py", 3),
-        "decisions": [],
-    }
+    state = _already_migrated(repo)
     update, _ = _diagnose(state, with_llm=True)
     fix = update["next_fix"]
     assert fix is not None and fix["kind"] == "llm"
