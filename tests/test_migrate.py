@@ -177,7 +177,7 @@ def test_easy_and_medium_programs_migrated_to_accelerator_run_on_cpu_torch(migra
 
 
 def test_there_are_enough_runnable_programs():
-    assert len(EASY_AND_MEDIUM) >= 12
+    assert len(EASY_AND_MEDIUM) >= 16  # what the corpus holds
 
 
 def test_reports_are_written_beside_the_output(migrated):
