@@ -1,9 +1,10 @@
 """The CUDA rule catalogue: rules as data, loaded once.
 
 Each ``data/<category>.toml`` holds that category's rules; each rule's long
-documentation is ``docs/<CODE>.md``. Adding a rule means adding one TOML table
-(and, if no existing matcher kind fits, one small matcher in
-``tools.pymatch``) plus its doc.
+documentation is ``docs/<CODE>.md``. ``scripts/new_rule.py`` adds a rule: its TOML
+table, doc, fixer stub (``tools.codemods``, checked against the fix kinds there) and
+golden input. A match key outside ``MATCH_KEYS`` is a load error; a new kind of
+pattern is one small matcher in ``tools.pycustom``.
 """
 
 from __future__ import annotations
