@@ -13,7 +13,8 @@ REQUIRED_CATEGORIES = set(CATEGORIES)
 
 
 def test_catalogue_size_and_coverage():
-    assert len(CATALOGUE) >= 45
+    # the shipped count: a data file that stops loading, or a rule dropped, fails here
+    assert len(CATALOGUE) >= 91
     assert {r.category for r in CATALOGUE} == REQUIRED_CATEGORIES
 
 
@@ -43,26 +44,6 @@ def test_every_rule_has_a_fix_per_target_and_a_matcher(rule):
     assert rule.match or rule.text_patterns
     custom = rule.match.get("custom")
     assert custom is None or custom in CUSTOM_MATCHERS
-    known = {
-        "ref",
-        "method",
-        "attr",
-        "kwarg",
-        "string",
-        "built_string",
-        "import",
-        "custom",
-        "called",
-        "decorator",
-        "str_arg",
-        "kw_contains",
-        "without_kw",
-        "max_pos",
-        "any_str",
-        "has_kw",
-        "in_training_loop",
-    }
-    assert set(rule.match) <= known, f"unknown matcher keys {set(rule.match) - known}"
 
 
 def test_select_by_prefix():

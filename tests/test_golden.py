@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 from golden import expected_path, inputs, migrate_file
 from torchport.tools.catalogue import TARGETS, load_catalogue
-from torchport.tools.codemods import FIXERS
 
 CASES = [(path, target) for path in inputs() for target in TARGETS]
 
@@ -21,10 +20,13 @@ def test_migrating_the_output_again_changes_nothing(path, target):
     assert migrate_file(once, target) == once.read_text(encoding="utf-8")
 
 
-def test_every_auto_rule_has_a_golden_pair_and_a_codemod():
+def test_every_auto_rule_has_a_golden_input():
+    """(That it has a codemod per auto target is checked when tools.codemods is imported:
+    tests/test_fixer_consistency.py.)"""
     have = {p.stem for p in inputs()}
-    for rule in load_catalogue():
-        for target in TARGETS:
-            if rule.fixes[target].kind.value == "auto" and rule.match:
-                assert (rule.code, target) in FIXERS, f"{rule.code} has no codemod for {target}"
-                assert rule.code in have, f"{rule.code} has no golden input"
+    auto = {
+        rule.code
+        for rule in load_catalogue()
+        if rule.match and any(f.kind.value == "auto" for f in rule.fixes.values())
+    }
+    assert sorted(auto - have) == []

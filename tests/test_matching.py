@@ -250,3 +250,20 @@ def test_target_scope_rules_report_only_for_their_target(scan_source):
     assert scan_source(source) == []
     assert scan_source(source, target="tpu") == []
     assert scan_source(source, target="xla") == [(4, "TPH005")]
+
+
+def test_map_location_is_read_by_keyword_or_second_position(scan_source):
+    """``kw_contains``'s ``pos`` (data, not a case in the matcher): torch.load's second
+    positional argument is its map_location."""
+    found = scan_source(
+        """
+        import torch
+
+        a = torch.load("a.pt", "cuda")
+        b = torch.load("b.pt", map_location="cuda:1")
+        c = torch.load("c.pt", "cpu")
+        d = torch.load("d.pt", map_location="cpu")
+        """
+    )
+    assert [c for _, c in found if c.startswith("TPS")] == ["TPS001", "TPS001"]
+    assert [line for line, c in found if c == "TPS001"] == [4, 5]

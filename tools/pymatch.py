@@ -8,7 +8,8 @@ is a finding. The kinds:
   ``called`` (the reference is called; ``false``: it is not), ``decorator`` (used as a decorator),
   ``str_arg = {pos, kw, pattern, missing}`` (that argument is a string literal
   matching ``pattern``; ``missing = true`` also matches when it is absent),
-  ``kw_contains = {kw, pattern}`` (a string inside that keyword's value matches),
+  ``kw_contains = {kw, pos, pattern}`` (a string inside that keyword's value, or the
+  positional argument ``pos`` when the keyword is absent, matches),
   ``without_kw`` and ``max_pos`` (the keyword is absent and at most that many
   positional arguments are given). ``any_str`` / ``has_kw`` are evidence: when
   given, at least one of them must hold.
@@ -363,8 +364,8 @@ def _ref_matches(
     if "kw_contains" in m:
         spec = m["kw_contains"]
         value = next((k.value for k in call.keywords if k.arg == spec["kw"]), None)
-        if value is None and spec["kw"] == "map_location" and len(call.args) > 1:
-            value = call.args[1]
+        if value is None and "pos" in spec and len(call.args) > spec["pos"]:
+            value = call.args[spec["pos"]]
         if value is None or not _subtree_has_str(value, re.compile(spec["pattern"])):
             return None
     if "without_kw" in m:

@@ -1,9 +1,10 @@
 """The CUDA rule catalogue: rules as data, loaded once.
 
 Each ``data/<category>.toml`` holds that category's rules; each rule's long
-documentation is ``docs/<CODE>.md``. Adding a rule means adding one TOML table
-(and, if no existing matcher kind fits, one small matcher in
-``tools.pymatch``) plus its doc.
+documentation is ``docs/<CODE>.md``. ``scripts/new_rule.py`` adds a rule: its TOML
+table, doc, fixer stub (``tools.codemods``, checked against the fix kinds there) and
+golden input. A match key outside ``MATCH_KEYS`` is a load error; a new kind of
+pattern is one small matcher in ``tools.pycustom``.
 """
 
 from __future__ import annotations
@@ -11,11 +12,13 @@ from __future__ import annotations
 import functools
 import tomllib
 from importlib import resources
+from importlib.resources.abc import Traversable
 
-from .model import CATEGORIES, TARGETS, Fix, FixKind, Rule, Severity
+from .model import CATEGORIES, MATCH_KEYS, TARGETS, Fix, FixKind, Rule, Severity
 
 __all__ = [
     "CATEGORIES",
+    "MATCH_KEYS",
     "TARGETS",
     "Catalogue",
     "CatalogueError",
@@ -24,6 +27,7 @@ __all__ = [
     "Rule",
     "Severity",
     "load_catalogue",
+    "load_catalogue_from",
 ]
 
 
@@ -81,6 +85,9 @@ def _parse_rule(table: dict, docs: dict[str, str], source: str) -> Rule:
     if table["category"] not in CATEGORIES:
         raise CatalogueError(f"{code}: unknown category {table['category']!r}")
     match = dict(table.get("match", {}))
+    unknown_keys = sorted(set(match) - MATCH_KEYS)
+    if unknown_keys:
+        raise CatalogueError(f"{code}: unknown match key(s) {unknown_keys}")
     text = tuple(table.get("text", ()))
     if not match and not text:
         raise CatalogueError(f"{code}: neither a Python match nor a text pattern")
@@ -104,7 +111,13 @@ def _parse_rule(table: dict, docs: dict[str, str], source: str) -> Rule:
 
 @functools.cache
 def load_catalogue() -> Catalogue:
-    root = resources.files(__name__)
+    """The shipped catalogue, parsed and checked once per process."""
+    return load_catalogue_from(resources.files(__name__))
+
+
+def load_catalogue_from(root: Traversable) -> Catalogue:
+    """A catalogue from a folder shaped like this package (``data/*.toml``, ``docs/*.md``):
+    the scaffold and the tests check a copy of the rules with the real load code."""
     docs = {
         entry.name.removesuffix(".md"): entry.read_text(encoding="utf-8")
         for entry in root.joinpath("docs").iterdir()

@@ -31,6 +31,33 @@ CATEGORIES: tuple[str, ...] = (
 )
 
 
+# The keys a rule's ``match`` table may use: the matcher kinds and their modifiers that
+# ``tools.pymatch`` understands (its module docstring says what each means). A key
+# outside this set would be ignored by the matcher, so a typo would silently match
+# nothing: the catalogue refuses it at load.
+MATCH_KEYS: frozenset[str] = frozenset(
+    {
+        "ref",
+        "method",
+        "attr",
+        "kwarg",
+        "string",
+        "built_string",
+        "import",
+        "custom",
+        "called",
+        "decorator",
+        "str_arg",
+        "kw_contains",
+        "without_kw",
+        "max_pos",
+        "any_str",
+        "has_kw",
+        "in_training_loop",
+    }
+)
+
+
 class Severity(StrEnum):
     """How badly a construct breaks a port.
 

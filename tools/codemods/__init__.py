@@ -1,9 +1,12 @@
 """Codemods: the catalogue's ``auto`` fixes, applied through libcst.
 
 Each module registers the fixers of one family of rules; importing this
-package registers them all.
+package registers them all, then checks them against the catalogue's fix kinds
+in both directions (``consistency``), so every path that can run a codemod
+(migrate, the agents, the tests) refuses a catalogue and registry that disagree.
 """
 
+from ..catalogue import load_catalogue
 from . import (  # noqa: F401 - registration
     amp,
     config,
@@ -17,6 +20,10 @@ from . import (  # noqa: F401 - registration
     visible_devices,
 )
 from .base import FIXERS, NotApplicable
+from .consistency import check_fixers
 from .engine import Edit, SourceResult, migrate_python
+from .text import TEXT_CODEMODS
+
+check_fixers(load_catalogue(), FIXERS, TEXT_CODEMODS)
 
 __all__ = ["FIXERS", "Edit", "NotApplicable", "SourceResult", "migrate_python"]

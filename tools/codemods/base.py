@@ -119,15 +119,21 @@ FIXERS: dict[tuple[str, str], FixerEntry] = {}
 ALL_TARGETS = frozenset({"tpu", "neuron", "xla", "accelerator"})
 
 
-def fixer(code: str, targets: frozenset[str] | set[str] = ALL_TARGETS):
-    """Register ``fn`` as the codemod of rule ``code`` for ``targets``."""
+def fixer(
+    code: str,
+    targets: frozenset[str] | set[str] = ALL_TARGETS,
+    into: dict[tuple[str, str], FixerEntry] = FIXERS,
+):
+    """Register ``fn`` as the codemod of rule ``code`` for ``targets`` (in ``FIXERS``, or in
+    ``into`` for a registry built apart, as the consistency tests do). Register only where
+    the catalogue says ``auto``: ``tools.codemods`` checks both directions at import."""
 
     def register(fn: Fixer) -> Fixer:
         for target in targets:
             key = (code, target)
-            if key in FIXERS:
+            if key in into:
                 raise ValueError(f"two fixers for {code} on {target}")
-            FIXERS[key] = FixerEntry(code, frozenset(targets), fn)
+            into[key] = FixerEntry(code, frozenset(targets), fn)
         return fn
 
     return register

@@ -146,12 +146,9 @@ def profiler_activity(node: cst.Attribute, ctx: FixContext):
     return node.with_changes(attr=cst.Name("PrivateUse1"))
 
 
-@register("TPC003", {"accelerator"})
-def profiler_activity_accel(node: cst.CSTNode, ctx: FixContext):
-    raise NotApplicable("use torch.profiler.supported_activities() for the activity list")
-
-
-@register("TPC004")
+# TPC004 on xla: torch's legacy profiler accepts only cuda/xpu/mtia/hpu or the PrivateUse1
+# backend as use_device (XLA is none of them): "xla" would be warned about and dropped.
+@register("TPC004", {"tpu", "neuron", "accelerator"})
 def profiler_use_cuda(node: cst.Arg, ctx: FixContext):
     if not isinstance(node, cst.Arg):
         raise NotApplicable("unexpected profiler argument")
@@ -343,7 +340,9 @@ def _without(call: cst.Call, keyword: str) -> cst.Call:
     return call.with_changes(args=args)
 
 
-@register("TPN008")
+# Not on xla: torch.accelerator does not count XLA devices, and torch_xla launches with
+# torch_xla.launch(fn), not torchrun (TPN008 stays manual there).
+@register("TPN008", {"tpu", "neuron", "accelerator"})
 def nproc_gpu(node: cst.SimpleString, ctx: FixContext):
     """``"--nproc_per_node=gpu"`` in a launch command built in Python: the device count."""
     value = string_value(node)

@@ -99,16 +99,19 @@ def manual_seed(node: cst.Call, ctx: FixContext):
     return node.with_changes(func=ctx.expr(SEED_RENAMES[name]))
 
 
-@register("TPR002", {"tpu", "neuron", "accelerator", "xla"})
+# Not on accelerator: the RNG state there depends on the device type (the CPU's generator
+# when there is no accelerator), which the TOML leaves to a human.
+RNG_STATE_MODULE = {
+    "tpu": "torch.tpu",
+    "xla": "torch_xla.core.xla_model",
+    "neuron": 'torch.get_device_module("neuron")',
+}
+
+
+@register("TPR002", set(RNG_STATE_MODULE))
 def rng_state(node: cst.Call, ctx: FixContext):
     name = _last_name(node).removesuffix("_all")
-    if ctx.target == "tpu":
-        return node.with_changes(func=ctx.expr(f"torch.tpu.{name}"))
-    if ctx.target == "xla":
-        return node.with_changes(func=ctx.expr(f"torch_xla.core.xla_model.{name}"))
-    if ctx.target == "neuron":
-        return node.with_changes(func=ctx.expr(f'torch.get_device_module("neuron").{name}'))
-    raise NotApplicable("the accelerator's RNG state needs the device type; left to a human")
+    return node.with_changes(func=ctx.expr(f"{RNG_STATE_MODULE[ctx.target]}.{name}"))
 
 
 @register("TPT004")

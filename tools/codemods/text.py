@@ -44,6 +44,8 @@ LINE_FIXES: dict[str, Callable[[str, str, str], str | None]] = {
     "TPP003": torch_build_line,
     "TPD024": visible_devices_line,
 }
+# every rule some text codemod handles (checked against the catalogue's kinds)
+TEXT_CODEMODS = frozenset(TEXT_FIXES) | LINE_REMOVALS | frozenset(LINE_FIXES)
 LINE_LEFT = {  # why a line LINE_FIXES could not rewrite is left for a human
     "TPP003": "no line rewrite for this form: change the pin by hand",
     "TPD024": f"this form, or {LEFT_FOR_TPU}",
