@@ -1,10 +1,12 @@
-"""The one way to patch torch (sandbox/patching.py): named, listed, undoable, stacked."""
+"""The one way to patch torch (sandbox/patching.py): named, listed, undoable, stacked; and
+nothing in the product assigns a torch attribute any other way."""
 
 from __future__ import annotations
 
 import types
 
 import pytest
+import torch_source_scan
 from torchport.sandbox import patching
 
 
@@ -76,3 +78,47 @@ def test_an_inherited_attribute_is_shadowed_then_uncovered() -> None:
     patching.undo(done)
     assert "greet" not in vars(_Owner)
     assert _Owner().greet() == "base"
+
+
+def test_no_torch_attribute_is_assigned_outside_the_patching_module() -> None:
+    """`torch.x.y = v`, `setattr(torch.x, ...)`, `del torch.x.y` (through any import
+    alias or local name bound to a torch object) must go through `patching.patch`, or the
+    replacement is neither listed for a torch upgrade nor undoable. Limit: an owner that
+    reaches a function only as a parameter (`def wrap(cls): cls.f = ...`) is not seen."""
+    found = [
+        f"{w.path}:{w.line} ({w.function}) assigns {w.symbol}"
+        for w in torch_source_scan.writes()
+        if w.path != "sandbox/patching.py"
+    ]
+    assert found == [], "use torchport.sandbox.patching.patch:\n" + "\n".join(found)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "import torch\ntorch.cuda.is_available = f\n",
+        "import torch.cuda as c\nc.is_available = f\n",
+        "from torch import cuda\ncuda.is_available = f\n",
+        "import torch\ndef g():\n    acc = torch.accelerator\n    acc.synchronize = f\n",
+        "import torch\nfor o in (torch.cuda, torch.mps):\n    o.synchronize = f\n",
+        "import torch\nsetattr(torch.cuda, name, f)\n",
+        "from torch.utils.data import DataLoader\nDataLoader.__init__ = f\n",
+    ],
+)
+def test_the_scan_sees_each_way_of_assigning(tmp_path, monkeypatch, source: str) -> None:
+    path = tmp_path / "sandbox" / "x.py"
+    path.parent.mkdir()
+    path.write_text(source)
+    monkeypatch.setattr(torch_source_scan, "ROOT", tmp_path)
+    assert {w.path for w in torch_source_scan.writes()} == {"sandbox/x.py"}
+
+
+def test_the_scan_leaves_other_assignments_alone(tmp_path, monkeypatch) -> None:
+    path = tmp_path / "sandbox" / "x.py"
+    path.parent.mkdir()
+    path.write_text(
+        "import torch\nimport numpy as np\nnp.fromfile = f\nx = torch.zeros(1)\n"
+        "def g(torch_like):\n    torch_like.y = 1\n    cuda = object()\n    cuda.z = 2\n"
+    )
+    monkeypatch.setattr(torch_source_scan, "ROOT", tmp_path)
+    assert list(torch_source_scan.writes()) == []
