@@ -9,7 +9,7 @@ on. Patches that last the whole run are simply never undone; they are still list
 
 A patch of an attribute that another patch already replaced stacks on it: undoing either
 one, in any order, leaves the attribute as the patches still in effect make it.
-Standard library only: the bootstrap imports this before torch is configured.
+Standard library only: importing it needs no torch.
 """
 
 from __future__ import annotations
