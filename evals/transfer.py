@@ -15,6 +15,7 @@ import re
 from typing import Any
 
 import torch
+from torchport.sandbox import patching
 
 DEVICE = torch._C._get_privateuse1_backend_name()
 _CUDA = re.compile(r"^cuda(?=$|:)")
@@ -67,29 +68,39 @@ def _to_device(self: Any, device: Any = None, *args: Any, **kwargs: Any) -> Any:
     return self.to(_device(0 if device is None else device), *args, **kwargs)
 
 
+def _patch(owner: Any, name: str, value: Any) -> None:
+    # For the whole run, as the vendor toolkits do; listed with the sandbox's own patches.
+    patching.patch(owner, name, value, by="evals.transfer")
+
+
 def install() -> None:
     for name in _FACTORIES:
-        setattr(torch, name, _redirect(getattr(torch, name)))
-    torch.Tensor.to = _redirect(torch.Tensor.to, positional=1)  # type: ignore[method-assign]
-    torch.nn.Module.to = _redirect(torch.nn.Module.to, positional=1)  # type: ignore[method-assign]
-    torch.Tensor.cuda = _to_device  # type: ignore[method-assign]
-    torch.nn.Module.cuda = _to_device  # type: ignore[method-assign]
+        _patch(torch, name, _redirect(getattr(torch, name)))
+    for cls in (torch.Tensor, torch.nn.Module):
+        _patch(cls, "to", _redirect(cls.to, positional=1))
+        _patch(cls, "cuda", _to_device)
 
     cuda, acc = torch.cuda, torch.accelerator
-    cuda.is_available = acc.is_available
-    cuda.device_count = acc.device_count
-    cuda.current_device = acc.current_device_index
-    cuda.set_device = lambda device: acc.set_device_index(_device(device))
-    cuda.synchronize = lambda device=None: acc.synchronize()
-    cuda.get_device_name = lambda device=None: f"emulated {DEVICE}"
+    seed = getattr(torch, DEVICE).manual_seed_all
     # (torch.manual_seed itself calls torch.cuda.manual_seed_all: no torch.manual_seed here)
-    cuda.manual_seed = cuda.manual_seed_all = getattr(torch, DEVICE).manual_seed_all
-    cuda.empty_cache = acc.memory.empty_cache
-    cuda.memory_allocated = lambda device=None: acc.memory.memory_allocated()
-    cuda.max_memory_allocated = lambda device=None: acc.memory.max_memory_allocated()
-    cuda.reset_peak_memory_stats = lambda device=None: acc.memory.reset_peak_memory_stats()
-    cuda.amp.autocast = functools.partial(torch.autocast, DEVICE, dtype=torch.bfloat16)
-    cuda.amp.GradScaler = functools.partial(torch.amp.GradScaler, DEVICE)
+    answers: dict[str, Any] = {
+        "is_available": acc.is_available,
+        "device_count": acc.device_count,
+        "current_device": acc.current_device_index,
+        "set_device": lambda device: acc.set_device_index(_device(device)),
+        "synchronize": lambda device=None: acc.synchronize(),
+        "get_device_name": lambda device=None: f"emulated {DEVICE}",
+        "manual_seed": seed,
+        "manual_seed_all": seed,
+        "empty_cache": acc.memory.empty_cache,
+        "memory_allocated": lambda device=None: acc.memory.memory_allocated(),
+        "max_memory_allocated": lambda device=None: acc.memory.max_memory_allocated(),
+        "reset_peak_memory_stats": lambda device=None: acc.memory.reset_peak_memory_stats(),
+    }
+    for name, answer in answers.items():
+        _patch(cuda, name, answer)
+    _patch(cuda.amp, "autocast", functools.partial(torch.autocast, DEVICE, dtype=torch.bfloat16))
+    _patch(cuda.amp, "GradScaler", functools.partial(torch.amp.GradScaler, DEVICE))
 
     original_autocast = torch.autocast
 
@@ -97,15 +108,15 @@ def install() -> None:
         def __init__(self, device_type: str, *args: Any, **kwargs: Any) -> None:
             super().__init__(_device(device_type), *args, **kwargs)
 
-    torch.autocast = autocast  # type: ignore[misc]
-    torch.amp.autocast = autocast  # type: ignore[misc]
+    _patch(torch, "autocast", autocast)
+    _patch(torch.amp, "autocast", autocast)
     original_scaler = torch.amp.GradScaler.__init__
 
     def scaler_init(self: Any, device: str = "cuda", *args: Any, **kwargs: Any) -> None:
         original_scaler(self, _device(device), *args, **kwargs)
 
-    torch.amp.GradScaler.__init__ = scaler_init  # type: ignore[method-assign]
-    torch.load = _redirect_map_location(torch.load)
+    _patch(torch.amp.GradScaler, "__init__", scaler_init)
+    _patch(torch, "load", _redirect_map_location(torch.load))
 
     import torch.distributed as dist
 
@@ -116,7 +127,7 @@ def install() -> None:
             backend = DEVICE
         return original_init(backend, *args, **kwargs)
 
-    dist.init_process_group = init_process_group
+    _patch(dist, "init_process_group", init_process_group)
 
 
 def _redirect_map_location(load: Any) -> Any:

@@ -16,6 +16,7 @@ from typing import Any
 import torch
 from torch.optim.optimizer import register_optimizer_step_post_hook
 
+from . import patching
 from .emulator.counters import quiet
 
 LOSS_SCALE = "_torchport_loss_scale"
@@ -98,7 +99,7 @@ def _tag_scaled_losses() -> None:
                 setattr(scaled, LOSS_SCALE, float(self.get_scale()))
         return scaled
 
-    torch.amp.GradScaler.scale = scale  # type: ignore[method-assign]
+    patching.patch(torch.amp.GradScaler, "scale", scale, by="budget")
 
 
 def summarize(value: Any) -> dict[str, Any] | None:
@@ -126,7 +127,7 @@ def _count_optimizers(budget: Budget) -> None:
         budget.optimizers += 1
         original(self, *args, **kwargs)
 
-    torch.optim.Optimizer.__init__ = __init__  # type: ignore[method-assign]
+    patching.patch(torch.optim.Optimizer, "__init__", __init__, by="budget")
 
 
 def install(budget: Budget) -> Budget:
@@ -147,7 +148,7 @@ def install(budget: Budget) -> Budget:
             if outer:
                 budget._in_backward = False
 
-    torch.Tensor.backward = backward  # type: ignore[method-assign]
+    patching.patch(torch.Tensor, "backward", backward, by="budget")
 
     def after_step(optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
         budget.steps += 1

@@ -21,6 +21,7 @@ import socket
 from typing import Any
 from urllib.parse import urlsplit
 
+from . import patching
 from .isolation.hostpaths import PRIVATE_ETC
 
 # An init_process_group without a timeout, or with a longer one, gets this one: short
@@ -28,8 +29,6 @@ from .isolation.hostpaths import PRIVATE_ETC
 TIMEOUT_S = 60.0
 # The start of the error message; agents/data/signatures.toml (rendezvous-unreachable) keys on it.
 MESSAGE = "torchport sandbox: the rendezvous address"
-
-_saved: list[tuple[Any, str, Any]] = []
 
 
 class RendezvousUnreachable(RuntimeError):
@@ -146,17 +145,14 @@ def install() -> None:
     """Guard every init_process_group of this process (idempotent; undone by uninstall)."""
     import torch.distributed as dist
 
-    if _saved or not dist.is_available():
+    if patching.active("rendezvous") or not dist.is_available():
         return
     c10d = dist.distributed_c10d
     guarded = _guarded(dist.init_process_group)
     for owner in (dist, c10d):
-        _saved.append((owner, "init_process_group", owner.init_process_group))
-        owner.init_process_group = guarded
+        patching.patch(owner, "init_process_group", guarded, by="rendezvous")
 
 
 def uninstall() -> None:
     """Put back what install replaced (in-process tests)."""
-    while _saved:
-        owner, name, old = _saved.pop()
-        setattr(owner, name, old)
+    patching.undo_all("rendezvous")

@@ -30,6 +30,7 @@ import torch
 from torch.utils import backend_registration
 from torch.utils._pytree import tree_flatten
 
+from .. import patching
 from . import counters, cuda, device_api, generator, memory, serialization, state
 from .tensor import EmulatedTensor
 
@@ -148,15 +149,22 @@ class _AcceleratorDeviceIndex:
             state.set_current_index(self.prev)
 
 
+def _set_device_index(device: Any, /) -> None:
+    state.set_current_index(_device_index(device) or 0)
+
+
 def _patch_accelerator() -> None:
-    acc = torch.accelerator
-    acc.current_device_index = state.current_index
-    acc.current_device_idx = state.current_index
-    acc.set_device_index = lambda device, /: state.set_current_index(_device_index(device) or 0)
-    acc.set_device_idx = acc.set_device_index
-    acc.synchronize = _synchronize
-    acc.device_index = _AcceleratorDeviceIndex
-    acc.current_stream = lambda device=None, /: device_api.current_stream(device)
+    answers: dict[str, Any] = {
+        "current_device_index": state.current_index,
+        "current_device_idx": state.current_index,
+        "set_device_index": _set_device_index,
+        "set_device_idx": _set_device_index,
+        "synchronize": _synchronize,
+        "device_index": _AcceleratorDeviceIndex,
+        "current_stream": lambda device=None, /: device_api.current_stream(device),
+    }
+    for name, answer in answers.items():
+        patching.patch(torch.accelerator, name, answer, by="emulator.backend")
 
 
 def _on_device(*objs: Any) -> bool:
@@ -224,7 +232,7 @@ def _patch_compile(name: str) -> None:
 
         return run
 
-    torch.compile = compile
+    patching.patch(torch, "compile", compile, by="emulator.backend")
 
 
 def _resolve(device: Any) -> Any:
@@ -260,13 +268,14 @@ def _with_current_device(fn: Callable[..., Any], position: int | None) -> Callab
 
 def _patch_device_resolution() -> None:
     """``x.to("tpu")``, ``torch.tensor(..., device="tpu")``: on the current device."""
-    torch.Tensor.to = _with_current_device(torch.Tensor.to, 1)  # type: ignore[method-assign]
-    new_tensor = _with_current_device(torch.Tensor.new_tensor, None)
-    torch.Tensor.new_tensor = new_tensor  # type: ignore[method-assign]
+    for name, position in (("to", 1), ("new_tensor", None)):
+        wrapped = _with_current_device(getattr(torch.Tensor, name), position)
+        patching.patch(torch.Tensor, name, wrapped, by="emulator.backend")
     for name in ("tensor", "as_tensor", "asarray", "sparse_coo_tensor"):
         original = getattr(torch, name)
-        setattr(torch, name, _with_current_device(original, None))
-        _same_jit_builtin(original, getattr(torch, name))
+        wrapper = _with_current_device(original, None)
+        patching.patch(torch, name, wrapper, by="emulator.backend")
+        _same_jit_builtin(original, wrapper)
 
 
 def _same_jit_builtin(original: Callable[..., Any], wrapper: Callable[..., Any]) -> None:
@@ -379,8 +388,8 @@ def register(name: str, devices: int) -> None:
     import torch.autograd.graph
 
     backward = _single_threaded_backward(torch.autograd.graph._engine_run_backward)
-    torch.autograd.graph._engine_run_backward = backward
-    torch.autograd._engine_run_backward = backward  # type: ignore[attr-defined]
+    for owner in (torch.autograd.graph, torch.autograd):
+        patching.patch(owner, "_engine_run_backward", backward, by="emulator.backend")
     _patch_accelerator()
     _patch_device_resolution()
     memory.install()
@@ -395,7 +404,7 @@ def register(name: str, devices: int) -> None:
         types_list.append(EmulatedTensor)
     serialization.install()
     _register_distributed(name)
-    torch.Tensor.pin_memory = _pin_memory  # type: ignore[method-assign]
-    torch.Tensor.is_pinned = _is_pinned  # type: ignore[method-assign]
+    patching.patch(torch.Tensor, "pin_memory", _pin_memory, by="emulator.backend")
+    patching.patch(torch.Tensor, "is_pinned", _is_pinned, by="emulator.backend")
     optimizer.register_optimizer_step_post_hook(counters.record_optimizer_step)
     counters.reset()

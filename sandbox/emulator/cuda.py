@@ -22,6 +22,7 @@ import torch
 import torch.amp
 import torch.cuda
 
+from .. import patching
 from . import counters
 
 _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
@@ -76,7 +77,8 @@ def _wrap_constructor(api: str, cls: type) -> None:
             if recorded:
                 _local.depth -= 1
 
-    setattr(cls, name, staticmethod(constructor) if name == "__new__" else constructor)
+    wrapper = staticmethod(constructor) if name == "__new__" else constructor
+    patching.patch(cls, name, wrapper, by="emulator.cuda")
 
 
 def _lazy_init_api() -> str:
@@ -122,7 +124,7 @@ def _wrap_amp(cls: type, device_arg: str, default: str | None) -> None:
             counters.record_cuda(f"{cls.__name__}({device!r})")
         init(self, *args, **kwargs)
 
-    cls.__init__ = __init__  # type: ignore[misc]
+    patching.patch(cls, "__init__", __init__, by="emulator.cuda")
 
 
 def record_load_location(location: str) -> None:
@@ -137,13 +139,16 @@ def install() -> None:
     if _installed:
         return
     _installed = True
-    torch.cuda._lazy_init = _wrap_lazy_init(torch.cuda._lazy_init)
+    patching.patch(
+        torch.cuda, "_lazy_init", _wrap_lazy_init(torch.cuda._lazy_init), by="emulator.cuda"
+    )
     for name in dir(torch.cuda):
         if name.startswith("_"):
             continue
         value = getattr(torch.cuda, name)
         if inspect.isfunction(value) and value.__module__.startswith("torch.cuda"):
-            setattr(torch.cuda, name, _wrap_function(f"torch.cuda.{name}", value))
+            wrapped = _wrap_function(f"torch.cuda.{name}", value)
+            patching.patch(torch.cuda, name, wrapped, by="emulator.cuda")
     for name in _CLASSES:
         cls = getattr(torch.cuda, name, None)
         if isinstance(cls, type) and cls.__module__.startswith("torch.cuda"):

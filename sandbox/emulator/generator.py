@@ -34,6 +34,7 @@ from typing import Any
 
 import torch
 
+from .. import patching
 from . import counters, state
 
 _RealGenerator = torch._C.Generator
@@ -153,4 +154,4 @@ def default_generators() -> tuple[DeviceGenerator, ...]:
 
 def install() -> None:
     """Make ``torch.Generator`` the replacement (called by ``activate()``)."""
-    torch.Generator = Generator  # type: ignore[misc]
+    patching.patch(torch, "Generator", Generator, by="emulator.generator")

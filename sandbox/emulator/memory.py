@@ -19,6 +19,7 @@ from typing import Any
 
 import torch
 
+from .. import patching
 from . import state
 
 _lock = threading.Lock()
@@ -134,11 +135,11 @@ def memory_info(device_index: Any = None) -> tuple[int, int]:
 
 def install() -> None:
     """Answer torch.accelerator's memory calls from the emulator's books."""
-    c = torch._C
-    c._accelerator_isAllocatorInitialized = lambda: True
-    c._accelerator_getDeviceStats = device_stats
-    c._accelerator_resetPeakStats = reset_peak
-    c._accelerator_resetAccumulatedStats = reset_accumulated
-    c._accelerator_emptyCache = lambda: None
-    c._accelerator_emptyHostCache = lambda: None
-    c._accelerator_getMemoryInfo = memory_info
+    c, by = torch._C, "emulator.memory"
+    patching.patch(c, "_accelerator_isAllocatorInitialized", lambda: True, by=by)
+    patching.patch(c, "_accelerator_getDeviceStats", device_stats, by=by)
+    patching.patch(c, "_accelerator_resetPeakStats", reset_peak, by=by)
+    patching.patch(c, "_accelerator_resetAccumulatedStats", reset_accumulated, by=by)
+    patching.patch(c, "_accelerator_emptyCache", lambda: None, by=by)
+    patching.patch(c, "_accelerator_emptyHostCache", lambda: None, by=by)
+    patching.patch(c, "_accelerator_getMemoryInfo", memory_info, by=by)

@@ -24,6 +24,7 @@ from typing import Any
 import torch
 import torch._utils
 
+from .. import patching
 from . import cuda, state
 from .tensor import EmulatedTensor
 
@@ -79,8 +80,10 @@ def install() -> None:
     # Before torch's PrivateUse1 package (priority 23), whose deserializer would crash.
     torch.serialization.register_package(11, _storage_tag, _storage_deserialize)
     for name in ("_rebuild_tensor_v2", "_rebuild_tensor_v3"):
-        setattr(torch._utils, name, _on_device(getattr(torch._utils, name)))
-    torch._utils._get_restore_location = _restore_location(torch._utils._get_restore_location)
+        wrapped = _on_device(getattr(torch._utils, name))
+        patching.patch(torch._utils, name, wrapped, by="emulator.serialization")
+    restore = _restore_location(torch._utils._get_restore_location)
+    patching.patch(torch._utils, "_get_restore_location", restore, by="emulator.serialization")
     # weights_only=True allowlists the rebuild functions by identity (cached on first use).
     from torch import _weights_only_unpickler
 

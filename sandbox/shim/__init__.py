@@ -17,7 +17,8 @@ Or run a program: `python -m torchport.sandbox.shim train.py --epochs 1`.
 
 from __future__ import annotations
 
-from . import amp, backends, cuda_api, devices, distributed, patching, recording
+from .. import patching
+from . import amp, backends, cuda_api, devices, distributed, recording
 
 __all__ = ["activate", "deactivate", "intercepted", "is_active", "reset_intercepted"]
 
@@ -48,7 +49,7 @@ def deactivate() -> None:
     if not _active:
         return
     devices.uninstall()
-    patching.restore_all()
+    patching.undo_all("shim")
     _active = False
 
 

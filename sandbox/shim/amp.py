@@ -19,7 +19,7 @@ import torch.amp.autocast_mode
 import torch.amp.grad_scaler
 import torch.cuda.amp
 
-from . import patching
+from .. import patching
 from .devices import is_cuda_device
 from .recording import record
 
@@ -105,10 +105,10 @@ def install() -> None:
         (torch.cuda.amp, "GradScaler", CudaGradScaler),
     ]
     for owner, name, value in targets:
-        patching.patch(owner, name, value)
+        patching.patch(owner, name, value, by="shim.amp")
     for module, name in (
         ("torch.cuda.amp.autocast_mode", "autocast"),
         ("torch.cuda.amp.grad_scaler", "GradScaler"),
     ):
         if module in sys.modules:
-            patching.patch(sys.modules[module], name, getattr(torch.cuda.amp, name))
+            patching.patch(sys.modules[module], name, getattr(torch.cuda.amp, name), by="shim.amp")

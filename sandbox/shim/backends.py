@@ -20,7 +20,7 @@ import torch.backends.cudnn
 import torch.nn.attention
 from torch.nn.attention import SDPBackend
 
-from . import patching
+from .. import patching
 from .recording import record
 
 CUDNN_VERSION = 90100
@@ -84,17 +84,30 @@ def _sdp_kernel(
 def install() -> None:
     """Replace the backend answers that differ on a CPU-only build."""
     cuda = torch.backends.cuda
-    patching.patch(cuda, "is_built", _answer("torch.backends.cuda.is_built", True))
+    patching.patch(
+        cuda, "is_built", _answer("torch.backends.cuda.is_built", True), by="shim.backends"
+    )
     patching.patch(
         cuda,
         "preferred_linalg_library",
         _answer("torch.backends.cuda.preferred_linalg_library", torch._C._LinalgBackend.Default),
+        by="shim.backends",
     )
-    patching.patch(cuda, "cufft_plan_cache", _CufftPlanCache())
-    patching.patch(cuda, "sdp_kernel", _sdp_kernel)
+    patching.patch(cuda, "cufft_plan_cache", _CufftPlanCache(), by="shim.backends")
+    patching.patch(cuda, "sdp_kernel", _sdp_kernel, by="shim.backends")
     cudnn = torch.backends.cudnn
-    patching.patch(cudnn, "is_available", _answer("torch.backends.cudnn.is_available", True))
-    patching.patch(cudnn, "version", _answer("torch.backends.cudnn.version", CUDNN_VERSION))
     patching.patch(
-        torch.nn.attention, "sdpa_kernel", _make_sdpa_kernel(torch.nn.attention.sdpa_kernel)
+        cudnn,
+        "is_available",
+        _answer("torch.backends.cudnn.is_available", True),
+        by="shim.backends",
+    )
+    patching.patch(
+        cudnn, "version", _answer("torch.backends.cudnn.version", CUDNN_VERSION), by="shim.backends"
+    )
+    patching.patch(
+        torch.nn.attention,
+        "sdpa_kernel",
+        _make_sdpa_kernel(torch.nn.attention.sdpa_kernel),
+        by="shim.backends",
     )

@@ -21,7 +21,7 @@ import torch
 import torch.cuda.memory
 import torch.cuda.nvtx
 
-from . import patching
+from .. import patching
 from .recording import record
 
 DEVICE_NAME = "torchport reference (CPU)"
@@ -240,13 +240,17 @@ def install(devices: int = 2) -> None:
     machine of ``devices`` GPUs."""
     _machine.count, _machine.current = devices, 0
     for name, fn in _TORCH_CUDA.items():
-        patching.patch(torch.cuda, name, _recorded(f"torch.cuda.{name}", fn))
+        patching.patch(torch.cuda, name, _recorded(f"torch.cuda.{name}", fn), by="shim.cuda_api")
     for name in _MEMORY:
         fn = (lambda *a, **k: {}) if name == "_snapshot" else _const(None)
-        patching.patch(torch.cuda.memory, name, _recorded(f"torch.cuda.memory.{name}", fn))
+        patching.patch(
+            torch.cuda.memory, name, _recorded(f"torch.cuda.memory.{name}", fn), by="shim.cuda_api"
+        )
     for name, fn in _NVTX.items():
-        patching.patch(torch.cuda.nvtx, name, _recorded(f"torch.cuda.nvtx.{name}", fn))
-    patching.patch(torch.cuda, "Event", Event)
-    patching.patch(torch.cuda, "Stream", Stream)
-    patching.patch(torch.cuda, "default_generators", (torch.default_generator,))
-    patching.patch(torch.version, "cuda", CUDA_VERSION)
+        patching.patch(
+            torch.cuda.nvtx, name, _recorded(f"torch.cuda.nvtx.{name}", fn), by="shim.cuda_api"
+        )
+    patching.patch(torch.cuda, "Event", Event, by="shim.cuda_api")
+    patching.patch(torch.cuda, "Stream", Stream, by="shim.cuda_api")
+    patching.patch(torch.cuda, "default_generators", (torch.default_generator,), by="shim.cuda_api")
+    patching.patch(torch.version, "cuda", CUDA_VERSION, by="shim.cuda_api")

@@ -20,7 +20,7 @@ import torch.serialization
 from torch.overrides import TorchFunctionMode, resolve_name
 from torch.utils.data import DataLoader
 
-from . import patching
+from .. import patching
 from .recording import quiet, record
 
 CPU = torch.device("cpu")
@@ -220,20 +220,22 @@ _mode: CudaToCpuMode | None = None
 def install() -> None:
     """Enter the device-mapping mode (this thread) and patch what the mode cannot see."""
     global _mode
-    patching.patch(torch.nn.Module, "cuda", _module_cuda)
+    patching.patch(torch.nn.Module, "cuda", _module_cuda, by="shim.devices")
     load = _make_load(patching.original(torch.serialization, "load"))
-    patching.patch(torch, "load", load)
-    patching.patch(torch.serialization, "load", load)
-    patching.patch(torch, "Generator", Generator)
-    patching.patch(DataLoader, "__init__", _make_dataloader_init(DataLoader.__init__))
+    patching.patch(torch, "load", load, by="shim.devices")
+    patching.patch(torch.serialization, "load", load, by="shim.devices")
+    patching.patch(torch, "Generator", Generator, by="shim.devices")
+    patching.patch(
+        DataLoader, "__init__", _make_dataloader_init(DataLoader.__init__), by="shim.devices"
+    )
     for name in _LEGACY_TYPES:
-        patching.patch(torch.cuda, name, getattr(torch, name))
+        patching.patch(torch.cuda, name, getattr(torch, name), by="shim.devices")
     _mode = CudaToCpuMode()
     _mode.__enter__()
 
 
 def uninstall() -> None:
-    """Leave the device-mapping mode (patches are undone by `patching.restore_all`)."""
+    """Leave the device-mapping mode (its patches are undone by `patching.undo_all("shim")`)."""
     global _mode
     if _mode is not None:
         _mode.__exit__(None, None, None)

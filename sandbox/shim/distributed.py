@@ -16,7 +16,7 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
-from . import patching
+from .. import patching
 from .recording import record
 
 
@@ -95,10 +95,13 @@ def _convert_sync_batchnorm(module: Any, process_group: Any = None) -> Any:
 
 def install() -> None:
     """Patch process-group creation and DDP construction for CPU tensors."""
-    patching.patch(torch.nn.parallel, "data_parallel", _data_parallel)
-    patching.patch(torch.nn.DataParallel, "forward", _data_parallel_forward)
+    patching.patch(torch.nn.parallel, "data_parallel", _data_parallel, by="shim.distributed")
+    patching.patch(torch.nn.DataParallel, "forward", _data_parallel_forward, by="shim.distributed")
     patching.patch(
-        torch.nn.SyncBatchNorm, "convert_sync_batchnorm", staticmethod(_convert_sync_batchnorm)
+        torch.nn.SyncBatchNorm,
+        "convert_sync_batchnorm",
+        staticmethod(_convert_sync_batchnorm),
+        by="shim.distributed",
     )
     if not dist.is_available():
         return
@@ -106,8 +109,11 @@ def install() -> None:
     init = _make_init_process_group(c10d.init_process_group)
     new_group = _make_new_group(c10d.new_group)
     for owner in (dist, c10d):
-        patching.patch(owner, "init_process_group", init)
-        patching.patch(owner, "new_group", new_group)
+        patching.patch(owner, "init_process_group", init, by="shim.distributed")
+        patching.patch(owner, "new_group", new_group, by="shim.distributed")
     patching.patch(
-        DistributedDataParallel, "__init__", _make_ddp_init(DistributedDataParallel.__init__)
+        DistributedDataParallel,
+        "__init__",
+        _make_ddp_init(DistributedDataParallel.__init__),
+        by="shim.distributed",
     )

@@ -16,25 +16,24 @@ from typing import Any
 
 import torch.hub
 
+from .. import patching
 from .data import record
 
-_REAL: list[Any] = []
+_BY = "synthetic.hub"
 
 
 def _offline_list(github: str, *args: Any, **kwargs: Any) -> list[str]:
     try:
-        return _REAL[0](github, *args, **kwargs)
+        return patching.original(torch.hub, "list")(github, *args, **kwargs)
     except OSError:  # URLError, a failed DNS lookup: the sandbox has no network
         record("torch.hub", f"list({github!r})", 0, standin="no entries: no network here")
         return []
 
 
 def install() -> None:
-    if not _REAL:
-        _REAL.append(torch.hub.list)
-        torch.hub.list = _offline_list
+    if not patching.active(_BY):
+        patching.patch(torch.hub, "list", _offline_list, by=_BY)
 
 
 def uninstall() -> None:
-    if _REAL:
-        torch.hub.list = _REAL.pop()
+    patching.undo_all(_BY)

@@ -24,6 +24,7 @@ import torch.hub
 import torch.utils.model_zoo
 from torch.nn.modules.module import _IncompatibleKeys
 
+from .. import patching
 from .data import record
 
 DATASET = "pretrained weights"  # what the records call it (the report gives it its own line)
@@ -57,12 +58,13 @@ class InitialWeights(dict):
     keys = values = items = pop = copy = _unavailable  # type: ignore[assignment]
 
 
-_REAL: dict[str, Any] = {}
+_BY = "synthetic.weights"
 
 
 def _offline_load_url(url: str, *args: Any, **kwargs: Any) -> Any:
     try:
-        return _REAL["load_state_dict_from_url"](url, *args, **kwargs)
+        real = patching.original(torch.hub, "load_state_dict_from_url")
+        return real(url, *args, **kwargs)
     except OSError:  # URLError, a failed DNS lookup, a refused connection: no download
         record("torch.hub", DATASET, 0, path=url, standin=STANDIN)
         return InitialWeights(url)
@@ -71,25 +73,19 @@ def _offline_load_url(url: str, *args: Any, **kwargs: Any) -> Any:
 def _load_state_dict(self: torch.nn.Module, state_dict: Any, *args: Any, **kwargs: Any) -> Any:
     if isinstance(state_dict, InitialWeights):
         return _IncompatibleKeys([], [])
-    return _REAL["Module.load_state_dict"](self, state_dict, *args, **kwargs)
+    real = patching.original(torch.nn.Module, "load_state_dict")
+    return real(self, state_dict, *args, **kwargs)
 
 
 def install() -> None:
     """Patch the download functions (``torch.hub``'s and ``model_zoo``'s, one function) and
     ``Module.load_state_dict``, for this process (once)."""
-    if _REAL:
+    if patching.active(_BY):
         return
-    _REAL["load_state_dict_from_url"] = torch.hub.load_state_dict_from_url
-    _REAL["Module.load_state_dict"] = torch.nn.Module.load_state_dict
-    torch.hub.load_state_dict_from_url = _offline_load_url
-    torch.utils.model_zoo.load_url = _offline_load_url
-    torch.nn.Module.load_state_dict = _load_state_dict  # type: ignore[method-assign]
+    patching.patch(torch.hub, "load_state_dict_from_url", _offline_load_url, by=_BY)
+    patching.patch(torch.utils.model_zoo, "load_url", _offline_load_url, by=_BY)
+    patching.patch(torch.nn.Module, "load_state_dict", _load_state_dict, by=_BY)
 
 
 def uninstall() -> None:
-    if _REAL:
-        torch.hub.load_state_dict_from_url = _REAL["load_state_dict_from_url"]
-        torch.utils.model_zoo.load_url = _REAL["load_state_dict_from_url"]
-        real_load = _REAL["Module.load_state_dict"]
-        torch.nn.Module.load_state_dict = real_load  # type: ignore[method-assign]
-        _REAL.clear()
+    patching.undo_all(_BY)
