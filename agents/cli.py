@@ -11,7 +11,8 @@ import textwrap
 from pathlib import Path
 
 from torchport.sandbox.isolation import hide_own_secrets
-from torchport.sandbox.limits import MAX_SEED
+from torchport.sandbox.limits import MAX_SEED, RUN_STEPS
+from torchport.sandbox.modes import EMULATED
 from torchport.tools import __version__
 from torchport.tools.catalogue import TARGETS, CatalogueError, load_catalogue
 from torchport.tools.filenames import PRINTABLE_ERRORS
@@ -135,7 +136,7 @@ def _build_parser() -> argparse.ArgumentParser:
     how.add_argument(
         "--target",
         "-t",
-        choices=["tpu", "neuron", "accelerator"],
+        choices=[*EMULATED, "accelerator"],
         help="run on the emulated device (accelerator: plain CPU torch)",
     )
     how.add_argument(
@@ -144,7 +145,7 @@ def _build_parser() -> argparse.ArgumentParser:
         help="run unmodified CUDA code on the CPU through the reference shim",
     )
     run.add_argument("--root", default=".", help="the program's folder (default: .)")
-    add_run_budget(run, default_steps=20)
+    add_run_budget(run, default_steps=RUN_STEPS)
     run.add_argument("--seed", type=seed, default=0, help=f"0 to {MAX_SEED} (default: 0)")
     run.add_argument("--format", "-f", choices=["text", "json"], default="text")
     run.add_argument("command", nargs=argparse.REMAINDER, help="-- python SCRIPT [ARGS]")
@@ -207,11 +208,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from .data_notes import data_notes
 
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
-    mode = (
-        "reference"
-        if args.reference
-        else {"tpu": "tpu", "neuron": "neuron"}.get(args.target or "", "plain")
-    )
+    mode = "reference" if args.reference else (args.target if args.target in EMULATED else "plain")
     spec = RunSpec(
         root=Path(args.root).resolve(),
         command=command,

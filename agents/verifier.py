@@ -26,26 +26,35 @@ from pathlib import Path
 from typing import Any
 
 from torchport.sandbox.harness import RunError, RunSpec, run, torchrun_parts
+from torchport.sandbox.limits import (
+    DEFAULT_DEVICES,
+    DEFAULT_ISOLATION,
+    DEFAULT_MEMORY_MB,
+    DEFAULT_TIMEOUT_S,
+)
+from torchport.sandbox.modes import EMULATED
 from torchport.tools.depinstall import HOW_TO_PROVIDE
 from torchport.tools.depresolve import NOT_FOR_THE_PORT
+
+from .defaults import VERIFY_STEPS
 
 VERDICTS = ("verified", "ran", "failed", "not-runnable")
 # The harness mode that runs each target's migrated code. `accelerator` code asks
 # torch.accelerator for the device, so any emulated accelerator proves it.
-MODE_FOR_TARGET = {"tpu": "tpu", "neuron": "neuron", "accelerator": "tpu", "xla": None}
+MODE_FOR_TARGET = {**{name: name for name in EMULATED}, "accelerator": "tpu", "xla": None}
 _NOT_COPIED = {".git", "__pycache__", ".venv", "venv", "torchport-report"}
 _BF16 = re.compile(r"\bbfloat16\b|\bbf16\b|\bautocast\b|\bhalf\(\)|\bfloat16\b")
 
 
 @dataclass(frozen=True)
 class Budget:
-    steps: int = 5
-    forwards: int = 5
-    timeout_s: float = 300.0
-    memory_mb: int = 4096
-    isolation: str = "auto"
+    steps: int = VERIFY_STEPS
+    forwards: int = VERIFY_STEPS
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    memory_mb: int = DEFAULT_MEMORY_MB
+    isolation: str = DEFAULT_ISOLATION
     seed: int = 0
-    devices: int = 2  # what device_count() answers in both runs
+    devices: int = DEFAULT_DEVICES  # what device_count() answers in both runs
 
 
 def budget_of(settings: Mapping[str, Any]) -> Budget:

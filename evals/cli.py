@@ -12,9 +12,11 @@ from pathlib import Path
 from typing import Any
 
 from torchport.agents.cli_options import positive_int, seconds, steps
+from torchport.sandbox.limits import DEFAULT_TIMEOUT_S
+from torchport.tools.catalogue import TARGETS
 from torchport.tools.safetext import terminal_line
 
-from .tasks import TARGETS, SuiteError, load_suite
+from .tasks import SuiteError, load_suite
 
 # Kept here rather than imported from .modes, so that building the parser stays cheap.
 MODES = ("rules", "rules+llm", "llm", "naive", "shim")
@@ -54,7 +56,9 @@ def add_parser(sub: Any) -> None:
     e.add_argument("--tasks", help="comma list of task names (default: all)")
     e.add_argument("--jobs", "-j", type=positive_int, default=1, help="jobs in parallel")
     e.add_argument("--steps", type=steps, default=3, help="optimizer steps per run, at least 1")
-    e.add_argument("--timeout", type=seconds, default=300.0, help="per run, seconds (above 0)")
+    e.add_argument(
+        "--timeout", type=seconds, default=DEFAULT_TIMEOUT_S, help="per run, seconds (above 0)"
+    )
     e.add_argument("--out", default="out/eval", help="results and leaderboard folder")
     e.add_argument("--fresh", action="store_true", help="discard earlier results in OUT")
     e.add_argument("--quiet", "-q", action="store_true", help="no progress on standard error")

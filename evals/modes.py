@@ -21,6 +21,7 @@ from typing import Any
 
 from torchport.agents import verifier
 from torchport.agents.verifier import Budget
+from torchport.sandbox.modes import EMULATED
 
 from .tasks import Task
 
@@ -104,7 +105,7 @@ TRANSFER = ("torchport.evals.transfer",)
 def shim(task: Task, target: str, out: Path, budget: Budget, cache: Path) -> Migration:
     """No edits; torch is patched at run time to send CUDA calls to the device."""
     _copy(task, out)
-    if target not in ("tpu", "neuron"):
+    if target not in EMULATED:
         reason = f"the runtime shim needs an emulated device; {target} has none"
         verification = verifier.Verification("not-runnable", reason).to_json()
         return Migration(out, verification, TRANSFER)
