@@ -14,6 +14,7 @@ from torchport.sandbox.isolation import hide_own_secrets
 from torchport.sandbox.limits import MAX_SEED, RUN_STEPS
 from torchport.sandbox.modes import EMULATED
 from torchport.tools import __version__
+from torchport.tools.atomicfile import atomic_write
 from torchport.tools.catalogue import TARGETS, CatalogueError, load_catalogue
 from torchport.tools.filenames import PRINTABLE_ERRORS
 from torchport.tools.report import FORMATS
@@ -189,10 +190,7 @@ def _cmd_scan(args: argparse.Namespace) -> int:
     report = FORMATS[args.format](result)
     if args.output:
         try:
-            out = Path(args.output)
-            tmp = out.with_name(out.name + ".tmp")
-            tmp.write_text(report, encoding="utf-8", errors=PRINTABLE_ERRORS)
-            tmp.replace(out)
+            atomic_write(Path(args.output), report, errors=PRINTABLE_ERRORS)
         except OSError as exc:
             return _error(f"cannot write {args.output}: {exc.strerror or exc}")
         if not args.quiet:

@@ -33,6 +33,7 @@ from torchport.sandbox.limits import (
     DEFAULT_TIMEOUT_S,
 )
 from torchport.sandbox.modes import EMULATED
+from torchport.tools.atomicfile import atomic_write
 from torchport.tools.depinstall import HOW_TO_PROVIDE
 from torchport.tools.depresolve import NOT_FOR_THE_PORT
 
@@ -485,9 +486,7 @@ def reference_run(
     result = run_program(root, argv, "reference", budget, progress=progress, site_paths=site_paths)
     if path is not None and result.get("status") == "ok":
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(result, default=str))
-        os.replace(tmp, path)
+        atomic_write(path, json.dumps(result, default=str))
     return result
 
 

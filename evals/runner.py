@@ -20,6 +20,7 @@ from typing import Any
 
 from torchport.agents.verifier import Budget
 from torchport.sandbox.isolation import hide_own_secrets
+from torchport.tools.atomicfile import atomic_write
 from torchport.tools.safetext import terminal_line
 from torchport.tools.scanner import ScanOptions, scan
 
@@ -135,9 +136,7 @@ def _job(task: Task, mode: str, target: str, work: Path, budget: Budget) -> dict
 
 
 def _write(path: Path, data: dict[str, Any]) -> None:
-    tmp = path.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, indent=2))
-    os.replace(tmp, path)
+    atomic_write(path, json.dumps(data, indent=2))
 
 
 def run_all(

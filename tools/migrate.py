@@ -37,9 +37,6 @@ from .repowalk import SKIP_DIRS
 from .scanner import ScanOptions, scan
 from .sourcefile import read_exact
 
-# Kept for callers that write one file of their own output folder (batch summaries).
-atomic_write = nofollow.atomic_write
-
 
 class MigrateError(Exception):
     """The migration cannot start (bad path, unsafe output, dirty tree); nothing was written."""

@@ -13,14 +13,13 @@ from __future__ import annotations
 
 import ast
 import json
-import os
 import re
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from torchport.tools import edits
+from torchport.tools.atomicfile import atomic_write
 
 MAX_READ_LINES = 200
 MAX_RESULTS = 40
@@ -368,7 +367,7 @@ class Workspace:
         """Put every file edited since ``mark()`` back as it was; the paths restored."""
         restored = []
         for file, data in self._originals.items():
-            _atomic_write(file, data)
+            atomic_write(file, data)
             restored.append(file.relative_to(self.root).as_posix())
         self._originals.clear()
         return restored
@@ -390,7 +389,7 @@ class Workspace:
             before = "".join(old_lines[span[0] - 1 : span[1]])
         after = "".join(new_lines[result.start_line - 1 : result.end_line])
         self._originals.setdefault(file, data)
-        _atomic_write(file, result.source.encode("utf-8"))
+        atomic_write(file, result.source.encode("utf-8"))
         self.edits.append(EditRecord(rel, start, result.end_line, before, after, reason, tool))
         shown = numbered(new_lines[result.start_line - 1 : result.end_line], result.start_line)
         return f"edited {rel}; lines {result.start_line}-{result.end_line} now read:\n{shown}"
@@ -439,18 +438,3 @@ def _capped(hits: list[str], empty: str) -> str:
 def _read(file: Path) -> str:
     with open(file, encoding="utf-8", newline="") as handle:
         return handle.read()
-
-
-def _atomic_write(file: Path, data: bytes) -> None:
-    """Write through a temporary file in the same folder, so a reader never sees half a file."""
-    mode = file.stat().st_mode & 0o7777 if file.exists() else None
-    fd, tmp = tempfile.mkstemp(dir=file.parent, prefix=f".{file.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        if mode is not None:
-            os.chmod(tmp, mode)
-        os.replace(tmp, file)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
