@@ -48,7 +48,10 @@ _BF16 = re.compile(r"\bbfloat16\b|\bbf16\b|\bautocast\b|\bhalf\(\)|\bfloat16\b")
 
 
 @dataclass(frozen=True)
-class Budget:
+class RunLimits:
+    """How each of a verification's two runs is bounded and what machine it sees (not
+    ``sandbox.budget.Budget``, the step counter inside the running program)."""
+
     steps: int = VERIFY_STEPS
     forwards: int = VERIFY_STEPS
     timeout_s: float = DEFAULT_TIMEOUT_S
@@ -58,16 +61,16 @@ class Budget:
     devices: int = DEFAULT_DEVICES  # what device_count() answers in both runs
 
 
-def budget_of(settings: Mapping[str, Any]) -> Budget:
-    """The run budget a migration's settings ask for (the graph's, or a chat session's)."""
-    steps = int(settings.get("steps", Budget.steps))
-    return Budget(
+def budget_of(settings: Mapping[str, Any]) -> RunLimits:
+    """The run limits a migration's settings ask for (the graph's, or a chat session's)."""
+    steps = int(settings.get("steps", RunLimits.steps))
+    return RunLimits(
         steps=steps,
         forwards=steps,
-        timeout_s=float(settings.get("timeout_s", Budget.timeout_s)),
-        memory_mb=int(settings.get("memory_mb", Budget.memory_mb)),
-        isolation=str(settings.get("isolation", Budget.isolation)),
-        devices=int(settings.get("devices", Budget.devices)),
+        timeout_s=float(settings.get("timeout_s", RunLimits.timeout_s)),
+        memory_mb=int(settings.get("memory_mb", RunLimits.memory_mb)),
+        isolation=str(settings.get("isolation", RunLimits.isolation)),
+        devices=int(settings.get("devices", RunLimits.devices)),
     )
 
 
@@ -405,7 +408,7 @@ def run_program(
     root: Path,
     argv: list[str],
     mode: str,
-    budget: Budget,
+    budget: RunLimits,
     preload: tuple[str, ...] = (),
     progress: Callable[[dict[str, Any]], None] | None = None,
     site_paths: tuple[str, ...] = (),
@@ -463,7 +466,7 @@ def sandbox_digest() -> str:
 def reference_run(
     root: Path,
     argv: list[str],
-    budget: Budget,
+    budget: RunLimits,
     cache: Path | None,
     progress: Callable[[dict[str, Any]], None] | None = None,
     site_paths: tuple[str, ...] = (),
@@ -495,7 +498,7 @@ def verify_tree(
     tree: Path,
     argv: list[str],
     target: str,
-    budget: Budget,
+    budget: RunLimits,
     cache: Path | None,
     preload: tuple[str, ...] = (),
     reference: dict[str, Any] | None = None,
@@ -569,7 +572,7 @@ def name_missing_dependency(v: Verification, environment: dict[str, Any]) -> Ver
 
 
 def _steps(
-    say: Callable[[str], None], which: str, budget: Budget
+    say: Callable[[str], None], which: str, budget: RunLimits
 ) -> Callable[[dict[str, Any]], None]:
     def report(event: dict[str, Any]) -> None:
         loss = event.get("loss")

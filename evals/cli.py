@@ -76,7 +76,7 @@ def _list(value: str, allowed: tuple[str, ...], what: str) -> list[str]:
 def run(args: argparse.Namespace) -> int:
     import shutil
 
-    from torchport.agents.verifier import Budget
+    from torchport.agents.verifier import RunLimits
 
     from . import leaderboard
     from .runner import print_progress, run_all
@@ -105,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out)
     if args.fresh and (out / "results").exists():
         shutil.rmtree(out / "results")
-    budget = Budget(steps=args.steps, forwards=args.steps, timeout_s=args.timeout)
+    budget = RunLimits(steps=args.steps, forwards=args.steps, timeout_s=args.timeout)
     results = run_all(
         tasks,
         modes,

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from torchport.agents import verifier
-from torchport.agents.verifier import Budget
+from torchport.agents.verifier import RunLimits
 from torchport.sandbox.modes import EMULATED
 
 from .tasks import Task
@@ -41,7 +41,7 @@ class Migration:
 
 
 def verify_tree(
-    task: Task, tree: Path, target: str, budget: Budget, cache: Path, preload: tuple = ()
+    task: Task, tree: Path, target: str, budget: RunLimits, cache: Path, preload: tuple = ()
 ) -> dict[str, Any]:
     """The verifier's verdict for a migrated tree, against the task's original."""
     verification, _ = verifier.verify_tree(
@@ -58,7 +58,7 @@ def _copy(task: Task, out: Path) -> Path:
 
 
 def agent_graph(llm: str) -> Callable[..., Migration]:
-    def migrate(task: Task, target: str, out: Path, budget: Budget, cache: Path) -> Migration:
+    def migrate(task: Task, target: str, out: Path, budget: RunLimits, cache: Path) -> Migration:
         from torchport.agents import graph, runs
         from torchport.agents.llm_runtime import llm_factory
 
@@ -87,7 +87,7 @@ def agent_graph(llm: str) -> Callable[..., Migration]:
     return migrate
 
 
-def naive(task: Task, target: str, out: Path, budget: Budget, cache: Path) -> Migration:
+def naive(task: Task, target: str, out: Path, budget: RunLimits, cache: Path) -> Migration:
     """Every ``cuda`` in Python text becomes the target's name; nothing else."""
     name = {"accelerator": "cpu"}.get(target, target)
     _copy(task, out)
@@ -102,7 +102,7 @@ def naive(task: Task, target: str, out: Path, budget: Budget, cache: Path) -> Mi
 TRANSFER = ("torchport.evals.transfer",)
 
 
-def shim(task: Task, target: str, out: Path, budget: Budget, cache: Path) -> Migration:
+def shim(task: Task, target: str, out: Path, budget: RunLimits, cache: Path) -> Migration:
     """No edits; torch is patched at run time to send CUDA calls to the device."""
     _copy(task, out)
     if target not in EMULATED:
@@ -112,7 +112,7 @@ def shim(task: Task, target: str, out: Path, budget: Budget, cache: Path) -> Mig
     return Migration(out, verify_tree(task, out, target, budget, cache, TRANSFER), TRANSFER)
 
 
-def llm_only(task: Task, target: str, out: Path, budget: Budget, cache: Path) -> Migration:
+def llm_only(task: Task, target: str, out: Path, budget: RunLimits, cache: Path) -> Migration:
     """The model ports each statement that mentions CUDA, with no catalogue help."""
     import ast
 
@@ -180,7 +180,7 @@ RUNNERS: dict[str, Callable[..., Migration]] = {
 
 
 def run_mode(
-    mode: str, task: Task, target: str, out: Path, budget: Budget, cache: Path
+    mode: str, task: Task, target: str, out: Path, budget: RunLimits, cache: Path
 ) -> tuple[Migration, float]:
     started = time.perf_counter()
     migration = RUNNERS[mode](task, target, out, budget, cache)

@@ -187,7 +187,7 @@ def test_root_package_layout_and_an_installed_dependency_verify(tmp_path, wheels
         },
     )
     env = depinstall.prepare(resolve(repo), tmp_path / "cache").to_json()
-    budget = verifier.Budget(steps=3, forwards=3, timeout_s=120)
+    budget = verifier.RunLimits(steps=3, forwards=3, timeout_s=120)
     v, _ = verifier.verify_tree(
         repo, migrated, ["python", "scripts/train.py"], "tpu", budget, None, environment=env
     )

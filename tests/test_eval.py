@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from torchport.agents.cli import main
-from torchport.agents.verifier import Budget
+from torchport.agents.verifier import RunLimits
 from torchport.evals import modes
 from torchport.evals.edits import edits_of, score
 from torchport.evals.runner import evaluate, run_all
@@ -66,7 +66,7 @@ def suite(tmp_path: Path) -> Path:
     return root
 
 
-BUDGET = Budget(steps=3, forwards=3, timeout_s=180)
+BUDGET = RunLimits(steps=3, forwards=3, timeout_s=180)
 
 
 def with_mode(monkeypatch, name: str, produce) -> None:
