@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import libcst as cst
+from torchport.tools.ast_edits import EditRefused, insert_import, remove_unused_imports
 from torchport.tools.catalogue import load_catalogue
 from torchport.tools.codemods.guard import blocking
-from torchport.tools.edits import EditRefused, insert_import, remove_unused_imports
 from torchport.tools.migrate import MigrateOptions, migrate
 from torchport.tools.report.counts import count_constructs
 from torchport.tools.scanner import ScanOptions, scan

@@ -60,7 +60,7 @@ def _copy(task: Task, out: Path) -> Path:
 def agent_graph(llm: str) -> Callable[..., Migration]:
     def migrate(task: Task, target: str, out: Path, budget: RunLimits, cache: Path) -> Migration:
         from torchport.agents import graph, runs
-        from torchport.agents.llm_runtime import llm_factory
+        from torchport.agents.llm.factory import llm_factory
 
         runtime = graph.Runtime(runs.new_run_id(), llm_factory=llm_factory(lambda m: None))
         settings = {
@@ -117,7 +117,7 @@ def llm_only(task: Task, target: str, out: Path, budget: RunLimits, cache: Path)
     import ast
 
     from torchport.agents import rewriter
-    from torchport.agents.llm_runtime import llm_factory
+    from torchport.agents.llm.factory import llm_factory
 
     client = llm_factory(lambda m: None)({"llm": "auto"})
     if client is None:
@@ -169,7 +169,7 @@ def llm_only(task: Task, target: str, out: Path, budget: RunLimits, cache: Path)
     return Migration(out, verify_tree(task, out, target, budget, cache), llm=usage)
 
 
-# The keys are evals.cli.MODES (kept there so the command line starts fast).
+# The keys are cli.evaluate.MODES (kept there so the command line starts fast).
 RUNNERS: dict[str, Callable[..., Migration]] = {
     "rules": agent_graph("none"),
     "rules+llm": agent_graph("auto"),

@@ -24,7 +24,7 @@ from torchport.tools.atomicfile import atomic_write
 from torchport.tools.safetext import terminal_line
 from torchport.tools.scanner import ScanOptions, scan
 
-from .edits import golden_tree_edits, score, tree_edits
+from .edit_scores import golden_tree_edits, score, tree_edits
 from .modes import run_mode
 from .tasks import Task
 

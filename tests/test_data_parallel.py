@@ -11,8 +11,8 @@ import textwrap
 from pathlib import Path
 
 import torch
-from torchport.agents.cli import main as cli
 from torchport.agents.verifier import RunLimits, verify_tree
+from torchport.cli.main import main as cli
 
 TRAIN = textwrap.dedent(
     """

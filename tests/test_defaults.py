@@ -7,7 +7,7 @@ import dataclasses
 
 import pytest
 from torchport.agents import defaults, graph, verifier
-from torchport.agents.cli import _build_parser
+from torchport.cli.main import _build_parser
 from torchport.sandbox import limits
 from torchport.sandbox.harness import RunSpec
 

@@ -7,7 +7,7 @@ import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-TOP = {"agents", "tools", "sandbox", "evals", "prompts"}
+TOP = {"agents", "tools", "sandbox", "evals", "prompts", "cli"}
 
 
 def test_every_package_folder_is_declared():

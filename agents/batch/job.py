@@ -142,7 +142,7 @@ def crashed(spec: JobSpec, why: str) -> dict[str, Any]:
 
 def _migrate(spec: JobSpec, source: Path, out: Path, run_id: str) -> dict[str, Any]:
     from torchport.agents import graph
-    from torchport.agents.llm_runtime import llm_factory
+    from torchport.agents.llm.factory import llm_factory
 
     def say(message: str) -> None:
         print(f"torchport: {message}", file=sys.stderr, flush=True)

@@ -2,7 +2,7 @@
 
 The model never writes files or runs anything itself: it names a tool and its
 arguments, and a ``Workspace`` runs it, confined to its root. Edits go through the
-AST primitives of ``tools.edits`` (so the file always still parses and compiles) and
+AST primitives of ``tools.ast_edits`` (so the file always still parses and compiles) and
 are written atomically and recorded. Every tool answers with short text, errors
 included, so a model can read the answer and correct itself; nothing raises out.
 The tool list is data (``TOOL_SPECS``) from which both the OpenAI ``tools`` schemas
@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from torchport.tools import edits
+from torchport.tools import ast_edits
 from torchport.tools.atomicfile import atomic_write
 
 MAX_READ_LINES = 200
@@ -237,7 +237,7 @@ class Workspace:
             return getattr(self, name)(**kwargs)
         except ToolError as exc:
             return f"error: {exc}"
-        except edits.EditRefused as exc:
+        except ast_edits.EditRefused as exc:
             return f"error: edit refused: {exc}"
         except (OSError, UnicodeDecodeError) as exc:
             return f"error: {type(exc).__name__}: {exc}"
@@ -292,7 +292,9 @@ class Workspace:
             "replace_lines",
             path,
             reason,
-            lambda source, name: edits.replace_lines(source, start_line, end_line, new_code, name),
+            lambda source, name: ast_edits.replace_lines(
+                source, start_line, end_line, new_code, name
+            ),
             (start_line, end_line),
         )
 
@@ -310,7 +312,7 @@ class Workspace:
             "replace_node",
             path,
             reason,
-            lambda source, name: edits.replace_node(
+            lambda source, name: ast_edits.replace_node(
                 source, line, col, end_line, end_col, new_code, name
             ),
             (line, end_line),
@@ -323,7 +325,7 @@ class Workspace:
             "insert_import",
             path,
             reason,
-            lambda source, file: edits.insert_import(source, module, name or None, file),
+            lambda source, file: ast_edits.insert_import(source, module, name or None, file),
             None,
         )
 

@@ -16,6 +16,7 @@ import sys
 from collections.abc import Callable
 from typing import Any, NoReturn
 
+from torchport.agents.defaults import MAX_ITERATIONS, MAX_LLM_TOKENS, VERIFY_STEPS
 from torchport.agents.llm.config import LLMConfigError, check_flag
 from torchport.sandbox.limits import (
     DEFAULT_DEVICES,
@@ -27,9 +28,9 @@ from torchport.sandbox.limits import (
 )
 from torchport.tools.safetext import terminal_line
 
-from .defaults import MAX_ITERATIONS, MAX_LLM_TOKENS, VERIFY_STEPS
-
-EXIT_ERROR = 2  # every front door: nothing was done (bad input or option)
+# Every front door's exit statuses: done and nothing found, done with findings (or a run
+# that failed), nothing done (bad input or option).
+EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
 ISOLATION = ["auto", "bwrap", "docker", "unshare", "process"]
 LLM_FLAGS = "none|local|auto|URL"

@@ -11,12 +11,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from torchport.agents.cli_options import positive_int, seconds, steps
+from torchport.evals.tasks import SuiteError, load_suite
 from torchport.sandbox.limits import DEFAULT_TIMEOUT_S
 from torchport.tools.catalogue import TARGETS
 from torchport.tools.safetext import terminal_line
 
-from .tasks import SuiteError, load_suite
+from .options import positive_int, seconds, steps
 
 # Kept here rather than imported from .modes, so that building the parser stays cheap.
 MODES = ("rules", "rules+llm", "llm", "naive", "shim")
@@ -77,9 +77,8 @@ def run(args: argparse.Namespace) -> int:
     import shutil
 
     from torchport.agents.verifier import RunLimits
-
-    from . import leaderboard
-    from .runner import print_progress, run_all
+    from torchport.evals import leaderboard
+    from torchport.evals.runner import print_progress, run_all
 
     try:
         modes = _list(args.modes, MODES, "mode")
