@@ -17,7 +17,7 @@ from .options import EXIT_CLEAN, EXIT_FINDINGS, add_run_budget, fail, seed
 
 
 def add_parser(sub: Any) -> None:
-    run = sub.add_parser(
+    parser = sub.add_parser(
         "run",
         help="run a program in the sandbox (emulated device or CUDA reference), with a budget",
         description="Run a Python program from a scratch copy of --root, isolated, stopping "
@@ -28,7 +28,7 @@ def add_parser(sub: Any) -> None:
         "  torchport run --reference --steps 5 -f json -- python -m mypkg.train\n",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    how = run.add_mutually_exclusive_group()
+    how = parser.add_mutually_exclusive_group()
     how.add_argument(
         "--target",
         "-t",
@@ -40,12 +40,12 @@ def add_parser(sub: Any) -> None:
         action="store_true",
         help="run unmodified CUDA code on the CPU through the reference shim",
     )
-    run.add_argument("--root", default=".", help="the program's folder (default: .)")
-    add_run_budget(run, default_steps=RUN_STEPS)
-    run.add_argument("--seed", type=seed, default=0, help=f"0 to {MAX_SEED} (default: 0)")
-    run.add_argument("--format", "-f", choices=["text", "json"], default="text")
-    run.add_argument("command", nargs=argparse.REMAINDER, help="-- python SCRIPT [ARGS]")
-    run.set_defaults(func=run)
+    parser.add_argument("--root", default=".", help="the program's folder (default: .)")
+    add_run_budget(parser, default_steps=RUN_STEPS)
+    parser.add_argument("--seed", type=seed, default=0, help=f"0 to {MAX_SEED} (default: 0)")
+    parser.add_argument("--format", "-f", choices=["text", "json"], default="text")
+    parser.add_argument("command", nargs=argparse.REMAINDER, help="-- python SCRIPT [ARGS]")
+    parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -25,7 +25,7 @@ from torchport.sandbox.isolation import hide_own_secrets
 from .clone import checkout
 from .sources import Source
 
-# Graph settings every job of a batch shares (agents.graph.DEFAULTS for the rest).
+# Graph settings every job of a batch shares (agents.defaults.DEFAULTS for the rest).
 SHARED_SETTINGS = (
     "target",
     "verify",
