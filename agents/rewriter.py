@@ -18,13 +18,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import libcst as cst
+from torchport.tools.ast_edits import EditRefused, insert_import, remove_unused_imports
 from torchport.tools.catalogue import load_catalogue
 from torchport.tools.codemods.guard import blocking
-from torchport.tools.edits import EditRefused, insert_import, remove_unused_imports
 from torchport.tools.migrate import MigrateOptions, migrate
 from torchport.tools.report.counts import count_constructs
 from torchport.tools.scanner import ScanOptions, scan
 
+from .defaults import MAX_TURNS
 from .workspace import changed_files, materialize
 
 if TYPE_CHECKING:
@@ -80,8 +81,8 @@ def llm_repair(
     work: Path,
     request: dict[str, Any],
     *,
-    max_turns: int,
-    max_tokens: int | None,
+    max_turns: int = MAX_TURNS,
+    max_tokens: int | None = None,
     verify: Any = None,
 ) -> tuple[dict[str, str], dict[str, Any]]:
     """One LLM repair in a scratch copy; returns the new overlay and the repair's record."""

@@ -26,38 +26,51 @@ from pathlib import Path
 from typing import Any
 
 from torchport.sandbox.harness import RunError, RunSpec, run, torchrun_parts
+from torchport.sandbox.limits import (
+    DEFAULT_DEVICES,
+    DEFAULT_ISOLATION,
+    DEFAULT_MEMORY_MB,
+    DEFAULT_TIMEOUT_S,
+)
+from torchport.sandbox.modes import EMULATED
+from torchport.tools.atomicfile import atomic_write
 from torchport.tools.depinstall import HOW_TO_PROVIDE
 from torchport.tools.depresolve import NOT_FOR_THE_PORT
+
+from .defaults import VERIFY_STEPS
 
 VERDICTS = ("verified", "ran", "failed", "not-runnable")
 # The harness mode that runs each target's migrated code. `accelerator` code asks
 # torch.accelerator for the device, so any emulated accelerator proves it.
-MODE_FOR_TARGET = {"tpu": "tpu", "neuron": "neuron", "accelerator": "tpu", "xla": None}
+MODE_FOR_TARGET = {**{name: name for name in EMULATED}, "accelerator": "tpu", "xla": None}
 _NOT_COPIED = {".git", "__pycache__", ".venv", "venv", "torchport-report"}
 _BF16 = re.compile(r"\bbfloat16\b|\bbf16\b|\bautocast\b|\bhalf\(\)|\bfloat16\b")
 
 
 @dataclass(frozen=True)
-class Budget:
-    steps: int = 5
-    forwards: int = 5
-    timeout_s: float = 300.0
-    memory_mb: int = 4096
-    isolation: str = "auto"
+class RunLimits:
+    """How each of a verification's two runs is bounded and what machine it sees (not
+    ``sandbox.budget.Budget``, the step counter inside the running program)."""
+
+    steps: int = VERIFY_STEPS
+    forwards: int = VERIFY_STEPS
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    memory_mb: int = DEFAULT_MEMORY_MB
+    isolation: str = DEFAULT_ISOLATION
     seed: int = 0
-    devices: int = 2  # what device_count() answers in both runs
+    devices: int = DEFAULT_DEVICES  # what device_count() answers in both runs
 
 
-def budget_of(settings: Mapping[str, Any]) -> Budget:
-    """The run budget a migration's settings ask for (the graph's, or a chat session's)."""
-    steps = int(settings.get("steps", Budget.steps))
-    return Budget(
+def budget_of(settings: Mapping[str, Any]) -> RunLimits:
+    """The run limits a migration's settings ask for (the graph's, or a chat session's)."""
+    steps = int(settings.get("steps", RunLimits.steps))
+    return RunLimits(
         steps=steps,
         forwards=steps,
-        timeout_s=float(settings.get("timeout_s", Budget.timeout_s)),
-        memory_mb=int(settings.get("memory_mb", Budget.memory_mb)),
-        isolation=str(settings.get("isolation", Budget.isolation)),
-        devices=int(settings.get("devices", Budget.devices)),
+        timeout_s=float(settings.get("timeout_s", RunLimits.timeout_s)),
+        memory_mb=int(settings.get("memory_mb", RunLimits.memory_mb)),
+        isolation=str(settings.get("isolation", RunLimits.isolation)),
+        devices=int(settings.get("devices", RunLimits.devices)),
     )
 
 
@@ -395,7 +408,7 @@ def run_program(
     root: Path,
     argv: list[str],
     mode: str,
-    budget: Budget,
+    budget: RunLimits,
     preload: tuple[str, ...] = (),
     progress: Callable[[dict[str, Any]], None] | None = None,
     site_paths: tuple[str, ...] = (),
@@ -453,7 +466,7 @@ def sandbox_digest() -> str:
 def reference_run(
     root: Path,
     argv: list[str],
-    budget: Budget,
+    budget: RunLimits,
     cache: Path | None,
     progress: Callable[[dict[str, Any]], None] | None = None,
     site_paths: tuple[str, ...] = (),
@@ -476,9 +489,7 @@ def reference_run(
     result = run_program(root, argv, "reference", budget, progress=progress, site_paths=site_paths)
     if path is not None and result.get("status") == "ok":
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(result, default=str))
-        os.replace(tmp, path)
+        atomic_write(path, json.dumps(result, default=str))
     return result
 
 
@@ -487,7 +498,7 @@ def verify_tree(
     tree: Path,
     argv: list[str],
     target: str,
-    budget: Budget,
+    budget: RunLimits,
     cache: Path | None,
     preload: tuple[str, ...] = (),
     reference: dict[str, Any] | None = None,
@@ -561,7 +572,7 @@ def name_missing_dependency(v: Verification, environment: dict[str, Any]) -> Ver
 
 
 def _steps(
-    say: Callable[[str], None], which: str, budget: Budget
+    say: Callable[[str], None], which: str, budget: RunLimits
 ) -> Callable[[dict[str, Any]], None]:
     def report(event: dict[str, Any]) -> None:
         loss = event.get("loss")

@@ -55,7 +55,7 @@ def tree_rss_mb(root_pid: int) -> float:
 def run_batch(sources: Path, out: Path, args: list[str], home: Path) -> tuple[float, float, dict]:
     """Wall seconds, peak tree RSS (MiB) and the summary's totals of one batch."""
     env = {**os.environ, "TORCHPORT_HOME": str(home), "RAY_DISABLE_USAGE_STATS": "1"}
-    command = [sys.executable, "-m", "torchport.agents.cli", "batch", str(sources)]
+    command = [sys.executable, "-m", "torchport.cli", "batch", str(sources)]
     command += ["--target", "tpu", "--out", str(out), "--llm", "none", "--quiet", *args]
     started = time.perf_counter()
     process = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True)

@@ -437,7 +437,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budget", type=int, default=300, help="seconds per migration")
     parser.add_argument(
         "--torchport",
-        default=f"{shlex.quote(sys.executable)} -m torchport.agents.cli",
+        default=f"{shlex.quote(sys.executable)} -m torchport.cli",
         help="the command that runs torchport",
     )
     options = parser.parse_args(argv)

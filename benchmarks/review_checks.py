@@ -8,7 +8,7 @@ the semantic guard refused. Not part of ``make test``; a few seconds a repositor
 
     python benchmarks/review_checks.py                      # every repository, target tpu
     python benchmarks/review_checks.py --only llm.c --target accelerator --json out.json
-    python benchmarks/review_checks.py --torchport "OTHER/python -m torchport.agents.cli"
+    python benchmarks/review_checks.py --torchport "OTHER/python -m torchport.cli"
 """
 
 from __future__ import annotations
@@ -138,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="also write the rows here")
     parser.add_argument(
         "--torchport",
-        default=f"{shlex.quote(sys.executable)} -m torchport.agents.cli",
+        default=f"{shlex.quote(sys.executable)} -m torchport.cli",
         help="the command that runs torchport (another checkout's, to compare)",
     )
     options = parser.parse_args(argv)

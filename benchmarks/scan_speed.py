@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-TORCHPORT = [sys.executable, "-m", "torchport.agents.cli"]
+TORCHPORT = [sys.executable, "-m", "torchport.cli"]
 
 PLAIN_MODULE = '''\
 """Module {i}: data utilities and a small model, no accelerator code."""

@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from torchport.agents import verifier
-from torchport.agents.verifier import Budget
+from torchport.agents.verifier import RunLimits
+from torchport.sandbox.modes import EMULATED
 
 from .tasks import Task
 
@@ -40,7 +41,7 @@ class Migration:
 
 
 def verify_tree(
-    task: Task, tree: Path, target: str, budget: Budget, cache: Path, preload: tuple = ()
+    task: Task, tree: Path, target: str, budget: RunLimits, cache: Path, preload: tuple = ()
 ) -> dict[str, Any]:
     """The verifier's verdict for a migrated tree, against the task's original."""
     verification, _ = verifier.verify_tree(
@@ -57,9 +58,9 @@ def _copy(task: Task, out: Path) -> Path:
 
 
 def agent_graph(llm: str) -> Callable[..., Migration]:
-    def migrate(task: Task, target: str, out: Path, budget: Budget, cache: Path) -> Migration:
+    def migrate(task: Task, target: str, out: Path, budget: RunLimits, cache: Path) -> Migration:
         from torchport.agents import graph, runs
-        from torchport.agents.llm_runtime import llm_factory
+        from torchport.agents.llm.factory import llm_factory
 
         runtime = graph.Runtime(runs.new_run_id(), llm_factory=llm_factory(lambda m: None))
         settings = {
@@ -86,7 +87,7 @@ def agent_graph(llm: str) -> Callable[..., Migration]:
     return migrate
 
 
-def naive(task: Task, target: str, out: Path, budget: Budget, cache: Path) -> Migration:
+def naive(task: Task, target: str, out: Path, budget: RunLimits, cache: Path) -> Migration:
     """Every ``cuda`` in Python text becomes the target's name; nothing else."""
     name = {"accelerator": "cpu"}.get(target, target)
     _copy(task, out)
@@ -101,22 +102,22 @@ def naive(task: Task, target: str, out: Path, budget: Budget, cache: Path) -> Mi
 TRANSFER = ("torchport.evals.transfer",)
 
 
-def shim(task: Task, target: str, out: Path, budget: Budget, cache: Path) -> Migration:
+def shim(task: Task, target: str, out: Path, budget: RunLimits, cache: Path) -> Migration:
     """No edits; torch is patched at run time to send CUDA calls to the device."""
     _copy(task, out)
-    if target not in ("tpu", "neuron"):
+    if target not in EMULATED:
         reason = f"the runtime shim needs an emulated device; {target} has none"
         verification = verifier.Verification("not-runnable", reason).to_json()
         return Migration(out, verification, TRANSFER)
     return Migration(out, verify_tree(task, out, target, budget, cache, TRANSFER), TRANSFER)
 
 
-def llm_only(task: Task, target: str, out: Path, budget: Budget, cache: Path) -> Migration:
+def llm_only(task: Task, target: str, out: Path, budget: RunLimits, cache: Path) -> Migration:
     """The model ports each statement that mentions CUDA, with no catalogue help."""
     import ast
 
     from torchport.agents import rewriter
-    from torchport.agents.llm_runtime import llm_factory
+    from torchport.agents.llm.factory import llm_factory
 
     client = llm_factory(lambda m: None)({"llm": "auto"})
     if client is None:
@@ -168,7 +169,7 @@ def llm_only(task: Task, target: str, out: Path, budget: Budget, cache: Path) ->
     return Migration(out, verify_tree(task, out, target, budget, cache), llm=usage)
 
 
-# The keys are evals.cli.MODES (kept there so the command line starts fast).
+# The keys are cli.evaluate.MODES (kept there so the command line starts fast).
 RUNNERS: dict[str, Callable[..., Migration]] = {
     "rules": agent_graph("none"),
     "rules+llm": agent_graph("auto"),
@@ -179,7 +180,7 @@ RUNNERS: dict[str, Callable[..., Migration]] = {
 
 
 def run_mode(
-    mode: str, task: Task, target: str, out: Path, budget: Budget, cache: Path
+    mode: str, task: Task, target: str, out: Path, budget: RunLimits, cache: Path
 ) -> tuple[Migration, float]:
     started = time.perf_counter()
     migration = RUNNERS[mode](task, target, out, budget, cache)

@@ -18,12 +18,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from torchport.agents.verifier import Budget
+from torchport.agents.verifier import RunLimits
 from torchport.sandbox.isolation import hide_own_secrets
+from torchport.tools.atomicfile import atomic_write
 from torchport.tools.safetext import terminal_line
 from torchport.tools.scanner import ScanOptions, scan
 
-from .edits import golden_tree_edits, score, tree_edits
+from .edit_scores import golden_tree_edits, score, tree_edits
 from .modes import run_mode
 from .tasks import Task
 
@@ -65,7 +66,7 @@ def residual(tree: Path, target: str) -> int:
     return sum(1 for f in found.findings if f.fix[target]["kind"] != "none")
 
 
-def evaluate(task: Task, mode: str, target: str, work: Path, budget: Budget) -> Result:
+def evaluate(task: Task, mode: str, target: str, work: Path, budget: RunLimits) -> Result:
     """Migrate one task with one mode for one target, verify it and score its edits."""
     out = work / "migrations" / job_key(task.name, mode, target)
     migration, wall = run_mode(mode, task, target, out, budget, work / "home" / "references")
@@ -100,7 +101,7 @@ def evaluate(task: Task, mode: str, target: str, work: Path, budget: Budget) -> 
     )
 
 
-def _job(task: Task, mode: str, target: str, work: Path, budget: Budget) -> dict[str, Any]:
+def _job(task: Task, mode: str, target: str, work: Path, budget: RunLimits) -> dict[str, Any]:
     hide_own_secrets()  # a spawned worker: its environ holds the keys again
     # Shared: the original's cached reference runs; per job: the graph's checkpoints.
     os.environ["TORCHPORT_HOME"] = str(work / "home")
@@ -135,9 +136,7 @@ def _job(task: Task, mode: str, target: str, work: Path, budget: Budget) -> dict
 
 
 def _write(path: Path, data: dict[str, Any]) -> None:
-    tmp = path.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, indent=2))
-    os.replace(tmp, path)
+    atomic_write(path, json.dumps(data, indent=2))
 
 
 def run_all(
@@ -145,7 +144,7 @@ def run_all(
     modes: list[str],
     targets: list[str],
     work: Path,
-    budget: Budget,
+    budget: RunLimits,
     jobs: int = 1,
     progress: Callable[[int, int, dict[str, Any] | None], None] | None = None,
 ) -> list[dict[str, Any]]:

@@ -13,7 +13,8 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-TARGETS = ("tpu", "neuron", "xla", "accelerator")
+from torchport.tools.catalogue import TARGETS
+
 VERDICTS = ("verified", "ran", "failed", "not-runnable")
 DIFFICULTIES = ("easy", "medium", "hard", "control")
 

@@ -25,8 +25,15 @@ from urllib.parse import urlsplit
 from . import rendezvous
 from .commandline import rewrite
 from .isolation import BackendUnavailable, owner, run_isolated
-from .launch import MODES
-from .limits import check_limits
+from .limits import (
+    DEFAULT_DEVICES,
+    DEFAULT_ISOLATION,
+    DEFAULT_MEMORY_MB,
+    DEFAULT_TIMEOUT_S,
+    RUN_STEPS,
+    check_limits,
+)
+from .modes import MODES
 from .pythonpath import program_environment
 
 TAIL = 4000
@@ -42,13 +49,13 @@ class RunSpec:
     root: Path
     command: list[str]  # ["python", "train.py", ...] or ["python", "-m", "pkg", ...]
     mode: str = "plain"
-    steps: int | None = 20
-    forwards: int | None = 20
+    steps: int | None = RUN_STEPS
+    forwards: int | None = RUN_STEPS
     seed: int = 0
-    devices: int = 2  # what device_count() answers, on both sides
-    timeout_s: float = 300.0
-    memory_mb: int = 4096
-    isolation: str = "auto"
+    devices: int = DEFAULT_DEVICES  # what device_count() answers, on both sides
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    memory_mb: int = DEFAULT_MEMORY_MB
+    isolation: str = DEFAULT_ISOLATION
     # Modules the launcher imports after activating the mode, before the program: a
     # runtime patch under evaluation (e.g. a CUDA-to-device "transfer" baseline).
     preload: tuple[str, ...] = ()

@@ -29,11 +29,11 @@ from typing import Any
 
 from torchport.sandbox.pythonpath import place_site_paths
 
+from .limits import DEFAULT_DEVICES
+from .modes import MODES
 from .session import OWN_CODE, RunConfig, error_of, export, start, user_frame
 
 __all__ = ["MODES", "OWN_CODE", "main", "notebook_cells", "result_path", "user_frame"]
-
-MODES = ("plain", "reference", "tpu", "neuron")
 
 
 def _parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
@@ -42,7 +42,7 @@ def _parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     split = argv.index("--")
     parser = argparse.ArgumentParser(prog="torchport.sandbox.launch")
     parser.add_argument("--mode", choices=MODES, default="plain")
-    parser.add_argument("--devices", type=int, default=2)
+    parser.add_argument("--devices", type=int, default=DEFAULT_DEVICES)
     parser.add_argument("--steps", type=int, default=None)
     parser.add_argument("--forwards", type=int, default=None)
     parser.add_argument("--seed", type=int, default=0)

@@ -20,6 +20,17 @@ MAX_MEMORY_MB = 1 << 24  # 16 TiB
 MIN_CPUS = 0.01
 MAX_SEED = 2**32 - 1  # numpy.random.seed's range; torch and random accept it too
 
+# What a run gets when its caller names no limit: the sandbox's specs, every front door's
+# options and the agents' settings read these, so a default is changed in one place.
+DEFAULT_TIMEOUT_S = 300.0
+DEFAULT_MEMORY_MB = 4096
+DEFAULT_ISOLATION = "auto"  # the strongest backend available
+DEFAULT_DEVICES = 2  # what device_count() answers, so one-rank-per-device programs spawn two
+# A run on its own (``torchport run``, a library caller): enough steps to see a loss curve.
+# A verification compares fewer (agents.defaults.VERIFY_STEPS): its runs happen twice per
+# repair round.
+RUN_STEPS = 20
+
 
 @dataclass(frozen=True)
 class Bound:

@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .modes import EMULATED
 from .pythonpath import installed_overlays
 
 OWN_CODE = str(Path(__file__).resolve().parents[1])
@@ -106,7 +107,7 @@ def _activate(mode: str, devices: int) -> Any:
 
         shim.activate(gpus=devices)
         return shim
-    if mode in ("tpu", "neuron"):
+    if mode in EMULATED:
         from torchport.sandbox import emulator
 
         emulator.activate(mode, devices=devices)

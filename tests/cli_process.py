@@ -9,7 +9,7 @@ import sys
 
 def cli_process(command: str, *args: str, env: dict[str, str]) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-m", "torchport.agents.cli", command, *args],
+        [sys.executable, "-m", "torchport.cli", command, *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

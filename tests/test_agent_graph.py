@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from cli_process import migrate_process
 from torchport.agents import graph, runs
-from torchport.agents.cli import main
+from torchport.cli.main import main
 
 TRAIN = """\
 import torch

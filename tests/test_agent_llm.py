@@ -12,7 +12,7 @@ import pytest
 from cli_process import migrate_process
 from scripted_llm import Content, ScriptedLLM
 from torchport.agents import graph, runs
-from torchport.agents.llm_runtime import llm_factory
+from torchport.agents.llm.factory import llm_factory
 
 # Picks its batch size from the CUDA device's memory: the catalogue marks that for the
 # LLM (TPD012); the reference shim reports an 80 GiB GPU, so the original uses 16.

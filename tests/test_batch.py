@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from cli_process import cli_process
 from torchport.agents.batch.sources import Source, SourcesError, read_sources
-from torchport.agents.cli import main
+from torchport.cli.main import main
 
 CORPUS = Path(__file__).parent / "fixtures" / "corpus"
 # easy corpus programs (tests/fixtures/corpus/expected.toml): each verifies, rules only

@@ -16,7 +16,7 @@ pytest.importorskip("ray", reason="Ray is not installed: pip install -e '.[clust
 
 def run_batch(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "torchport.agents.cli", "batch", *args],
+        [sys.executable, "-m", "torchport.cli", "batch", *args],
         capture_output=True,
         text=True,
         env=env,

@@ -25,7 +25,7 @@ SECRET = "sk-test-0123456789abcdef"
 def chat(*args: str, lines: list[str] = (), env: dict | None = None, timeout: float = 300):
     """`torchport chat ARGS` with ``lines`` typed on its standard input (not a terminal)."""
     return subprocess.run(
-        [sys.executable, "-m", "torchport.agents.cli", "chat", *args],
+        [sys.executable, "-m", "torchport.cli", "chat", *args],
         input="".join(f"{line}\n" for line in lines),
         capture_output=True,
         text=True,

@@ -45,7 +45,7 @@ PATIENCE_S = 600
 def spawn(repo: Path | None, *extra: str) -> pexpect.spawn:
     env = {**os.environ, "NO_COLOR": "1", "TERM": "xterm", "PYTHONUNBUFFERED": "1"}
     env.pop("TORCHPORT_LLM_BASE_URL", None)
-    args = ["-m", "torchport.agents.cli", "chat", *extra]
+    args = ["-m", "torchport.cli", "chat", *extra]
     if repo is not None:
         args.insert(3, str(repo))
     return pexpect.spawn(

@@ -11,8 +11,8 @@ import textwrap
 from pathlib import Path
 
 import torch
-from torchport.agents.cli import main as cli
-from torchport.agents.verifier import Budget, verify_tree
+from torchport.agents.verifier import RunLimits, verify_tree
+from torchport.cli.main import main as cli
 
 TRAIN = textwrap.dedent(
     """
@@ -64,7 +64,7 @@ def test_the_port_unwraps_the_model_and_still_loads_the_originals_checkpoint(tmp
     assert "DataParallel" not in port and ".module" not in port
     assert "model = nn.Linear(4, 1).to(" in port
     assert 'k.removeprefix("module.")' in port  # the original's checkpoint keys
-    budget = Budget(steps=3, timeout_s=120, memory_mb=2048)
+    budget = RunLimits(steps=3, timeout_s=120, memory_mb=2048)
     command = ["python", "train.py", "resume.pt"]
     verification, reference = verify_tree(source, out, command, "tpu", budget, None)
     assert reference["status"] == "ok", reference

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from torchport.tools.edits import (
+from torchport.tools.ast_edits import (
     EditRefused,
     insert_import,
     remove_statement,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from torchport.tools.edits import EditRefused, replace_lines
+from torchport.tools.ast_edits import EditRefused, replace_lines
 
 SOURCE = """\
 import torch  # the framework
@@ -111,7 +111,7 @@ def test_bad_line_numbers_are_refused():
 
 
 def test_remove_unused_imports_drops_only_unused_names_of_the_given_modules():
-    from torchport.tools.edits import remove_unused_imports
+    from torchport.tools.ast_edits import remove_unused_imports
 
     source = (
         "import torch\n"

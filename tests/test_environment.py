@@ -187,7 +187,7 @@ def test_root_package_layout_and_an_installed_dependency_verify(tmp_path, wheels
         },
     )
     env = depinstall.prepare(resolve(repo), tmp_path / "cache").to_json()
-    budget = verifier.Budget(steps=3, forwards=3, timeout_s=120)
+    budget = verifier.RunLimits(steps=3, forwards=3, timeout_s=120)
     v, _ = verifier.verify_tree(
         repo, migrated, ["python", "scripts/train.py"], "tpu", budget, None, environment=env
     )
@@ -241,7 +241,7 @@ def test_deps_option_is_checked_on_the_command_line(tmp_path):
         [
             sys.executable,
             "-m",
-            "torchport.agents.cli",
+            "torchport.cli",
             "migrate",
             str(tmp_path),
             "-t",
@@ -287,7 +287,7 @@ def test_python_option_refuses_another_torch_and_says_why(tmp_path: Path):
         user_interpreter(str(tmp_path / "no-python"))
     for door in (["migrate", str(tmp_path)], ["batch", str(tmp_path), "--out", "x"]):
         done = subprocess.run(
-            [sys.executable, "-m", "torchport.agents.cli", *door, "-t", "tpu", "--python", python],
+            [sys.executable, "-m", "torchport.cli", *door, "-t", "tpu", "--python", python],
             capture_output=True,
             text=True,
             timeout=60,
@@ -299,7 +299,7 @@ def test_python_option_refuses_another_torch_and_says_why(tmp_path: Path):
 def test_migrate_installs_reports_and_verifies(tmp_path, wheels, capsys):
     """``torchport migrate``: the wheel installed, torch and a CUDA-only package skipped,
     all said in the output and in verification.md; the verdict is verified."""
-    from torchport.agents.cli import main
+    from torchport.cli.main import main
 
     repo = write(
         tmp_path / "repo",

@@ -10,10 +10,10 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from torchport.agents.cli import main
-from torchport.agents.verifier import Budget
+from torchport.agents.verifier import RunLimits
+from torchport.cli.main import main
 from torchport.evals import modes
-from torchport.evals.edits import edits_of, score
+from torchport.evals.edit_scores import edits_of, score
 from torchport.evals.runner import evaluate, run_all
 from torchport.evals.tasks import SuiteError, load_suite
 
@@ -66,7 +66,7 @@ def suite(tmp_path: Path) -> Path:
     return root
 
 
-BUDGET = Budget(steps=3, forwards=3, timeout_s=180)
+BUDGET = RunLimits(steps=3, forwards=3, timeout_s=180)
 
 
 def with_mode(monkeypatch, name: str, produce) -> None:
@@ -180,6 +180,6 @@ def test_the_llm_mode_ports_cuda_statements_without_the_catalogue(suite, tmp_pat
 
 
 def test_every_mode_the_command_line_offers_has_a_runner():
-    from torchport.evals.cli import MODES
+    from torchport.cli.evaluate import MODES
 
     assert set(MODES) == set(modes.RUNNERS)

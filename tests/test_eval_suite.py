@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from torchport.agents.cli import main
-from torchport.evals.edits import golden_tree_edits, tree_edits
+from torchport.cli.main import main
+from torchport.evals.edit_scores import golden_tree_edits, tree_edits
 from torchport.evals.tasks import load_suite
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from torchport.agents.deliver import verification_markdown
-from torchport.agents.verifier import Budget, verify_tree
+from torchport.agents.verifier import RunLimits, verify_tree
 
 _TRAIN = """import torch
 device = torch.device("{device}")
@@ -25,7 +25,7 @@ for step in range(5):
     if step == 1:
         raise RuntimeError("cannot save: weights_only")
 """
-_BUDGET = Budget(steps=5, timeout_s=120, memory_mb=2048)
+_BUDGET = RunLimits(steps=5, timeout_s=120, memory_mb=2048)
 
 
 def _pair(tmp_path: Path, source: str) -> tuple[Path, Path]:

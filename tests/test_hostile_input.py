@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 from torchport.agents import graph
 from torchport.agents.checkpoints import ExactStringSerializer
-from torchport.agents.cli import EXIT_BROKEN_PIPE, _build_parser, main
 from torchport.agents.verifier import tree_digest
+from torchport.cli.main import EXIT_BROKEN_PIPE, _build_parser, main
 from torchport.sandbox.harness import RunError
 from torchport.sandbox.harness import RunSpec as HarnessSpec
 from torchport.sandbox.isolation import run_isolated
@@ -47,7 +47,7 @@ if __name__ == "__main__":
 CUDA = b"import torch\nx = torch.zeros(3).cuda()\nprint(x.sum().item())\n"
 ODD_NAMES = [b"new\nline.py", b"tab\tname.py", b'quo"te.py', b"back\\slash.py", b"caf\xe9.py"]
 ODD_NAMES += [b"sp ace.py"]
-CLI = [sys.executable, "-m", "torchport.agents.cli"]
+CLI = [sys.executable, "-m", "torchport.cli"]
 RULES_ONLY = ["--no-verify", "--llm", "none", "-q"]
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from cli_process import migrate_process
-from torchport.agents.cli import main
+from torchport.cli.main import main
 from torchport.tools.migrate import (
     FileChange,
     MigrateError,

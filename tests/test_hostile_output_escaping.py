@@ -92,7 +92,7 @@ ENV = {k: v for k, v in os.environ.items() if k != "TORCHPORT_LLM_BASE_URL"}
 def torchport(*args: str, stdin: str = "", timeout: float = 120) -> tuple[int, str, str]:
     """The real command line; output decoded as a terminal would get it (bytes kept)."""
     done = subprocess.run(
-        [sys.executable, "-m", "torchport.agents.cli", *args],
+        [sys.executable, "-m", "torchport.cli", *args],
         input=stdin.encode(),
         capture_output=True,
         timeout=timeout,
@@ -293,7 +293,7 @@ def test_chat_on_a_terminal_prints_no_escape_sequence_or_rich_markup_of_the_repo
     env = {**ENV, "NO_COLOR": "1", "TERM": "xterm"}
     child = pexpect.spawn(
         sys.executable,
-        ["-m", "torchport.agents.cli", "chat", str(repo), "--llm", "none"],
+        ["-m", "torchport.cli", "chat", str(repo), "--llm", "none"],
         env=env,
         timeout=120,
         dimensions=(60, 250),

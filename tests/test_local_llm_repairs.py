@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from torchport.agents import graph, runs
 from torchport.agents.llm import local
-from torchport.agents.llm_runtime import llm_factory
+from torchport.agents.llm.factory import llm_factory
 
 pytestmark = [
     pytest.mark.llm,

@@ -14,7 +14,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from torchport.agents.cli import main
+from torchport.cli.main import main
 from torchport.tools import migrate as migrate_module
 from torchport.tools.catalogue import TARGETS
 from torchport.tools.migrate import MigrateError, MigrateOptions, migrate

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from torchport.agents.cli import main
+from torchport.cli.main import main
 from torchport.tools.report import render_json, render_markdown, render_sarif, render_text
 from torchport.tools.scanner import ScanOptions, scan
 
@@ -139,7 +139,7 @@ def test_console_script_runs_as_a_subprocess(repo: Path):
         [
             sys.executable,
             "-m",
-            "torchport.agents.cli",
+            "torchport.cli",
             "scan",
             str(repo),
             "-f",

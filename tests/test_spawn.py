@@ -12,8 +12,8 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from torchport.agents.cli import main as cli
-from torchport.agents.verifier import Budget, compare_ranks, policies, verify_tree
+from torchport.agents.verifier import RunLimits, compare_ranks, policies, verify_tree
+from torchport.cli.main import main as cli
 from torchport.sandbox.harness import RunSpec, merge_processes, run
 from torchport.sandbox.session import BOOTSTRAP, ENV, RunConfig
 
@@ -99,7 +99,7 @@ def _repo(tmp_path: Path, files: dict[str, str]) -> Path:
 @pytest.mark.slow
 def test_an_mp_spawn_ddp_program_verifies_rank_by_rank_on_tpu_and_neuron(tmp_path):
     source = _repo(tmp_path, {"train.py": SPAWN_DDP})
-    budget = Budget(steps=3, forwards=3, timeout_s=180)
+    budget = RunLimits(steps=3, forwards=3, timeout_s=180)
     reference = None
     for target in ("tpu", "neuron"):
         out = tmp_path / target
@@ -263,9 +263,9 @@ def test_ranks_are_compared_one_by_one():
 
 
 def test_migrate_devices_reach_the_verification_budget():
-    from torchport.agents.cli import _build_parser
-    from torchport.agents.cli_options import budget_settings
     from torchport.agents.verifier import budget_of
+    from torchport.cli.main import _build_parser
+    from torchport.cli.options import budget_settings
 
     args = _build_parser().parse_args(["migrate", "repo", "-t", "tpu", "--devices", "4"])
     assert budget_of(budget_settings(args)).devices == 4

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from test_emulator import run_snippet
-from torchport.agents.verifier import Budget, verify_tree
+from torchport.agents.verifier import RunLimits, verify_tree
 from torchport.tools.migrate import MigrateOptions, migrate
 
 _PREFETCHER = """from contextlib import suppress
@@ -77,7 +77,7 @@ def test_a_side_stream_prefetcher_verifies_on_tpu(tmp_path: Path) -> None:
     assert "partial(torch.tpu.stream, stream=stream)" in ported
     assert "torch.tpu.current_stream(device=self.device).wait_stream(stream)" in ported
 
-    budget = Budget(steps=4, timeout_s=120, memory_mb=2048)
+    budget = RunLimits(steps=4, timeout_s=120, memory_mb=2048)
     v, reference = verify_tree(original, port, ["python", "train.py"], "tpu", budget, None)
     assert (v.verdict, v.parity.steps) == ("verified", 4), v.reason
     # Both runs took the stream branch: the port is on the device, not on its CPU fallback.

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from torchport.agents.verifier import Budget, verify_tree
+from torchport.agents.verifier import RunLimits, verify_tree
 from torchport.tools.migrate import MigrateOptions, migrate
 
 _TRAIN = """import numpy as np
@@ -51,7 +51,7 @@ def test_an_alias_used_as_constructor_and_cast_target_verifies_on_tpu(tmp_path: 
     assert "torch.cuda" not in text
     assert 'tensor_device = "tpu" if cuda else "cpu"' in text
     assert "x = data[step].type(Tensor).to(tensor_device)" in text
-    budget = Budget(steps=4, timeout_s=180, memory_mb=2048)
+    budget = RunLimits(steps=4, timeout_s=180, memory_mb=2048)
     v, reference = verify_tree(original, port, ["python", "train.py"], "tpu", budget, None)
     assert reference["status"] == "ok" and len(reference["losses"]) == 4, reference
     assert (v.verdict, v.parity.steps) == ("verified", 4), v.reason

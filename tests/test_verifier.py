@@ -194,7 +194,7 @@ def test_a_cached_reference_run_is_reused_only_by_the_same_sandbox_code(tmp_path
         "for _ in range(9):\n    l = m(torch.ones(2, 2)).sum()\n    o.zero_grad()\n"
         "    l.backward()\n    o.step()\n"
     )
-    budget = verifier.Budget(steps=2, forwards=2, timeout_s=120)
+    budget = verifier.RunLimits(steps=2, forwards=2, timeout_s=120)
     cache = tmp_path / "cache"
     first = verifier.reference_run(root, ["python", "train.py"], budget, cache)
     again = verifier.reference_run(root, ["python", "train.py"], budget, cache)

@@ -38,6 +38,7 @@ from .depresolve import (
     canonical,
     installed_version,
 )
+from .safetext import REASON_CHARS
 
 # pip's own settings and the network's, passed through when set; nothing else is.
 PIP_PASSTHROUGH = (
@@ -136,7 +137,7 @@ def _pip(
 def _last_line(text: str) -> str:
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     errors = [line for line in lines if line.startswith("ERROR")]
-    return (errors or lines or ["pip gave no reason"])[-1][:300]
+    return (errors or lines or ["pip gave no reason"])[-1][:REASON_CHARS]
 
 
 def _dry_run(

@@ -7,6 +7,10 @@ from typing import Any
 
 from .catalogue import Rule
 
+# A finding shows at most this much of its line (stripped): enough to recognise the code,
+# short enough for one row of a table.
+SNIPPET_CHARS = 200
+
 
 @dataclass(frozen=True, slots=True)
 class Finding:

@@ -18,15 +18,15 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from .catalogue import TARGETS
-from .codemods import Edit, migrate_python
+from .codemods import migrate_python
 from .codemods.annotate import annotate_python
 from .codemods.text import migrate_text
-from .findings import Finding, ScanResult
+from .findings import Finding
 from .gitsafe import Git, GitError
+from .migration_result import FileChange, MigrateOptions, MigrationResult
 from .notebooks import notebook_sources, replace_cell_sources
 from .output import nofollow
 from .output.branch import check_branch, commit_on_branch
@@ -37,56 +37,11 @@ from .repowalk import SKIP_DIRS
 from .scanner import ScanOptions, scan
 from .sourcefile import read_exact
 
-# Kept for callers that write one file of their own output folder (batch summaries).
-atomic_write = nofollow.atomic_write
+__all__ = ["FileChange", "MigrateError", "MigrateOptions", "MigrationResult", "migrate"]
 
 
 class MigrateError(Exception):
     """The migration cannot start (bad path, unsafe output, dirty tree); nothing was written."""
-
-
-@dataclass(frozen=True)
-class MigrateOptions:
-    target: str
-    select: tuple[str, ...] = ()
-    out: Path | None = None
-    in_place: bool = False
-    branch: str | None = None
-    dry_run: bool = False
-    annotate: bool = False
-    force: bool = False
-
-
-@dataclass
-class FileChange:
-    path: str
-    before: str
-    after: str
-
-
-@dataclass
-class MigrationResult:
-    root: Path
-    target: str
-    scan: ScanResult
-    changes: list[FileChange] = field(default_factory=list)
-    edits: list[Edit] = field(default_factory=list)
-    unapplied: list[tuple[Finding, str]] = field(default_factory=list)
-    output: Path | None = None
-    report_dir: Path | None = None
-    backup: Path | None = None
-    branch: str | None = None
-    elapsed_s: float = 0.0
-
-    @property
-    def left_for_humans(self) -> list[tuple[Finding, str]]:
-        """Findings this target cannot fix automatically, plus auto fixes that did not apply."""
-        manual = [
-            (f, f.fix[self.target]["hint"])
-            for f in self.scan.findings
-            if f.fix[self.target]["kind"] != "auto"
-        ]
-        return manual + self.unapplied
 
 
 def migrate(

@@ -27,6 +27,10 @@ _UNSAFE = (
     "\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029"
     "\u202a-\u202e\u2066-\u2069\ud800-\udfff"
 )
+# Another program's failure (pip, an LLM endpoint) is quoted in one message with at most
+# this much of its own words: the reason, not a page of its output.
+REASON_CHARS = 300
+
 _BLOCK_UNSAFE = re.compile(f"[{_UNSAFE}]")
 # ... and, for a single-line field, the newline and tab that would forge a line or a column.
 _LINE_UNSAFE = re.compile(f"[\n\t{_UNSAFE}]")

@@ -24,7 +24,7 @@ from .depfiles import (
     requirement_strings,
 )
 from .entrypoints import EntryPointFinder, may_be_entry_point
-from .findings import Dependency, Finding, ScanResult, Skipped
+from .findings import SNIPPET_CHARS, Dependency, Finding, ScanResult, Skipped
 from .notebooks import code_cells
 from .pymatch import CompiledRules, analyze_module
 from .repowalk import RepoFile, walk_repo
@@ -176,7 +176,7 @@ class _Engine:
 
 
 def _snippet(lines: list[str], line: int) -> str:
-    return lines[line - 1].strip()[:200] if 0 < line <= len(lines) else ""
+    return lines[line - 1].strip()[:SNIPPET_CHARS] if 0 < line <= len(lines) else ""
 
 
 _WORKER: _Engine | None = None

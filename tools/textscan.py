@@ -14,6 +14,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from .catalogue import Rule
+from .findings import SNIPPET_CHARS
 
 HASH_COMMENT_KINDS = frozenset(
     {"shell", "make", "yaml", "docker", "requirements", "pyproject", "setup", "conda"}
@@ -82,5 +83,5 @@ def scan_lines(text: str, kind: str, rules: TextRules, line_offset: int = 0) -> 
                     number + line_offset,
                     max(col, 0) + m.start() + 1,
                     max(col, 0) + m.end() + 1,
-                    raw.strip()[:200],
+                    raw.strip()[:SNIPPET_CHARS],
                 )

@@ -72,7 +72,7 @@ def shared_model(settings: dict[str, Any], executor: Executor) -> dict[str, str]
     server); the jobs find it through the environment. Ray jobs, possibly on other
     machines, start their own."""
     from torchport.agents.llm.config import resolve
-    from torchport.agents.llm_runtime import SHARED_LOCAL_MODEL, SHARED_LOCAL_URL
+    from torchport.agents.llm.factory import SHARED_LOCAL_MODEL, SHARED_LOCAL_URL
 
     config = resolve(settings.get("llm"), os.environ)
     if executor.name != "local" or config is None or not config.local:

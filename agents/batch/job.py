@@ -25,7 +25,7 @@ from torchport.sandbox.isolation import hide_own_secrets
 from .clone import checkout
 from .sources import Source
 
-# Graph settings every job of a batch shares (agents.graph.DEFAULTS for the rest).
+# Graph settings every job of a batch shares (agents.defaults.DEFAULTS for the rest).
 SHARED_SETTINGS = (
     "target",
     "verify",
@@ -142,7 +142,7 @@ def crashed(spec: JobSpec, why: str) -> dict[str, Any]:
 
 def _migrate(spec: JobSpec, source: Path, out: Path, run_id: str) -> dict[str, Any]:
     from torchport.agents import graph
-    from torchport.agents.llm_runtime import llm_factory
+    from torchport.agents.llm.factory import llm_factory
 
     def say(message: str) -> None:
         print(f"torchport: {message}", file=sys.stderr, flush=True)

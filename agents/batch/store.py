@@ -20,6 +20,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from torchport.tools.atomicfile import atomic_write
+
 from .sources import Source
 
 # What a finished record depends on: change one and the old records mean something else.
@@ -127,10 +129,5 @@ def _ends_with_newline(fd: int) -> bool:
 
 
 def _atomic_json(path: Path, data: dict[str, Any]) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "w", encoding="utf-8") as handle:
-        json.dump(data, handle, indent=2, sort_keys=True)
-        handle.write("\n")
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
+    """A record a resumed batch trusts: its rename is made durable too."""
+    atomic_write(path, json.dumps(data, indent=2, sort_keys=True) + "\n", sync_folder=True)

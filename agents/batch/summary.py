@@ -20,8 +20,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from torchport.tools.atomicfile import atomic_write
 from torchport.tools.filenames import printable_data
-from torchport.tools.migrate import atomic_write
 from torchport.tools.safetext import csv_cell, markdown_text, uri_path
 
 from .job import share

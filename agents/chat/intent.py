@@ -14,7 +14,7 @@ from torchport.agents.llm.repair import Redactor, loads_object
 from torchport.prompts import load
 from torchport.tools.catalogue import load_catalogue
 
-from .commands import BY_NAME, COMMANDS, parse
+from .slash_commands import BY_NAME, COMMANDS, parse
 
 MAX_CHANGES_IN_CONTEXT = 40
 

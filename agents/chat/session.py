@@ -18,10 +18,10 @@ from langgraph.errors import GraphBubbleUp
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import interrupt
 
-from ..llm_runtime import LLMSetupError
+from ..llm.factory import LLMSetupError
 from . import proposal, views
-from .commands import BY_NAME, parse
 from .events import emit
+from .slash_commands import BY_NAME, parse
 from .state import ChatRuntime, ChatState
 
 Node = Callable[[ChatState, ChatRuntime], dict[str, Any]]

@@ -16,8 +16,8 @@ from torchport.tools.scanner import ScanOptions, scan
 
 from ..planner import make_plan
 from . import changes as ch
-from .commands import help_rows
 from .events import emit, table
+from .slash_commands import help_rows
 from .state import ChatRuntime, ChatState, digest, overlay_of
 
 

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 
 import openai
+from torchport.tools.safetext import REASON_CHARS
 
 from .config import LLMConfig
 
@@ -94,8 +95,8 @@ def _describe(exc: openai.OpenAIError) -> str:
     if isinstance(exc, openai.APIConnectionError):
         return f"cannot connect ({exc.__cause__ or exc})"
     if isinstance(exc, openai.APIStatusError):
-        return f"HTTP {exc.status_code}: {str(exc.message)[:300]}"
-    return f"{type(exc).__name__}: {str(exc)[:300]}"
+        return f"HTTP {exc.status_code}: {str(exc.message)[:REASON_CHARS]}"
+    return f"{type(exc).__name__}: {str(exc)[:REASON_CHARS]}"
 
 
 def plain_messages(messages: list[dict]) -> list[dict]:

@@ -20,6 +20,7 @@ from pathlib import PurePosixPath
 
 from torchport.prompts import load as load_prompt
 
+from ..defaults import MAX_TURNS
 from .client import LLMClient, LLMError, Reply
 from .config import NO_KEY
 from .tools import EDIT_TOOLS, EditRecord, Workspace, describe_tools, tool_schemas, verifier_text
@@ -421,7 +422,7 @@ def repair(
     client: LLMClient,
     *,
     verify: Callable[[], dict] | None = None,
-    max_turns: int = 6,
+    max_turns: int = MAX_TURNS,
     max_tokens_total: int | None = None,
     deadline_s: float | None = None,
     edit_paths: Collection[str] | None = None,

@@ -2,7 +2,7 @@
 
 The model never writes files or runs anything itself: it names a tool and its
 arguments, and a ``Workspace`` runs it, confined to its root. Edits go through the
-AST primitives of ``tools.edits`` (so the file always still parses and compiles) and
+AST primitives of ``tools.ast_edits`` (so the file always still parses and compiles) and
 are written atomically and recorded. Every tool answers with short text, errors
 included, so a model can read the answer and correct itself; nothing raises out.
 The tool list is data (``TOOL_SPECS``) from which both the OpenAI ``tools`` schemas
@@ -13,14 +13,13 @@ from __future__ import annotations
 
 import ast
 import json
-import os
 import re
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from torchport.tools import edits
+from torchport.tools import ast_edits
+from torchport.tools.atomicfile import atomic_write
 
 MAX_READ_LINES = 200
 MAX_RESULTS = 40
@@ -238,7 +237,7 @@ class Workspace:
             return getattr(self, name)(**kwargs)
         except ToolError as exc:
             return f"error: {exc}"
-        except edits.EditRefused as exc:
+        except ast_edits.EditRefused as exc:
             return f"error: edit refused: {exc}"
         except (OSError, UnicodeDecodeError) as exc:
             return f"error: {type(exc).__name__}: {exc}"
@@ -293,7 +292,9 @@ class Workspace:
             "replace_lines",
             path,
             reason,
-            lambda source, name: edits.replace_lines(source, start_line, end_line, new_code, name),
+            lambda source, name: ast_edits.replace_lines(
+                source, start_line, end_line, new_code, name
+            ),
             (start_line, end_line),
         )
 
@@ -311,7 +312,7 @@ class Workspace:
             "replace_node",
             path,
             reason,
-            lambda source, name: edits.replace_node(
+            lambda source, name: ast_edits.replace_node(
                 source, line, col, end_line, end_col, new_code, name
             ),
             (line, end_line),
@@ -324,7 +325,7 @@ class Workspace:
             "insert_import",
             path,
             reason,
-            lambda source, file: edits.insert_import(source, module, name or None, file),
+            lambda source, file: ast_edits.insert_import(source, module, name or None, file),
             None,
         )
 
@@ -368,7 +369,7 @@ class Workspace:
         """Put every file edited since ``mark()`` back as it was; the paths restored."""
         restored = []
         for file, data in self._originals.items():
-            _atomic_write(file, data)
+            atomic_write(file, data)
             restored.append(file.relative_to(self.root).as_posix())
         self._originals.clear()
         return restored
@@ -390,7 +391,7 @@ class Workspace:
             before = "".join(old_lines[span[0] - 1 : span[1]])
         after = "".join(new_lines[result.start_line - 1 : result.end_line])
         self._originals.setdefault(file, data)
-        _atomic_write(file, result.source.encode("utf-8"))
+        atomic_write(file, result.source.encode("utf-8"))
         self.edits.append(EditRecord(rel, start, result.end_line, before, after, reason, tool))
         shown = numbered(new_lines[result.start_line - 1 : result.end_line], result.start_line)
         return f"edited {rel}; lines {result.start_line}-{result.end_line} now read:\n{shown}"
@@ -439,18 +440,3 @@ def _capped(hits: list[str], empty: str) -> str:
 def _read(file: Path) -> str:
     with open(file, encoding="utf-8", newline="") as handle:
         return handle.read()
-
-
-def _atomic_write(file: Path, data: bytes) -> None:
-    """Write through a temporary file in the same folder, so a reader never sees half a file."""
-    mode = file.stat().st_mode & 0o7777 if file.exists() else None
-    fd, tmp = tempfile.mkstemp(dir=file.parent, prefix=f".{file.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        if mode is not None:
-            os.chmod(tmp, mode)
-        os.replace(tmp, file)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

@@ -15,15 +15,15 @@ from __future__ import annotations
 import errno
 import hashlib
 import os
-import secrets
 import stat
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path, PurePosixPath
 
+from ..atomicfile import write_in_folder
+
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
 _NOFOLLOW_DIR = _DIR_FLAGS | os.O_NOFOLLOW
-_NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 _READ_FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
@@ -102,31 +102,12 @@ def write_bytes(base: Path, rel: str, data: bytes, mode: int | None = None) -> N
             raise SymlinkInPath(errno.ELOOP, f"{rel} is a symlink", str(base / rel))
         if current is not None and not stat.S_ISREG(current.st_mode):
             raise IsADirectoryError(errno.EISDIR, f"{rel} is not a regular file", str(base / rel))
-        keep = mode if mode is not None else (current.st_mode if current is not None else None)
-        temp = f".{name[:100]}.{secrets.token_hex(4)}.torchport"
-        fd = os.open(temp, _NEW_FILE, 0o666, dir_fd=folder)
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
-                fh.flush()
-                if keep is not None:
-                    os.fchmod(fh.fileno(), stat.S_IMODE(keep))
-                os.fsync(fh.fileno())
-            os.replace(temp, name, src_dir_fd=folder, dst_dir_fd=folder)
-        except BaseException:
-            with suppress(FileNotFoundError):
-                os.unlink(temp, dir_fd=folder)
-            raise
+        write_in_folder(folder, name, data, mode=mode)
 
 
 def write_text(base: Path, rel: str, text: str) -> None:
     """``write_bytes`` of UTF-8 text; undecodable bytes read with surrogateescape come back."""
     write_bytes(base, rel, text.encode("utf-8", "surrogateescape"))
-
-
-def atomic_write(path: Path, text: str) -> None:
-    """Write one file in an existing folder atomically; the file itself may not be a symlink."""
-    write_text(path.parent, path.name, text)
 
 
 def read_bytes(base: Path, rel: str) -> tuple[bytes, int]:

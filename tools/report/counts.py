@@ -18,7 +18,7 @@ from ..findings import Finding
 from .linemap import line_map
 
 if TYPE_CHECKING:
-    from ..migrate import MigrationResult
+    from ..migration_result import MigrationResult
 
 ADVISORY_CATEGORY = "performance"
 BUCKETS = ("converted", "left", "advisory")

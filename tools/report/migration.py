@@ -30,7 +30,7 @@ from .patch import file_patch
 
 if TYPE_CHECKING:
     from ..findings import Finding
-    from ..migrate import MigrationResult
+    from ..migration_result import MigrationResult
 
 
 def unified_diff(result: MigrationResult) -> str:

@@ -13,11 +13,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from torchport.agents.data_notes import data_notes
 from torchport.tools.catalogue import TARGETS, load_catalogue
 from torchport.tools.safetext import terminal_line, terminal_text
 
-from .cli_options import add_agent_limits, add_llm, add_run_budget, budget_settings, fail
-from .data_notes import data_notes
+from .options import add_agent_limits, add_llm, add_run_budget, budget_settings, fail
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
@@ -64,6 +64,20 @@ def add_parser(sub: Any) -> None:
     )
     m.add_argument("path", nargs="?", help="repository folder to migrate")
     m.add_argument("--target", "-t", choices=TARGETS, help="where the code goes (required)")
+    _add_output(m)
+    _add_verification(m)
+    m.add_argument("--format", "-f", choices=["text", "json"], default="text")
+    m.add_argument(
+        "--exit-zero",
+        action="store_true",
+        help=f"exit {EXIT_CLEAN} when migrated, even if not verified or items are left",
+    )
+    m.add_argument("--quiet", "-q", action="store_true", help="no progress on standard error")
+    m.set_defaults(func=run)
+
+
+def _add_output(m: argparse.ArgumentParser) -> None:
+    """Where the result goes and which rules make it."""
     where = m.add_mutually_exclusive_group()
     where.add_argument(
         "--out",
@@ -100,6 +114,10 @@ def add_parser(sub: Any) -> None:
         "output whose files were edited since; never a folder holding files torchport did not "
         "write, never the source or a folder containing it",
     )
+
+
+def _add_verification(m: argparse.ArgumentParser) -> None:
+    """How the migration is proven, and how far the agents may go to make it so."""
     verify = m.add_argument_group("verification")
     verify.add_argument(
         "--no-verify", action="store_true", help="skip running the programs; codemods only"
@@ -112,14 +130,6 @@ def add_parser(sub: Any) -> None:
     add_llm(agent, "auto")
     add_agent_limits(agent, "for the run")
     agent.add_argument("--resume", metavar="RUN_ID", help="continue a killed run")
-    m.add_argument("--format", "-f", choices=["text", "json"], default="text")
-    m.add_argument(
-        "--exit-zero",
-        action="store_true",
-        help=f"exit {EXIT_CLEAN} when migrated, even if not verified or items are left",
-    )
-    m.add_argument("--quiet", "-q", action="store_true", help="no progress on standard error")
-    m.set_defaults(func=run)
 
 
 def _settings(args: argparse.Namespace) -> dict[str, Any]:
@@ -143,11 +153,10 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from torchport.agents import graph, runs
+    from torchport.agents.deliver import migration_result, options_of, verification_record
+    from torchport.agents.llm.factory import LLMSetupError, llm_factory
     from torchport.tools.migrate import MigrateError, check_options  # codemods: ~0.3 s
-
-    from . import graph, runs
-    from .deliver import migration_result, options_of, verification_record
-    from .llm_runtime import LLMSetupError, llm_factory
 
     def say(message: str) -> None:
         if not args.quiet:  # progress quotes file names and the program's errors
@@ -177,6 +186,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _print(args: argparse.Namespace, final: dict[str, Any], migration_result, record) -> int:
+    from torchport.agents.deliver import sandbox_used
+    from torchport.agents.environment import summary_line
     from torchport.tools.filenames import printable_data
     from torchport.tools.report.counts import count_constructs
     from torchport.tools.report.migration import (
@@ -184,9 +195,6 @@ def _print(args: argparse.Namespace, final: dict[str, Any], migration_result, re
         one_line_summary,
         unified_diff,
     )
-
-    from .deliver import sandbox_used
-    from .environment import summary_line
 
     settings = final["settings"]
     result = migration_result(final)

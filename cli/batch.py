@@ -14,7 +14,7 @@ from typing import Any
 
 from torchport.tools.catalogue import TARGETS
 
-from ..cli_options import (
+from .options import (
     add_agent_limits,
     add_llm,
     add_run_budget,
@@ -133,12 +133,11 @@ def _terminate(signum: int, frame: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     import os
 
+    from torchport.agents.batch.driver import run_batch
+    from torchport.agents.batch.executors import ExecutorError, make_executor
+    from torchport.agents.batch.sources import SourcesError, read_sources
+    from torchport.agents.batch.store import StoreError
     from torchport.agents.llm.config import LLMConfigError, resolve
-
-    from .driver import run_batch
-    from .executors import ExecutorError, make_executor
-    from .sources import SourcesError, read_sources
-    from .store import StoreError
 
     try:
         resolve(args.llm, os.environ)  # a bad --llm fails here, not in every job

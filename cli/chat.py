@@ -14,7 +14,7 @@ from typing import Any
 
 from torchport.tools.catalogue import TARGETS
 
-from ..cli_options import add_llm, add_run_budget, budget_settings, fail
+from .options import add_llm, add_run_budget, budget_settings, fail
 
 EXIT_OK, EXIT_INTERRUPTED, EXIT_ERROR = 0, 130, 2
 PROMPT = "torchport> "
@@ -57,14 +57,12 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from langgraph.types import Command
-
-    from .. import runs
-    from ..checkpoints import open_checkpointer
-    from ..llm_runtime import LLMSetupError, llm_factory
-    from . import session
-    from .render import renderer_for
-    from .state import ChatRuntime, new_state
+    from torchport.agents import runs
+    from torchport.agents.chat import session
+    from torchport.agents.chat.render import renderer_for
+    from torchport.agents.chat.state import ChatRuntime, new_state
+    from torchport.agents.checkpoints import open_checkpointer
+    from torchport.agents.llm.factory import llm_factory
 
     renderer = renderer_for(plain=args.plain)
 
@@ -85,43 +83,47 @@ def run(args: argparse.Namespace) -> int:
     with open_checkpointer(runs.checkpoint_db()) as saver:
         app = session.build(runtime).compile(checkpointer=saver)
         snapshot = app.get_state(config)
-        payload: Any
-        pending = None
-        if args.resume:
-            if not snapshot.values:
-                return fail(f"no chat session {session_id!r} in {runs.checkpoint_db()}")
-            pending = _pending(snapshot)
-            payload = None if snapshot.next else {"command": {"name": "none"}}
-            v = snapshot.values
-            renderer.show(
-                {
-                    "kind": "text",
-                    "text": f"resuming session {session_id}: {v['source']} -> {v['target']}; "
-                    f"{len(v.get('changes') or [])} changes proposed, "
-                    f"{len(v.get('undone') or [])} undone. Type /help for commands.",
-                }
-            )
-        else:
+        if not args.resume:
             budget = budget_settings(args)
-            payload = new_state(session_id, source, args.target, args.llm or "auto", budget)
-        try:
-            while True:
-                if pending is None:
-                    pending = _drive(app, payload, config, renderer)
-                if pending is None:
-                    return EXIT_OK
-                payload = Command(resume=_answer(renderer, pending))
-                pending = None
-        except KeyboardInterrupt:
-            renderer.progress_done()
-            print(
-                f"\ninterrupted; resume with: torchport chat --resume {session_id}",
-                file=sys.stderr,
-            )
-            return EXIT_INTERRUPTED
-        except LLMSetupError as exc:
-            renderer.progress_done()
-            return fail(f"{exc} (resume with: torchport chat --resume {session_id} --llm none)")
+            first = new_state(session_id, source, args.target, args.llm or "auto", budget)
+            return _converse(app, config, renderer, session_id, first, None)
+        if not snapshot.values:
+            return fail(f"no chat session {session_id!r} in {runs.checkpoint_db()}")
+        v = snapshot.values
+        renderer.show(
+            {
+                "kind": "text",
+                "text": f"resuming session {session_id}: {v['source']} -> {v['target']}; "
+                f"{len(v.get('changes') or [])} changes proposed, "
+                f"{len(v.get('undone') or [])} undone. Type /help for commands.",
+            }
+        )
+        payload = None if snapshot.next else {"command": {"name": "none"}}
+        return _converse(app, config, renderer, session_id, payload, _pending(snapshot))
+
+
+def _converse(
+    app: Any, config: dict, renderer: Any, session_id: str, payload: Any, pending: Any
+) -> int:
+    """Run the graph to each question, ask it, feed the answer back, until the session ends."""
+    from langgraph.types import Command
+    from torchport.agents.llm.factory import LLMSetupError
+
+    try:
+        while True:
+            if pending is None:
+                pending = _drive(app, payload, config, renderer)
+            if pending is None:
+                return EXIT_OK
+            payload = Command(resume=_answer(renderer, pending))
+            pending = None
+    except KeyboardInterrupt:
+        renderer.progress_done()
+        print(f"\ninterrupted; resume with: torchport chat --resume {session_id}", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except LLMSetupError as exc:
+        renderer.progress_done()
+        return fail(f"{exc} (resume with: torchport chat --resume {session_id} --llm none)")
 
 
 def _drive(app: Any, payload: Any, config: dict[str, Any], renderer: Any) -> dict | None:

@@ -24,8 +24,8 @@ def llm_factory(say: Callable[[str], None]) -> Callable[[dict[str, Any]], Any]:
     """A factory the graph calls once, the first time a node needs the LLM."""
 
     def make(settings: dict[str, Any]) -> Any:
-        from .llm.client import LLMClient
-        from .llm.config import LLMConfigError, resolve
+        from .client import LLMClient
+        from .config import LLMConfigError, resolve
 
         try:
             config = resolve(settings.get("llm"), os.environ)
@@ -34,15 +34,15 @@ def llm_factory(say: Callable[[str], None]) -> Callable[[dict[str, Any]], Any]:
         if config is None:
             return None
         if config.local and os.environ.get(SHARED_LOCAL_URL):
-            from .llm.config import with_base_url
+            from .config import with_base_url
 
             url = os.environ[SHARED_LOCAL_URL]
             model = os.environ.get(SHARED_LOCAL_MODEL) or config.model
             config = with_base_url(config, url, model=model)
             say(f"using the embedded model already running at {url}")
         elif config.local:
-            from .llm import local
-            from .llm.config import with_base_url
+            from . import local
+            from .config import with_base_url
 
             say("starting the embedded model (llama.cpp, loopback only)")
             try:

@@ -16,11 +16,21 @@ import sys
 from collections.abc import Callable
 from typing import Any, NoReturn
 
+from torchport.agents.defaults import MAX_ITERATIONS, MAX_LLM_TOKENS, VERIFY_STEPS
 from torchport.agents.llm.config import LLMConfigError, check_flag
-from torchport.sandbox.limits import LIMITS, Bound
+from torchport.sandbox.limits import (
+    DEFAULT_DEVICES,
+    DEFAULT_ISOLATION,
+    DEFAULT_MEMORY_MB,
+    DEFAULT_TIMEOUT_S,
+    LIMITS,
+    Bound,
+)
 from torchport.tools.safetext import terminal_line
 
-EXIT_ERROR = 2  # every front door: nothing was done (bad input or option)
+# Every front door's exit statuses: done and nothing found, done with findings (or a run
+# that failed), nothing done (bad input or option).
+EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
 ISOLATION = ["auto", "bwrap", "docker", "unshare", "process"]
 LLM_FLAGS = "none|local|auto|URL"
@@ -74,7 +84,7 @@ def llm_flag(text: str) -> str:
 
 
 def add_run_budget(
-    group: Any, what: str = "per run", default_steps: int = 5, deps: bool = False
+    group: Any, what: str = "per run", default_steps: int = VERIFY_STEPS, deps: bool = False
 ) -> None:
     """--steps, --timeout, --memory, --isolation, --devices: how each sandboxed run is
     bounded and what machine it sees; with ``deps``, --deps and --python too: what each
@@ -88,27 +98,27 @@ def add_run_budget(
     group.add_argument(
         "--timeout",
         type=seconds,
-        default=300.0,
+        default=DEFAULT_TIMEOUT_S,
         help=f"{what}, seconds (above 0, at most {LIMITS['timeout_s'].high})",
     )
     group.add_argument(
         "--memory",
         type=mebibytes,
-        default=4096,
+        default=DEFAULT_MEMORY_MB,
         help=f"{what}, MiB (at least {MIN_MEMORY_MB})",
     )
     group.add_argument(
         "--isolation",
         choices=ISOLATION,
-        default="auto",
+        default=DEFAULT_ISOLATION,
         help="sandbox backend (auto: the strongest available)",
     )
     group.add_argument(
         "--devices",
         type=devices,
-        default=2,
+        default=DEFAULT_DEVICES,
         help="what device_count() answers in both runs, so a program that spawns one rank "
-        "per device spawns that many (default: 2)",
+        f"per device spawns that many (default: {DEFAULT_DEVICES})",
     )
     if deps:
         add_deps(group)
@@ -171,11 +181,14 @@ def add_agent_limits(group: Any, per: str) -> None:
     group.add_argument(
         "--max-iterations",
         type=non_negative_int,
-        default=3,
+        default=MAX_ITERATIONS,
         help="repair rounds after the first verification (0: none)",
     )
     group.add_argument(
-        "--max-llm-tokens", type=non_negative_int, default=60_000, help=f"LLM token budget {per}"
+        "--max-llm-tokens",
+        type=non_negative_int,
+        default=MAX_LLM_TOKENS,
+        help=f"LLM token budget {per}",
     )
 
 

@@ -11,10 +11,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from torchport.agents.cli_options import positive_int, seconds, steps
+from torchport.evals.tasks import SuiteError, load_suite
+from torchport.sandbox.limits import DEFAULT_TIMEOUT_S
+from torchport.tools.catalogue import TARGETS
 from torchport.tools.safetext import terminal_line
 
-from .tasks import TARGETS, SuiteError, load_suite
+from .options import positive_int, seconds, steps
 
 # Kept here rather than imported from .modes, so that building the parser stays cheap.
 MODES = ("rules", "rules+llm", "llm", "naive", "shim")
@@ -54,7 +56,9 @@ def add_parser(sub: Any) -> None:
     e.add_argument("--tasks", help="comma list of task names (default: all)")
     e.add_argument("--jobs", "-j", type=positive_int, default=1, help="jobs in parallel")
     e.add_argument("--steps", type=steps, default=3, help="optimizer steps per run, at least 1")
-    e.add_argument("--timeout", type=seconds, default=300.0, help="per run, seconds (above 0)")
+    e.add_argument(
+        "--timeout", type=seconds, default=DEFAULT_TIMEOUT_S, help="per run, seconds (above 0)"
+    )
     e.add_argument("--out", default="out/eval", help="results and leaderboard folder")
     e.add_argument("--fresh", action="store_true", help="discard earlier results in OUT")
     e.add_argument("--quiet", "-q", action="store_true", help="no progress on standard error")
@@ -72,10 +76,9 @@ def _list(value: str, allowed: tuple[str, ...], what: str) -> list[str]:
 def run(args: argparse.Namespace) -> int:
     import shutil
 
-    from torchport.agents.verifier import Budget
-
-    from . import leaderboard
-    from .runner import print_progress, run_all
+    from torchport.agents.verifier import RunLimits
+    from torchport.evals import leaderboard
+    from torchport.evals.runner import print_progress, run_all
 
     try:
         modes = _list(args.modes, MODES, "mode")
@@ -101,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out)
     if args.fresh and (out / "results").exists():
         shutil.rmtree(out / "results")
-    budget = Budget(steps=args.steps, forwards=args.steps, timeout_s=args.timeout)
+    budget = RunLimits(steps=args.steps, forwards=args.steps, timeout_s=args.timeout)
     results = run_all(
         tasks,
         modes,

@@ -1,0 +1,7 @@
+"""``python -m torchport.cli``: the ``torchport`` command."""
+
+import sys
+
+from .main import main
+
+sys.exit(main())
