@@ -23,6 +23,7 @@ from torchport.tools.scanner import ScanOptions, scan
 
 from . import runs, verifier
 from .checkpoints import open_checkpointer
+from .defaults import DEFAULTS
 from .deliver import deliver as write_output
 from .diagnose import diagnose as classify
 from .planner import make_plan
@@ -31,19 +32,6 @@ from .rewrite_round import RewriteRound
 from .state import Best, NextFix, Settings, State, VerificationRecord, decision
 from .verify_step import verify_overlay
 
-DEFAULTS: Settings = {
-    "select": [],
-    "entry": None,
-    "verify": True,
-    "steps": 5,
-    "timeout_s": 300.0,
-    "memory_mb": 4096,
-    "isolation": "auto",
-    "max_iterations": 3,
-    "max_llm_tokens": 60_000,
-    "max_wall_s": 1800.0,
-    "llm": "none",
-}
 MAX_CONSTRUCT_REPAIRS = 8
 
 

@@ -42,7 +42,6 @@ class RewriteRound:
             self.overlay or {},
             self.scratch / "llm",
             request,
-            max_turns=6,
             max_tokens=self.settings["max_llm_tokens"] - tokens(self.usage),
         )
         self.usage = add_usage(self.usage, record["usage"])

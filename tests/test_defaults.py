@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from torchport.agents import defaults, graph, verifier
+from torchport.agents import defaults, verifier
 from torchport.cli.main import _build_parser
 from torchport.sandbox import limits
 from torchport.sandbox.harness import RunSpec
@@ -40,10 +40,6 @@ def test_the_verifier_runs_with_the_settings_defaults() -> None:
     for key in ("timeout_s", "memory_mb", "isolation"):
         assert getattr(limits_of_run, key) == defaults.DEFAULTS[key]
     assert limits_of_run.devices == limits.DEFAULT_DEVICES
-
-
-def test_the_graph_starts_from_the_settings_defaults() -> None:
-    assert graph.DEFAULTS == defaults.DEFAULTS
 
 
 def test_a_run_on_its_own_takes_more_steps_than_a_verification() -> None:

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from torchport.agents import graph
+from torchport.agents.defaults import DEFAULTS
 from torchport.agents.repair_choice import no_fix_reason
 from torchport.agents.state import State
 
@@ -22,7 +23,7 @@ NOT_COMPILED = "Torch not compiled with CUDA enabled"
 
 
 def _settings(source: Path, **more: Any) -> dict[str, Any]:
-    return {**graph.DEFAULTS, "source": str(source), "target": "tpu", **more}
+    return {**DEFAULTS, "source": str(source), "target": "tpu", **more}
 
 
 def _failed_at(path: str, line: int, message: str = NOT_COMPILED) -> dict[str, Any]:

@@ -13,6 +13,7 @@ from torchport.tools.catalogue import TARGETS
 from torchport.tools.report.counts import count_constructs
 from torchport.tools.sourcefile import read_exact
 
+from ..defaults import DEFAULTS
 from ..verify_step import verify_overlay
 from . import changes as ch
 from .events import emit, progress, table
@@ -27,7 +28,7 @@ def migrate_node(state: ChatState, chat: ChatRuntime) -> dict[str, Any]:
     from ..deliver import migration_result
 
     settings = {
-        **graph.DEFAULTS,
+        **DEFAULTS,
         "source": state["source"],
         "target": state["target"],
         "verify": False,  # /verify is its own step here
@@ -158,7 +159,7 @@ def fix(state: ChatState, chat: ChatRuntime) -> dict[str, Any]:
     emit("progress", f"asking the LLM to repair {request['path']} near line {found['line']}")
     source = Path(state["source"])
     repaired, record = rewriter.llm_repair(
-        client, source, overlay, chat.scratch / "llm", request, max_turns=6, max_tokens=None
+        client, source, overlay, chat.scratch / "llm", request, max_tokens=None
     )
     return _adopt(state, client, overlay, repaired, record, found["signature"])
 
@@ -195,7 +196,7 @@ def edit(state: ChatState, chat: ChatRuntime) -> dict[str, Any]:
     }
     emit("progress", f"asking the LLM to change {path} lines {first}-{max(first, last)}")
     changed, record = rewriter.llm_repair(
-        client, source, overlay, chat.scratch / "llm", request, max_turns=6, max_tokens=None
+        client, source, overlay, chat.scratch / "llm", request, max_tokens=None
     )
     return _adopt(state, client, overlay, changed, record, "your request")
 

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import torch
 
+from ..modes import EMULATED
 from . import autocast, backend, factories, rnn_cells, state
 from .counters import counters, reset
 from .tensor import EmulatedTensor
 
 __all__ = ["EmulatedTensor", "activate", "active_device", "counters", "reset"]
 
-SUPPORTED = ("tpu", "neuron")
+SUPPORTED = EMULATED
 
 
 def activate(name: str = "tpu", devices: int = 1) -> torch.device:

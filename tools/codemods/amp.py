@@ -7,6 +7,7 @@ import libcst as cst
 from .base import (
     ACCELERATOR_TYPE,
     DEVICE_STRING,
+    VENDOR_TARGETS,
     FixContext,
     NotApplicable,
     arg_named,
@@ -18,7 +19,7 @@ from .base import (
 )
 from .base import fixer as register
 
-BF16_TARGETS = frozenset({"tpu", "neuron", "xla"})
+BF16_TARGETS = VENDOR_TARGETS  # bfloat16 autocast, no loss scaling
 
 
 def _device_type(ctx: FixContext) -> cst.BaseExpression:

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import libcst as cst
+from torchport.tools.catalogue import TARGETS
 
 
 class NotApplicable(Exception):
@@ -116,7 +117,10 @@ class FixerEntry:
 
 FIXERS: dict[tuple[str, str], FixerEntry] = {}
 
-ALL_TARGETS = frozenset({"tpu", "neuron", "xla", "accelerator"})
+ALL_TARGETS = frozenset(TARGETS)
+# The vendor backends (every target but device-agnostic accelerator code): their AMP
+# dtype is bfloat16, and each has a device string and a distributed backend of its own.
+VENDOR_TARGETS = ALL_TARGETS - {"accelerator"}
 
 
 def fixer(

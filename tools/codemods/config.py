@@ -12,6 +12,7 @@ from .base import (
     ACCELERATOR_TYPE,
     DIST_BACKEND,
     REMOVE_STATEMENT,
+    VENDOR_TARGETS,
     FixContext,
     NotApplicable,
     arg_named,
@@ -25,7 +26,7 @@ from .base import (
 )
 from .base import fixer as register
 
-NON_ACCEL = frozenset({"tpu", "neuron", "xla"})
+NON_ACCEL = VENDOR_TARGETS
 REMOVE_ARG = cst.RemoveFromParent()
 
 

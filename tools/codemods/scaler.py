@@ -13,12 +13,18 @@ from __future__ import annotations
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
-from .amp import grad_scaler
-from .base import REMOVE_STATEMENT, FixContext, NotApplicable, code_of, follow_up, prescan
+from .amp import BF16_TARGETS, grad_scaler
+from .base import (
+    REMOVE_STATEMENT,
+    FixContext,
+    NotApplicable,
+    code_of,
+    follow_up,
+    prescan,
+)
 from .base import fixer as register
 
 SCALERS = "grad_scalers"  # the names that held a scaler this run removes
-BF16_TARGETS = frozenset({"tpu", "neuron", "xla"})
 
 
 class _Scalers(cst.CSTVisitor):
