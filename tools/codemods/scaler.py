@@ -14,14 +14,7 @@ import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from .amp import BF16_TARGETS, grad_scaler
-from .base import (
-    REMOVE_STATEMENT,
-    FixContext,
-    NotApplicable,
-    code_of,
-    follow_up,
-    prescan,
-)
+from .base import REMOVE_STATEMENT, FixContext, NotApplicable, code_of, follow_up, prescan
 from .base import fixer as register
 
 SCALERS = "grad_scalers"  # the names that held a scaler this run removes
