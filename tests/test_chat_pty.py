@@ -100,7 +100,7 @@ def full_session(repo: Path, llm: str) -> str:
     assert "running the migration on the emulated tpu device" in screen
     assert term.last.group(1) == "verified", screen
     assert snapshot(repo) == original
-    screen += term.say("/apply", expect=r"Apply\? \[y/N\] ", then_prompt=False)
+    screen += term.say("/apply", expect=r"Apply\?\s+\[y/N\] ", then_prompt=False)
     assert snapshot(repo) == original  # asked, not yet answered
     screen += term.say("y", expect=r"Applied to 4 files")
     screen += term.say("/quit", expect=r"Resume with: torchport chat --resume", then_prompt=False)
