@@ -136,7 +136,7 @@ def verification_markdown(record: dict[str, Any]) -> str:
     names, code), so each is a code span or escaped text: rendering it shows them, never
     runs their HTML or fetches their images."""
     v = record.get("verification") or {}
-    lines = _summary_markdown(record, v)
+    lines = _summary_markdown(record, v) + timings_markdown(v.get("timings") or {})
     lines += _parity_markdown(v.get("parity") or {})
     lines += environment_markdown(record.get("environment") or {})
     lines += _evidence_markdown(v.get("target") or {})
@@ -180,6 +180,23 @@ def _summary_markdown(record: dict[str, Any], v: dict[str, Any]) -> list[str]:
             f"- tolerance policy: {markdown_code(v['policy'])} (agents/data/tolerance.toml)"
         )
     return lines
+
+
+def timings_markdown(timings: dict[str, Any]) -> list[str]:
+    """One line: where the verification's time went (``timings`` in verification.json)."""
+    if not timings:
+        return []
+    ref, migrated = timings["reference"], timings["migrated"]
+    phases = migrated.get("phases") or {}
+    spent = "".join(
+        f", {phases[name]} s {name}" for name in ("program", "teardown") if name in phases
+    )
+    return [
+        f"- time: {timings['total_s']} s: original {ref['source']} ({ref['seconds']} s), "
+        f"{_md(timings['runs'])}; migration {migrated['seconds']} s "
+        f"({migrated.get('start_up_s', '?')} s start-up{spent}); "
+        f"comparison {timings['compare_s']} s"
+    ]
 
 
 def _parity_markdown(parity: dict[str, Any]) -> list[str]:

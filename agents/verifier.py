@@ -18,6 +18,7 @@ import json
 import math
 import os
 import re
+import time
 import tomllib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
@@ -37,6 +38,7 @@ from torchport.tools.atomicfile import atomic_write
 from torchport.tools.depinstall import HOW_TO_PROVIDE
 from torchport.tools.depresolve import NOT_FOR_THE_PORT
 
+from . import verify_pair
 from .defaults import VERIFY_STEPS
 
 VERDICTS = ("verified", "ran", "failed", "not-runnable")
@@ -210,6 +212,8 @@ class Verification:
     failure: dict[str, Any] | None = None  # the target run, for diagnose
     # What a verdict holds only up to: "both runs then fail the same way at train.py:41: ..."
     caveat: str = ""
+    # Where the verification's wall time went (verify_pair.timings); empty when nothing ran
+    timings: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -242,6 +246,7 @@ def _brief(result: dict[str, Any] | None) -> dict[str, Any] | None:
         "error": result.get("error"),
         "isolation": result.get("isolation"),
         "elapsed_s": result.get("elapsed_s"),
+        "phases": result.get("phases") or {},
         "synthetic_data": result.get("synthetic_data", []),
         "command_rewrites": result.get("command_rewrites", []),
         "reference_standins": result.get("reference_standins", []),
@@ -504,15 +509,18 @@ def verify_tree(
     reference: dict[str, Any] | None = None,
     say: Callable[[str], None] = lambda message: None,
     environment: dict[str, Any] | None = None,
+    together: bool | None = None,
 ) -> tuple[Verification, dict[str, Any] | None]:
     """Run the original (``reference``, if not given) and ``tree`` on the target; judge.
 
     ``environment`` is the dependency overlay the runs use (``tools.depinstall``'s
     record): its folder goes on the programs' sys.path, and a package it could not
-    provide is named in the verdict. Returns the verdict and the reference run, which
-    callers may keep (the graph checkpoints it; the disk cache makes a second call
-    cheap anyway).
+    provide is named in the verdict. The two runs start together when the machine has
+    room for both (``verify_pair.schedule``; ``together`` overrides it). Returns the
+    verdict, with its ``timings``, and the reference run, which callers may keep (the
+    graph checkpoints it; the disk cache makes a second call cheap anyway).
     """
+    started = time.perf_counter()
     environment = environment or {}
     site_paths = tuple(
         p for p in [environment.get("path"), *environment.get("site_paths", [])] if p
@@ -520,19 +528,44 @@ def verify_tree(
     why = unsupported_target(target)
     if why:
         return Verification("not-runnable", why), reference
-    if reference is None:
-        say("verifying: running the original on the CUDA reference shim")
-        reference = reference_run(
-            source, argv, budget, cache, _steps(say, "original", budget), site_paths
-        )
     mode = MODE_FOR_TARGET[target] or "plain"
-    say(f"verifying: running the migration on the emulated {mode} device")
-    progress = _steps(say, "migration", budget)
-    run = run_program(tree, argv, mode, budget, preload, progress, site_paths)
+    say = verify_pair.serialised(say)
+    plan = _schedule(budget, together)
+    given = reference
+
+    def original() -> dict[str, Any]:
+        if given is not None:
+            return given
+        say("verifying: running the original on the CUDA reference shim")
+        progress = _steps(say, "original", budget)
+        return reference_run(source, argv, budget, cache, progress, site_paths)
+
+    def migrated() -> dict[str, Any]:
+        say(f"verifying: running the migration on the emulated {mode} device")
+        progress = _steps(say, "migration", budget)
+        return run_program(tree, argv, mode, budget, preload, progress, site_paths)
+
+    pair = verify_pair.run_both(original, migrated, plan.together and given is None)
+    reference, run = pair.reference, pair.migrated
+    ran = time.perf_counter()
     policy = choose_policy(
         f.read_text(encoding="utf-8", errors="replace") for f in tree.rglob("*.py")
     )
-    return name_missing_dependency(judge(reference, run, policy, mode), environment), reference
+    v = name_missing_dependency(judge(reference, run, policy, mode), environment)
+    done = time.perf_counter()
+    got = "given" if given is not None else ("cache" if reference.get("cached") else "run")
+    v.timings = verify_pair.timings(pair, got, done - ran, done - started, plan)
+    return v, reference
+
+
+def _schedule(budget: RunLimits, together: bool | None) -> verify_pair.Schedule:
+    if together is not None:
+        return verify_pair.Schedule(
+            together, f"{'together' if together else 'one after the other'}: as asked"
+        )
+    return verify_pair.schedule(
+        budget.memory_mb, verify_pair.memory_available_mb(), verify_pair.cores()
+    )
 
 
 _NO_MODULE = re.compile(r"No module named '([^']+)'")

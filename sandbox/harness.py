@@ -39,6 +39,28 @@ from .pythonpath import program_environment
 TAIL = 4000
 IGNORE = shutil.ignore_patterns(".git", "__pycache__", ".venv", "venv", "torchport-report")
 
+# Where a run's time goes: each phase lies between two marks on the wall clock. The harness
+# sets "begun", "spawned" and "returned"; the launcher, inside the sandbox, the others (its
+# result's "clock"). A phase with a mark missing (a run killed before its result) is left out.
+PHASES = (
+    ("prepare", "begun", "spawned"),  # the program copied, its command fitted
+    ("sandbox", "spawned", "process"),  # the watchdog and the isolation backend started
+    ("interpreter", "process", "entered"),  # Python started, the launcher imported
+    ("activation", "entered", "activated"),  # torch, the device or shim, seeds, data, budget
+    ("program", "activated", "finished"),  # the user's program, to the end or the budget
+    ("teardown", "finished", "returned"),  # the result written, Python's exit, the sandbox gone
+)
+
+
+def phases(marks: dict[str, Any]) -> dict[str, float]:
+    """Each phase's seconds from the marks (rounded to ms; never negative: the kernel's
+    record of a process's start is in 10 ms steps)."""
+    timed = {}
+    for name, start, end in PHASES:
+        if isinstance(marks.get(start), float) and isinstance(marks.get(end), float):
+            timed[name] = round(max(0.0, marks[end] - marks[start]), 3)
+    return timed
+
 
 class RunError(ValueError):
     """The run could not be started (bad command, bad mode)."""
@@ -102,6 +124,8 @@ class RunResult:
     ranks: list[dict[str, Any]] = field(default_factory=list)
     # arguments of the command changed for the run (sandbox.commandline): both runs get these
     command_rewrites: list[dict[str, str]] = field(default_factory=list)
+    # seconds spent in each of PHASES (the start-up, the program, the teardown)
+    phases: dict[str, float] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -304,6 +328,7 @@ def run(spec: RunSpec) -> RunResult:
     if not spec.root.is_dir():
         raise RunError(f"not a directory: {spec.root}")
     started = time.perf_counter()
+    marks: dict[str, Any] = {"begun": time.time()}
     # Named with this process's pid and start time: if torchport is killed before the
     # watchdog can delete it, the next torchport's sweep knows it is stale.
     with owner.temp_dir() as tmp:
@@ -315,9 +340,11 @@ def run(spec: RunSpec) -> RunResult:
         result_file = Path(tmp) / "result.json"
         argv = launcher_argv(spec, result_file, scratch)
         with _tail_progress(Path(tmp) / "progress.jsonl", spec.progress):
+            marks["spawned"] = time.time()
             code, out, err, isolation, killed = _execute(argv, Path(tmp), spec)
         dist = torchrun_parts(spec.command)
         data = collect_results(Path(tmp), dist.nproc if dist is not None else None)
+    marks["returned"] = time.time()  # the results read, the program's copy removed
     result = RunResult(status="failed", exit_code=code, isolation=isolation, mode=spec.mode)
     if data is not None:
         for key in (
@@ -348,6 +375,7 @@ def run(spec: RunSpec) -> RunResult:
     result.synthetic_data = [*fitted.standins, *result.synthetic_data]
     result.command_rewrites = fitted.rewrites_json()
     result.stdout_tail, result.stderr_tail = out[-TAIL:], err[-TAIL:]
+    result.phases = phases({**((data or {}).get("clock") or {}), **marks})
     result.elapsed_s = round(time.perf_counter() - started, 3)
     return result
 
@@ -393,7 +421,7 @@ def merge_processes(
     primary = main if main is not None and _did_work(main) else parts[0]
     merged = dict(primary)
     if main is not None and primary is not main:
-        for key in ("status", "exit_code", "error", "program", "elapsed_s"):
+        for key in ("status", "exit_code", "error", "program", "elapsed_s", "clock"):
             if key in main:
                 merged[key] = main[key]
             else:
