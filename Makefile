@@ -19,7 +19,7 @@ ifeq ($(shell uname -m),x86_64)
 LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
 endif
 
-.PHONY: setup demo test lint bench sandbox-tools
+.PHONY: setup demo test test-fast lint bench sandbox-tools
 
 setup: $(STAMP)
 
@@ -45,8 +45,20 @@ TORCHPORT_WITH_DOCKER ?= 1
 sandbox-tools: $(STAMP)
 	@TORCHPORT_WITH_DOCKER=$(TORCHPORT_WITH_DOCKER) PYTHON=$(BIN)/python scripts/ensure-sandbox-tools
 
+# The suite runs in parallel (pytest-xdist). Most tests wait on the programs they start
+# (sandboxed runs, a CLI in a pseudo-terminal, a model server), so more workers than cores
+# keep both cores busy. `--dist loadgroup`: tests/conftest.py puts the real-model tests on
+# one worker (one model server, not one per worker) and the tests of a module-scoped
+# fixture on the worker that builds it once.
+TEST_WORKERS ?= 4
+PYTEST_PARALLEL = -n $(TEST_WORKERS) --dist loadgroup --durations=15
+
 test: $(STAMP) sandbox-tools
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q $(PYTEST_PARALLEL)
+
+# The developer's loop: everything not marked slow (no model server, no corpus runs).
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -q $(PYTEST_PARALLEL) -m "not slow"
 
 lint: $(STAMP)
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .

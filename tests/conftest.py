@@ -30,6 +30,12 @@ def _torchport_home(tmp_path_factory: pytest.TempPathFactory):
     from torchport.agents.llm import local
 
     home = tmp_path_factory.mktemp("torchport-home")
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        # The workers share the cache of the originals' reference runs (keyed by content,
+        # written atomically), as one process's session does: not four runs of each.
+        shared = tmp_path_factory.getbasetemp().parent / "references"
+        shared.mkdir(exist_ok=True)
+        (home / "references").symlink_to(shared)
     saved = {k: os.environ.get(k) for k in ("TORCHPORT_HOME", "TORCHPORT_MODELS", "PIP_NO_INDEX")}
     os.environ["TORCHPORT_MODELS"] = str(local.cache_dir())  # the one model cache, kept
     os.environ["TORCHPORT_HOME"] = str(home)
@@ -41,3 +47,54 @@ def _torchport_home(tmp_path_factory: pytest.TempPathFactory):
             os.environ.pop(key, None)
         else:
             os.environ[key] = value
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Group tests for pytest-xdist's ``--dist loadgroup`` (see the Makefile's ``test``).
+
+    The real-model tests share one worker: each worker would start its own 1.1 GB
+    server, and two llama.cpp servers on two cores slow each other down. Tests that use
+    a module-scoped fixture share the worker that builds it once (a corpus migrated
+    four times, a reference run), instead of each worker building it again.
+    """
+    for item in items:
+        if item.get_closest_marker("llm"):
+            group = "llm"
+        elif any(
+            d.scope == "module"
+            for defs in item._fixtureinfo.name2fixturedefs.values()
+            for d in defs
+        ):
+            group = item.module.__name__
+        else:
+            continue
+        item.add_marker(pytest.mark.xdist_group(group))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
+    """With TORCHPORT_TEST_CPU=FILE, append each test's CPU seconds (its own process and the
+    children it waited for) to FILE as JSON lines: wall time under a busy machine or
+    parallel workers says little about what a test costs."""
+    import os
+
+    out = os.environ.get("TORCHPORT_TEST_CPU")
+    if not out:
+        return (yield)
+    import json
+    import resource
+    import time
+
+    def cpu() -> float:
+        own = resource.getrusage(resource.RUSAGE_SELF)
+        kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+    c0, t0 = cpu(), time.monotonic()
+    try:
+        return (yield)
+    finally:
+        record = {"test": item.nodeid, "cpu_s": round(cpu() - c0, 2)}
+        record["wall_s"] = round(time.monotonic() - t0, 2)
+        with open(out, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps(record) + "\n")
