@@ -383,18 +383,8 @@ def register(name: str, devices: int) -> None:
     generator.install()
     module = make_device_module(name)
     backend_registration._setup_privateuseone_for_python_backend(name, backend_module=module)
-    module.default_generators = generator.default_generators()  # needs the device name
-    atexit.register(_let_autograd_threads_settle)
-    import torch.autograd.graph
-
-    backward = _single_threaded_backward(torch.autograd.graph._engine_run_backward)
-    for owner in (torch.autograd.graph, torch.autograd):
-        patching.patch(owner, "_engine_run_backward", backward, by="emulator.backend")
-    _patch_accelerator()
+    install_shared(name, module)
     _patch_device_resolution()
-    memory.install()
-    cuda.install()
-    _patch_compile(name)
     # Real device tensors are plain torch.Tensor, which optimizers send down their
     # default foreach path; let the wrapper take the same path.
     from torch.optim import optimizer
@@ -403,8 +393,27 @@ def register(name: str, devices: int) -> None:
     for types_list in (optimizer._foreach_supported_types, _foreach_utils._foreach_supported_types):
         types_list.append(EmulatedTensor)
     serialization.install()
+    counters.reset()
+
+
+def install_shared(name: str, module: types.ModuleType) -> None:
+    """What both backends (Python and native) add to torch once the device is named:
+    generators, backward on the calling thread, torch.accelerator, memory statistics,
+    CUDA-use records, torch.compile, torch.distributed, pinning, the step counter."""
+    module.default_generators = generator.default_generators()  # needs the device name
+    atexit.register(_let_autograd_threads_settle)
+    import torch.autograd.graph
+
+    backward = _single_threaded_backward(torch.autograd.graph._engine_run_backward)
+    for owner in (torch.autograd.graph, torch.autograd):
+        patching.patch(owner, "_engine_run_backward", backward, by="emulator.backend")
+    _patch_accelerator()
+    memory.install()
+    cuda.install()
+    _patch_compile(name)
     _register_distributed(name)
     patching.patch(torch.Tensor, "pin_memory", _pin_memory, by="emulator.backend")
     patching.patch(torch.Tensor, "is_pinned", _is_pinned, by="emulator.backend")
+    from torch.optim import optimizer
+
     optimizer.register_optimizer_step_post_hook(counters.record_optimizer_step)
-    counters.reset()
