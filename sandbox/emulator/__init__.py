@@ -22,14 +22,16 @@ SUPPORTED = EMULATED
 
 
 def activate(
-    name: str = "tpu", devices: int = 1, backend: str | None = None, *, build: bool = True
+    name: str = "tpu", devices: int = 1, backend: str | None = None, *, build: bool = False
 ) -> torch.device:
     """Install the emulated device ``name`` with ``devices`` ordinals; return ``name:0``.
 
     ``backend``: ``"native"`` (the C++ PrivateUse1 backend, at about CPU speed),
     ``"python"`` (the tensor-subclass emulator) or ``"auto"``; None reads
-    ``$TORCHPORT_EMULATOR`` (default ``auto``: native when it can be had, see
-    ``native.choose``). ``build=False`` never compiles (a sandboxed run). PrivateUse1
+    ``$TORCHPORT_EMULATOR`` (default ``auto``: native when its library is at hand, see
+    ``native.choose``). Only ``build=True`` compiles it here (a minute of CPU, once per
+    torch version); torchport builds it in its own process before a sandboxed run
+    (``native.prepare_for_sandbox``), and a run never compiles. PrivateUse1
     can be renamed once per process, so activation is permanent; calling again with
     the same arguments is a no-op.
     """

@@ -376,6 +376,28 @@ def _is_pinned(self: torch.Tensor, device: Any = None) -> bool:
     return bool(getattr(self, "_torchport_pinned", False))
 
 
+def _sync_reporting(real: Callable[..., Any], kind: str) -> Callable[..., Any]:
+    """``Tensor.__repr__`` / ``tolist`` of a device tensor: one sync at the user's call.
+
+    Printing reads device memory, but torch's printing makes several reads of its own;
+    they are one sync, at the user's ``print``. The Python emulator's tensor subclass
+    overrides both methods itself, so on that backend only the native tensors (none)
+    would reach these; the patch is shared to keep one set of patches.
+    """
+
+    @functools.wraps(real)
+    def method(self: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+        if self.device.type != state.name:
+            return real(self, *args, **kwargs)
+        counters.record_sync(kind)
+        if kind == "tolist":
+            counters.record_transfer("d2h", self.numel() * self.element_size())
+        with counters.quiet():
+            return real(self, *args, **kwargs)
+
+    return method
+
+
 def register(name: str, devices: int) -> None:
     """Make ``name`` a working torch device with ``devices`` CPU-backed ordinals."""
     state.name = name
@@ -414,6 +436,9 @@ def install_shared(name: str, module: types.ModuleType) -> None:
     _register_distributed(name)
     patching.patch(torch.Tensor, "pin_memory", _pin_memory, by="emulator.backend")
     patching.patch(torch.Tensor, "is_pinned", _is_pinned, by="emulator.backend")
+    for method, kind in (("__repr__", "print"), ("tolist", "tolist")):
+        wrapped = _sync_reporting(getattr(torch.Tensor, method), kind)
+        patching.patch(torch.Tensor, method, wrapped, by="emulator.backend")
     from torch.optim import optimizer
 
     optimizer.register_optimizer_step_post_hook(counters.record_optimizer_step)

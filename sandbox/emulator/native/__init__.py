@@ -15,6 +15,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from ...modes import EMULATED
+
 ENV = "TORCHPORT_EMULATOR"
 LIB_ENV = "TORCHPORT_EMULATOR_LIB"
 WHY_ENV = "TORCHPORT_EMULATOR_WHY"  # the parent's reason when it could not prepare one
@@ -98,14 +100,17 @@ def describe(backend: str | None = None) -> tuple[str, str]:
     return "native", f"built on first use (about a minute of CPU), cached in {builder.cache_root()}"
 
 
-def prepare_for_sandbox(backend: str | None = None) -> tuple[list[Path], dict[str, str]]:
-    """In the trusted parent, before a sandboxed run: build (or find) the library.
+def prepare_for_sandbox(mode: str, backend: str | None = None) -> tuple[list[Path], dict[str, str]]:
+    """In the trusted parent, before a sandboxed run in ``mode``: build (or find) the library.
 
     Returns the folders the sandbox must show read-only and the variables to pass, so
-    that the run loads the same library without compiling: ``([], {...python...})``
-    when the native backend cannot be had here (the run then says why).
+    that the run loads the same library without compiling; without a library, the
+    variables carry the reason, which the run's counters then report. Nothing for a
+    mode that is not an emulated device.
     """
-    choice = choose(backend)
+    if mode not in EMULATED:
+        return [], {}
+    choice = choose(backend, build=True)
     env = {ENV: requested(backend)}
     if choice.library is None:
         env[WHY_ENV] = choice.reason

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import importlib.metadata
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -44,15 +46,23 @@ def cache_root() -> Path:
     return Path(home) / "emulator"
 
 
+def _torch() -> tuple[str, str]:
+    """torch's version and where it is installed, without importing it (the parent of a
+    run may not have, and need not: importing torch costs a second or two)."""
+    spec = importlib.util.find_spec("torch")
+    if spec is None or spec.origin is None:
+        raise BuildError("torch is not installed")
+    return importlib.metadata.version("torch"), str(Path(spec.origin).resolve())
+
+
 def key() -> str:
     """The cache key: torch's version, the Python ABI and a hash of the source and torch."""
-    import torch
-
+    version, where = _torch()
     digest = hashlib.sha256(SOURCE.read_bytes())
-    digest.update(torch.__version__.encode())
-    digest.update(str(Path(torch.__file__).resolve()).encode())
+    digest.update(version.encode())
+    digest.update(where.encode())
     digest.update(sys.implementation.cache_tag.encode())
-    return f"torch-{torch.__version__}-{digest.hexdigest()[:16]}"
+    return f"torch-{version}-{digest.hexdigest()[:16]}"
 
 
 def library_path() -> Path:

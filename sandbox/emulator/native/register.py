@@ -18,9 +18,8 @@ from typing import Any
 
 import torch
 
-from ... import patching
 from .. import backend, generator, serialization, state
-from ..counters import quiet, record_sync, record_transfer, reset
+from ..counters import record_sync, record_transfer, reset
 from ..tensor import _MIXED_DEVICE_OK, NOT_EMULATED
 
 MODULE = "torchport_emulator"
@@ -72,23 +71,6 @@ def _on_sync(kind: str, d2h_bytes: int) -> None:
         record_transfer("d2h", d2h_bytes)
 
 
-def _sync_reporting(real: Any, kind: str) -> Any:
-    """``Tensor.__repr__`` / ``tolist`` on a device tensor: one sync at the user's call."""
-
-    def method(self: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
-        if self.device.type != state.name:
-            return real(self, *args, **kwargs)
-        record_sync(kind)
-        if kind == "tolist":
-            record_transfer("d2h", self.numel() * self.element_size())
-        with quiet():
-            return real(self, *args, **kwargs)
-
-    method.__name__ = real.__name__
-    method.__doc__ = real.__doc__
-    return method
-
-
 def register(name: str, devices: int, library: Path) -> None:
     """Make ``name`` a torch device with ``devices`` ordinals, run by the C++ backend."""
     ext = load(library)
@@ -106,7 +88,4 @@ def register(name: str, devices: int, library: Path) -> None:
     )
     backend.install_shared(name, module)
     serialization.install(native=True)
-    for method, kind in (("__repr__", "print"), ("tolist", "tolist")):
-        wrapped = _sync_reporting(getattr(torch.Tensor, method), kind)
-        patching.patch(torch.Tensor, method, wrapped, by="emulator.native")
     reset()
