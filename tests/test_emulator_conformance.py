@@ -1283,9 +1283,10 @@ def test_item3_cuda_use_fails_as_on_cpu_torch_and_is_recorded(
 # Item 4: counters
 
 
-def test_item4_counters_syncs_transfers_float64(tpu_run: dict[str, Any]) -> None:
+def test_item4_counters_syncs_transfers_float64(tpu_run: dict[str, Any], backend: str) -> None:
     r = part(tpu_run, "item4_counters")
     c, lines = r["c"], r["lines"]
+    assert c["emulator_backend"] == backend and c["emulator_backend_reason"]  # the evidence
     assert c["host_syncs_by_kind"] == {"item": 5, "to_cpu": 1, "tolist": 1, "print": 1}
     assert c["host_syncs"] == 8
     sync_lines = {lines[k] for k in ("item", "cpu", "tolist", "bool", "if", "format", "print")}

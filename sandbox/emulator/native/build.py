@@ -19,6 +19,7 @@ import fcntl
 import hashlib
 import importlib.metadata
 import importlib.util
+import json
 import os
 import shutil
 import subprocess
@@ -141,6 +142,10 @@ def _compile_here(folder: Path) -> None:
     """In the child process: compile SOURCE into ``folder/torchport_emulator.so``."""
     from torch.utils import cpp_extension
 
+    from .register import ROUTED, routed_ops
+
+    dense, sparse = routed_ops()  # before loading the library, which registers kernels
+    (folder / ROUTED).write_text(json.dumps({"dense": dense, "sparse": sparse}), encoding="utf-8")
     cpp_extension.load(
         name=MODULE,
         sources=[str(SOURCE)],

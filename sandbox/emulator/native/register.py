@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib.machinery
 import importlib.util
+import json
 import types
 from pathlib import Path
 from typing import Any
@@ -21,8 +22,9 @@ import torch
 from .. import backend, generator, serialization, state
 from ..counters import record_sync, record_transfer, reset
 from ..tensor import _MIXED_DEVICE_OK, NOT_EMULATED
+from .build import MODULE
 
-MODULE = "torchport_emulator"
+ROUTED = "routed-ops.json"
 
 
 def load(library: Path) -> types.ModuleType:
@@ -64,6 +66,16 @@ def routed_ops() -> tuple[list[str], list[str]]:
     return dense, sparse
 
 
+def _routed(library: Path) -> tuple[list[str], list[str]]:
+    """:func:`routed_ops`, as listed once at build time next to the library (listing
+    every op costs a few tenths of a second in each process), else listed now."""
+    listed = library.with_name(ROUTED)
+    if listed.is_file():
+        data = json.loads(listed.read_text(encoding="utf-8"))
+        return data["dense"], data["sparse"]
+    return routed_ops()
+
+
 def _on_sync(kind: str, d2h_bytes: int) -> None:
     """Called by the C++ backend at each host sync (``.item()``, a device-to-host copy)."""
     record_sync(kind)
@@ -75,7 +87,7 @@ def register(name: str, devices: int, library: Path) -> None:
     """Make ``name`` a torch device with ``devices`` ordinals, run by the C++ backend."""
     ext = load(library)
     ext.configure(name, devices, [_qualified(op) for op in _MIXED_DEVICE_OK], _on_sync)
-    ext.route_to_fallback(*routed_ops())
+    ext.route_to_fallback(*_routed(library))
     for op, message in NOT_EMULATED.items():
         ext.refuse(_qualified(op), message)
     state.name, state.count, state.native = name, devices, ext
