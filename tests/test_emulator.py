@@ -207,3 +207,32 @@ def test_torchscript_still_knows_the_tensor_factories(backend: str) -> None:
         backend=backend,
     )
     assert out == {"imported": "ZeroRedundancyOptimizer"}
+
+
+def test_the_backend_choice_says_why(tmp_path, monkeypatch) -> None:
+    """One place decides the emulator; every answer carries its reason, and a sandboxed
+    run (build=False) never compiles: it takes the library it is given or falls back."""
+    from torchport.sandbox.emulator import native
+
+    monkeypatch.setenv("TORCHPORT_EMULATOR_CACHE", str(tmp_path / "cache"))  # empty
+    monkeypatch.delenv(native.LIB_ENV, raising=False)
+    monkeypatch.delenv(native.WHY_ENV, raising=False)
+    monkeypatch.setenv(native.ENV, "python")
+    assert native.choose().backend == "python" and "python" in native.choose().reason
+    assert native.prepare_for_sandbox("plain") == ([], {})
+    paths, env = native.prepare_for_sandbox("tpu")
+    assert paths == [] and env[native.ENV] == "python" and env[native.WHY_ENV]
+    monkeypatch.setenv(native.ENV, "auto")
+    fallback = native.choose(build=False)
+    assert fallback.backend == "python" and native.LIB_ENV in fallback.reason
+    monkeypatch.setenv(native.WHY_ENV, "no compiler on the parent")
+    assert native.choose(build=False).reason.endswith("no compiler on the parent")
+    with pytest.raises(RuntimeError, match="not available"):
+        native.choose("native", build=False)
+    library = tmp_path / "given.so"
+    library.write_bytes(b"")
+    monkeypatch.setenv(native.LIB_ENV, str(library))
+    given = native.choose(build=False)
+    assert (given.backend, given.library) == ("native", library)
+    with pytest.raises(ValueError, match="unknown emulator backend"):
+        native.choose("fast")

@@ -297,7 +297,10 @@ def _single_threaded_backward(real: Callable[..., Any]) -> Callable[..., Any]:
     PrivateUse1 guard answers 1, so backward through tensors on ``tpu:1`` and
     above fails an internal assert (engine.cpp, ``device_ready_queues_``). With
     multithreading disabled the engine uses the caller's CPU queue for all
-    devices; the ops and their order, hence the numbers, are the same.
+    devices; the ops and their order, hence the numbers, are the same. The native
+    backend's C++ guard counts every ordinal, so it would work multithreaded too;
+    it runs backward here as well, so that the device threads never hold work or
+    Python objects when the interpreter exits (see ``_let_autograd_threads_settle``).
     """
 
     @functools.wraps(real)
@@ -321,7 +324,11 @@ def _let_autograd_threads_settle() -> None:
     interpreter finalization has begun, CPython exits the thread by forced
     unwinding through a ``noexcept`` frame, and libstdc++ aborts the process
     ("terminate called without an active exception", exit status 134).
-    Sleeping here, before finalization, lets it finish.
+    Sleeping here, before finalization, lets it finish. With backward on the calling
+    thread (``_single_threaded_backward``) that thread has nothing left to free; the
+    sleep stays as a guard for backward passes started some other way. (Native
+    backend, 2026-12: 0 aborts in 30 runs with both, 0 in 20 without the sleep, 0 in
+    20 multithreaded without the sleep; the prototype's 2 in 6 did not reproduce.)
     """
     for _ in range(5):
         time.sleep(0.01)

@@ -110,7 +110,7 @@ def build(retry_failed: bool = True) -> Path:
 
 
 def _compile_into(final: Path) -> None:
-    work = Path(tempfile.mkdtemp(prefix=".build-", dir=final.parent.parent))
+    work = Path(tempfile.mkdtemp(prefix=".build-", dir=final.parent))  # the cache root
     started = time.monotonic()
     try:
         proc = subprocess.run(
