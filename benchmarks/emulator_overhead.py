@@ -1,29 +1,32 @@
-"""Training steps per second on the emulated device versus plain CPU, same run.
+"""Training time per step on the emulated device versus plain CPU, side by side.
 
-Three models: an MLP, a small CNN and a small GPT (2 layers, width 128). Each is
-trained for a few warm-up steps, then timed, in a fresh process per device
-(activating the emulator changes the process for good). Prints steps/s and the
-emulated/CPU time ratio. Not a test. Usage:
-    python benchmarks/emulator_overhead.py [--steps 30]
+Three models: an MLP, a small CNN and a small GPT (2 layers, width 128), trained with
+AdamW. Each emulator (``python``: the tensor subclass; ``native``: the C++ PrivateUse1
+backend) runs in a fresh process (activation changes the process for good), and
+inside that process a CPU copy of the same model is timed in alternating 10-step
+blocks, so both see the same machine load (method B of benchmarks/cpp_backend/README.md).
+The ratio is device time / CPU time per step: 1.00x = no overhead. The first losses
+must equal the CPU's within --tol. Not a test. Usage:
+    python benchmarks/emulator_overhead.py [--steps 30] [--repeats 3] [--backends python,native]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import subprocess
 import sys
+import time
 
 WORKER = r"""
-import json, sys, time
+import json, os, sys, time
 import torch
 from torch import nn
-device = sys.argv[1]
-steps = int(sys.argv[2])
-if device != "cpu":
-    from torchport.sandbox import emulator
-    emulator.activate(device)
-torch.manual_seed(0)
+backend = sys.argv[1]
+steps, check_steps, block = (int(a) for a in sys.argv[2:5])
+from torchport.sandbox import emulator
+device = str(emulator.activate("tpu", backend=backend))
 torch.set_num_threads(1)
 
 class GPT(nn.Module):
@@ -59,45 +62,98 @@ def model(name):
     return GPT()
 
 out = {}
-for name in ("mlp", "cnn", "gpt"):
-    net = model(name).to(device)
+
+def trainer(name, dev):
+    torch.manual_seed(0)
+    net = model(name).to(dev)
     opt = torch.optim.AdamW(net.parameters(), lr=1e-3)
-    x, y = (t.to(device) for t in batch(name))
+    x, y = (t.to(dev) for t in batch(name))
     def step():
         logits = net(x)
         loss = nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
         opt.zero_grad()
         loss.backward()
         opt.step()
-    for _ in range(3):
-        step()
+        return loss
+    return step
+
+def timed(step, n):
     start = time.perf_counter()
-    for _ in range(steps):
+    for _ in range(n):
         step()
-    out[name] = steps / (time.perf_counter() - start)
-print(json.dumps(out))
+    return time.perf_counter() - start
+
+for name in ("mlp", "cnn", "gpt"):
+    dev_step, cpu_step = trainer(name, device), trainer(name, "cpu")
+    losses = [[dev_step().item(), cpu_step().item()] for _ in range(check_steps)]
+    for _ in range(3):
+        dev_step(), cpu_step()
+    t_dev = t_cpu = 0.0
+    done = 0
+    while done < steps:
+        n = min(block, steps - done)
+        t_cpu += timed(cpu_step, n)
+        t_dev += timed(dev_step, n)
+        done += n
+    out[name] = {"cpu_steps_per_s": steps / t_cpu, "steps_per_s": steps / t_dev,
+                 "ratio": t_dev / t_cpu, "max_loss_diff": max(abs(a - b) for a, b in losses)}
+print(json.dumps({"backend": emulator.active_backend(), "models": out}), flush=True)
 """
 
+MODELS = ("mlp", "cnn", "gpt")
 
-def measure(device: str, steps: int) -> dict[str, float]:
-    proc = subprocess.run(
-        [sys.executable, "-c", WORKER, device, str(steps)],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
+
+def measure(backend: str, args: argparse.Namespace) -> dict:
+    """One worker process on emulator ``backend``; its JSON result."""
+    cmd = [sys.executable, "-c", WORKER, backend, str(args.steps), str(args.check_steps), "10"]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise SystemExit(f"{backend} worker failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--steps", type=int, default=30)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--check-steps", type=int, default=5)
+    ap.add_argument("--backends", default="python,native")
+    ap.add_argument("--tol", type=float, default=1e-6)
     args = ap.parse_args()
-    cpu = measure("cpu", args.steps)
-    tpu = measure("tpu", args.steps)
-    print(f"{'model':<6} {'cpu steps/s':>12} {'tpu-emulated steps/s':>21} {'time ratio':>11}")
-    for name in cpu:
-        print(f"{name:<6} {cpu[name]:>12.1f} {tpu[name]:>21.1f} {cpu[name] / tpu[name]:>10.2f}x")
+    backends = args.backends.split(",")
+    if "native" in backends:  # build (or find) it before any timing
+        from torchport.sandbox.emulator.native import build
+
+        started = time.monotonic()
+        print(f"native library: {build.build()} ({time.monotonic() - started:.1f} s to get)")
+    runs: dict[str, list[dict]] = {b: [] for b in backends}
+    for r in range(args.repeats):  # backends take turns in every round
+        for b in backends:
+            runs[b].append(measure(b, args))
+        print(f"round {r + 1}/{args.repeats} done", file=sys.stderr, flush=True)
+    med = statistics.median
+    print(f"\n{args.repeats} rounds x {args.steps} timed steps; ratio = emulated / CPU time per")
+    print("step, the CPU copy timed in the same process in alternating 10-step blocks (median).")
+    header = f"{'model':<6}{'cpu steps/s':>13}"
+    for b in backends:
+        header += f"{b + ' steps/s':>18}{b + ' ratio':>15}"
+    print(header)
+    ok = True
+    for m in MODELS:
+        cpu = med(x["models"][m]["cpu_steps_per_s"] for b in backends for x in runs[b])
+        row = f"{m:<6}{cpu:>13.1f}"
+        for b in backends:
+            sps = med(x["models"][m]["steps_per_s"] for x in runs[b])
+            ratio = med(x["models"][m]["ratio"] for x in runs[b])
+            row += f"{sps:>18.1f}{ratio:>14.2f}x"
+            ok &= all(x["models"][m]["max_loss_diff"] <= args.tol for x in runs[b])
+        print(row)
+    for b in backends:
+        name, why = runs[b][0]["backend"]
+        diff = max(x["models"][m]["max_loss_diff"] for x in runs[b] for m in MODELS)
+        print(f"{b}: ran as {name} ({why}); max loss difference vs CPU {diff:.1e}")
+    if not ok:
+        sys.exit(f"losses differ from the CPU's by more than {args.tol:g}")
 
 
 if __name__ == "__main__":

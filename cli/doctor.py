@@ -40,13 +40,23 @@ def add_parser(sub: Any) -> None:
         "doctor",
         help="measure what each sandbox backend isolates on this machine",
         description="Run a small probe program inside each sandbox backend available here "
-        "(bwrap, docker, unshare, process) and print what it could reach, and which backend "
-        "--isolation auto picks.",
+        "(bwrap, docker, unshare, process) and print what it could reach, which backend "
+        "--isolation auto picks, and which emulator (native C++ or Python) tpu/neuron runs get.",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     d.add_argument("--format", "-f", choices=["text", "json"], default="text")
     d.set_defaults(func=run)
+
+
+def _emulator_backend() -> tuple[str, str]:
+    """Which emulator a tpu/neuron run gets here (native C++ or Python), and why."""
+    from torchport.sandbox.emulator import native
+
+    try:
+        return native.describe()
+    except (OSError, ValueError) as exc:
+        return "python", f"the native backend could not be checked: {exc}"
 
 
 def run(args: argparse.Namespace) -> int:
@@ -57,9 +67,11 @@ def run(args: argparse.Namespace) -> int:
     except (OSError, ValueError, RuntimeError) as exc:
         print(f"torchport: error: the probes could not run: {exc}", file=sys.stderr)
         return EXIT_ERROR
+    backend, why = _emulator_backend()
     if args.format == "json":
-        print(json.dumps(report, indent=2))
+        print(json.dumps({**report, "emulator": {"backend": backend, "reason": why}}, indent=2))
     else:
         sys.stdout.write(render_table(report))
+        print(f"emulator (tpu/neuron runs): {backend} ({why})")
     failed = any("error" in entry for entry in report["backends"].values())
     return EXIT_ERROR if failed else EXIT_OK

@@ -110,7 +110,7 @@ def _activate(mode: str, devices: int) -> Any:
     if mode in EMULATED:
         from torchport.sandbox import emulator
 
-        emulator.activate(mode, devices=devices)
+        emulator.activate(mode, devices=devices, build=False)  # built by the parent, if at all
         return emulator
     return None
 

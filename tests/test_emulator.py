@@ -1,16 +1,70 @@
 """Tests of the CPU-emulated ``tpu`` / ``neuron`` device (torchport.sandbox.emulator).
 
 Activation renames torch's PrivateUse1 backend, which can happen once per process,
-so every test runs its snippet in a fresh interpreter and reads back JSON.
+so every test runs its snippet in a fresh interpreter and reads back JSON. Tests that
+take the ``backend`` fixture run on both emulators: the Python one (a tensor subclass)
+and the native one (a C++ PrivateUse1 backend), which is built once here, as torchport
+builds it before a sandboxed run, and handed to the snippets.
 """
 
 from __future__ import annotations
 
+import functools
 import json
+import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 from typing import Any
+
+import pytest
+
+BACKENDS = ("python", "native")
+
+
+@functools.cache
+def _native_library() -> tuple[str | None, str]:
+    """(library path, "") once built, or (None, why it cannot be built here).
+
+    Kept across test sessions in the user's cache (as the local model is), since a
+    build costs about a minute of CPU; ``TORCHPORT_EMULATOR_CACHE`` moves it.
+    """
+    from torchport.sandbox.emulator.native import build
+
+    reason = build.missing_tools()
+    if reason:
+        return None, reason
+    cache = os.environ.get(build.CACHE_ENV) or str(Path.home() / ".cache/torchport/emulator")
+    proc = subprocess.run(
+        [sys.executable, "-m", "torchport.sandbox.emulator.native.build"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, build.CACHE_ENV: cache},
+        timeout=build.BUILD_TIMEOUT_S + 60,
+    )
+    assert proc.returncode == 0, f"the native emulator did not build:\n{proc.stderr[-4000:]}"
+    return proc.stdout.strip().splitlines()[-1], ""
+
+
+def backend_env(backend: str) -> dict[str, str]:
+    """The variables that make a snippet's ``activate()`` use ``backend``."""
+    from torchport.sandbox.emulator import native
+
+    if backend == "python":
+        return {native.ENV: "python"}
+    library, reason = _native_library()
+    if library is None:
+        pytest.skip(f"native emulator: no C++ toolchain here ({reason})")
+    return {native.ENV: "native", native.LIB_ENV: library}
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    """Each emulator in turn; the native one skips only where nothing can compile it."""
+    backend_env(request.param)
+    return request.param
+
 
 PRELUDE = """
 import json, os, sys
@@ -25,9 +79,16 @@ result = {{}}
 
 
 def run_snippet(
-    code: str, name: str = "tpu", devices: int = 2, activate: bool = True, env: dict | None = None
+    code: str,
+    name: str = "tpu",
+    devices: int = 2,
+    activate: bool = True,
+    env: dict | None = None,
+    backend: str = "python",
 ) -> dict[str, Any]:
-    """Run ``code`` (which fills ``result``) in a fresh interpreter; return ``result``."""
+    """Run ``code`` (which fills ``result``) in a fresh interpreter on emulator ``backend``;
+    return ``result``."""
+    env = {**backend_env(backend), **(env or {})}
     source = PRELUDE.format(activate=activate, name=name, devices=devices)
     source += textwrap.dedent(code) + "\nprint('RESULT=' + json.dumps(result))\n"
     proc = subprocess.run(
@@ -35,7 +96,7 @@ def run_snippet(
         capture_output=True,
         text=True,
         timeout=120,
-        env={**__import__("os").environ, **(env or {})},
+        env={**os.environ, **env},
     )
     assert proc.returncode == 0, proc.stderr[-4000:]
     line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT=")][-1]
@@ -95,10 +156,10 @@ result["losses"] = losses
 """
 
 
-def test_training_matches_cpu_within_1e_6() -> None:
+def test_training_matches_cpu_within_1e_6(backend: str) -> None:
     """Acceptance: a CNN and a transformer block train identically on CPU and tpu."""
     cpu = run_snippet("DEVICE = 'cpu'\n" + TRAIN_CODE, activate=False)["losses"]
-    dev = run_snippet("DEVICE = 'tpu'\n" + TRAIN_CODE)["losses"]
+    dev = run_snippet("DEVICE = 'tpu'\n" + TRAIN_CODE, backend=backend)["losses"]
     assert cpu.keys() == dev.keys()
     for key in cpu:
         assert len(dev[key]) == 20
@@ -106,7 +167,7 @@ def test_training_matches_cpu_within_1e_6() -> None:
         assert cpu[key][-1] < cpu[key][0]  # it did train (one fixed batch)
 
 
-def test_activate_rejects_unknown_or_second_device() -> None:
+def test_activate_rejects_unknown_or_second_device(backend: str) -> None:
     r = run_snippet(
         """
         errors = []
@@ -117,10 +178,13 @@ def test_activate_rejects_unknown_or_second_device() -> None:
                 errors.append(type(e).__name__)
         result["errors"] = errors
         result["again"] = str(emu.activate("tpu", devices=2))
-        """
+        result["backend"] = emu.active_backend()
+        """,
+        backend=backend,
     )
     assert r["errors"] == ["ValueError", "RuntimeError", "ValueError"]
     assert r["again"] == "tpu:0"
+    assert r["backend"][0] == backend and r["backend"][1]  # which one ran, and why
 
 
 def test_import_alone_does_not_activate() -> None:
@@ -131,7 +195,7 @@ def test_import_alone_does_not_activate() -> None:
     assert torch._C._get_privateuse1_backend_name() == "privateuseone"
 
 
-def test_torchscript_still_knows_the_tensor_factories() -> None:
+def test_torchscript_still_knows_the_tensor_factories(backend: str) -> None:
     """``import torch.distributed.optim`` scripts functional optimizers that call
     ``torch.tensor``; the emulator's wrapper must stay the builtin TorchScript knows
     (llm.c's train_gpt2.py imports ZeroRedundancyOptimizer at the top)."""
@@ -139,6 +203,36 @@ def test_torchscript_still_knows_the_tensor_factories() -> None:
         """
         from torch.distributed.optim import ZeroRedundancyOptimizer
         result = {"imported": ZeroRedundancyOptimizer.__name__}
-        """
+        """,
+        backend=backend,
     )
     assert out == {"imported": "ZeroRedundancyOptimizer"}
+
+
+def test_the_backend_choice_says_why(tmp_path, monkeypatch) -> None:
+    """One place decides the emulator; every answer carries its reason, and a sandboxed
+    run (build=False) never compiles: it takes the library it is given or falls back."""
+    from torchport.sandbox.emulator import native
+
+    monkeypatch.setenv("TORCHPORT_EMULATOR_CACHE", str(tmp_path / "cache"))  # empty
+    monkeypatch.delenv(native.LIB_ENV, raising=False)
+    monkeypatch.delenv(native.WHY_ENV, raising=False)
+    monkeypatch.setenv(native.ENV, "python")
+    assert native.choose().backend == "python" and "python" in native.choose().reason
+    assert native.prepare_for_sandbox("plain") == ([], {})
+    paths, env = native.prepare_for_sandbox("tpu")
+    assert paths == [] and env[native.ENV] == "python" and env[native.WHY_ENV]
+    monkeypatch.setenv(native.ENV, "auto")
+    fallback = native.choose(build=False)
+    assert fallback.backend == "python" and native.LIB_ENV in fallback.reason
+    monkeypatch.setenv(native.WHY_ENV, "no compiler on the parent")
+    assert native.choose(build=False).reason.endswith("no compiler on the parent")
+    with pytest.raises(RuntimeError, match="not available"):
+        native.choose("native", build=False)
+    library = tmp_path / "given.so"
+    library.write_bytes(b"")
+    monkeypatch.setenv(native.LIB_ENV, str(library))
+    given = native.choose(build=False)
+    assert (given.backend, given.library) == ("native", library)
+    with pytest.raises(ValueError, match="unknown emulator backend"):
+        native.choose("fast")

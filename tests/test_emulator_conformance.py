@@ -17,13 +17,17 @@ assert on those results. Numbers are always compared with the same code on the C
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from test_emulator import run_snippet
+import test_emulator
+from test_emulator import backend_env, run_snippet
+
+backend = test_emulator.backend  # the fixture: every test below runs on both emulators
 
 HELPERS = """
 import io, inspect, traceback, warnings
@@ -832,8 +836,8 @@ def item1_legacy_allowed():
 
 
 @pytest.fixture(scope="module")
-def tpu_run() -> dict[str, Any]:
-    return run_snippet(HELPERS + TPU_CODE + CUDA_CODE, devices=3)
+def tpu_run(backend: str) -> dict[str, Any]:
+    return run_snippet(HELPERS + TPU_CODE + CUDA_CODE, devices=3, backend=backend)
 
 
 @pytest.fixture(scope="module")
@@ -842,8 +846,8 @@ def plain_cpu_run() -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def neuron_run() -> dict[str, Any]:
-    return run_snippet(HELPERS + NEURON_CODE, name="neuron", devices=2)
+def neuron_run(backend: str) -> dict[str, Any]:
+    return run_snippet(HELPERS + NEURON_CODE, name="neuron", devices=2, backend=backend)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -947,9 +951,12 @@ def test_item1_torch_tpu_public_names_and_legacy_ban(tpu_run: dict[str, Any]) ->
     assert r["not_emulated"] == ["AttributeError", True, "NotImplementedError", False]
 
 
-def test_item1_torch_tpu_legacy_apis_allowed_by_env() -> None:
+def test_item1_torch_tpu_legacy_apis_allowed_by_env(backend: str) -> None:
     r = run_snippet(
-        HELPERS + LEGACY_CODE, devices=3, env={"TORCH_TPU_ALLOW_LEGACY_DEVICE_APIS": "1"}
+        HELPERS + LEGACY_CODE,
+        devices=3,
+        env={"TORCH_TPU_ALLOW_LEGACY_DEVICE_APIS": "1"},
+        backend=backend,
     )
     assert part(r, "item1_legacy_allowed") == {
         "synchronize": ["ok", None],
@@ -1185,7 +1192,7 @@ with open(f"{sys.argv[2]}.{rank}", "w") as f:
 
 
 @pytest.mark.parametrize("name", ["tpu", "neuron"])
-def test_item2_distributed_ddp_two_ranks(tmp_path: Path, name: str) -> None:
+def test_item2_distributed_ddp_two_ranks(tmp_path: Path, name: str, backend: str) -> None:
     """``init_process_group(backend=name)`` under torchrun: all_reduce and DDP, gloo below."""
     script = tmp_path / "ddp.py"
     script.write_text(DDP_SCRIPT)
@@ -1198,6 +1205,7 @@ def test_item2_distributed_ddp_two_ranks(tmp_path: Path, name: str) -> None:
         capture_output=True,
         text=True,
         timeout=180,
+        env={**os.environ, **backend_env(backend)},
     )
     assert proc.returncode == 0, proc.stderr[-4000:]
     for rank in (0, 1):
@@ -1275,9 +1283,10 @@ def test_item3_cuda_use_fails_as_on_cpu_torch_and_is_recorded(
 # Item 4: counters
 
 
-def test_item4_counters_syncs_transfers_float64(tpu_run: dict[str, Any]) -> None:
+def test_item4_counters_syncs_transfers_float64(tpu_run: dict[str, Any], backend: str) -> None:
     r = part(tpu_run, "item4_counters")
     c, lines = r["c"], r["lines"]
+    assert c["emulator_backend"] == backend and c["emulator_backend_reason"]  # the evidence
     assert c["host_syncs_by_kind"] == {"item": 5, "to_cpu": 1, "tolist": 1, "print": 1}
     assert c["host_syncs"] == 8
     sync_lines = {lines[k] for k in ("item", "cpu", "tolist", "bool", "if", "format", "print")}

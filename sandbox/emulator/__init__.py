@@ -11,20 +11,29 @@ from __future__ import annotations
 import torch
 
 from ..modes import EMULATED
-from . import autocast, backend, factories, rnn_cells, state
+from . import autocast, factories, native, rnn_cells, state
+from . import backend as _backend
 from .counters import counters, reset
 from .tensor import EmulatedTensor
 
-__all__ = ["EmulatedTensor", "activate", "active_device", "counters", "reset"]
+__all__ = ["EmulatedTensor", "activate", "active_backend", "active_device", "counters", "reset"]
 
 SUPPORTED = EMULATED
 
 
-def activate(name: str = "tpu", devices: int = 1) -> torch.device:
+def activate(
+    name: str = "tpu", devices: int = 1, backend: str | None = None, *, build: bool = False
+) -> torch.device:
     """Install the emulated device ``name`` with ``devices`` ordinals; return ``name:0``.
 
-    PrivateUse1 can be renamed once per process, so activation is permanent;
-    calling again with the same arguments is a no-op.
+    ``backend``: ``"native"`` (the C++ PrivateUse1 backend, at about CPU speed),
+    ``"python"`` (the tensor-subclass emulator) or ``"auto"``; None reads
+    ``$TORCHPORT_EMULATOR`` (default ``auto``: native when its library is at hand, see
+    ``native.choose``). Only ``build=True`` compiles it here (a minute of CPU, once per
+    torch version); torchport builds it in its own process before a sandboxed run
+    (``native.prepare_for_sandbox``), and a run never compiles. PrivateUse1
+    can be renamed once per process, so activation is permanent; calling again with
+    the same arguments is a no-op.
     """
     if name not in SUPPORTED:
         raise ValueError(f"unsupported device {name!r}; expected one of {SUPPORTED}")
@@ -42,11 +51,23 @@ def activate(name: str = "tpu", devices: int = 1) -> torch.device:
             f"PrivateUse1 is already taken by backend {current!r}; "
             "run with TORCH_DEVICE_BACKEND_AUTOLOAD=0"
         )
-    backend.register(name, devices)
-    factories.register()
+    choice = native.choose(backend, build=build)
+    if choice.backend == "native" and choice.library is not None:
+        from .native import register as native_register
+
+        native_register.register(name, devices, choice.library)
+    else:
+        _backend.register(name, devices)
+        factories.register()
+    state.backend, state.reason = choice.backend, choice.reason
     autocast.register()
     rnn_cells.register()
     return torch.device(name, 0)
+
+
+def active_backend() -> tuple[str, str]:
+    """Which emulator runs in this process (``native`` / ``python``, "" if none) and why."""
+    return state.backend, state.reason
 
 
 def active_device() -> str | None:

@@ -17,6 +17,8 @@ from typing import Any
 
 import torch
 
+from . import state
+
 _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
 _OUR_DIR = os.path.dirname(__file__) + os.sep
 
@@ -69,9 +71,13 @@ class quiet:
 
     def __enter__(self) -> None:
         _quiet.depth = getattr(_quiet, "depth", 0) + 1
+        if state.native is not None:
+            state.native.quiet(1)
 
     def __exit__(self, *exc: object) -> None:
         _quiet.depth -= 1
+        if state.native is not None:
+            state.native.quiet(-1)
 
 
 def is_quiet() -> bool:
@@ -120,28 +126,47 @@ def record_cuda(api: str) -> None:
 
 def record_optimizer_step(*_: Any) -> None:
     """Mark the end of one optimizer step (a global ``torch.optim`` post-step hook)."""
+    native = state.native.ops_total() if state.native is not None else 0
     with _lock:
         _steps["optimizer"] += 1
-        _step_ends.append(sum(_ops.values()))
+        _step_ends.append(sum(_ops.values()) + native)
         del _step_ends[:-MAX_STEPS]
+
+
+def _native_counts() -> tuple[Counter[str], Counter[str], dict[str, int]]:
+    """The native backend's ops, float64 ops and host-to-device transfers (counted in C++)."""
+    ops, float64 = Counter[str](), Counter[str]()
+    if state.native is None:
+        return ops, float64, {}
+    for name, (calls, f64) in state.native.op_counts().items():
+        ops[name] += calls
+        if f64:
+            float64[name] += f64
+    count, nbytes = state.native.h2d()
+    return ops, float64, {"h2d_count": count, "h2d_bytes": nbytes}
 
 
 def counters() -> dict[str, Any]:
     """Return a snapshot of all counters as plain JSON-ready data."""
+    native_ops, native_float64, native_h2d = _native_counts()
     with _lock:
         ends = [0, *_step_ends] if _steps["optimizer"] <= MAX_STEPS else _step_ends
+        ops, float64 = _ops + native_ops, _float64 + native_float64
+        transfers = {k: v + native_h2d.get(k, 0) for k, v in _transfers.items()}
         return {
+            "emulator_backend": state.backend,
+            "emulator_backend_reason": state.reason,
             # ops_per_step[i]: ops from the end of step i-1 (or reset) to the end of step i.
             "optimizer_steps": _steps["optimizer"],
             "ops_per_step": [b - a for a, b in itertools.pairwise(ends)],
-            "ops": sum(_ops.values()),
-            "ops_by_name": dict(_ops),
+            "ops": sum(ops.values()),
+            "ops_by_name": dict(ops),
             "host_syncs": sum(_syncs.values()),
             "host_syncs_by_kind": dict(_syncs),
             "host_sync_sites": dict(_sync_sites),
-            **_transfers,
-            "float64_ops": sum(_float64.values()),
-            "float64_ops_by_name": dict(_float64),
+            **transfers,
+            "float64_ops": sum(float64.values()),
+            "float64_ops_by_name": dict(float64),
             "cuda_calls": sum(_cuda.values()),
             "cuda_call_sites": [
                 {"api": api, "file": filename, "line": line, "count": count}
@@ -152,6 +177,8 @@ def counters() -> dict[str, Any]:
 
 def reset() -> None:
     """Zero every counter (e.g. after warm-up, to measure one step)."""
+    if state.native is not None:
+        state.native.reset_counts()
     with _lock:
         _ops.clear()
         _syncs.clear()

@@ -70,7 +70,7 @@ class Generator(_RealGenerator, metaclass=_GeneratorMeta):
         index = state.check_index(dev.index)
         gen = super().__new__(DeviceGenerator if cls is Generator else cls, "cpu")
         gen._emulated_index = index
-        _registry[gen._cdata] = gen
+        _enroll(gen, is_default=False)
         return gen
 
     def __init__(self, device: Any = "cpu") -> None:
@@ -123,6 +123,15 @@ class _DefaultDeviceGenerator(DeviceGenerator):
         return self
 
 
+def _enroll(gen: DeviceGenerator, is_default: bool) -> None:
+    """Make ``gen`` a device generator: the Python emulator's registry, or the native
+    backend's (its C++ fallback refuses other generators and maps default ones)."""
+    _registry[gen._cdata] = gen
+    if state.native is not None:
+        state.native.mark_generator(gen._cdata, is_default)
+        weakref.finalize(gen, state.native.forget_generator, gen._cdata).atexit = False
+
+
 def _rebuild(device: str, new_state: torch.Tensor) -> Any:
     gen = Generator(device=device)
     gen.set_state(new_state)
@@ -148,6 +157,7 @@ def default_generators() -> tuple[DeviceGenerator, ...]:
     if not _default:
         for index in range(state.count):
             gen = Generator.__new__(_DefaultDeviceGenerator, torch.device(state.name, index))
+            _enroll(gen, is_default=True)
             _default.append(gen)
     return tuple(_default)
 

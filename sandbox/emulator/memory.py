@@ -78,22 +78,29 @@ def _index(device_index: Any) -> int:
     return state.check_index(int(device_index))
 
 
+def _books(i: int) -> tuple[int, int, int, int, int, int]:
+    """Device ``i``'s current, peak, allocated and freed bytes, allocations and frees.
+
+    The native backend keeps them in C++ (its allocator and the results it adopts).
+    """
+    if state.native is not None:
+        current, peak, allocated, freed, allocs, frees = state.native.memory_stats(i)
+        return current, peak, allocated, freed, allocs, frees
+    with _lock:
+        return _current[i], _peak[i], _allocated[i], _freed[i], _allocs[i], _frees[i]
+
+
 def device_stats(device_index: Any = None) -> dict[str, Any]:
     """``torch._C._accelerator_getDeviceStats``: the nested dict torch flattens."""
     i = _index(device_index)
-    with _lock:
-        bytes_stat = {
-            "current": _current[i],
-            "peak": _peak[i],
-            "allocated": _allocated[i],
-            "freed": _freed[i],
-        }
-        count_stat = {
-            "current": _allocs[i] - _frees[i],
-            "peak": _allocs[i] - _frees[i],
-            "allocated": _allocs[i],
-            "freed": _frees[i],
-        }
+    current, peak, allocated, freed, allocs, frees = _books(i)
+    bytes_stat = {"current": current, "peak": peak, "allocated": allocated, "freed": freed}
+    count_stat = {
+        "current": allocs - frees,
+        "peak": allocs - frees,
+        "allocated": allocs,
+        "freed": frees,
+    }
     pools = ("all", "small_pool", "large_pool")
     return {
         "allocated_bytes": {p: dict(bytes_stat) for p in pools},
@@ -106,14 +113,17 @@ def device_stats(device_index: Any = None) -> dict[str, Any]:
         "num_alloc_retries": 0,
         "num_ooms": 0,
         "num_sync_all_streams": 0,
-        "num_device_alloc": _allocs[i],
-        "num_device_free": _frees[i],
+        "num_device_alloc": allocs,
+        "num_device_free": frees,
     }
 
 
 def reset_peak(device_index: Any = None) -> None:
     """``torch._C._accelerator_resetPeakStats``: the peak restarts from current use."""
     i = _index(device_index)
+    if state.native is not None:
+        state.native.reset_peak(i)
+        return
     with _lock:
         _peak[i] = _current[i]
 
@@ -121,6 +131,9 @@ def reset_peak(device_index: Any = None) -> None:
 def reset_accumulated(device_index: Any = None) -> None:
     """``torch._C._accelerator_resetAccumulatedStats``."""
     i = _index(device_index)
+    if state.native is not None:
+        state.native.reset_accumulated(i)
+        return
     with _lock:
         _allocated[i] = _freed[i] = 0
         _allocs[i] = _frees[i] = 0

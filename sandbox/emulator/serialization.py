@@ -45,6 +45,17 @@ def _storage_deserialize(storage: Any, location: str) -> Any:
     return None
 
 
+def _native_deserialize(storage: Any, location: str) -> Any:
+    """The native backend: a storage mapped to the device is copied there (device memory
+    is real there), after the ordinal check with the emulator's own message."""
+    if location.split(":")[0] == state.name:
+        index = state.check_index(torch.device(location).index)
+        data = torch.empty(0, dtype=torch.uint8).set_(storage)
+        return data.to(torch.device(state.name, index)).untyped_storage()
+    cuda.record_load_location(location)  # torch then raises, as on any CPU-only torch
+    return None
+
+
 def _on_device(rebuild: Any) -> Any:
     """Wrap a tensor rebuild: a tensor on a marked storage becomes a device tensor."""
 
@@ -75,8 +86,16 @@ def _restore_location(real: Any) -> Any:
     return _get_restore_location
 
 
-def install() -> None:
-    """Register the storage package and wrap torch's tensor rebuild functions."""
+def install(native: bool = False) -> None:
+    """Register the storage package and (Python emulator) wrap torch's tensor rebuilds.
+
+    The native backend's tensors have device storage, which torch saves and rebuilds
+    as it does for any device; only the location is the emulator's (ordinal check,
+    CUDA record), before torch's PrivateUse1 package (priority 23).
+    """
+    if native:
+        torch.serialization.register_package(11, _storage_tag, _native_deserialize)
+        return
     # Before torch's PrivateUse1 package (priority 23), whose deserializer would crash.
     torch.serialization.register_package(11, _storage_tag, _storage_deserialize)
     for name in ("_rebuild_tensor_v2", "_rebuild_tensor_v3"):

@@ -1,0 +1,103 @@
+"""Install the native (C++) emulator as torch's PrivateUse1 backend in this process.
+
+The C++ library (emulator.cpp) brings the device's allocator, guard, hooks, the few
+explicit kernels and the boxed fallback; this module names the device, routes to the
+fallback the ops that would otherwise run a device-generic composite, and installs the
+parts of the Python emulator that are not tied to its tensor subclass: the device
+module (``torch.tpu``), torch.accelerator, generators, memory statistics, CUDA-use
+records, torch.compile, torch.distributed, pinning and the counters' Python side.
+"""
+
+from __future__ import annotations
+
+import importlib.machinery
+import importlib.util
+import json
+import types
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from .. import backend, generator, serialization, state
+from ..counters import record_sync, record_transfer, reset
+from ..tensor import _MIXED_DEVICE_OK, NOT_EMULATED
+from .build import MODULE
+
+ROUTED = "routed-ops.json"
+
+
+def load(library: Path) -> types.ModuleType:
+    """Import the built extension from ``library`` (a ``.so`` made by build.py)."""
+    loader = importlib.machinery.ExtensionFileLoader(MODULE, str(library))
+    spec = importlib.util.spec_from_file_location(MODULE, str(library), loader=loader)
+    if spec is None:
+        raise ImportError(f"cannot load the native emulator from {library}")
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    return module
+
+
+def _qualified(op: Any) -> str:
+    """``aten::index.Tensor`` (an empty overload name keeps its dot: ``aten::copy_.``)."""
+    return f"{op._schema.name}.{op._schema.overload_name}"
+
+
+def routed_ops() -> tuple[list[str], list[str]]:
+    """Ops whose PrivateUse1 (and SparsePrivateUse1) kernel must be the fallback, i.e.
+    the CPU (SparseCPU) kernel itself.
+
+    A CompositeExplicitAutograd(NonFunctional) kernel fills the PrivateUse1 slot of an
+    op that also has a CPU kernel: ``add.Tensor`` would become ``empty`` + ``add.out``,
+    ``native_layer_norm`` a decomposition, so the device would not run the CPU's
+    kernels (benchmarks/cpp_backend/README.md, *Routing*). torch's own PrivateUse1
+    kernels of the c10d collectives would hand device tensors to gloo; through the
+    fallback gloo gets the CPU tensors over the same memory, as on the Python emulator.
+    """
+    has = torch._C._dispatch_has_kernel_for_dispatch_key
+    composite = ("CompositeExplicitAutograd", "CompositeExplicitAutogradNonFunctional")
+    dense, sparse = [], []
+    for name in torch._C._dispatch_get_all_op_names():
+        aten = name.startswith("aten::") and any(has(name, k) for k in composite)
+        if has(name, "CPU") and (aten or (name.startswith("c10d::") and has(name, "PrivateUse1"))):
+            dense.append(name)
+        if aten and has(name, "SparseCPU"):
+            sparse.append(name)
+    return dense, sparse
+
+
+def _routed(library: Path) -> tuple[list[str], list[str]]:
+    """:func:`routed_ops`, as listed once at build time next to the library (listing
+    every op costs a few tenths of a second in each process), else listed now."""
+    listed = library.with_name(ROUTED)
+    if listed.is_file():
+        data = json.loads(listed.read_text(encoding="utf-8"))
+        return data["dense"], data["sparse"]
+    return routed_ops()
+
+
+def _on_sync(kind: str, d2h_bytes: int) -> None:
+    """Called by the C++ backend at each host sync (``.item()``, a device-to-host copy)."""
+    record_sync(kind)
+    if d2h_bytes:
+        record_transfer("d2h", d2h_bytes)
+
+
+def register(name: str, devices: int, library: Path) -> None:
+    """Make ``name`` a torch device with ``devices`` ordinals, run by the C++ backend."""
+    ext = load(library)
+    ext.configure(name, devices, [_qualified(op) for op in _MIXED_DEVICE_OK], _on_sync)
+    ext.route_to_fallback(*_routed(library))
+    for op, message in NOT_EMULATED.items():
+        ext.refuse(_qualified(op), message)
+    state.name, state.count, state.native = name, devices, ext
+    generator.install()
+    torch.utils.rename_privateuse1_backend(name)
+    module = backend.make_device_module(name)
+    torch._register_device_module(name, module)
+    torch.utils.generate_methods_for_privateuse1_backend(
+        for_tensor=True, for_module=True, for_storage=True
+    )
+    backend.install_shared(name, module)
+    serialization.install(native=True)
+    reset()
