@@ -267,12 +267,18 @@ def _execute(
     argv: list[str], scratch: Path, spec: RunSpec
 ) -> tuple[int | None, str, str, str, str]:
     """(returncode, stdout, stderr, isolation used, killed reason or "")."""
+    # The native emulator is built (once, cached) here, by torchport, never in the run;
+    # the run sees the library read-only and is told where it is (or why there is none).
+    # (Imported here: the emulator package imports torch, which torchport itself avoids.)
+    from .emulator.native import prepare_for_sandbox
+
+    emulator_paths, emulator_env = prepare_for_sandbox(spec.mode)
     try:
         outcome = run_isolated(
             argv,
             scratch=scratch,
-            readonly=[OWN_SOURCE, *spec.site_paths],
-            env=program_environment(scratch / "program", spec.site_paths),
+            readonly=[OWN_SOURCE, *spec.site_paths, *emulator_paths],
+            env={**program_environment(scratch / "program", spec.site_paths), **emulator_env},
             timeout_s=spec.timeout_s,
             memory_mb=spec.memory_mb,
             backend=spec.isolation,

@@ -28,7 +28,13 @@ def _torchport_home(tmp_path_factory: pytest.TempPathFactory):
     import os
 
     from torchport.agents.llm import local
+    from torchport.sandbox.emulator.native import build
 
+    keys = ("TORCHPORT_HOME", "TORCHPORT_MODELS", "TORCHPORT_EMULATOR_CACHE", "PIP_NO_INDEX")
+    saved = {k: os.environ.get(k) for k in keys}
+    # the native emulator's build (a minute of CPU) is kept like the model cache: per
+    # machine, not per session or xdist worker
+    os.environ[build.CACHE_ENV] = str(build.cache_root())
     home = tmp_path_factory.mktemp("torchport-home")
     if os.environ.get("PYTEST_XDIST_WORKER"):
         # The workers share the cache of the originals' reference runs (keyed by content,
@@ -36,7 +42,6 @@ def _torchport_home(tmp_path_factory: pytest.TempPathFactory):
         shared = tmp_path_factory.getbasetemp().parent / "references"
         shared.mkdir(exist_ok=True)
         (home / "references").symlink_to(shared)
-    saved = {k: os.environ.get(k) for k in ("TORCHPORT_HOME", "TORCHPORT_MODELS", "PIP_NO_INDEX")}
     os.environ["TORCHPORT_MODELS"] = str(local.cache_dir())  # the one model cache, kept
     os.environ["TORCHPORT_HOME"] = str(home)
     # migrate installs what a repository needs (--deps auto): in tests, never from an index

@@ -4,6 +4,7 @@ torch symbols the product uses (and where), and exactly the torch attributes it 
 from __future__ import annotations
 
 import fnmatch
+import os
 import re
 import subprocess
 import sys
@@ -90,11 +91,15 @@ for done in patching.active():
 
 @pytest.fixture(scope="module")
 def patched() -> set[tuple[str, str]]:
-    """(by, name) of every patch in effect in each kind of run."""
+    """(by, name) of every patch in effect in each kind of run, on each emulator backend
+    (the native one, when built, patches less: its kernels are C++)."""
     found: set[tuple[str, str]] = set()
-    for kind in ("reference", "tpu", "transfer"):
+    for kind, backend in [("reference", "auto")] + [
+        (k, b) for k in ("tpu", "transfer") for b in ("python", "auto")
+    ]:
         run = subprocess.run(
             [sys.executable, "-c", _RUN, kind],
+            env={**os.environ, "TORCHPORT_EMULATOR": backend},
             capture_output=True,
             text=True,
             timeout=300,

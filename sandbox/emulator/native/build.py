@@ -19,7 +19,6 @@ import fcntl
 import hashlib
 import importlib.metadata
 import importlib.util
-import json
 import os
 import shutil
 import subprocess
@@ -114,7 +113,7 @@ def _compile_into(final: Path) -> None:
     started = time.monotonic()
     try:
         proc = subprocess.run(
-            [sys.executable, "-m", __spec__.name, "--compile-into", str(work)],
+            [sys.executable, "-m", f"{__package__}.compile", str(work)],
             capture_output=True,
             text=True,
             timeout=BUILD_TIMEOUT_S,
@@ -138,28 +137,8 @@ def _compile_into(final: Path) -> None:
         shutil.rmtree(work, ignore_errors=True)
 
 
-def _compile_here(folder: Path) -> None:
-    """In the child process: compile SOURCE into ``folder/torchport_emulator.so``."""
-    from torch.utils import cpp_extension
-
-    from .register import ROUTED, routed_ops
-
-    dense, sparse = routed_ops()  # before loading the library, which registers kernels
-    (folder / ROUTED).write_text(json.dumps({"dense": dense, "sparse": sparse}), encoding="utf-8")
-    cpp_extension.load(
-        name=MODULE,
-        sources=[str(SOURCE)],
-        build_directory=str(folder),
-        extra_cflags=["-O2"],
-        verbose=False,
-    )
-
-
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["--compile-into"]:
-        _compile_here(Path(sys.argv[2]))
-    else:
-        try:
-            print(build())
-        except BuildError as exc:
-            sys.exit(f"torchport: native emulator: {exc}")
+    try:
+        print(build())
+    except BuildError as exc:
+        sys.exit(f"torchport: native emulator: {exc}")
