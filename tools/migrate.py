@@ -12,6 +12,7 @@ repository's hooks or configured programs (``tools.gitsafe``).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import tempfile
@@ -26,6 +27,7 @@ from .codemods.annotate import annotate_python
 from .codemods.text import migrate_text
 from .findings import Finding
 from .gitsafe import Git, GitError
+from .migration_memo import key_of, remembered
 from .migration_result import FileChange, MigrateOptions, MigrationResult
 from .notebooks import notebook_sources, replace_cell_sources
 from .output import nofollow
@@ -37,7 +39,14 @@ from .repowalk import SKIP_DIRS
 from .scanner import ScanOptions, scan
 from .sourcefile import read_exact
 
-__all__ = ["FileChange", "MigrateError", "MigrateOptions", "MigrationResult", "migrate"]
+__all__ = [
+    "FileChange",
+    "MigrateError",
+    "MigrateOptions",
+    "MigrationResult",
+    "computed_migration",
+    "migrate",
+]
 
 
 class MigrateError(Exception):
@@ -63,6 +72,20 @@ def migrate(
         _write(result, options, say)
     result.elapsed_s = time.perf_counter() - started
     return result
+
+
+def computed_migration(
+    path: str | os.PathLike, options: MigrateOptions, run: str | None = None
+) -> MigrationResult:
+    """``migrate(path, options)`` as a dry run, computed once per ``run`` and source tree.
+
+    The agent graph asks for the codemods' result in its rewrite node, again to write the
+    report and again to print the summary; the scan and the codemods run only the first
+    time (``tools.migration_memo``). Nothing is written either way.
+    """
+    options = dataclasses.replace(options, dry_run=True)
+    root = Path(path).resolve()
+    return remembered(key_of(root, options, run), lambda: migrate(root, options))
 
 
 def check_options(root: Path, options: MigrateOptions) -> None:
