@@ -14,8 +14,6 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 import libcst as cst
-from libcst.codemod import CodemodContext
-from libcst.codemod.visitors import RemoveImportsVisitor
 from libcst.metadata import MetadataWrapper, ParentNodeProvider, PositionProvider
 
 from ..findings import Finding
@@ -33,6 +31,7 @@ from .base import (
 from .guard import REFUSED, Problem, blocking, original_lines, orphaned_imports
 from .imports import add_imports, torch_alias
 from .scope import DeviceNames
+from .unused_imports import remove_unused_imports
 
 # Imports that may become unused once the code using them is migrated.
 CUDA_MODULES = ("torch.cuda", "torch.backends.cudnn", "torch.backends.cuda")
@@ -561,19 +560,16 @@ class _CudaImports(cst.CSTVisitor):
 
 
 def _drop_unused_imports(source: str, imports: list[tuple[str, str | None, str | None]]) -> str:
-    context = CodemodContext()
-    for module, name, asname in imports:
-        RemoveImportsVisitor.remove_unused_import(context, module, name, asname)
-    return RemoveImportsVisitor(context).transform_module(cst.parse_module(source)).code
+    return remove_unused_imports(cst.parse_module(source), imports).code
 
 
 def _fix_imports(module: cst.Module, needed: set[str]) -> cst.Module:
-    context = CodemodContext()
-    finder = _CudaImports()
-    module.visit(finder)
-    for mod, name, asname in finder.found:
-        RemoveImportsVisitor.remove_unused_import(context, mod, name, asname)
+    found = []
+    if any(name in module.code for name in CUDA_MODULES):  # else no import can match
+        finder = _CudaImports()
+        module.visit(finder)
+        found = finder.found
     module = add_imports(module, needed)
-    if not finder.found:  # nothing to consider removing: skip the whole-module scope analysis
+    if not found:  # nothing to consider removing
         return module
-    return RemoveImportsVisitor(context).transform_module(module)
+    return remove_unused_imports(module, found)
