@@ -60,13 +60,24 @@ class SourceResult:
         return bool(self.edits)
 
 
-class _Applier(cst.CSTTransformer):
-    METADATA_DEPENDENCIES = (PositionProvider, ParentNodeProvider)
+_NO_DEFAULT = object()
 
-    def __init__(self, findings: list[Finding], target: str, devices: DeviceNames) -> None:
+
+class _Applier(cst.CSTTransformer):
+    # Parents are recorded while the tree is walked (``on_visit``), not resolved up front
+    # by libcst's ParentNodeProvider: that is a whole extra pass over every node of the
+    # file, and fixers mostly ask about the ancestors of the node they rewrite. A question
+    # about a node not walked yet (TPD023 follows an alias to its later uses) resolves the
+    # provider then, once for the file.
+    METADATA_DEPENDENCIES = (PositionProvider,)
+
+    def __init__(
+        self, findings: list[Finding], target: str, devices: DeviceNames, wrapper: MetadataWrapper
+    ) -> None:
         super().__init__()
         self.target = target
         self.devices = devices
+        self.wrapper = wrapper
         self.pending: dict[tuple[int, int], list[Finding]] = defaultdict(list)
         for f in findings:
             self.pending[(f.line, f.col - 1)].append(f)
@@ -86,14 +97,38 @@ class _Applier(cst.CSTTransformer):
         self.imports: set[str] = set()
         self.module: cst.Module | None = None
         self.torch_alias: str | None = None
+        self.parents: dict[int, cst.CSTNode] = {}  # id(node) -> its parent, as walked
+        self.walking: list[cst.CSTNode] = []
+        self.positions: dict = {}
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        if self.walking:
+            self.parents[id(node)] = self.walking[-1]
+        self.walking.append(node)
+        return super().on_visit(node)
+
+    def get_metadata(self, key, node, default=_NO_DEFAULT):
+        """ParentNodeProvider's answer from the walk (fixers and ``DeviceNames`` ask it so);
+        every other key from libcst."""
+        if key is not ParentNodeProvider:
+            return super().get_metadata(key, node, default)
+        parent = self.parents.get(id(node))
+        if parent is None and node is not self.module:
+            parent = self.wrapper.resolve(ParentNodeProvider).get(node)
+        if parent is not None:
+            return parent
+        if default is _NO_DEFAULT:
+            raise KeyError(f"{type(node).__name__} has no parent")
+        return default
 
     def visit_Module(self, node: cst.Module) -> bool:
         self.module = node
         self.lines = node.code.splitlines(keepends=True)
+        self.positions = self.metadata[PositionProvider]
         return True
 
     def _candidates(self, original: cst.CSTNode) -> list[Finding]:
-        pos = self.get_metadata(PositionProvider, original, None)
+        pos = self.positions.get(original)
         if pos is None:
             return []
         lpar = getattr(original, "lpar", ())
@@ -108,6 +143,7 @@ class _Applier(cst.CSTTransformer):
         return found
 
     def on_leave(self, original: cst.CSTNode, updated: cst.CSTNode):
+        self.walking.pop()
         result = self._apply_findings(original, updated)
         if self.state:
             result = self._follow_ups(original, result)
@@ -402,7 +438,7 @@ def _migrate_once(
             source, unapplied=[(f, f"libcst cannot parse: {exc}") for f in findings]
         ), None
     wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
-    applier = _Applier(findings, target, DeviceNames(wrapper))
+    applier = _Applier(findings, target, DeviceNames(wrapper), wrapper)
     applier.torch_alias = torch_alias(module)
     for code, look in PRESCANS.items():
         lines = [f.line for f in findings if f.rule == code]
@@ -410,8 +446,9 @@ def _migrate_once(
             applier.state.update(look(module, lines, target))
     new_module = wrapper.visit(applier)
     if applier.imports or applier.edits:
-        new_module = _fix_imports(new_module, applier.imports)
-    new_source = new_module.code
+        new_source = _fix_imports(new_module, applier.imports)
+    else:
+        new_source = new_module.code
     applied = {id(e[0]) for e in applier.edits if e[0] is not None}
     unapplied = [
         (f, applier.failures.get(id(f), "no node at the reported position"))
@@ -563,13 +600,15 @@ def _drop_unused_imports(source: str, imports: list[tuple[str, str | None, str |
     return remove_unused_imports(cst.parse_module(source), imports).code
 
 
-def _fix_imports(module: cst.Module, needed: set[str]) -> cst.Module:
-    found = []
-    if any(name in module.code for name in CUDA_MODULES):  # else no import can match
-        finder = _CudaImports()
-        module.visit(finder)
-        found = finder.found
+def _fix_imports(module: cst.Module, needed: set[str]) -> str:
+    """The migrated module's code with the imports its edits need, less the CUDA imports
+    they left unused."""
     module = add_imports(module, needed)
-    if not found:  # nothing to consider removing
-        return module
-    return remove_unused_imports(module, found)
+    code = module.code
+    if not any(name in code for name in CUDA_MODULES):  # no import can match: no visit
+        return code
+    finder = _CudaImports()
+    module.visit(finder)
+    if not finder.found:
+        return code
+    return remove_unused_imports(module, finder.found, code).code

@@ -31,14 +31,18 @@ from libcst.codemod.visitors import RemoveImportsVisitor
 ImportSpec = tuple[str, str | None, str | None]
 
 
-def remove_unused_imports(module: cst.Module, imports: Iterable[ImportSpec]) -> cst.Module:
-    """``module`` without those of ``imports`` that nothing in it uses."""
+def remove_unused_imports(
+    module: cst.Module, imports: Iterable[ImportSpec], code: str | None = None
+) -> cst.Module:
+    """``module`` without those of ``imports`` that nothing in it uses (``code``: the
+    module's code, when the caller has it already)."""
     imports = list(imports)
     context = CodemodContext()
     for name, obj, alias in imports:
         RemoveImportsVisitor.remove_unused_import(context, name, obj, alias)
-    names = {_bound_name(spec) for spec in imports}
-    unused = None if None in names else unused_names(module.code, names)  # type: ignore[arg-type]
+    bound = [_bound_name(spec) for spec in imports]
+    names = {name for name in bound if name is not None}
+    unused = unused_names(code or module.code, names) if len(names) == len(set(bound)) else None
     remover = RemoveImportsVisitor(context)
     if unused is None or not hasattr(remover, "_unused_imports"):
         return remover.transform_module(module)
