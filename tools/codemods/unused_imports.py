@@ -22,10 +22,12 @@ import ast
 import re
 from collections import Counter
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 import libcst as cst
-from libcst.codemod import CodemodContext
-from libcst.codemod.visitors import RemoveImportsVisitor
+
+if TYPE_CHECKING:  # libcst.codemod imports libcst.matchers: a second of start-up, paid
+    from libcst.codemod.visitors import RemoveImportsVisitor  # only by a file with removals
 
 # (module, imported name or None for ``import module``, alias or None)
 ImportSpec = tuple[str, str | None, str | None]
@@ -36,6 +38,9 @@ def remove_unused_imports(
 ) -> cst.Module:
     """``module`` without those of ``imports`` that nothing in it uses (``code``: the
     module's code, when the caller has it already)."""
+    from libcst.codemod import CodemodContext
+    from libcst.codemod.visitors import RemoveImportsVisitor
+
     imports = list(imports)
     context = CodemodContext()
     for name, obj, alias in imports:
