@@ -9,6 +9,7 @@ is checked to parse and compile before it is accepted.
 from __future__ import annotations
 
 import ast
+import os
 import re
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -30,6 +31,7 @@ from .base import (
 )
 from .guard import REFUSED, Problem, blocking, original_lines, orphaned_imports
 from .imports import add_imports, torch_alias
+from .positions import StatementPositions, usable
 from .scope import DeviceNames
 from .unused_imports import remove_unused_imports
 
@@ -100,10 +102,22 @@ class _Applier(cst.CSTTransformer):
         self.parents: dict[int, cst.CSTNode] = {}  # id(node) -> its parent, as walked
         self.walking: list[cst.CSTNode] = []
         self.positions: dict = {}
+        # Set by ``_rewrite_module``: top-level statements no finding is in are not entered while no
+        # fixer has left state for follow-ups (they would come out unchanged anyway).
+        self.by_statement: StatementPositions | None = None
+        self.finding_lines = {f.line for f in findings}
+        self.skipped: set[int] = set()
 
     def on_visit(self, node: cst.CSTNode) -> bool:
         if self.walking:
-            self.parents[id(node)] = self.walking[-1]
+            parent = self.parents[id(node)] = self.walking[-1]
+            lazy = self.by_statement
+            if lazy is not None and parent is self.module and id(node) in lazy.first_line:
+                if not self.state and not lazy.holds_any(node, self.finding_lines):
+                    self.skipped.add(id(node))
+                    self.walking.append(node)
+                    return False
+                lazy.enter(node)
         self.walking.append(node)
         return super().on_visit(node)
 
@@ -123,7 +137,8 @@ class _Applier(cst.CSTTransformer):
 
     def visit_Module(self, node: cst.Module) -> bool:
         self.module = node
-        self.lines = node.code.splitlines(keepends=True)
+        if not hasattr(self, "lines"):
+            self.lines = node.code.splitlines(keepends=True)
         self.positions = self.metadata[PositionProvider]
         return True
 
@@ -144,6 +159,8 @@ class _Applier(cst.CSTTransformer):
 
     def on_leave(self, original: cst.CSTNode, updated: cst.CSTNode):
         self.walking.pop()
+        if id(original) in self.skipped:
+            return updated
         result = self._apply_findings(original, updated)
         if self.state:
             result = self._follow_ups(original, result)
@@ -173,7 +190,7 @@ class _Applier(cst.CSTTransformer):
         """Drop the statements this run emptied, keeping the comments and blank lines above
         them (they move to the next statement), and lines a rewrite made repeat their
         neighbour (``torch.cuda.manual_seed(s)`` after ``torch.manual_seed(s)``)."""
-        body, previous, carried, dropped = [], None, [], False
+        body, previous, carried, dropped = [], None, [], False  # previous: last kept
         for stmt in block.body:
             last = body[-1] if body and not carried else None
             if (
@@ -191,12 +208,7 @@ class _Applier(cst.CSTTransformer):
                 body[-1] = merged
                 dropped = True
                 continue
-            code = (
-                _code_of(stmt.with_changes(leading_lines=()))
-                if isinstance(stmt, cst.SimpleStatementLine)
-                else None
-            )
-            repeat = code is not None and code == previous and id(stmt) in self.rewritten
+            repeat = id(stmt) in self.rewritten and _same_line(stmt, previous)
             if id(stmt) in self.doomed or repeat:
                 carried += list(stmt.leading_lines)
                 dropped = True
@@ -205,7 +217,7 @@ class _Applier(cst.CSTTransformer):
                 stmt = stmt.with_changes(leading_lines=_joined(carried, list(stmt.leading_lines)))
                 carried = []
             body.append(stmt)
-            previous = code
+            previous = body[-1]
         if not dropped:
             return block
         if not body and isinstance(block, cst.IndentedBlock):
@@ -332,6 +344,18 @@ class _Applier(cst.CSTTransformer):
         return updated.with_changes(body=keep)
 
 
+def _same_line(stmt: cst.CSTNode, previous: cst.CSTNode | None) -> bool:
+    """Two simple statement lines with the same code (their leading lines aside): generated
+    only for the statements a rewrite touched, not for every line of every block."""
+    if not isinstance(stmt, cst.SimpleStatementLine):
+        return False
+    if not isinstance(previous, cst.SimpleStatementLine):
+        return False
+    return _code_of(stmt.with_changes(leading_lines=())) == _code_of(
+        previous.with_changes(leading_lines=())
+    )
+
+
 def _guard_as_statement(line):
     """``(torch.accelerator.synchronize() if torch.accelerator.is_available() else None)``
     alone on its line -> ``if torch.accelerator.is_available(): torch.accelerator...()``:
@@ -444,7 +468,7 @@ def _migrate_once(
         lines = [f.line for f in findings if f.rule == code]
         if lines:
             applier.state.update(look(module, lines, target))
-    new_module = wrapper.visit(applier)
+    new_module = _rewrite_module(wrapper, applier, source)
     if applier.imports or applier.edits:
         new_source = _fix_imports(new_module, applier.imports)
     else:
@@ -466,6 +490,22 @@ def _migrate_once(
         for _, rule, before, after, line, end in applier.edits
     ]
     return SourceResult(new_source, edits, unapplied), applier
+
+
+def _rewrite_module(wrapper: MetadataWrapper, applier: _Applier, source: str) -> cst.Module:
+    """Run the applier over the module, entering only the top-level statements that hold a
+    finding (positions computed for those alone) unless that could change the result: a
+    line the applier rewrites wherever it stands (a guard written as an expression) is in
+    the file. ``TORCHPORT_WHOLE_WALK=1`` walks every statement, for comparison."""
+    applier.lines = source.splitlines(keepends=True)  # the module's code, as parsed
+    if os.environ.get("TORCHPORT_WHOLE_WALK") == "1" or not usable(source) or _GUARD in source:
+        return wrapper.visit(applier)
+    applier.by_statement = StatementPositions(wrapper)
+    applier.metadata = {PositionProvider: applier.by_statement}
+    return wrapper.module.visit(applier)
+
+
+_GUARD = "accelerator.is_available()"  # _guard_as_statement's test, in any code it rewrites
 
 
 # Calls that only ask about the machine: an ``if`` testing them has no side effect to keep.
