@@ -84,6 +84,17 @@ CASES = {
         AMP[1:],
         False,
     ),
+    "named in a plain string and an f-string": (
+        'import torch.backends.cudnn as cudnn\n\nprint("cudnn off", f"cudnn {1}")\n',
+        CUDNN,
+        True,
+    ),
+    "named in a TypeVar bound": (
+        "from torch.cuda.amp import GradScaler\nfrom typing import TypeVar\n\n"
+        'T = TypeVar("T", bound="GradScaler")\n',
+        AMP[1:],
+        False,
+    ),
     "deleted": ("from torch.cuda.amp import autocast\n\ndel autocast\n", AMP[:1], False),
     "a comprehension's variable of the same name": (
         "from torch.cuda.amp import autocast\n\nx = [autocast for autocast in range(3)]\n",

@@ -5,8 +5,8 @@ for the whole module on every call: most of a migration's time on files that imp
 ``torch.cuda`` or ``torch.backends.cudnn``. The engine only ever asks about a few names
 it may have orphaned, so here one ``ast`` pass counts how each of them is bound and read:
 
-- read nowhere (no load, and in no string: ``__all__`` and string annotations are strings)
-  means unused;
+- read nowhere (no load, and in no string libcst reads names from: an annotation, a
+  ``TypeVar(...)``, ``__all__``) means unused;
 - bound once, by a module-level import, and read somewhere means used: every read
   resolves to that import, whichever scope it is in;
 - anything else (bound twice, deleted, declared ``global``, a dotted ``import a.b``) is
@@ -85,13 +85,41 @@ def _bound_name(spec: ImportSpec) -> str | None:
 
 
 class _NameUses(ast.NodeVisitor):
-    """How often each name is read and bound anywhere in a module, and the strings in it."""
+    """How often each name is read and bound anywhere in a module, and the strings that
+    libcst reads names from (annotations, ``TypeVar`` calls, ``__all__``; a superset)."""
 
     def __init__(self) -> None:
         self.loads: Counter[str] = Counter()
         self.bindings: Counter[str] = Counter()
         self.doubtful: set[str] = set()  # deleted, augmented, global or nonlocal
         self.strings: list[str] = []
+        self.typing: set[int] = set()  # ids of the subtrees whose strings name things
+        self.depth = 0
+
+    def visit(self, node: ast.AST) -> None:
+        inside = id(node) in self.typing
+        self.depth += inside
+        super().visit(node)
+        self.depth -= inside
+
+    def _names_in(self, *nodes: ast.AST | None) -> None:
+        self.typing.update(id(n) for n in nodes if n is not None)
+
+    def visit_Assign(self, node: ast.Assign) -> None:
+        if any(_is_all(t) for t in node.targets):
+            self._names_in(node.value)
+        self.generic_visit(node)
+
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
+        self._names_in(node.annotation, node.value if _is_all(node.target) else None)
+        self.generic_visit(node)
+
+    def visit_Call(self, node: ast.Call) -> None:
+        func = node.func
+        name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+        if name == "TypeVar" or (isinstance(func, ast.Attribute) and _is_all(func.value)):
+            self._names_in(*node.args, *node.keywords)
+        self.generic_visit(node)
 
     def visit_Name(self, node: ast.Name) -> None:
         if isinstance(node.ctx, ast.Load):
@@ -104,6 +132,8 @@ class _NameUses(ast.NodeVisitor):
     def visit_AugAssign(self, node: ast.AugAssign) -> None:
         if isinstance(node.target, ast.Name):
             self.doubtful.add(node.target.id)
+        if _is_all(node.target):
+            self._names_in(node.value)
         self.generic_visit(node)
 
     def visit_Global(self, node: ast.Global) -> None:
@@ -114,6 +144,7 @@ class _NameUses(ast.NodeVisitor):
 
     def visit_arg(self, node: ast.arg) -> None:
         self.bindings[node.arg] += 1
+        self._names_in(node.annotation)
         self.generic_visit(node)
 
     def _bind(self, node: ast.AST, name: str | None) -> None:
@@ -122,9 +153,11 @@ class _NameUses(ast.NodeVisitor):
         self.generic_visit(node)
 
     def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
+        self._names_in(node.returns)
         self._bind(node, node.name)
 
     def visit_AsyncFunctionDef(self, node: ast.AsyncFunctionDef) -> None:
+        self._names_in(node.returns)
         self._bind(node, node.name)
 
     def visit_ClassDef(self, node: ast.ClassDef) -> None:
@@ -151,8 +184,12 @@ class _NameUses(ast.NodeVisitor):
             self.bindings[alias.asname or alias.name] += 1
 
     def visit_Constant(self, node: ast.Constant) -> None:
-        if isinstance(node.value, str):
+        if self.depth and isinstance(node.value, str):
             self.strings.append(node.value)
+
+
+def _is_all(node: ast.AST) -> bool:
+    return isinstance(node, ast.Name) and node.id == "__all__"
 
 
 def _module_level_imports(body: list[ast.stmt]) -> set[str]:
