@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -62,3 +63,32 @@ def test_a_kept_result_is_computed_again_when_the_tree_changes(tmp_path, passes)
     assert len(passes) == 2 and "synchronize" not in changed.changes[0].after
     computed_migration(src, options, "run-2")  # another run computes its own
     assert len(passes) == 3
+
+
+def test_files_rewritten_in_worker_processes_give_the_same_result(monkeypatch, tmp_path):
+    """The pool (opt-in: TORCHPORT_MIGRATE_JOBS) merges in file order, and an unapplied
+    fix comes back as the scan's own finding, not a copy."""
+    from torchport.tools import parallel_rewrite
+
+    corpus = Path(__file__).parent / "fixtures" / "corpus"
+    options = MigrateOptions(target="tpu", dry_run=True)
+    alone = migrate(corpus, options)
+    monkeypatch.setattr(parallel_rewrite, "MIN_BYTES", 0)
+    monkeypatch.setenv("TORCHPORT_MIGRATE_JOBS", "2")
+    real = migrate_module._rewrite_file
+
+    def rewrite_file(*args):  # leaves the process's id behind: which process did the work
+        (tmp_path / str(os.getpid())).touch()
+        return real(*args)
+
+    monkeypatch.setattr(migrate_module, "_rewrite_file", rewrite_file)
+    pooled = migrate(corpus, options)
+    workers = {int(p.name) for p in tmp_path.iterdir()}
+    assert workers and os.getpid() not in workers, "no file was rewritten in a worker"
+    assert [(c.path, c.after) for c in pooled.changes] == [(c.path, c.after) for c in alone.changes]
+    assert pooled.edits == alone.edits and pooled.unapplied
+    scanned = {id(f) for f in pooled.scan.findings}
+    assert all(id(f) in scanned for f, _ in pooled.unapplied)
+    assert [(f.rule, f.path, f.line, why) for f, why in pooled.unapplied] == [
+        (f.rule, f.path, f.line, why) for f, why in alone.unapplied
+    ]
