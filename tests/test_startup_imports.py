@@ -28,11 +28,14 @@ def test_importing_the_agent_graph_imports_neither_torch_nor_libcst_matchers(tmp
 
 def test_a_migration_without_verification_never_imports_torch(tmp_path):
     repo = tmp_path / "repo"
-    repo.mkdir()
-    (repo / "model.py").write_text("import torch\n\n\nclass Net(torch.nn.Module):\n    pass\n")
-    (repo / "train.py").write_text(
-        "import torch\nfrom model import Net\n\nnet = Net().cuda()\ntorch.cuda.synchronize()\n"
-    )
+    files = {
+        "model.py": "import torch\n\n\nclass Net(torch.nn.Module):\n    pass\n",
+        "train.py": "import torch\nfrom model import Net\n\nnet = Net().cuda()\n"
+        "torch.cuda.synchronize()\n",
+    }
+    for name, text in files.items():
+        (repo / name).parent.mkdir(exist_ok=True)
+        (repo / name).write_text(text)
     run = (
         "import contextlib, io\nfrom torchport.cli.main import main\n"
         "with contextlib.redirect_stdout(io.StringIO()):\n"

@@ -84,6 +84,19 @@ def _bound_name(spec: ImportSpec) -> str | None:
     return bound if bound.isidentifier() else None
 
 
+# Nodes that bind a name besides assignments and imports, and the field that holds it.
+BINDS: dict[type, str] = {
+    ast.FunctionDef: "name",
+    ast.AsyncFunctionDef: "name",
+    ast.ClassDef: "name",
+    ast.ExceptHandler: "name",
+    ast.MatchAs: "name",
+    ast.MatchStar: "name",
+    ast.MatchMapping: "rest",
+    ast.arg: "arg",
+}
+
+
 class _NameUses(ast.NodeVisitor):
     """How often each name is read and bound anywhere in a module, and the strings that
     libcst reads names from (annotations, ``TypeVar`` calls, ``__all__``; a superset)."""
@@ -97,6 +110,10 @@ class _NameUses(ast.NodeVisitor):
         self.depth = 0
 
     def visit(self, node: ast.AST) -> None:
+        field = BINDS.get(type(node))
+        if field and getattr(node, field):
+            self.bindings[getattr(node, field)] += 1
+        self._names_in(getattr(node, "returns", None), getattr(node, "annotation", None))
         inside = id(node) in self.typing
         self.depth += inside
         super().visit(node)
@@ -111,7 +128,8 @@ class _NameUses(ast.NodeVisitor):
         self.generic_visit(node)
 
     def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
-        self._names_in(node.annotation, node.value if _is_all(node.target) else None)
+        if _is_all(node.target):
+            self._names_in(node.value)
         self.generic_visit(node)
 
     def visit_Call(self, node: ast.Call) -> None:
@@ -141,39 +159,6 @@ class _NameUses(ast.NodeVisitor):
 
     def visit_Nonlocal(self, node: ast.Nonlocal) -> None:
         self.doubtful.update(node.names)
-
-    def visit_arg(self, node: ast.arg) -> None:
-        self.bindings[node.arg] += 1
-        self._names_in(node.annotation)
-        self.generic_visit(node)
-
-    def _bind(self, node: ast.AST, name: str | None) -> None:
-        if name:
-            self.bindings[name] += 1
-        self.generic_visit(node)
-
-    def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
-        self._names_in(node.returns)
-        self._bind(node, node.name)
-
-    def visit_AsyncFunctionDef(self, node: ast.AsyncFunctionDef) -> None:
-        self._names_in(node.returns)
-        self._bind(node, node.name)
-
-    def visit_ClassDef(self, node: ast.ClassDef) -> None:
-        self._bind(node, node.name)
-
-    def visit_ExceptHandler(self, node: ast.ExceptHandler) -> None:
-        self._bind(node, node.name)
-
-    def visit_MatchAs(self, node: ast.MatchAs) -> None:
-        self._bind(node, node.name)
-
-    def visit_MatchStar(self, node: ast.MatchStar) -> None:
-        self._bind(node, node.name)
-
-    def visit_MatchMapping(self, node: ast.MatchMapping) -> None:
-        self._bind(node, node.rest)
 
     def visit_Import(self, node: ast.Import) -> None:
         for alias in node.names:
