@@ -462,13 +462,14 @@ def _migrate_once(
             source, unapplied=[(f, f"libcst cannot parse: {exc}") for f in findings]
         ), None
     wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
-    applier = _Applier(findings, target, DeviceNames(wrapper), wrapper)
+    statements = _by_statement(wrapper, source)
+    applier = _Applier(findings, target, DeviceNames(wrapper, statements), wrapper)
     applier.torch_alias = torch_alias(module)
     for code, look in PRESCANS.items():
         lines = [f.line for f in findings if f.rule == code]
         if lines:
             applier.state.update(look(module, lines, target))
-    new_module = _rewrite_module(wrapper, applier, source)
+    new_module = _rewrite_module(wrapper, applier, source, statements)
     if applier.imports or applier.edits:
         new_source = _fix_imports(new_module, applier.imports)
     else:
@@ -492,16 +493,28 @@ def _migrate_once(
     return SourceResult(new_source, edits, unapplied), applier
 
 
-def _rewrite_module(wrapper: MetadataWrapper, applier: _Applier, source: str) -> cst.Module:
-    """Run the applier over the module, entering only the top-level statements that hold a
-    finding (positions computed for those alone) unless that could change the result: a
+def _by_statement(wrapper: MetadataWrapper, source: str) -> StatementPositions | None:
+    """Positions computed statement by statement, unless that could change the result: a
     line the applier rewrites wherever it stands (a guard written as an expression) is in
     the file. ``TORCHPORT_WHOLE_WALK=1`` walks every statement, for comparison."""
-    applier.lines = source.splitlines(keepends=True)  # the module's code, as parsed
     if os.environ.get("TORCHPORT_WHOLE_WALK") == "1" or not usable(source) or _GUARD in source:
+        return None
+    return StatementPositions(wrapper)
+
+
+def _rewrite_module(
+    wrapper: MetadataWrapper,
+    applier: _Applier,
+    source: str,
+    statements: StatementPositions | None,
+) -> cst.Module:
+    """Run the applier over the module; with ``statements``, entering only the top-level
+    statements that hold a finding (positions computed for those alone)."""
+    applier.lines = source.splitlines(keepends=True)  # the module's code, as parsed
+    if statements is None:
         return wrapper.visit(applier)
-    applier.by_statement = StatementPositions(wrapper)
-    applier.metadata = {PositionProvider: applier.by_statement}
+    applier.by_statement = statements
+    applier.metadata = {PositionProvider: statements}
     return wrapper.module.visit(applier)
 
 

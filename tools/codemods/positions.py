@@ -30,12 +30,14 @@ class StatementPositions(dict):
         self.wrapper = wrapper
         module = wrapper.module
         self.module = module
-        line = 1 + sum(_lines(module, h) for h in module.header)
+        line = 1 + sum(len(NEWLINE.findall(module.code_for_node(h))) for h in module.header)
         self.first_line: dict[int, int] = {}  # id(top-level statement) -> its first line
         self.last_line: dict[int, int] = {}
+        self.code: dict[int, str] = {}  # id(top-level statement) -> its code
         for stmt in module.body:
+            code = self.code[id(stmt)] = module.code_for_node(stmt)
             self.first_line[id(stmt)] = line
-            line += _lines(module, stmt)
+            line += len(NEWLINE.findall(code))
             self.last_line[id(stmt)] = line - 1
         self.entered: set[int] = set()
 
@@ -67,7 +69,3 @@ def usable(source: str) -> bool:
     """Statement by statement needs newlines counted the way the provider counts them,
     token by token; a lone carriage return could fall between two tokens."""
     return "\r" not in source
-
-
-def _lines(module: cst.Module, node: cst.CSTNode) -> int:
-    return len(NEWLINE.findall(module.code_for_node(node)))
