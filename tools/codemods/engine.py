@@ -111,15 +111,32 @@ class _Applier(cst.CSTTransformer):
     def on_visit(self, node: cst.CSTNode) -> bool:
         if self.walking:
             parent = self.parents[id(node)] = self.walking[-1]
-            lazy = self.by_statement
-            if lazy is not None and parent is self.module and id(node) in lazy.first_line:
-                if not self.state and not lazy.holds_any(node, self.finding_lines):
-                    self.skipped.add(id(node))
-                    self.walking.append(node)
-                    return False
-                lazy.enter(node)
+            if self.by_statement is not None and self._skips(node, parent):
+                self.skipped.add(id(node))
+                self.walking.append(node)
+                return False
         self.walking.append(node)
         return super().on_visit(node)
+
+    def _skips(self, node: cst.CSTNode, parent: cst.CSTNode) -> bool:
+        """A statement no finding is in, while no fixer has left state for follow-ups: it
+        would come out of the walk unchanged, so it is not entered. A top-level statement
+        that is entered gets its positions here."""
+        lazy = self.by_statement
+        if parent is self.module and id(node) in lazy.first_line:
+            if not self.state and not lazy.holds_any(node, self.finding_lines):
+                return True
+            lazy.enter(node)
+            return False
+        if self.state or not isinstance(node, cst.BaseStatement):
+            return False
+        pos = self.positions.get(node)
+        if pos is None:
+            return False
+        first = pos.start.line
+        for decorator in getattr(node, "decorators", ()):  # outside a def's own span
+            first = min(first, self.positions[decorator].start.line)
+        return not any(first <= line <= pos.end.line for line in self.finding_lines)
 
     def get_metadata(self, key, node, default=_NO_DEFAULT):
         """ParentNodeProvider's answer from the walk (fixers and ``DeviceNames`` ask it so);
