@@ -40,6 +40,7 @@ from libcst.metadata import MetadataWrapper, ParentNodeProvider, PositionProvide
 ROOT = Path(__file__).resolve().parents[1]
 MIRROR = Path("/work/.mirror/facebookresearch+detr")
 TORCHPORT = [sys.executable, "-m", "torchport.cli"]
+TEXT_SUFFIXES = (".py", ".ipynb", ".sh", ".txt", ".md", ".yaml", ".yml", ".toml", ".cfg")
 
 
 def python_files(tree: Path) -> list[Path]:
@@ -92,12 +93,19 @@ def best_of(repeat: int, run: Callable[[], None]) -> float:
 
 
 def snapshot(bare: Path, into: Path) -> Path:
-    """A bare repository's HEAD as plain files (the mirror keeps only git objects)."""
-    git_dir = bare / "repo" if (bare / "repo").is_dir() else bare
+    """A bare repository's HEAD as plain files (the mirror keeps only git objects, and not
+    always its large binary ones: then the text files the scanner reads are taken alone)."""
+    git = ["git", "--git-dir", str(bare / "repo" if (bare / "repo").is_dir() else bare)]
     into.mkdir(parents=True)
-    archive = subprocess.run(
-        ["git", "--git-dir", str(git_dir), "archive", "HEAD"], capture_output=True, check=True
-    )
+    archive = subprocess.run([*git, "archive", "HEAD"], capture_output=True, check=False)
+    if archive.returncode != 0:
+        names = subprocess.run(
+            [*git, "ls-tree", "-r", "--name-only", "HEAD"], capture_output=True, text=True
+        ).stdout.split("\n")
+        wanted = [n for n in names if n.endswith(TEXT_SUFFIXES)]
+        archive = subprocess.run(
+            [*git, "archive", "HEAD", "--", *wanted], capture_output=True, check=True
+        )
     subprocess.run(["tar", "-x", "-C", str(into)], input=archive.stdout, check=True)
     return into
 
