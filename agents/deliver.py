@@ -22,7 +22,7 @@ from torchport.tools.migrate import (
     FileChange,
     MigrateOptions,
     MigrationResult,
-    migrate,
+    computed_migration,
     write_result,
 )
 from torchport.tools.report.counts import count_constructs
@@ -47,10 +47,13 @@ def options_of(settings: dict[str, Any], dry_run: bool | None = None) -> Migrate
 
 
 def migration_result(state: State) -> MigrationResult:
-    """The codemods' result with its changes replaced by the run's final overlay."""
+    """The codemods' result with its changes replaced by the run's final overlay.
+
+    The result is the one the rewrite node computed for this run (never a second pass of
+    the codemods), unless this process did not compute it (a resumed run)."""
     s = state["settings"]
     source = Path(s["source"])
-    result = migrate(source, options_of(s, dry_run=True))
+    result = computed_migration(source, options_of(s, dry_run=True), s.get("run_id"))
     overlay = state.get("overlay") or {}
     result.changes = [
         FileChange(

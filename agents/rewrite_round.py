@@ -31,7 +31,11 @@ class RewriteRound:
     def run_codemods(self) -> None:
         s = self.settings
         self.overlay, summary = rewriter.codemods(
-            self.source, s["target"], s.get("select", []), s.get("annotate", False)
+            self.source,
+            s["target"],
+            s.get("select", []),
+            s.get("annotate", False),
+            run=s.get("run_id"),
         )
         self.log.append(decision("rewrite", "codemods", **summary))
 

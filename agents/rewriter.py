@@ -21,7 +21,7 @@ import libcst as cst
 from torchport.tools.ast_edits import EditRefused, insert_import, remove_unused_imports
 from torchport.tools.catalogue import load_catalogue
 from torchport.tools.codemods.guard import blocking
-from torchport.tools.migrate import MigrateOptions, migrate
+from torchport.tools.migrate import MigrateOptions, computed_migration, migrate
 from torchport.tools.report.counts import count_constructs
 from torchport.tools.scanner import ScanOptions, scan
 
@@ -38,12 +38,15 @@ WINDOW = {"construct": 2, "failure": 12, "instruction": 2}
 
 
 def codemods(
-    source: Path, target: str, select: list[str], annotate: bool = False
+    source: Path, target: str, select: list[str], annotate: bool = False, run: str | None = None
 ) -> tuple[dict[str, str], dict[str, Any]]:
-    """The catalogue's automatic fixes for ``target``: the first overlay and a summary."""
-    result = migrate(
+    """The catalogue's automatic fixes for ``target``: the first overlay and a summary.
+
+    Computed once for ``run``: the report reads the same result (``agents.deliver``)."""
+    result = computed_migration(
         source,
         MigrateOptions(target=target, select=tuple(select), dry_run=True, annotate=annotate),
+        run,
     )
     overlay = {c.path: c.after for c in result.changes}
     totals = count_constructs(result).totals()

@@ -16,8 +16,6 @@ import tokenize
 from dataclasses import dataclass
 
 import libcst as cst
-from libcst.codemod import CodemodContext
-from libcst.codemod.visitors import AddImportsVisitor, RemoveImportsVisitor
 from libcst.metadata import (
     CodeRange,
     MetadataWrapper,
@@ -201,6 +199,10 @@ def insert_import(
         n is not None and not n.isidentifier() for n in (name, asname)
     ):
         raise EditRefused(f"not an importable name: {module!r} {name!r}")
+    # libcst.codemod imports libcst.matchers (a second of start-up): only when an edit needs it
+    from libcst.codemod import CodemodContext
+    from libcst.codemod.visitors import AddImportsVisitor
+
     wrapper = _wrapper(source)
     context = CodemodContext()
     AddImportsVisitor.add_needed_import(context, module, name, asname)
@@ -365,6 +367,9 @@ def remove_unused_imports(source: str, modules: tuple[str, ...], path: str = "<e
     the program computes (beyond the import's own side effects, which for these
     libraries is loading CUDA code). Imports still in use are kept.
     """
+    from libcst.codemod import CodemodContext
+    from libcst.codemod.visitors import RemoveImportsVisitor
+
     tree = cst.parse_module(source)
     context = CodemodContext()
     finder = _ImportsOf(modules)

@@ -12,6 +12,7 @@ repository's hooks or configured programs (``tools.gitsafe``).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import tempfile
@@ -26,6 +27,7 @@ from .codemods.annotate import annotate_python
 from .codemods.text import migrate_text
 from .findings import Finding
 from .gitsafe import Git, GitError
+from .migration_memo import key_of, remembered
 from .migration_result import FileChange, MigrateOptions, MigrationResult
 from .notebooks import notebook_sources, replace_cell_sources
 from .output import nofollow
@@ -33,11 +35,19 @@ from .output.branch import check_branch, commit_on_branch
 from .output.destination import Destination, OutputError, check_destination
 from .output.in_place import REPORT, backup_folder, check_in_place, write_in_place
 from .output.staged import write_staged
+from .parallel_rewrite import rewrite_files
 from .repowalk import SKIP_DIRS
 from .scanner import ScanOptions, scan
 from .sourcefile import read_exact
 
-__all__ = ["FileChange", "MigrateError", "MigrateOptions", "MigrationResult", "migrate"]
+__all__ = [
+    "FileChange",
+    "MigrateError",
+    "MigrateOptions",
+    "MigrationResult",
+    "computed_migration",
+    "migrate",
+]
 
 
 class MigrateError(Exception):
@@ -63,6 +73,20 @@ def migrate(
         _write(result, options, say)
     result.elapsed_s = time.perf_counter() - started
     return result
+
+
+def computed_migration(
+    path: str | os.PathLike, options: MigrateOptions, run: str | None = None
+) -> MigrationResult:
+    """``migrate(path, options)`` as a dry run, computed once per ``run`` and source tree.
+
+    The agent graph asks for the codemods' result in its rewrite node, again to write the
+    report and again to print the summary; the scan and the codemods run only the first
+    time (``tools.migration_memo``). Nothing is written either way.
+    """
+    options = dataclasses.replace(options, dry_run=True)
+    root = Path(path).resolve()
+    return remembered(key_of(root, options, run), lambda: migrate(root, options))
 
 
 def check_options(root: Path, options: MigrateOptions) -> None:
@@ -149,36 +173,59 @@ def _git_dirty(git: Git) -> bool:
 
 
 def _rewrite(result: MigrationResult, options: MigrateOptions) -> None:
-    """Compute every file's new text; nothing is written here."""
+    """Compute every file's new text; nothing is written here. Files are independent: many
+    of them are rewritten in worker processes (``tools.parallel_rewrite``), and the results
+    merged in file order, so the outcome is the same either way."""
     target = options.target
     by_file: dict[str, list[Finding]] = {}
     for f in result.scan.findings:
         by_file.setdefault(f.path, []).append(f)
-    for rel, findings in sorted(by_file.items()):
-        auto = [f for f in findings if f.fix[target]["kind"] == "auto"]
-        manual = [f for f in findings if f.fix[target]["kind"] != "auto"]
-        if not auto and not (options.annotate and manual):
-            continue
-        source_path = result.root / rel
-        try:
-            before = read_exact(source_path)
-        except UnicodeDecodeError:
-            # e.g. a `# -*- coding: latin-1 -*-` file: scanned in its own encoding, but
-            # rewritten it would come back as UTF-8 under a latin-1 declaration
-            why = "the file is not UTF-8: not rewritten (convert it to UTF-8, then migrate)"
-            result.unapplied += [(f, why) for f in auto]
-            continue
-        if rel.endswith(".ipynb"):
-            after = _rewrite_notebook(result, rel, before, auto, manual, options)
-        elif rel.endswith((".py", ".pyw")):
-            after = _rewrite_python(result, rel, before, auto, manual, options)
-        else:
-            outcome = migrate_text(before, auto, target, rel)
-            result.edits += outcome.edits
-            result.unapplied += outcome.unapplied
-            after = outcome.source
-        if after != before:
-            result.changes.append(FileChange(rel, before, after))
+    work = {
+        rel: findings
+        for rel, findings in sorted(by_file.items())
+        if any(f.fix[target]["kind"] == "auto" for f in findings) or (options.annotate and findings)
+    }
+    for edits, unapplied, change in rewrite_files(result.root, work, options, _rewrite_file):
+        result.edits += edits
+        result.unapplied += unapplied
+        if change is not None:
+            result.changes.append(change)
+
+
+@dataclasses.dataclass
+class _FileOutcome:
+    """What rewriting one file produced, gathered as its parts go (cells of a notebook)."""
+
+    edits: list = dataclasses.field(default_factory=list)
+    unapplied: list[tuple[Finding, str]] = dataclasses.field(default_factory=list)
+
+
+def _rewrite_file(
+    root: Path, rel: str, findings: list[Finding], options: MigrateOptions
+) -> tuple[list, list[tuple[Finding, str]], FileChange | None]:
+    """One file's edits, unapplied fixes and change (None when its text stays)."""
+    target = options.target
+    auto = [f for f in findings if f.fix[target]["kind"] == "auto"]
+    manual = [f for f in findings if f.fix[target]["kind"] != "auto"]
+    try:
+        before = read_exact(root / rel)
+    except UnicodeDecodeError:
+        # e.g. a `# -*- coding: latin-1 -*-` file: scanned in its own encoding, but
+        # rewritten it would come back as UTF-8 under a latin-1 declaration
+        why = "the file is not UTF-8: not rewritten (convert it to UTF-8, then migrate)"
+        return [], [(f, why) for f in auto], None
+    outcome = _FileOutcome()
+    if rel.endswith(".ipynb"):
+        after = _rewrite_notebook(outcome, rel, before, auto, manual, options)
+    elif rel.endswith((".py", ".pyw")):
+        after = _rewrite_python(outcome, rel, before, auto, manual, options)
+    else:
+        text = migrate_text(before, auto, target, rel)
+        outcome.edits += text.edits
+        outcome.unapplied += text.unapplied
+        after = text.source
+    change = FileChange(rel, before, after) if after != before else None
+    return outcome.edits, outcome.unapplied, change
 
 
 def _rewrite_python(result, rel, source, auto, manual, options, cell=None) -> str:

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import zlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
+if TYPE_CHECKING:  # torch is imported where a sample is made: importing the sandbox
+    import torch  # (the agent graph does) must not cost torch's start-up
 
 TRAIN_SIZE = 512
 TEST_SIZE = 128
@@ -30,11 +31,15 @@ def size_for(train: bool) -> int:
 def generator(*key: object) -> torch.Generator:
     """A generator seeded from the dataset's identity, not from the global RNG, so the
     data is the same whatever the program seeds (and the program's RNG is untouched)."""
+    import torch
+
     seed = zlib.crc32("/".join(str(k) for k in key).encode())
     return torch.Generator().manual_seed(seed)
 
 
 def labels(n: int, classes: int, gen: torch.Generator) -> torch.Tensor:
+    import torch
+
     return torch.randint(0, classes, (n,), generator=gen, dtype=torch.int64)
 
 
@@ -43,6 +48,8 @@ def images(
 ) -> torch.Tensor:
     """uint8 images of ``shape`` (HxW or HxWxC): a per-class pattern plus noise, so a
     model can learn something and losses go down."""
+    import torch
+
     protos = torch.rand((classes, *shape), generator=gen) * 200.0
     noise = torch.randn((n, *shape), generator=gen) * 30.0
     return (protos[targets] + noise + 20.0).clamp(0, 255).to(torch.uint8)
@@ -52,6 +59,8 @@ def waveforms(
     n: int, length: int, targets: torch.Tensor, sample_rate: int, gen: torch.Generator
 ) -> torch.Tensor:
     """float32 [n, 1, length] tones whose pitch depends on the label, plus noise."""
+    import torch
+
     t = torch.arange(length, dtype=torch.float32) / sample_rate
     freq = 200.0 + 60.0 * targets.to(torch.float32)
     tone = 0.5 * torch.sin(2 * torch.pi * freq[:, None] * t[None, :])
@@ -93,6 +102,8 @@ _FILLER = [
 
 def sentences(targets: torch.Tensor, gen: torch.Generator, words: int = 24) -> list[str]:
     """Short texts whose sentiment words follow the (binary or folded) label."""
+    import torch
+
     out = []
     for label in targets.tolist():
         pool = _WORDS[label % 2]

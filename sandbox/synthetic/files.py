@@ -15,10 +15,12 @@ import os
 import re
 from array import array
 from pathlib import Path
-
-import torch
+from typing import TYPE_CHECKING
 
 from . import data
+
+if TYPE_CHECKING:  # imported where images are drawn: the sandbox imports this module
+    import torch  # for its paths alone, and torch's start-up is seconds
 
 STANDIN_DIR = ".torchport-data"
 TOKENS = 1 << 16  # enough for a block of 1024 tokens and a batch of them
@@ -83,6 +85,7 @@ def write_llmc_shard(path: Path, count: int = TOKENS) -> int:
 def write_image_folder(root: Path) -> int:
     """``root/{train,val}/<class>/<n>.JPEG``: small RGB images with a pattern per class (the
     ImageFolder layout). Returns how many images were written."""
+    import torch
     from PIL import Image
 
     written = 0
@@ -109,6 +112,8 @@ COCO_OBJECTS = 3  # at most, per image
 
 def _coco_objects(gen: torch.Generator) -> list[tuple[int, list[int]]]:
     """(category id, [x, y, w, h]) for one to COCO_OBJECTS boxes inside the image."""
+    import torch
+
     width, height = COCO_SIZE
     ids = list(COCO_CATEGORIES)
     objects = []
@@ -126,6 +131,7 @@ def write_coco(root: Path) -> int:
     area, iscrowd, category_id and a polygon segmentation, categories). Each object is a
     box filled with its category's colour on a noisy background, so a detector can learn
     it. Returns how many images were written."""
+    import torch
     from PIL import Image
 
     width, height = COCO_SIZE

@@ -14,8 +14,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import torch.hub
-
 from .. import patching
 from .data import record
 
@@ -23,6 +21,8 @@ _BY = "synthetic.hub"
 
 
 def _offline_list(github: str, *args: Any, **kwargs: Any) -> list[str]:
+    import torch.hub
+
     try:
         return patching.original(torch.hub, "list")(github, *args, **kwargs)
     except OSError:  # URLError, a failed DNS lookup: the sandbox has no network
@@ -31,6 +31,8 @@ def _offline_list(github: str, *args: Any, **kwargs: Any) -> list[str]:
 
 
 def install() -> None:
+    import torch.hub  # here, not at the top: importing the sandbox must not import torch
+
     if not patching.active(_BY):
         patching.patch(torch.hub, "list", _offline_list, by=_BY)
 

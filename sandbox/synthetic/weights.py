@@ -17,15 +17,13 @@ the hub cache, and ``torch.load`` of any file, are untouched.
 
 from __future__ import annotations
 
-from typing import Any, NoReturn
-
-import torch
-import torch.hub
-import torch.utils.model_zoo
-from torch.nn.modules.module import _IncompatibleKeys
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from .. import patching
 from .data import record
+
+if TYPE_CHECKING:  # torch is imported by install(): importing the sandbox must not cost it
+    import torch
 
 DATASET = "pretrained weights"  # what the records call it (the report gives it its own line)
 STANDIN = "not downloaded (no network): the model keeps its own initialisation, in both runs"
@@ -62,6 +60,8 @@ _BY = "synthetic.weights"
 
 
 def _offline_load_url(url: str, *args: Any, **kwargs: Any) -> Any:
+    import torch.hub
+
     try:
         real = patching.original(torch.hub, "load_state_dict_from_url")
         return real(url, *args, **kwargs)
@@ -71,6 +71,9 @@ def _offline_load_url(url: str, *args: Any, **kwargs: Any) -> Any:
 
 
 def _load_state_dict(self: torch.nn.Module, state_dict: Any, *args: Any, **kwargs: Any) -> Any:
+    import torch
+    from torch.nn.modules.module import _IncompatibleKeys
+
     if isinstance(state_dict, InitialWeights):
         return _IncompatibleKeys([], [])
     real = patching.original(torch.nn.Module, "load_state_dict")
@@ -80,6 +83,9 @@ def _load_state_dict(self: torch.nn.Module, state_dict: Any, *args: Any, **kwarg
 def install() -> None:
     """Patch the download functions (``torch.hub``'s and ``model_zoo``'s, one function) and
     ``Module.load_state_dict``, for this process (once)."""
+    import torch.hub
+    import torch.utils.model_zoo
+
     if patching.active(_BY):
         return
     patching.patch(torch.hub, "load_state_dict_from_url", _offline_load_url, by=_BY)

@@ -9,13 +9,12 @@ is checked to parse and compile before it is accepted.
 from __future__ import annotations
 
 import ast
+import os
 import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 
 import libcst as cst
-from libcst.codemod import CodemodContext
-from libcst.codemod.visitors import RemoveImportsVisitor
 from libcst.metadata import MetadataWrapper, ParentNodeProvider, PositionProvider
 
 from ..findings import Finding
@@ -32,7 +31,9 @@ from .base import (
 )
 from .guard import REFUSED, Problem, blocking, original_lines, orphaned_imports
 from .imports import add_imports, torch_alias
+from .positions import StatementPositions, usable
 from .scope import DeviceNames
+from .unused_imports import remove_unused_imports
 
 # Imports that may become unused once the code using them is migrated.
 CUDA_MODULES = ("torch.cuda", "torch.backends.cudnn", "torch.backends.cuda")
@@ -61,13 +62,24 @@ class SourceResult:
         return bool(self.edits)
 
 
-class _Applier(cst.CSTTransformer):
-    METADATA_DEPENDENCIES = (PositionProvider, ParentNodeProvider)
+_NO_DEFAULT = object()
 
-    def __init__(self, findings: list[Finding], target: str, devices: DeviceNames) -> None:
+
+class _Applier(cst.CSTTransformer):
+    # Parents are recorded while the tree is walked (``on_visit``), not resolved up front
+    # by libcst's ParentNodeProvider: that is a whole extra pass over every node of the
+    # file, and fixers mostly ask about the ancestors of the node they rewrite. A question
+    # about a node not walked yet (TPD023 follows an alias to its later uses) resolves the
+    # provider then, once for the file.
+    METADATA_DEPENDENCIES = (PositionProvider,)
+
+    def __init__(
+        self, findings: list[Finding], target: str, devices: DeviceNames, wrapper: MetadataWrapper
+    ) -> None:
         super().__init__()
         self.target = target
         self.devices = devices
+        self.wrapper = wrapper
         self.pending: dict[tuple[int, int], list[Finding]] = defaultdict(list)
         for f in findings:
             self.pending[(f.line, f.col - 1)].append(f)
@@ -87,14 +99,68 @@ class _Applier(cst.CSTTransformer):
         self.imports: set[str] = set()
         self.module: cst.Module | None = None
         self.torch_alias: str | None = None
+        self.parents: dict[int, cst.CSTNode] = {}  # id(node) -> its parent, as walked
+        self.walking: list[cst.CSTNode] = []
+        self.positions: dict = {}
+        # Set by ``_rewrite_module``: top-level statements no finding is in are not entered while no
+        # fixer has left state for follow-ups (they would come out unchanged anyway).
+        self.by_statement: StatementPositions | None = None
+        self.finding_lines = {f.line for f in findings}
+        self.skipped: set[int] = set()
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        if self.walking:
+            parent = self.parents[id(node)] = self.walking[-1]
+            if self.by_statement is not None and self._skips(node, parent):
+                self.skipped.add(id(node))
+                self.walking.append(node)
+                return False
+        self.walking.append(node)
+        return super().on_visit(node)
+
+    def _skips(self, node: cst.CSTNode, parent: cst.CSTNode) -> bool:
+        """A statement no finding is in, while no fixer has left state for follow-ups: it
+        would come out of the walk unchanged, so it is not entered. A top-level statement
+        that is entered gets its positions here."""
+        lazy = self.by_statement
+        if parent is self.module and id(node) in lazy.first_line:
+            if not self.state and not lazy.holds_any(node, self.finding_lines):
+                return True
+            lazy.enter(node)
+            return False
+        if self.state or not isinstance(node, cst.BaseStatement):
+            return False
+        pos = self.positions.get(node)
+        if pos is None:
+            return False
+        first = pos.start.line
+        for decorator in getattr(node, "decorators", ()):  # outside a def's own span
+            first = min(first, self.positions[decorator].start.line)
+        return not any(first <= line <= pos.end.line for line in self.finding_lines)
+
+    def get_metadata(self, key, node, default=_NO_DEFAULT):
+        """ParentNodeProvider's answer from the walk (fixers and ``DeviceNames`` ask it so);
+        every other key from libcst."""
+        if key is not ParentNodeProvider:
+            return super().get_metadata(key, node, default)
+        parent = self.parents.get(id(node))
+        if parent is None and node is not self.module:
+            parent = self.wrapper.resolve(ParentNodeProvider).get(node)
+        if parent is not None:
+            return parent
+        if default is _NO_DEFAULT:
+            raise KeyError(f"{type(node).__name__} has no parent")
+        return default
 
     def visit_Module(self, node: cst.Module) -> bool:
         self.module = node
-        self.lines = node.code.splitlines(keepends=True)
+        if not hasattr(self, "lines"):
+            self.lines = node.code.splitlines(keepends=True)
+        self.positions = self.metadata[PositionProvider]
         return True
 
     def _candidates(self, original: cst.CSTNode) -> list[Finding]:
-        pos = self.get_metadata(PositionProvider, original, None)
+        pos = self.positions.get(original)
         if pos is None:
             return []
         lpar = getattr(original, "lpar", ())
@@ -109,6 +175,9 @@ class _Applier(cst.CSTTransformer):
         return found
 
     def on_leave(self, original: cst.CSTNode, updated: cst.CSTNode):
+        self.walking.pop()
+        if id(original) in self.skipped:
+            return updated
         result = self._apply_findings(original, updated)
         if self.state:
             result = self._follow_ups(original, result)
@@ -138,7 +207,7 @@ class _Applier(cst.CSTTransformer):
         """Drop the statements this run emptied, keeping the comments and blank lines above
         them (they move to the next statement), and lines a rewrite made repeat their
         neighbour (``torch.cuda.manual_seed(s)`` after ``torch.manual_seed(s)``)."""
-        body, previous, carried, dropped = [], None, [], False
+        body, previous, carried, dropped = [], None, [], False  # previous: last kept
         for stmt in block.body:
             last = body[-1] if body and not carried else None
             if (
@@ -156,12 +225,7 @@ class _Applier(cst.CSTTransformer):
                 body[-1] = merged
                 dropped = True
                 continue
-            code = (
-                _code_of(stmt.with_changes(leading_lines=()))
-                if isinstance(stmt, cst.SimpleStatementLine)
-                else None
-            )
-            repeat = code is not None and code == previous and id(stmt) in self.rewritten
+            repeat = id(stmt) in self.rewritten and _same_line(stmt, previous)
             if id(stmt) in self.doomed or repeat:
                 carried += list(stmt.leading_lines)
                 dropped = True
@@ -170,7 +234,7 @@ class _Applier(cst.CSTTransformer):
                 stmt = stmt.with_changes(leading_lines=_joined(carried, list(stmt.leading_lines)))
                 carried = []
             body.append(stmt)
-            previous = code
+            previous = body[-1]
         if not dropped:
             return block
         if not body and isinstance(block, cst.IndentedBlock):
@@ -297,6 +361,18 @@ class _Applier(cst.CSTTransformer):
         return updated.with_changes(body=keep)
 
 
+def _same_line(stmt: cst.CSTNode, previous: cst.CSTNode | None) -> bool:
+    """Two simple statement lines with the same code (their leading lines aside): generated
+    only for the statements a rewrite touched, not for every line of every block."""
+    if not isinstance(stmt, cst.SimpleStatementLine):
+        return False
+    if not isinstance(previous, cst.SimpleStatementLine):
+        return False
+    return _code_of(stmt.with_changes(leading_lines=())) == _code_of(
+        previous.with_changes(leading_lines=())
+    )
+
+
 def _guard_as_statement(line):
     """``(torch.accelerator.synchronize() if torch.accelerator.is_available() else None)``
     alone on its line -> ``if torch.accelerator.is_available(): torch.accelerator...()``:
@@ -403,16 +479,18 @@ def _migrate_once(
             source, unapplied=[(f, f"libcst cannot parse: {exc}") for f in findings]
         ), None
     wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
-    applier = _Applier(findings, target, DeviceNames(wrapper))
+    statements = _by_statement(wrapper, source)
+    applier = _Applier(findings, target, DeviceNames(wrapper, statements), wrapper)
     applier.torch_alias = torch_alias(module)
     for code, look in PRESCANS.items():
         lines = [f.line for f in findings if f.rule == code]
         if lines:
             applier.state.update(look(module, lines, target))
-    new_module = wrapper.visit(applier)
+    new_module = _rewrite_module(wrapper, applier, source, statements)
     if applier.imports or applier.edits:
-        new_module = _fix_imports(new_module, applier.imports)
-    new_source = new_module.code
+        new_source = _fix_imports(new_module, applier.imports)
+    else:
+        new_source = new_module.code
     applied = {id(e[0]) for e in applier.edits if e[0] is not None}
     unapplied = [
         (f, applier.failures.get(id(f), "no node at the reported position"))
@@ -430,6 +508,34 @@ def _migrate_once(
         for _, rule, before, after, line, end in applier.edits
     ]
     return SourceResult(new_source, edits, unapplied), applier
+
+
+def _by_statement(wrapper: MetadataWrapper, source: str) -> StatementPositions | None:
+    """Positions computed statement by statement, unless that could change the result: a
+    line the applier rewrites wherever it stands (a guard written as an expression) is in
+    the file. ``TORCHPORT_WHOLE_WALK=1`` walks every statement, for comparison."""
+    if os.environ.get("TORCHPORT_WHOLE_WALK") == "1" or not usable(source) or _GUARD in source:
+        return None
+    return StatementPositions(wrapper)
+
+
+def _rewrite_module(
+    wrapper: MetadataWrapper,
+    applier: _Applier,
+    source: str,
+    statements: StatementPositions | None,
+) -> cst.Module:
+    """Run the applier over the module; with ``statements``, entering only the top-level
+    statements that hold a finding (positions computed for those alone)."""
+    applier.lines = source.splitlines(keepends=True)  # the module's code, as parsed
+    if statements is None:
+        return wrapper.visit(applier)
+    applier.by_statement = statements
+    applier.metadata = {PositionProvider: statements}
+    return wrapper.module.visit(applier)
+
+
+_GUARD = "accelerator.is_available()"  # _guard_as_statement's test, in any code it rewrites
 
 
 # Calls that only ask about the machine: an ``if`` testing them has no side effect to keep.
@@ -561,19 +667,18 @@ class _CudaImports(cst.CSTVisitor):
 
 
 def _drop_unused_imports(source: str, imports: list[tuple[str, str | None, str | None]]) -> str:
-    context = CodemodContext()
-    for module, name, asname in imports:
-        RemoveImportsVisitor.remove_unused_import(context, module, name, asname)
-    return RemoveImportsVisitor(context).transform_module(cst.parse_module(source)).code
+    return remove_unused_imports(cst.parse_module(source), imports).code
 
 
-def _fix_imports(module: cst.Module, needed: set[str]) -> cst.Module:
-    context = CodemodContext()
+def _fix_imports(module: cst.Module, needed: set[str]) -> str:
+    """The migrated module's code with the imports its edits need, less the CUDA imports
+    they left unused."""
+    module = add_imports(module, needed)
+    code = module.code
+    if not any(name in code for name in CUDA_MODULES):  # no import can match: no visit
+        return code
     finder = _CudaImports()
     module.visit(finder)
-    for mod, name, asname in finder.found:
-        RemoveImportsVisitor.remove_unused_import(context, mod, name, asname)
-    module = add_imports(module, needed)
-    if not finder.found:  # nothing to consider removing: skip the whole-module scope analysis
-        return module
-    return RemoveImportsVisitor(context).transform_module(module)
+    if not finder.found:
+        return code
+    return remove_unused_imports(module, finder.found, code).code

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import difflib
+import functools
 from collections import Counter
 from dataclasses import dataclass
 
@@ -39,10 +40,17 @@ class Problem:
 
 def problems(source: str, path: str = "<migrated>") -> list[Problem]:
     """pyflakes' findings in ``source``, with the keyword checks pyflakes cannot make."""
+    return list(_problems(source, path))
+
+
+@functools.lru_cache(maxsize=16)
+def _problems(source: str, path: str) -> tuple[Problem, ...]:
+    """Kept for the few sources a file's migration asks about: the original is checked
+    once per guard round, not once per comparison (pyflakes is most of the guard's time)."""
     try:
         tree = ast.parse(source, path)
     except SyntaxError:
-        return []  # compiling is checked elsewhere; nothing to compare here
+        return ()  # compiling is checked elsewhere; nothing to compare here
     found = [
         Problem(
             type(m).__name__,
@@ -53,7 +61,7 @@ def problems(source: str, path: str = "<migrated>") -> list[Problem]:
         for m in Checker(tree, filename=path).messages
         if not (type(m).__name__ == "UnusedImport" and m.message_args[0] in REGISTERING_IMPORTS)
     ]
-    return found + _keyword_problems(tree)
+    return (*found, *_keyword_problems(tree))
 
 
 def introduced(before: str, after: str, path: str = "<migrated>") -> list[Problem]:

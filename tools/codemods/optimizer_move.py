@@ -14,7 +14,6 @@ gives it the parameters the model will train with, and the later move changes no
 from __future__ import annotations
 
 import libcst as cst
-import libcst.matchers as m
 
 from .base import FixContext, NotApplicable, arg_named, code_of, string_value
 from .base import fixer as register
@@ -32,6 +31,8 @@ def _scope(node: cst.CSTNode, ctx: FixContext) -> cst.CSTNode:
 
 def _device_of(move: cst.Call, ctx: FixContext) -> str | None:
     """The device a move names, as the port spells it; None for a dtype-only ``.to``."""
+    import libcst.matchers as m  # here: importing libcst.matchers costs every run a second
+
     if m.matches(move.func, m.Attribute(attr=m.Name("cuda"))):
         return code_of(ctx.device_expr())
     arg = arg_named(move, "device", 0)
@@ -49,6 +50,8 @@ def _device_of(move: cst.Call, ctx: FixContext) -> str | None:
 @register("TPD022")
 def optimizer_before_device_move(node: cst.Call, ctx: FixContext):
     """``Adam(model.parameters())`` -> ``Adam(model.to(device).parameters())``."""
+    import libcst.matchers as m
+
     func = node.func
     if not m.matches(func, m.Attribute(value=m.Name(), attr=m.Name("parameters"))):
         raise NotApplicable("not name.parameters()")

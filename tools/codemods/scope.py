@@ -45,14 +45,25 @@ class _Assignments(cst.CSTVisitor):
 
 
 class DeviceNames:
-    def __init__(self, wrapper: MetadataWrapper) -> None:
+    def __init__(self, wrapper: MetadataWrapper, statements=None) -> None:
         self._wrapper = wrapper
+        # tools.codemods.positions.StatementPositions, when the engine computes positions
+        # statement by statement: only the statements that spell a device name are visited
+        self._statements = statements
 
     @functools.cached_property
     def scopes(self) -> dict:
-        # a whole-module pass: paid only by files whose fixers ask for a device variable
+        # paid only by files whose fixers ask for a device variable
         collector = _Assignments()
-        self._wrapper.visit(collector)
+        statements = self._statements
+        if statements is None:
+            self._wrapper.visit(collector)
+            return collector.scopes
+        collector.metadata = {PositionProvider: statements}
+        for stmt in self._wrapper.module.body:  # in order: the first binding found wins
+            if any(name in statements.code[id(stmt)] for name in DEVICE_NAMES):
+                statements.enter(stmt)
+                stmt.visit(collector)
         return collector.scopes
 
     def name_at(self, node: cst.CSTNode, provider) -> str | None:

@@ -1,0 +1,165 @@
+"""How fast `torchport migrate --no-verify --dry-run` is, against libcst in the same run.
+
+The baseline is what any libcst codemod must at least pay: ``parse_module`` on every
+``.py`` file of the tree, then a ``MetadataWrapper`` resolving the metadata the engine
+asks for (positions and parents). Measured in the same process and the same minute as
+the migration, the ratio stays meaningful on a shared, noisy machine where absolute
+lines per second do not.
+
+Trees (each measured on its own):
+  - a real repository: a snapshot of a bare git directory under /work/.mirror
+    (``git archive HEAD``, extracted to a temporary folder; nothing is kept), by default
+    facebookresearch+detr (about 4.4k lines of Python);
+  - the eval suite: every ``evals/suite/*/repo`` side by side in one tree;
+  - any folder given with ``--tree``.
+
+Figures: lines/s of the baseline, of the migration in-process (the CLI's ``main`` called
+with the same arguments, imports already paid) and of the ``torchport`` command (wall,
+start-up included); best of ``--repeat``. Not a test: prints figures.
+
+Usage: ``python benchmarks/migrate_speed.py [--mirror DIR] [--tree DIR ...] [--repeat 3]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import libcst as cst
+from libcst.metadata import MetadataWrapper, ParentNodeProvider, PositionProvider
+
+ROOT = Path(__file__).resolve().parents[1]
+MIRROR = Path("/work/.mirror/facebookresearch+detr")
+TORCHPORT = [sys.executable, "-m", "torchport.cli"]
+TEXT_SUFFIXES = (".py", ".ipynb", ".sh", ".txt", ".md", ".yaml", ".yml", ".toml", ".cfg")
+
+
+def python_files(tree: Path) -> list[Path]:
+    return sorted(p for p in tree.rglob("*.py") if p.is_file())
+
+
+def lines_of(tree: Path) -> int:
+    return sum(p.read_bytes().count(b"\n") for p in python_files(tree))
+
+
+def parse_with_metadata(tree: Path) -> None:
+    """The baseline: what a libcst codemod pays before it changes anything."""
+    for path in python_files(tree):
+        try:
+            module = cst.parse_module(path.read_text(encoding="utf-8"))
+        except (cst.ParserSyntaxError, UnicodeDecodeError):
+            continue
+        wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
+        wrapper.resolve_many([PositionProvider, ParentNodeProvider])
+
+
+def migrate_args(tree: Path, target: str) -> list[str]:
+    return ["migrate", str(tree), "-t", target, "--no-verify", "--dry-run", "-q", "--llm", "none"]
+
+
+def migrate_in_process(tree: Path, target: str) -> None:
+    from torchport.cli.main import main
+
+    with contextlib.redirect_stdout(io.StringIO()):
+        status = main(migrate_args(tree, target))
+    if status not in (0, 1):
+        raise SystemExit(f"torchport migrate failed on {tree} ({status})")
+
+
+def migrate_command(tree: Path, target: str) -> None:
+    proc = subprocess.run(
+        [*TORCHPORT, *migrate_args(tree, target)], capture_output=True, text=True, check=False
+    )
+    if proc.returncode not in (0, 1):
+        raise SystemExit(f"torchport migrate failed on {tree}: {proc.stderr[-800:]}")
+
+
+def best_of(repeat: int, run: Callable[[], None]) -> float:
+    best = float("inf")
+    for _ in range(repeat):
+        start = time.perf_counter()
+        run()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def snapshot(bare: Path, into: Path) -> Path:
+    """A bare repository's HEAD as plain files (the mirror keeps only git objects, and not
+    always its large binary ones: then the text files the scanner reads are taken alone)."""
+    git = ["git", "--git-dir", str(bare / "repo" if (bare / "repo").is_dir() else bare)]
+    into.mkdir(parents=True)
+    archive = subprocess.run([*git, "archive", "HEAD"], capture_output=True, check=False)
+    if archive.returncode != 0:
+        names = subprocess.run(
+            [*git, "ls-tree", "-r", "--name-only", "HEAD"], capture_output=True, text=True
+        ).stdout.split("\n")
+        wanted = [n for n in names if n.endswith(TEXT_SUFFIXES)]
+        archive = subprocess.run(
+            [*git, "archive", "HEAD", "--", *wanted], capture_output=True, check=True
+        )
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive.stdout, check=True)
+    return into
+
+
+def suite_tree(into: Path) -> Path:
+    """Every eval task's source repository, side by side."""
+    into.mkdir(parents=True)
+    for repo in sorted((ROOT / "evals" / "suite").glob("*/repo")):
+        shutil.copytree(repo, into / repo.parent.name)
+    return into
+
+
+def measure(name: str, tree: Path, target: str, repeat: int) -> None:
+    lines = lines_of(tree)
+    files = len(python_files(tree))
+    print(f"{name}: {files} .py files, {lines} lines (target {target})")
+    migrate_in_process(tree, target)  # warm: imports, the catalogue, caches of the process
+    base = best_of(repeat, lambda: parse_with_metadata(tree))
+    inproc = best_of(repeat, lambda: migrate_in_process(tree, target))
+    command = best_of(repeat, lambda: migrate_command(tree, target))
+    print(f"  libcst parse + metadata:   {base:7.2f} s  {lines / base:8,.0f} lines/s")
+    print(
+        f"  migrate, in-process:       {inproc:7.2f} s  {lines / inproc:8,.0f} lines/s  "
+        f"({base / inproc:.2f}x the baseline)"
+    )
+    print(
+        f"  torchport migrate (wall):  {command:7.2f} s  {lines / command:8,.0f} lines/s  "
+        f"({base / command:.2f}x the baseline)"
+    )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--mirror", type=Path, default=MIRROR, help="a bare git repository")
+    ap.add_argument("--tree", type=Path, action="append", default=[], help="a folder to migrate")
+    ap.add_argument("--target", default="tpu")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--no-suite", action="store_true", help="skip the eval suite's sources")
+    args = ap.parse_args()
+
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        os.environ["TORCHPORT_HOME"] = str(tmp / "home")  # checkpoints go to the scratch
+        trees: list[tuple[str, Path]] = []
+        if args.mirror.exists():
+            trees.append((args.mirror.name, snapshot(args.mirror, tmp / "mirror")))
+        else:
+            print(f"(no mirror at {args.mirror}: skipped)")
+        if not args.no_suite:
+            trees.append(("eval suite sources", suite_tree(tmp / "suite")))
+        trees += [(str(t), t.resolve()) for t in args.tree]
+        for name, tree in trees:
+            measure(name, tree, args.target, args.repeat)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,89 @@
+"""The codemods' result of an agent run, computed once and read again by the report.
+
+An agent run needs the same migration three times: the rewrite node's first overlay,
+the deliver node's report, and the front door's summary. Each used to run the scan and
+every codemod again. Here the first computation is kept, keyed by the run, the options
+that shape it and a fingerprint of the source tree's scannable files, so a later read
+gets the same result unless the tree changed under it. A resumed run in a new process
+finds nothing here and computes it again, as before.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+from pathlib import Path
+
+from .findings import Skipped
+from .migration_result import FileChange, MigrateOptions, MigrationResult
+from .repowalk import walk_repo
+
+KEEP = 8  # results held at once: a batch runs jobs in one process, one at a time
+
+_results: OrderedDict[Hashable, MigrationResult] = OrderedDict()
+_lock = threading.Lock()
+
+
+def tree_fingerprint(root: Path) -> str:
+    """A digest of every file the scan reads (name and bytes) and of what it skipped."""
+    digest = hashlib.blake2b(digest_size=20)
+    skipped: list[Skipped] = []
+    for file in walk_repo(root, skipped):
+        digest.update(file.rel.encode("utf-8", "surrogateescape") + b"\0")
+        try:
+            digest.update(file.path.read_bytes())
+        except OSError as exc:
+            digest.update(f"unreadable: {exc.strerror}".encode())
+        digest.update(b"\0")
+    for skip in skipped:
+        digest.update(repr(skip).encode("utf-8", "surrogateescape"))
+    return digest.hexdigest()
+
+
+def key_of(root: Path, options: MigrateOptions, run: str | None) -> Hashable:
+    """What a migration's result depends on; the output options (where, how) do not count."""
+    return (
+        run,
+        str(root),
+        options.target,
+        options.select,
+        options.annotate,
+        tree_fingerprint(root),
+    )
+
+
+def remembered(key: Hashable, compute: Callable[[], MigrationResult]) -> MigrationResult:
+    """A copy of the result kept under ``key``, computing (and keeping) it the first time.
+
+    Callers change what they get (the deliver node puts the final overlay in ``changes``,
+    the writer records where it wrote): each gets its own lists, the kept one stays whole.
+    """
+    with _lock:
+        kept = _results.get(key)
+        if kept is not None:
+            _results.move_to_end(key)
+    if kept is None:
+        kept = compute()
+        with _lock:
+            _results[key] = kept
+            while len(_results) > KEEP:
+                _results.popitem(last=False)
+    return _copy(kept)
+
+
+def forget() -> None:
+    """Drop every kept result (tests, and a long-lived process that wants its memory back)."""
+    with _lock:
+        _results.clear()
+
+
+def _copy(result: MigrationResult) -> MigrationResult:
+    return dataclasses.replace(
+        result,
+        changes=[FileChange(c.path, c.before, c.after) for c in result.changes],
+        edits=list(result.edits),
+        unapplied=list(result.unapplied),
+    )
