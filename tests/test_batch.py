@@ -187,6 +187,7 @@ V1 = "import torch\n\nx = torch.zeros(2).cuda()\n"
 V2 = V1 + "torch.cuda.synchronize()\n"
 
 
+@pytest.mark.slow
 def test_a_git_source_is_migrated_at_its_ref_and_the_original_left_alone(tmp_path, capsys):
     repo = tmp_path / "prog"
     v1, v2 = git_repo(repo, [V1, V2])

@@ -53,6 +53,7 @@ def test_ray_gives_the_summary_the_local_executor_gives(tmp_path):
     assert "verdict: verified" in (tmp_path / "ray" / "logs" / "mnist_basic.log").read_text()
 
 
+@pytest.mark.slow
 def test_an_unreachable_cluster_is_a_clear_error_in_seconds(tmp_path):
     import socket
     import time

@@ -16,7 +16,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from scripted_llm import Content, ScriptedLLM
+
+# every test runs the chat CLI, most of them through a verification
+pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[1]
 SECRET = "sk-test-0123456789abcdef"

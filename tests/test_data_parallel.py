@@ -10,6 +10,7 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
+import pytest
 import torch
 from torchport.agents.verifier import RunLimits, verify_tree
 from torchport.cli.main import main as cli
@@ -52,6 +53,7 @@ def _checkpoint_saved_under_data_parallel(path: Path) -> None:
     torch.save({"state_dict": state}, path)
 
 
+@pytest.mark.slow
 def test_the_port_unwraps_the_model_and_still_loads_the_originals_checkpoint(tmp_path: Path):
     source = tmp_path / "repo"
     source.mkdir()

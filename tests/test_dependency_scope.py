@@ -88,6 +88,7 @@ def test_the_entrys_program_is_found_under_python_and_torchrun():
     assert entry_program(["bash", "run.sh"]) is None and entry_program(None) is None
 
 
+@pytest.mark.slow
 def test_pip_is_not_asked_for_an_unreachable_modules_import(tmp_path: Path, wheels):  # noqa: F811
     """Only tinydep has a wheel: the exporter's import would be unavailable if asked for."""
     repo = write(

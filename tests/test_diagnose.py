@@ -397,6 +397,7 @@ def _check(kind: str, name: str, result: dict[str, Any], expected: tuple[str, st
     return d
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(CPU_EXPECTED))
 def test_cpu_torch_failures(cases: dict, name: str) -> None:
     _check("cpu", name, cases["cpu"][name], CPU_EXPECTED[name])
@@ -523,6 +524,7 @@ def _harness(tmp_path: Path, source: str, **spec: Any) -> dict[str, Any]:
         return run(RunSpec(root=root, command=["python", "train.py"], **spec)).to_json()
 
 
+@pytest.mark.slow
 def test_a_cuda_call_left_in_a_tpu_port(tmp_path: Path) -> None:
     result = _harness(tmp_path, TRAIN)
     assert result["status"] == "failed", result

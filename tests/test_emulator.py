@@ -195,6 +195,7 @@ def test_import_alone_does_not_activate() -> None:
     assert torch._C._get_privateuse1_backend_name() == "privateuseone"
 
 
+@pytest.mark.slow
 def test_torchscript_still_knows_the_tensor_factories(backend: str) -> None:
     """``import torch.distributed.optim`` scripts functional optimizers that call
     ``torch.tensor``; the emulator's wrapper must stay the builtin TorchScript knows

@@ -28,6 +28,8 @@ import test_emulator
 from test_emulator import backend_env, run_snippet
 
 backend = test_emulator.backend  # the fixture: every test below runs on both emulators
+# each module fixture is a sandboxed run of the whole list, once per emulator backend
+pytestmark = pytest.mark.slow
 
 HELPERS = """
 import io, inspect, traceback, warnings

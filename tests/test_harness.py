@@ -46,6 +46,7 @@ def _run(root: Path, *command: str, **spec) -> object:
     return run(RunSpec(root=root, command=["python", *command], timeout_s=120, **spec))
 
 
+@pytest.mark.slow
 def test_the_step_budget_stops_training_cleanly_and_losses_are_captured(tmp_path):
     result = _run(_program(tmp_path, TRAIN), "main.py", steps=5)
     assert result.status == "ok", result.stderr_tail
@@ -55,6 +56,7 @@ def test_the_step_budget_stops_training_cleanly_and_losses_are_captured(tmp_path
     assert "finished all steps" not in result.stdout_tail
 
 
+@pytest.mark.slow
 def test_progress_reports_every_step_while_the_program_runs(tmp_path):
     import threading
 
