@@ -366,6 +366,9 @@ def cases(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]
         script = root / f"cases_{kind}.py"
         script.write_text(textwrap.dedent(source) + RUNNER)
         env = {**os.environ, "DIAG_EMULATOR": "tpu" if kind == "tpu" else ""}
+        # The Python emulator: its texts are the ones to diagnose, and it is the one that
+        # can lack an op (op_missing); the native one runs every CPU kernel.
+        env["TORCHPORT_EMULATOR"] = "python"
         procs[kind] = subprocess.Popen(
             [sys.executable, script.name],
             cwd=root,

@@ -155,9 +155,12 @@ def kill_and_check(driver: subprocess.Popen, marker: str, tag: str, backend: str
         assert containers_of(tag), "the run's container is labelled with its owner"
     elif cgroups_writable():
         assert cgroups_of(tag), "the run's cgroup is named for its owner"
-        # The watchdog stays outside it, so that a cgroup kill or OOM cannot take it first.
-        (watchdog,) = (p for p in processes_with(marker) if b"watchdog.py" in cmdline(p))
-        assert "torchport-" not in Path(f"/proc/{watchdog}/cgroup").read_text()
+        # A watchdog stays outside it, so that a cgroup kill or OOM cannot take it first
+        # (one per run: a verification runs the original and the migration together).
+        watchdogs = [p for p in processes_with(marker) if b"watchdog.py" in cmdline(p)]
+        assert watchdogs, "every run has a watchdog"
+        for watchdog in watchdogs:
+            assert "torchport-" not in Path(f"/proc/{watchdog}/cgroup").read_text()
     os.kill(driver.pid, signal.SIGKILL)
     driver.wait(timeout=CLEANUP_S)
     until(lambda: not processes_with(marker), CLEANUP_S, "processes of the run still alive")

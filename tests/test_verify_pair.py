@@ -17,7 +17,6 @@ from torchport.agents import verify_pair
 from torchport.agents.deliver import verification_markdown, verification_record
 from torchport.agents.verifier import RunLimits, verify_tree
 from torchport.sandbox.harness import PHASES, phases
-from torchport.sandbox.launch import process_started
 
 LAUNCH = [sys.executable, "-m", "torchport.sandbox.launch", "--mode", "plain", "--chdir"]
 SCHEMA = json.loads((Path(__file__).parent / "data" / "verification.schema.json").read_text())
@@ -112,8 +111,22 @@ def test_the_schema_names_every_phase_of_the_harness():
 
 
 def test_a_process_knows_when_it_started():
-    started = process_started()
-    assert started is not None and time.time() - 600 < started <= time.time()
+    # A fresh process that waits a second before asking: the answer is its start, not
+    # the moment it asked (a test worker's own start can be any time ago).
+    before = time.time()
+    asked = subprocess.run(
+        [sys.executable, "-c", _ASK_STARTED], capture_output=True, text=True, check=True
+    )
+    started = float(asked.stdout)
+    assert before - 0.5 < started < before + 0.5, (before, started)
+
+
+_ASK_STARTED = """
+import time
+time.sleep(1.0)
+from torchport.sandbox.launch import process_started
+print(process_started())
+"""
 
 
 def _timings(source: str, together: bool) -> dict:
