@@ -235,6 +235,8 @@ def _brief(result: dict[str, Any] | None) -> dict[str, Any] | None:
         "float64_ops",
         "cuda_calls",
         "intercepted",
+        "emulator_backend",  # native or python, and why: the evidence says which ran
+        "emulator_backend_reason",
     )
     return {
         "status": result.get("status"),

@@ -209,6 +209,10 @@ def test_a_verification_reports_its_phases_in_verification_json(tmp_path: Path):
         say=said.append,
     )
     assert first.verdict == "ran", first.reason  # plain CPU code: nothing on the device
+    # the evidence says which emulator ran the migration, and why
+    counters = first.target["counters"]
+    assert counters["emulator_backend"] in ("native", "python")
+    assert counters["emulator_backend_reason"]
     assert "verifying: running the original on the CUDA reference shim" in said
     assert "verifying: running the migration on the emulated tpu device" in said
     timings = first.timings
