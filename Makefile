@@ -21,7 +21,7 @@ endif
 
 .PHONY: setup demo test test-fast lint bench sandbox-tools
 
-# The native emulator (sandbox/emulator/native, a C++ PrivateUse1 backend, about a
+# The native emulator (sandbox/native, a C++ PrivateUse1 backend, about a
 # minute of CPU) is compiled into ~/.cache/torchport/emulator at set-up; without a C++
 # compiler and ninja, emulated runs use the Python emulator and say why.
 setup: $(STAMP)
@@ -31,7 +31,7 @@ $(STAMP): pyproject.toml setup.py
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check "$(TORCH)"
 	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/python -m pip install --quiet --disable-pip-version-check -e ".[$(EXTRAS)]"
 	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/python scripts/ensure-portable-llama
-	$(BIN)/python -m torchport.sandbox.emulator.native.build || echo "the Python emulator will be used (see: torchport doctor)"
+	$(BIN)/python -m torchport.sandbox.native.build || echo "the Python emulator will be used (see: torchport doctor)"
 	touch $(STAMP)
 
 # The main job on the bundled CUDA example, offline: what ties it to CUDA, then the

@@ -150,7 +150,7 @@ def timings(
     pair: Pair, reference_source: str, compare_s: float, total_s: float, plan: Schedule
 ) -> dict[str, Any]:
     """The verdict's ``timings``: its fields are documented and checked in
-    ``agents/data/verification.schema.json``. ``reference_source`` is ``run`` (run
+    ``tests/data/verification.schema.json``. ``reference_source`` is ``run`` (run
     now), ``cache`` (read from the disk cache) or ``given`` (by an earlier round)."""
     if reference_source == "run":
         reference = run_timing(pair.reference, pair.reference_s)

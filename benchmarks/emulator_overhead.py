@@ -122,7 +122,7 @@ def main() -> None:
     args = ap.parse_args()
     backends = args.backends.split(",")
     if "native" in backends:  # build (or find) it before any timing
-        from torchport.sandbox.emulator.native import build
+        from torchport.sandbox.native import build
 
         started = time.monotonic()
         print(f"native library: {build.build()} ({time.monotonic() - started:.1f} s to get)")

@@ -51,7 +51,7 @@ def add_parser(sub: Any) -> None:
 
 def _emulator_backend() -> tuple[str, str]:
     """Which emulator a tpu/neuron run gets here (native C++ or Python), and why."""
-    from torchport.sandbox.emulator import native
+    from torchport.sandbox import native
 
     try:
         return native.describe()

@@ -34,6 +34,7 @@ from .limits import (
     check_limits,
 )
 from .modes import MODES
+from .native import prepare_for_sandbox
 from .pythonpath import program_environment
 
 TAIL = 4000
@@ -269,9 +270,6 @@ def _execute(
     """(returncode, stdout, stderr, isolation used, killed reason or "")."""
     # The native emulator is built (once, cached) here, by torchport, never in the run;
     # the run sees the library read-only and is told where it is (or why there is none).
-    # (Imported here: the emulator package imports torch, which torchport itself avoids.)
-    from .emulator.native import prepare_for_sandbox
-
     emulator_paths, emulator_env = prepare_for_sandbox(spec.mode)
     try:
         outcome = run_isolated(

@@ -28,7 +28,7 @@ def _torchport_home(tmp_path_factory: pytest.TempPathFactory):
     import os
 
     from torchport.agents.llm import local
-    from torchport.sandbox.emulator.native import build
+    from torchport.sandbox.native import build
 
     keys = ("TORCHPORT_HOME", "TORCHPORT_MODELS", "TORCHPORT_EMULATOR_CACHE", "PIP_NO_INDEX")
     saved = {k: os.environ.get(k) for k in keys}

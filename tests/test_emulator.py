@@ -30,14 +30,14 @@ def _native_library() -> tuple[str | None, str]:
     Kept across test sessions in the user's cache (as the local model is), since a
     build costs about a minute of CPU; ``TORCHPORT_EMULATOR_CACHE`` moves it.
     """
-    from torchport.sandbox.emulator.native import build
+    from torchport.sandbox.native import build
 
     reason = build.missing_tools()
     if reason:
         return None, reason
     cache = os.environ.get(build.CACHE_ENV) or str(Path.home() / ".cache/torchport/emulator")
     proc = subprocess.run(
-        [sys.executable, "-m", "torchport.sandbox.emulator.native.build"],
+        [sys.executable, "-m", "torchport.sandbox.native.build"],
         capture_output=True,
         text=True,
         env={**os.environ, build.CACHE_ENV: cache},
@@ -49,7 +49,7 @@ def _native_library() -> tuple[str | None, str]:
 
 def backend_env(backend: str) -> dict[str, str]:
     """The variables that make a snippet's ``activate()`` use ``backend``."""
-    from torchport.sandbox.emulator import native
+    from torchport.sandbox import native
 
     if backend == "python":
         return {native.ENV: "python"}
@@ -213,7 +213,7 @@ def test_torchscript_still_knows_the_tensor_factories(backend: str) -> None:
 def test_the_backend_choice_says_why(tmp_path, monkeypatch) -> None:
     """One place decides the emulator; every answer carries its reason, and a sandboxed
     run (build=False) never compiles: it takes the library it is given or falls back."""
-    from torchport.sandbox.emulator import native
+    from torchport.sandbox import native
 
     monkeypatch.setenv("TORCHPORT_EMULATOR_CACHE", str(tmp_path / "cache"))  # empty
     monkeypatch.delenv(native.LIB_ENV, raising=False)

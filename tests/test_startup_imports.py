@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 HEAVY = ("torch", "libcst.matchers")
 
 
@@ -51,3 +53,20 @@ def test_the_stand_ins_still_make_their_data(tmp_path):
 
     assert files.write_image_folder(tmp_path / "images") > 0
     assert data.labels(4, 3, data.generator("t")).shape == (4,)
+
+
+def test_preparing_a_run_on_the_cached_native_emulator_imports_no_torch(tmp_path):
+    """torchport finds the library for each emulated run without loading torch itself
+    (the emulator package imports torch; the build and choice live outside it)."""
+    from torchport.sandbox.native import build
+
+    if not build.library_path().is_file():
+        pytest.skip(f"the native emulator is not built here ({build.library_path()}): make setup")
+    code = (
+        "import os\n"
+        f"os.environ[{build.CACHE_ENV!r}] = {str(build.cache_root())!r}\n"
+        "from torchport.sandbox.harness import prepare_for_sandbox\n"
+        "paths, env = prepare_for_sandbox('tpu')\n"
+        "assert env['TORCHPORT_EMULATOR_LIB'], env"
+    )
+    assert "torch" not in _loaded_after(code, tmp_path)

@@ -1,5 +1,5 @@
 """Superseded: the C++ backend measured here is now the product's native emulator
-(sandbox/emulator/native/), and benchmarks/emulator_overhead.py measures it next to
+(sandbox/native/), and benchmarks/emulator_overhead.py measures it next to
 the Python emulator and plain CPU in one run. This entry point forwards there so that
 existing commands keep working. Usage:
     python benchmarks/cpp_backend/bench.py [--repeats 3] [--steps 30]

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import torch
 
+from .. import native
 from ..modes import EMULATED
-from . import autocast, factories, native, rnn_cells, state
+from . import autocast, factories, rnn_cells, state
 from . import backend as _backend
 from .counters import counters, reset
 from .tensor import EmulatedTensor
@@ -53,7 +54,7 @@ def activate(
         )
     choice = native.choose(backend, build=build)
     if choice.backend == "native" and choice.library is not None:
-        from .native import register as native_register
+        from ..native import register as native_register
 
         native_register.register(name, devices, choice.library)
     else:

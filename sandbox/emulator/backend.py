@@ -34,9 +34,6 @@ from .. import patching
 from . import counters, cuda, device_api, generator, memory, serialization, state
 from .tensor import EmulatedTensor
 
-_TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
-_OUR_DIR = os.path.dirname(__file__) + os.sep
-
 # torch.tpu.X -> the torch.accelerator API that TorchTPU's error points to.
 _LEGACY = {
     "synchronize": "torch.accelerator.synchronize",
@@ -70,7 +67,7 @@ def _legacy_guarded(fn: Callable[..., Any], public: str) -> Callable[..., Any]:
     def guarded(*args: Any, **kwargs: Any) -> Any:
         caller = sys._getframe(1).f_code.co_filename
         allowed = os.environ.get("TORCH_TPU_ALLOW_LEGACY_DEVICE_APIS") == "1"
-        if not allowed and not caller.startswith((_TORCH_DIR, _OUR_DIR)):
+        if not allowed and not counters.is_internal(caller):
             raise RuntimeError(
                 f"torch.tpu.{fn.__name__} is internal to TorchTPU and not a public "
                 f"device API. Use {public} instead "

@@ -20,7 +20,11 @@ import torch
 from . import state
 
 _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
-_OUR_DIR = os.path.dirname(__file__) + os.sep
+# this package and the native backend's Python side (sandbox/native) beside it
+_OUR_DIRS = tuple(
+    os.path.join(os.path.dirname(os.path.dirname(__file__)), name) + os.sep
+    for name in ("emulator", "native")
+)
 
 _lock = threading.Lock()
 _ops: Counter[str] = Counter()
@@ -38,8 +42,8 @@ MAX_STEPS = 10_000
 
 
 def is_internal(filename: str) -> bool:
-    """True for frames of torch itself, of this package and of the import machinery."""
-    return filename.startswith((_TORCH_DIR, _OUR_DIR)) or filename.startswith("<frozen")
+    """True for frames of torch itself, of the emulators and of the import machinery."""
+    return filename.startswith((_TORCH_DIR, *_OUR_DIRS, "<frozen"))
 
 
 def user_frame() -> tuple[str, int]:

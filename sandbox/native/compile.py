@@ -3,7 +3,7 @@
 A module of its own because it imports torch and the registration, which the builder's
 parent must not: loading the library registers a PrivateUse1 backend in that process.
 
-    python -m torchport.sandbox.emulator.native.compile FOLDER
+    python -m torchport.sandbox.native.compile FOLDER
 """
 
 from __future__ import annotations

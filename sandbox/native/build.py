@@ -10,7 +10,7 @@ The compiler runs in a child process of torchport (trusted), never in a sandboxe
 loading a freshly built library would register a PrivateUse1 backend in the builder's
 own process, which must stay free of it. Sandboxed programs only load the result.
 
-    python -m torchport.sandbox.emulator.native.build   # build (or find) it; print its path
+    python -m torchport.sandbox.native.build   # build (or find) it; print its path
 """
 
 from __future__ import annotations

@@ -19,9 +19,9 @@ from typing import Any
 
 import torch
 
-from .. import backend, generator, serialization, state
-from ..counters import record_sync, record_transfer, reset
-from ..tensor import _MIXED_DEVICE_OK, NOT_EMULATED
+from ..emulator import backend, generator, serialization, state
+from ..emulator.counters import record_sync, record_transfer, reset
+from ..emulator.tensor import _MIXED_DEVICE_OK, NOT_EMULATED
 from .build import MODULE
 
 ROUTED = "routed-ops.json"

@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ...modes import EMULATED
+from ..modes import EMULATED
 
 ENV = "TORCHPORT_EMULATOR"
 LIB_ENV = "TORCHPORT_EMULATOR_LIB"
