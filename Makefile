@@ -51,9 +51,9 @@ sandbox-tools: $(STAMP)
 
 # The suite runs in parallel (pytest-xdist). Most tests wait on the programs they start
 # (sandboxed runs, a CLI in a pseudo-terminal, a model server), so more workers than cores
-# keep both cores busy. `--dist loadgroup`: tests/conftest.py puts the real-model tests on
-# one worker (one model server, not one per worker) and the tests of a module-scoped
-# fixture on the worker that builds it once.
+# keep both cores busy. `--dist loadgroup`: tests/xdist_groups.py puts the tests of a
+# module-scoped fixture on the worker that builds it once (tests/test_xdist_groups.py
+# checks that it still does).
 TEST_WORKERS ?= 4
 PYTEST_PARALLEL = -n $(TEST_WORKERS) --dist loadgroup --durations=15
 

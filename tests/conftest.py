@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 from torchport.tools.scanner import ScanOptions, scan
+from xdist_groups import pytest_collection_modifyitems  # noqa: F401  (a hook)
 
 
 @pytest.fixture
@@ -52,28 +53,6 @@ def _torchport_home(tmp_path_factory: pytest.TempPathFactory):
             os.environ.pop(key, None)
         else:
             os.environ[key] = value
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Group tests for pytest-xdist's ``--dist loadgroup`` (see the Makefile's ``test``).
-
-    The real-model tests share one worker: each worker would start its own 1.1 GB
-    server, and two llama.cpp servers on two cores slow each other down. Tests that use
-    a module-scoped fixture share the worker that builds it once (a corpus migrated
-    four times, a reference run), instead of each worker building it again.
-    """
-    for item in items:
-        if item.get_closest_marker("llm"):
-            group = "llm"
-        elif any(
-            d.scope == "module"
-            for defs in item._fixtureinfo.name2fixturedefs.values()
-            for d in defs
-        ):
-            group = item.module.__name__
-        else:
-            continue
-        item.add_marker(pytest.mark.xdist_group(group))
 
 
 @pytest.hookimpl(wrapper=True)

@@ -156,6 +156,7 @@ result["losses"] = losses
 """
 
 
+@pytest.mark.slow
 def test_training_matches_cpu_within_1e_6(backend: str) -> None:
     """Acceptance: a CNN and a transformer block train identically on CPU and tpu."""
     cpu = run_snippet("DEVICE = 'cpu'\n" + TRAIN_CODE, activate=False)["losses"]

@@ -138,6 +138,7 @@ def test_resolution_keeps_torchports_torch_and_picks_a_release_that_fits_it(tmp_
     assert not (Path(overlay.path) / "torch").exists()
 
 
+@pytest.mark.slow
 def test_a_package_without_a_wheel_is_named_with_how_to_provide_it(tmp_path, wheels):
     repo = write(tmp_path / "repo", {"requirements.txt": "tinydep\nno-such-package-here\n"})
     overlay = depinstall.prepare(resolve(repo), tmp_path / "cache")
@@ -163,6 +164,7 @@ def test_a_package_without_a_wheel_is_named_with_how_to_provide_it(tmp_path, whe
     assert "installed `tinydep==0.1`" in markdown and "could not install" in markdown
 
 
+@pytest.mark.slow
 def test_root_package_layout_and_an_installed_dependency_verify(tmp_path, wheels):
     """scripts/train.py imports mypkg (at the root) and tinydep (from the overlay)."""
     repo = write(
@@ -195,6 +197,7 @@ def test_root_package_layout_and_an_installed_dependency_verify(tmp_path, wheels
     assert v.parity.steps == 3
 
 
+@pytest.mark.slow
 def test_src_layout_is_importable_with_its_distribution_metadata(tmp_path, wheels):
     repo = write(
         tmp_path / "repo",
@@ -296,6 +299,7 @@ def test_python_option_refuses_another_torch_and_says_why(tmp_path: Path):
         assert done.stderr.strip().count("\n") == 0
 
 
+@pytest.mark.slow
 def test_migrate_installs_reports_and_verifies(tmp_path, wheels, capsys):
     """``torchport migrate``: the wheel installed, torch and a CUDA-only package skipped,
     all said in the output and in verification.md; the verdict is verified."""

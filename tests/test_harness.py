@@ -74,6 +74,7 @@ def test_progress_reports_every_step_while_the_program_runs(tmp_path):
     assert any(name != threading.main_thread().name for _, name in seen)
 
 
+@pytest.mark.slow
 def test_same_seed_same_losses_and_the_program_dir_is_not_touched(tmp_path):
     root = _program(
         tmp_path, TRAIN.replace("torch.manual_seed(0)\n", "") + "open('out.txt', 'w').write('x')\n"
@@ -84,6 +85,7 @@ def test_same_seed_same_losses_and_the_program_dir_is_not_touched(tmp_path):
     assert not (root / "out.txt").exists()  # runs happen in a scratch copy
 
 
+@pytest.mark.slow
 def test_a_training_program_reaches_its_steps_past_transforms_losses_and_two_models(tmp_path):
     """A GAN step calls two models before its first optimizer step, and an augmentation and
     a loss are Modules too: with a forward budget as small as the step budget, the run
@@ -145,6 +147,7 @@ def test_errors_are_classified_with_the_users_frame(tmp_path):
     assert result.error["frame"]["line"] == 4
 
 
+@pytest.mark.slow
 def test_exit_codes_and_modules(tmp_path):
     root = _program(tmp_path, "import sys\nsys.exit(3)\n")
     assert _run(root, "main.py").exit_code == 3
@@ -204,6 +207,7 @@ def test_torchvision_datasets_are_synthetic_and_recorded(tmp_path):
     ]
 
 
+@pytest.mark.slow
 def test_hf_load_dataset_text_is_synthetic(tmp_path):
     root = _program(
         tmp_path,
@@ -336,6 +340,7 @@ def test_installed_libraries_get_their_dataset_entry_points_patched(tmp_path, mo
             sys.modules.pop(name, None)
 
 
+@pytest.mark.slow
 def test_a_notebook_runs_cell_by_cell_with_magics_skipped(tmp_path):
     import json
 
@@ -375,6 +380,7 @@ def test_a_notebook_runs_cell_by_cell_with_magics_skipped(tmp_path):
     assert failed.error["frame"]["line"] == 2
 
 
+@pytest.mark.slow
 def test_the_loss_recorded_under_a_grad_scaler_is_the_programs_loss(tmp_path):
     """backward() sees loss x scale; the reference (scaler disabled) sees the loss."""
     program = textwrap.dedent(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from torchport.agents.deliver import verification_markdown
 from torchport.agents.verifier import RunLimits, verify_tree
 
@@ -52,6 +53,7 @@ def _markdown(v) -> str:
     return verification_markdown(record)
 
 
+@pytest.mark.slow
 def test_two_matching_steps_then_the_same_failure_verify_with_a_caveat(tmp_path: Path) -> None:
     original, port = _pair(tmp_path, _TRAIN)
     v, reference = verify_tree(original, port, ["python", "train.py"], "tpu", _BUDGET, None)
@@ -64,6 +66,7 @@ def test_two_matching_steps_then_the_same_failure_verify_with_a_caveat(tmp_path:
     assert "- caveat: both runs then fail the same way" in text
 
 
+@pytest.mark.slow
 def test_an_original_that_fails_at_import_is_not_runnable(tmp_path: Path) -> None:
     original, port = _pair(tmp_path, "import not_installed_anywhere\n" + _TRAIN)
     v, _ = verify_tree(original, port, ["python", "train.py"], "tpu", _BUDGET, None)

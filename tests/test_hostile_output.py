@@ -224,6 +224,7 @@ def _many_files(folder: Path) -> Path:
     return folder
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("moment", ["staging", "old"])
 def test_a_kill_while_writing_leaves_old_or_new_and_resume_finishes(
     tmp_path, monkeypatch, capsys, moment

@@ -443,6 +443,7 @@ for _ in range(3):
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("isolation", ["bwrap", "process"])
 def test_migrate_says_which_sandbox_ran_and_what_it_isolates(
     isolation: str, tmp_path: Path

@@ -88,6 +88,7 @@ REFUSED_ON_PURPOSE = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("target", TARGETS)
 def test_no_auto_finding_is_left_and_a_second_run_changes_nothing(migrated, target, tmp_path):
     dest, result = migrated[target]

@@ -65,6 +65,7 @@ def test_a_kept_result_is_computed_again_when_the_tree_changes(tmp_path, passes)
     assert len(passes) == 3
 
 
+@pytest.mark.slow
 def test_files_rewritten_in_worker_processes_give_the_same_result(monkeypatch, tmp_path):
     """The pool (opt-in: TORCHPORT_MIGRATE_JOBS) merges in file order, and an unapplied
     fix comes back as the scan's own finding, not a copy."""

@@ -328,6 +328,7 @@ def corpus_runs():
     return results
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("rel", ACCEPTANCE)
 def test_corpus_program_runs_unmodified(corpus_runs, rel):
     code, out, err = corpus_runs[rel]
@@ -336,6 +337,7 @@ def test_corpus_program_runs_unmodified(corpus_runs, rel):
     assert "CUDA is not available" not in err and "not compiled with CUDA" not in err
 
 
+@pytest.mark.slow
 def test_shimmed_losses_equal_hand_ported_cpu_version(corpus_runs, tmp_path):
     source = (CORPUS / "mnist_basic" / "train.py").read_text()
     ported = tmp_path / "train.py"

@@ -417,6 +417,7 @@ def runs(tmp_path_factory) -> dict[str, dict[str, Any]]:
         return {name: future.result() for name, future in futures.items()}
 
 
+@pytest.mark.slow
 def test_reference_run_uses_and_records_standins(runs):
     result = runs["reference"]
     assert result["status"] == "ok", result["stderr_tail"]
@@ -431,6 +432,7 @@ def test_reference_run_uses_and_records_standins(runs):
     ]
 
 
+@pytest.mark.slow
 def test_no_standins_outside_reference_mode(runs):
     result = runs["tpu"]
     assert result["status"] == "failed"
@@ -438,6 +440,7 @@ def test_no_standins_outside_reference_mode(runs):
     assert result["reference_standins"] == []
 
 
+@pytest.mark.slow
 def test_a_real_package_is_never_stood_in(runs):
     result = runs["real"]
     assert result["status"] == "ok", result["stderr_tail"]
@@ -445,6 +448,7 @@ def test_a_real_package_is_never_stood_in(runs):
     assert result["reference_standins"] == []
 
 
+@pytest.mark.slow
 def test_shim_launcher_serves_and_reports_standins(runs):
     result = runs["shim"]
     assert result["returncode"] == 0, result["stderr"][-3000:]

@@ -86,6 +86,7 @@ def test_a_side_stream_prefetcher_verifies_on_tpu(tmp_path: Path) -> None:
     assert not v.target["counters"].get("cuda_calls"), v.target["counters"]
 
 
+@pytest.mark.slow
 def test_the_emulated_tpu_runs_what_the_port_calls_and_refuses_record_stream() -> None:
     result = run_snippet(
         """

@@ -93,6 +93,7 @@ for _ in range(4):
 """
 
 
+@pytest.mark.slow
 def test_a_detection_program_reads_the_coco_stand_in_in_the_sandbox(tmp_path):
     root = tmp_path / "prog"
     root.mkdir()

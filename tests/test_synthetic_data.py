@@ -196,6 +196,7 @@ for epoch in range(args.epochs):
 """
 
 
+@pytest.mark.slow
 def test_imagefolder_on_a_placeholder_path_trains_in_the_sandbox(tmp_path):
     pytest.importorskip("PIL")
     root = _program(tmp_path, IMAGEFOLDER)
@@ -236,6 +237,7 @@ for it in range(1000):
 """
 
 
+@pytest.mark.slow
 def test_a_nanogpt_style_memmap_and_tiktoken_script_trains_offline(tmp_path):
     if "tiktoken" in sys.modules:
         pytest.skip("a real tiktoken was imported in this process")
@@ -318,6 +320,7 @@ TINY_TRAINING = """\
 """
 
 
+@pytest.mark.slow
 def test_torch_hub_list_offline_is_an_empty_list_recorded(tmp_path):
     """dino asks torch.hub.list for extra architectures while building its parser: in the
     sandbox (no network) that is an empty list, recorded, and the program trains."""
@@ -339,6 +342,7 @@ def test_torch_hub_list_offline_is_an_empty_list_recorded(tmp_path):
     assert any(r["library"] == "torch.hub" for r in result.synthetic_data), result.synthetic_data
 
 
+@pytest.mark.slow
 def test_wandb_absent_is_a_logger_that_records_nothing(tmp_path):
     """Pytorch-UNet logs to wandb (its pin has no wheel): the program trains, the stand-in
     is named, and wandb.run / wandb.config follow the run as wandb's do."""

@@ -75,6 +75,7 @@ for _ in range(10):
 """
 
 
+@pytest.mark.slow
 def test_both_runs_start_from_the_same_initialisation_and_the_report_says_so(tmp_path):
     """The original (reference) and the port (tpu) of a program whose weights are a
     download train from the same parameters: the same losses, the stand-in in both."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from torchport.agents.verifier import RunLimits, verify_tree
 from torchport.tools.migrate import MigrateOptions, migrate
 
@@ -40,6 +41,7 @@ for step in range(4):
 """
 
 
+@pytest.mark.slow
 def test_an_alias_used_as_constructor_and_cast_target_verifies_on_tpu(tmp_path: Path) -> None:
     original = tmp_path / "original"
     original.mkdir()

@@ -110,6 +110,7 @@ def patched() -> set[tuple[str, str]]:
     return found
 
 
+@pytest.mark.slow
 def test_the_doc_lists_every_patched_torch_attribute_and_only_those(patched) -> None:
     rows = [
         (_CODE.findall(c[0])[0], _CODE.findall(c[1])[0]) for c in _table("Patched torch attributes")

@@ -182,6 +182,7 @@ def test_xla_without_torch_xla_is_not_runnable_and_emulated_targets_are():
         assert reason is None
 
 
+@pytest.mark.slow
 def test_a_cached_reference_run_is_reused_only_by_the_same_sandbox_code(tmp_path, monkeypatch):
     """The original's run is cached by its files, command and budget, and by torchport's
     sandbox code: a newer shim or step budget must not be handed yesterday's numbers."""

@@ -151,6 +151,7 @@ def test_timings_follow_the_schema_and_a_broken_one_does_not():
 # -- the launcher's exit ----------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_the_launcher_leaves_after_threads_and_atexit_handlers_with_the_exit_code(tmp_path):
     """It skips Python's finalisation, not what a program may rely on at exit."""
     (tmp_path / "prog.py").write_text(
