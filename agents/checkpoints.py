@@ -24,6 +24,13 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 _TAG = "\x00torchport-surrogates:"
 _NEEDS_TAG = re.compile("[\ud800-\udfff]|^\x00torchport-surrogates:")
 
+# How every driver streams a graph. langgraph's default ("async") writes a step's
+# checkpoint in a background thread while the next node already runs, so a kill early in
+# that node (a busy machine delays the thread) can lose the step: a chat session killed
+# during /verify resumed at its prompt instead of verifying again. "sync" writes the
+# checkpoint before the next node starts; one SQLite write per step.
+DURABILITY = "sync"
+
 
 def _tag(text: str) -> str:
     if not _NEEDS_TAG.search(text):

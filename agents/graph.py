@@ -22,7 +22,7 @@ from langgraph.graph import END, START, StateGraph
 from torchport.tools.scanner import ScanOptions, scan
 
 from . import runs, verifier
-from .checkpoints import open_checkpointer
+from .checkpoints import DURABILITY, open_checkpointer
 from .defaults import DEFAULTS
 from .deliver import deliver as write_output
 from .diagnose import diagnose as classify
@@ -306,7 +306,10 @@ def start(settings: Settings, runtime: Runtime, db: Path | None = None) -> State
     full: Settings = {**DEFAULTS, **settings}  # type: ignore[typeddict-item]
     with checkpointed(runtime, db) as app:
         for update in app.stream(
-            {"settings": full}, _config(runtime.run_id), stream_mode="updates"
+            {"settings": full},
+            _config(runtime.run_id),
+            stream_mode="updates",
+            durability=DURABILITY,
         ):
             _announce(runtime, update)
         return _finished(app, runtime.run_id)
@@ -335,7 +338,8 @@ def resume(runtime: Runtime, db: Path | None = None) -> State:
     with checkpointed(runtime, db) as app:
         if pending:
             runtime.say(f"resuming {runtime.run_id} at {', '.join(pending)}")
-            for update in app.stream(None, _config(runtime.run_id), stream_mode="updates"):
+            config = _config(runtime.run_id)
+            for update in app.stream(None, config, stream_mode="updates", durability=DURABILITY):
                 _announce(runtime, update)
         return _finished(app, runtime.run_id)
 

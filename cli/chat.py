@@ -128,8 +128,11 @@ def _converse(
 
 def _drive(app: Any, payload: Any, config: dict[str, Any], renderer: Any) -> dict | None:
     """Run the graph until it waits for the person (returns what it asks) or ends (None)."""
+    from torchport.agents.checkpoints import DURABILITY
+
     pending = None
-    for mode, chunk in app.stream(payload, config, stream_mode=["custom", "updates"]):
+    modes = ["custom", "updates"]
+    for mode, chunk in app.stream(payload, config, stream_mode=modes, durability=DURABILITY):
         if mode == "custom":
             renderer.show(chunk)
         elif "__interrupt__" in chunk:

@@ -7,6 +7,7 @@ import json
 import os
 import signal
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -82,6 +83,44 @@ def test_no_verify_runs_nothing_and_cli_reports_the_verdict(tmp_path, capsys):
     assert record["verdict"] == "not verified" and record["verification"] is None
     assert main(["migrate", "--resume", "no-such-run", "-q"]) == 2
     assert main(["migrate", str(src), "-q"]) == 2  # no --target
+
+
+def test_a_node_starts_only_once_the_step_before_it_is_on_disk(tmp_path, monkeypatch):
+    """What a kill early in a node finds (checkpoints.DURABILITY): with a slow disk,
+    langgraph's default wrote the plan step in the background while rewrite already ran,
+    so a kill there resumed at plan, or found no run at all."""
+    real_open = graph.open_checkpointer
+
+    @contextmanager
+    def slow_disk(db):
+        with real_open(db) as saver:
+            put = saver.put
+
+            def slow_put(*args, **kwargs):
+                time.sleep(0.3)
+                return put(*args, **kwargs)
+
+            saver.put = slow_put
+            yield saver
+
+    runtime, db = graph.Runtime(runs.new_run_id()), tmp_path / "checkpoints.sqlite"
+    seen: list[tuple[str, ...] | None] = []
+    real_rewrite = graph.rewrite
+
+    def rewrite(*args, **kwargs):
+        try:
+            seen.append(graph.saved_state(runtime.run_id, db)[1])
+        except graph.GraphError:
+            seen.append(None)  # not even the run's start was on disk
+        return real_rewrite(*args, **kwargs)
+
+    monkeypatch.setattr(graph, "open_checkpointer", slow_disk)
+    monkeypatch.setattr(graph, "rewrite", rewrite)
+    src = program(tmp_path / "src")
+    settings = {"source": str(src), "target": "tpu", "out": str(tmp_path / "out")}
+    final = graph.start({**settings, "llm": "none", "verify": False}, runtime, db)
+    assert final["outcome"] == "not verified"
+    assert seen == [("rewrite",)]
 
 
 @pytest.mark.slow

@@ -38,7 +38,11 @@ def migrate_node(state: ChatState, chat: ChatRuntime) -> dict[str, Any]:
     }
 
     inner = graph.Runtime(settings["run_id"], progress(), lambda s: chat.llm(s["llm"]))
-    final = graph.build(inner).compile(checkpointer=False).invoke({"settings": settings})
+    # Nothing of this inner run is checkpointed. Without a mode of its own it inherits the
+    # session's durability ("sync"), which langgraph 1.2 cannot honour without a
+    # checkpointer (AttributeError on its missing save), so it gets one.
+    app = graph.build(inner).compile(checkpointer=False)
+    final = app.invoke({"settings": settings}, durability="async")
     proposal = final.get("overlay") or {}
     source = Path(state["source"])
     base = {rel: _read(source / rel) or "" for rel in proposal}
