@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from langgraph.graph import END, START, StateGraph
-from torchport.tools.scanner import ScanOptions, scan
+from torchport.tools.migration_memo import remembered_scan
+from torchport.tools.scanner import ScanOptions
 
 from . import runs, verifier
 from .checkpoints import DURABILITY, open_checkpointer
@@ -69,7 +70,9 @@ def plan(state: State, ctx: Runtime) -> dict[str, Any]:
     s = state["settings"]
     ctx.say("planning: scanning the repository")
     source = Path(s["source"])
-    scanned = scan(source, ScanOptions(target=s["target"], select=tuple(s.get("select", []))))
+    # kept: the rewrite node's migration reads the same scan instead of scanning again
+    options = ScanOptions(target=s["target"], select=tuple(s.get("select", [])))
+    scanned = remembered_scan(source, options, ctx.run_id)
     p = make_plan(source, scanned, s["target"], s.get("entry"))
     ctx.say(
         f"plan: {p.auto} automatic fixes, {len(p.llm)} for the LLM, {len(p.manual)} for a "

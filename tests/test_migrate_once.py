@@ -8,7 +8,9 @@ from pathlib import Path
 import pytest
 from torchport.cli.main import main
 from torchport.tools import migrate as migrate_module
+from torchport.tools import scanner
 from torchport.tools.migrate import MigrateOptions, computed_migration, migrate
+from torchport.tools.migration_memo import remembered_scan
 
 PROGRAM = """\
 import torch
@@ -33,14 +35,29 @@ def passes(monkeypatch) -> list[Path]:
     return seen
 
 
+@pytest.fixture
+def scans(monkeypatch) -> list[Path]:
+    """The files each scan read (the scanner's own loop over them), one entry per scan."""
+    seen: list[Path] = []
+    real = scanner._run
+
+    def counting(engine, files, options, progress):
+        seen.append(sorted(f.path for f in files))
+        return real(engine, files, options, progress)
+
+    monkeypatch.setattr(scanner, "_run", counting)
+    return seen
+
+
 @pytest.mark.parametrize("dry_run", [True, False])
-def test_a_run_applies_the_codemods_once(tmp_path, passes, capsys, dry_run):
+def test_a_run_applies_the_codemods_once(tmp_path, passes, scans, capsys, dry_run):
     src = tmp_path / "src"
     src.mkdir()
     (src / "a.py").write_text(PROGRAM)
     args = ["migrate", str(src), "-t", "tpu", "--no-verify", "-q", "--llm", "none"]
     assert main([*args, "--dry-run"] if dry_run else args) == 0
     assert passes == [src.resolve()]
+    assert scans == [[src.resolve() / "a.py"]]  # the plan's scan, which the rewrite reused
     expected = migrate(src, MigrateOptions(target="tpu", dry_run=True)).changes[0].after
     if dry_run:
         assert "+model = torch.nn.Linear(4, 2).to(device)" in capsys.readouterr().out
@@ -63,6 +80,23 @@ def test_a_kept_result_is_computed_again_when_the_tree_changes(tmp_path, passes)
     assert len(passes) == 2 and "synchronize" not in changed.changes[0].after
     computed_migration(src, options, "run-2")  # another run computes its own
     assert len(passes) == 3
+
+
+def test_a_kept_scan_is_made_again_when_the_tree_changes_or_for_another_run(tmp_path, scans):
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "a.py").write_text(PROGRAM)
+    options = scanner.ScanOptions(target="tpu")
+    first = remembered_scan(src, options, "run-1")
+    assert any("synchronize" in f.snippet for f in first.findings)
+    first.findings.clear()  # a caller's changes to its copy never reach the next caller
+    assert remembered_scan(src, options, "run-1").findings and len(scans) == 1
+    (src / "a.py").write_text(PROGRAM.replace("torch.cuda.synchronize()\n", ""))
+    changed = remembered_scan(src, options, "run-1")
+    assert len(scans) == 2 and changed.findings
+    assert not any("synchronize" in f.snippet for f in changed.findings)
+    remembered_scan(src, options, "run-2")
+    assert len(scans) == 3
 
 
 @pytest.mark.slow

@@ -27,7 +27,7 @@ from .codemods.annotate import annotate_python
 from .codemods.text import migrate_text
 from .findings import Finding
 from .gitsafe import Git, GitError
-from .migration_memo import key_of, remembered
+from .migration_memo import key_of, remembered, remembered_scan
 from .migration_result import FileChange, MigrateOptions, MigrationResult
 from .notebooks import notebook_sources, replace_cell_sources
 from .output import nofollow
@@ -58,13 +58,18 @@ def migrate(
     path: str | os.PathLike,
     options: MigrateOptions,
     progress: Callable[[str], None] | None = None,
+    *,
+    run: str | None = None,
 ) -> MigrationResult:
+    """The migration of the tree at ``path``; within an agent ``run``, the scan its plan
+    node made is reused (``remembered_scan``)."""
     say = progress or (lambda message: None)
     started = time.perf_counter()
     root = Path(path).resolve()
     _check_options(root, options)
     say(f"scanning {root}")
-    scanned = scan(root, ScanOptions(target=options.target, select=options.select))
+    scan_options = ScanOptions(target=options.target, select=options.select)
+    scanned = scan(root, scan_options) if run is None else remembered_scan(root, scan_options, run)
     result = MigrationResult(root, options.target, scanned)
     say(f"rewriting {len({f.path for f in scanned.findings})} files with findings")
     _rewrite(result, options)
@@ -86,7 +91,7 @@ def computed_migration(
     """
     options = dataclasses.replace(options, dry_run=True)
     root = Path(path).resolve()
-    return remembered(key_of(root, options, run), lambda: migrate(root, options))
+    return remembered(key_of(root, options, run), lambda: migrate(root, options, run=run))
 
 
 def check_options(root: Path, options: MigrateOptions) -> None:

@@ -1,4 +1,5 @@
-"""The codemods' result of an agent run, computed once and read again by the report.
+"""The codemods' result of an agent run, computed once and read again by the report;
+and the scan the plan made, read again by the migration.
 
 An agent run needs the same migration three times: the rewrite node's first overlay,
 the deliver node's report, and the front door's summary. Each used to run the scan and
@@ -6,6 +7,10 @@ every codemod again. Here the first computation is kept, keyed by the run, the o
 that shape it and a fingerprint of the source tree's scannable files, so a later read
 gets the same result unless the tree changed under it. A resumed run in a new process
 finds nothing here and computes it again, as before.
+
+The plan node scans the tree, and the migration it leads to scanned it again (a quarter
+of a rules-only run on small projects): ``remembered_scan`` keeps the plan's scan under
+the same kind of key: the run, the options and the tree's fingerprint.
 """
 
 from __future__ import annotations
@@ -17,13 +22,15 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from pathlib import Path
 
-from .findings import Skipped
+from .findings import ScanResult, Skipped
 from .migration_result import FileChange, MigrateOptions, MigrationResult
 from .repowalk import walk_repo
+from .scanner import ScanOptions, scan
 
 KEEP = 8  # results held at once: a batch runs jobs in one process, one at a time
 
 _results: OrderedDict[Hashable, MigrationResult] = OrderedDict()
+_scans: OrderedDict[Hashable, ScanResult] = OrderedDict()
 _lock = threading.Lock()
 
 
@@ -74,10 +81,35 @@ def remembered(key: Hashable, compute: Callable[[], MigrationResult]) -> Migrati
     return _copy(kept)
 
 
+def remembered_scan(root: Path, options: ScanOptions, run: str) -> ScanResult:
+    """``scan(root, options)``, or a copy of the same scan of the same tree made earlier in
+    this process for the same ``run`` (the plan's, when the migration asks)."""
+    root = root.resolve()
+    key = (run, str(root), options, tree_fingerprint(root))
+    with _lock:
+        kept = _scans.get(key)
+        if kept is not None:
+            _scans.move_to_end(key)
+    if kept is None:
+        kept = scan(root, options)
+        with _lock:
+            _scans[key] = kept
+            while len(_scans) > KEEP:
+                _scans.popitem(last=False)
+    return dataclasses.replace(
+        kept,
+        findings=list(kept.findings),
+        entrypoints=list(kept.entrypoints),
+        dependencies=list(kept.dependencies),
+        skipped=list(kept.skipped),
+    )
+
+
 def forget() -> None:
     """Drop every kept result (tests, and a long-lived process that wants its memory back)."""
     with _lock:
         _results.clear()
+        _scans.clear()
 
 
 def _copy(result: MigrationResult) -> MigrationResult:
