@@ -1207,7 +1207,8 @@ def test_item2_distributed_ddp_two_ranks(tmp_path: Path, name: str, backend: str
         capture_output=True,
         text=True,
         timeout=180,
-        env={**os.environ, **backend_env(backend)},
+        # torchrun's own scratch folder (torchelastic_*) goes under the test's, not /tmp
+        env={**os.environ, **backend_env(backend), "TMPDIR": str(tmp_path)},
     )
     assert proc.returncode == 0, proc.stderr[-4000:]
     for rank in (0, 1):

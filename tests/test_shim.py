@@ -303,9 +303,11 @@ def test_launcher_runs_module_and_propagates_exit(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def corpus_runs():
-    """Every acceptance program, each in its own subprocess, run concurrently to save time."""
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+def corpus_runs(tmp_path_factory):
+    """Every acceptance program, each in its own subprocess, run concurrently to save time.
+    Their temporary files (checkpoint_gpu's ckpt_gpu_*) go under the test's folder."""
+    scratch = tmp_path_factory.mktemp("corpus-tmp")
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "TMPDIR": str(scratch)}
     procs = {}
     for rel in ACCEPTANCE:
         script = CORPUS / rel
