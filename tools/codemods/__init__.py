@@ -9,6 +9,7 @@ in both directions (``consistency``), so every path that can run a codemod
 from ..catalogue import load_catalogue
 from . import (  # noqa: F401 - registration
     amp,
+    apex,
     config,
     device,
     events,
