@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from torchport.tools.migrate import MigrateOptions, migrate
+from torchport.tools.report.counts import count_constructs
 from torchport.tools.report.linemap import line_map
 from torchport.tools.report.migration import one_line_summary
 
@@ -196,3 +197,31 @@ def test_chats_report_gives_the_proposed_files_lines_and_advisories_apart(tmp_pa
     assert [row[:2] for row in advisories] == [["TPH001 x2", "train.py:12 (original 15)"]]
     untouched, _ = left_for_you(plan.llm, {}, {})
     assert [row[1] for row in untouched] == ["train.py:9"]
+
+
+def test_an_import_the_codemods_emptied_is_converted_one_still_used_is_left(tmp_path):
+    """`from apex.optimizers import FusedAdam` goes with FusedAdam's last use (TPK007), so
+    its TPP001 finding is not left for a human; the import of a class still used is."""
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "train.py").write_text(
+        textwrap.dedent(
+            """\
+            import torch
+            from apex.optimizers import FusedAdam
+            from apex.optimizers import FusedLAMB as Lamb
+
+            model = torch.nn.Linear(4, 2)
+            opt = FusedAdam(model.parameters(), lr=1e-3)
+            other = Lamb(model.parameters())
+            """
+        )
+    )
+    result = migrate(src, MigrateOptions(target="tpu", dry_run=True))
+    imports = [f for f in result.scan.findings if f.rule == "TPP001"]
+    assert sorted(f.line for f in imports) == [2, 3]
+    counts = count_constructs(result)
+    assert [f.line for f in counts.converted if f.rule == "TPP001"] == [2]
+    assert [f.line for f, _ in counts.left if f.rule == "TPP001"] == [3]
+    assert "torch.optim.AdamW(" in result.changes[0].after
+    assert "from apex.optimizers import FusedAdam" not in result.changes[0].after

@@ -10,6 +10,7 @@ report files, the CLI's line, the batch and benchmark rows) reads these numbers.
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -89,15 +90,55 @@ def count_constructs(result: MigrationResult) -> Counts:
     target = result.target
     unapplied = {id(f): why for f, why in reversed(result.unapplied)}
     counts = Counts(migrated_line=_migrated_lines(result))
+    import_gone = _pruned_imports(result)
     for f in result.scan.findings:
         fix = f.fix[target]
-        if fix["kind"] == "auto" and id(f) not in unapplied:
+        if (fix["kind"] == "auto" and id(f) not in unapplied) or import_gone(f):
             counts.converted.append(f)
             continue
         why = unapplied.get(id(f), fix["hint"])
         bucket = counts.advisory if f.category == ADVISORY_CATEGORY else counts.left
         bucket.append((f, why))
     return counts
+
+
+def _pruned_imports(result: MigrationResult) -> Callable[[Finding], bool]:
+    """Whether a finding is an import the migrated file no longer makes: the codemods
+    replaced every use of what it imported (apex's FusedAdam became torch.optim.AdamW) and
+    the import went with the last one, so nothing is left for a human on that line."""
+    changes = {c.path: c for c in result.changes}
+    kept: dict[str, set[str] | None] = {}
+
+    def gone(f: Finding) -> bool:
+        change = changes.get(f.path)
+        if change is None or f.cell is not None:
+            return False
+        imported = _imports(f.snippet)
+        if not imported:
+            return False
+        if f.path not in kept:
+            kept[f.path] = _imports(change.after)
+        remaining = kept[f.path]
+        return remaining is not None and not imported & remaining
+
+    return gone
+
+
+def _imports(source: str) -> set[tuple[str, str]] | None:
+    """What ``source``'s import statements import, as (module, name) pairs: ("", "apex")
+    for ``import apex``, ("apex.optimizers", "FusedAdam") for a from-import (None if
+    ``source`` does not parse)."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return None
+    found: set[tuple[str, str]] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(("", alias.name) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            found.update((node.module, alias.name) for alias in node.names)
+    return found
 
 
 def _migrated_lines(result: MigrationResult) -> Callable[[Finding], int]:
