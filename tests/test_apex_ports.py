@@ -1,7 +1,8 @@
-"""apex's fused optimizers and norms ported by the codemods (TPK007, TPK008): what is
-refused and why, and whole programs verified rules-only against the original run on the
-reference shim, where apex is the stand-in (sandbox/shim/standins/apex.py). The outputs
-themselves are golden files (tests/fixtures/golden/TPK007*.py, TPK008*.py)."""
+"""apex ported by the codemods: fused optimizers and norms (TPK007, TPK008) and AMP
+(TPK006, TPK015, TPK016). What is refused and why, and whole programs verified rules-only
+against the original run on the reference shim, where apex is the stand-in
+(sandbox/shim/standins/apex.py). The outputs themselves are golden files
+(tests/fixtures/golden/TPK0{06,07,08,15,16}*.py)."""
 
 from __future__ import annotations
 
@@ -25,6 +26,11 @@ REFUSED = {
     "FusedAdagrad(model.parameters(), adagrad_w_mode=True)": "no decoupled weight decay",
     "make(FusedAdam)": "referenced, not called",
     "make(FusedRMSNorm)": "referenced, not called",
+    # AMP: what autocast cannot say
+    "amp.initialize(model, opt_level='O3')": "pure half precision",
+    "amp.initialize(model, opt_level='O1', cast_model_type=torch.float16)": "explicit casts",
+    "amp.initialize([model, model], opt_level='O1')": "not bound to the names passed in",
+    "amp.half_function(torch.nn.functional.gelu)": "no counterpart under torch.autocast",
 }
 
 
@@ -32,16 +38,17 @@ def ported(tmp_path: Path, line: str) -> tuple[str, list[str]]:
     source = textwrap.dedent(
         f"""\
         import torch
+        from apex import amp
         from apex.normalization import FusedLayerNorm, FusedRMSNorm
         from apex.optimizers import FusedAdagrad, FusedAdam, FusedLAMB, FusedNovoGrad, FusedSGD
 
         model = torch.nn.Linear(4, 2)
-        thing = {line}
+        {"model = " if line.startswith("amp.initialize(model") else "thing = "}{line}
         """
     )
     path = tmp_path / "t.py"
     path.write_text(source)
-    findings = [f for f in scan(path).findings if f.rule in ("TPK007", "TPK008")]
+    findings = [f for f in scan(path).findings if f.rule.startswith("TPK")]
     result = migrate_python(source, findings, "tpu", "t.py")
     return result.source, [why for _, why in result.unapplied]
 
@@ -49,7 +56,7 @@ def ported(tmp_path: Path, line: str) -> tuple[str, list[str]]:
 @pytest.mark.parametrize("line", sorted(REFUSED))
 def test_what_torch_cannot_compute_the_same_is_refused_with_its_reason(tmp_path, line):
     source, reasons = ported(tmp_path, line)
-    assert f"thing = {line}\n" in source  # left as it was, for a human
+    assert f"= {line}\n" in source  # left as it was, for a human
     assert len(reasons) == 1 and REFUSED[line] in reasons[0], reasons
 
 
@@ -59,7 +66,7 @@ def test_what_torch_cannot_compute_the_same_is_refused_with_its_reason(tmp_path,
         (
             "FusedAdam(model.parameters())",
             "torch.optim.AdamW(model.parameters(), weight_decay=0.0)",
-        ),  # noqa: E501
+        ),
         ("FusedRMSNorm(4)", "torch.nn.RMSNorm(4, eps=1e-5)"),
         ("make(FusedLayerNorm)", "make(torch.nn.LayerNorm)"),  # the same defaults: no call needed
     ],
@@ -108,3 +115,39 @@ def test_a_program_on_apex_verifies_rules_only_with_the_same_numbers(tmp_path, t
     assert "apex" not in migrated and "torch.optim.AdamW(" in migrated
     assert "stand-ins" in final["verification"]["reason"]  # the original ran apex's stand-in
     assert final["verification"]["parity"]["max_abs"] < 1e-6
+
+
+AMP_PROGRAM = """\
+import torch
+from apex import amp
+from apex.optimizers import FusedAdam
+
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.Linear(32, 1))
+model = model.cuda()
+optimizer = FusedAdam(model.parameters(), lr=1e-2)
+model, optimizer = amp.initialize(model, optimizer, opt_level="O1")
+for step in range(10):
+    x = torch.randn(8, 16).cuda()
+    loss = model(x).pow(2).mean()
+    optimizer.zero_grad()
+    with amp.scale_loss(loss, optimizer) as scaled_loss:
+        scaled_loss.backward()
+    torch.nn.utils.clip_grad_norm_(amp.master_params(optimizer), max_norm=1.0)
+    optimizer.step()
+torch.save({"model": model.state_dict(), "amp": amp.state_dict()}, "checkpoint.pt")
+"""
+
+
+@pytest.mark.slow
+def test_a_program_on_apex_amp_verifies_rules_only_under_bf16_autocast(tmp_path):
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "train.py").write_text(AMP_PROGRAM)
+    settings = {"source": str(src), "target": "tpu", "out": str(tmp_path / "out"), "llm": "none"}
+    final = graph.start({**settings, "steps": 5}, graph.Runtime(runs.new_run_id()))
+    assert final["outcome"] == "verified", (final["verification"]["reason"], final["decisions"])
+    migrated = (tmp_path / "out" / "train.py").read_text()
+    assert "apex" not in migrated and "amp." not in migrated
+    assert 'model.forward = torch.autocast("tpu", dtype=torch.bfloat16)(model.forward)' in migrated
+    assert "bf16 policy" in final["verification"]["reason"]  # the port runs in bf16, not fp32

@@ -567,3 +567,64 @@ def cuda_tensor_type_alias(node: ast.Assign, ctx: MatchContext) -> bool:
         if m and ctx.qualname(cpu_arm) in _CPU_FORM.get(m.group(1), (f"torch.{m.group(1)}",)):
             return True
     return False
+
+
+APEX_AMP = "apex.amp."
+APEX_INITIALIZE = frozenset({"apex.amp.initialize", "apex.amp.frontend.initialize"})
+APEX_SCALE_LOSS = frozenset({"apex.amp.scale_loss", "apex.amp.handle.scale_loss"})
+
+
+def _plain(node: ast.AST | None) -> str | None:
+    parts = dotted_parts(node) if node is not None else None
+    return ".".join(parts) if parts else None
+
+
+@custom("apex_amp_initialize", ast.Assign, prefilter="initialize")
+def apex_amp_initialize(node: ast.Assign, ctx: MatchContext) -> bool:
+    """``model, optimizer = amp.initialize(model, optimizer, ...)``: what comes back is bound
+    to the names that went in, so the call can go (autocast takes over the model's forward)."""
+    value = node.value
+    if len(node.targets) != 1 or not isinstance(value, ast.Call):
+        return False
+    if ctx.qualname(value.func) not in APEX_INITIALIZE:
+        return False
+    given = {k.arg: k.value for k in value.keywords if k.arg in ("models", "optimizers")}
+    for name, arg in zip(("models", "optimizers"), value.args, strict=False):
+        given.setdefault(name, arg)
+    passed = [_plain(given.get("models")), _plain(given.get("optimizers"))]
+    passed = [p for p in passed if p is not None]
+    target = node.targets[0]
+    bound = [_plain(t) for t in target.elts] if isinstance(target, ast.Tuple) else [_plain(target)]
+    if "optimizers" in given and len(passed) == 1:
+        return False  # a list or an expression went in: its parts are not named
+    return bool(passed) and bound == passed
+
+
+@custom("apex_amp_scale_loss", ast.With, prefilter="scale_loss")
+def apex_amp_scale_loss(node: ast.With, ctx: MatchContext) -> bool:
+    """``with amp.scale_loss(loss, optimizer) as scaled: <body>``, one item, the loss a plain
+    name, the body free of other apex calls and never rebinding ``scaled``: the block is its
+    body with ``scaled`` read as ``loss``."""
+    if len(node.items) != 1:
+        return False
+    item = node.items[0]
+    call, alias = item.context_expr, item.optional_vars
+    if not (isinstance(call, ast.Call) and isinstance(alias, ast.Name)):
+        return False
+    if ctx.qualname(call.func) not in APEX_SCALE_LOSS or not call.args:
+        return False
+    if _plain(call.args[0]) is None:
+        return False
+    for statement in node.body:
+        for inner in ast.walk(statement):
+            if (
+                isinstance(inner, ast.Name)
+                and inner.id == alias.id
+                and not isinstance(inner.ctx, ast.Load)
+            ):
+                return False
+            if isinstance(inner, ast.Attribute | ast.Name) and (
+                ctx.qualname(inner) or ""
+            ).startswith(APEX_AMP):
+                return False
+    return True

@@ -10,6 +10,7 @@ from ..catalogue import load_catalogue
 from . import (  # noqa: F401 - registration
     amp,
     apex,
+    apex_amp,
     config,
     device,
     events,
