@@ -26,6 +26,9 @@ REFUSED = {
     "FusedAdagrad(model.parameters(), adagrad_w_mode=True)": "no decoupled weight decay",
     "make(FusedAdam)": "referenced, not called",
     "make(FusedRMSNorm)": "referenced, not called",
+    # data parallelism: what torch's DDP does differently, and synchronized batch norm
+    "ApexDDP(model, gradient_average=False)": "averages the gradients",
+    "convert_syncbn_model(model)": "TPN004",
     # AMP: what autocast cannot say
     "amp.initialize(model, opt_level='O3')": "pure half precision",
     "amp.initialize(model, opt_level='O1', cast_model_type=torch.float16)": "explicit casts",
@@ -40,6 +43,8 @@ def ported(tmp_path: Path, line: str) -> tuple[str, list[str]]:
         import torch
         from apex import amp
         from apex.normalization import FusedLayerNorm, FusedRMSNorm
+        from apex.optimizers import FusedAdam as Adam
+        from apex.parallel import DistributedDataParallel as ApexDDP, convert_syncbn_model
         from apex.optimizers import FusedAdagrad, FusedAdam, FusedLAMB, FusedNovoGrad, FusedSGD
 
         model = torch.nn.Linear(4, 2)
@@ -69,13 +74,22 @@ def test_what_torch_cannot_compute_the_same_is_refused_with_its_reason(tmp_path,
         ),
         ("FusedRMSNorm(4)", "torch.nn.RMSNorm(4, eps=1e-5)"),
         ("make(FusedLayerNorm)", "make(torch.nn.LayerNorm)"),  # the same defaults: no call needed
+        # an alias names apex's class; bucketing settings change speed, not the result
+        (
+            "ApexDDP(model, delay_allreduce=True)",
+            "torch.nn.parallel.DistributedDataParallel(model)",
+        ),
+        (
+            "Adam(model.parameters(), 1e-3)",
+            "torch.optim.AdamW(model.parameters(), 1e-3, weight_decay=0.0)",
+        ),
     ],
 )
 def test_apex_defaults_torch_lacks_are_made_explicit(tmp_path, line, expected):
     source, reasons = ported(tmp_path, line)
     assert f"thing = {expected}\n" in source and reasons == []
     apex_class = line.replace("make(", "").split("(")[0].rstrip(")")
-    assert apex_class not in source  # its import went with its last use
+    assert f" {apex_class}," not in source and not source.count(f" {apex_class}\n")
 
 
 PROGRAM = """\

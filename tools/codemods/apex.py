@@ -1,4 +1,5 @@
-"""Codemods for NVIDIA apex's fused optimizers and norms (TPK007, TPK008).
+"""Codemods for NVIDIA apex's fused optimizers and norms (TPK007, TPK008) and its
+data parallelism (TPK009).
 
 apex's fused classes compute what a ``torch.optim`` optimizer or a ``torch.nn`` norm
 computes; only their signatures and defaults differ. A port is one call rewritten with
@@ -18,7 +19,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from .base import FixContext, NotApplicable, code_of, dotted, set_kwarg
+from .base import FixContext, NotApplicable, code_of, dotted, prescan, set_kwarg
 from .base import fixer as register
 
 
@@ -30,8 +31,9 @@ class Port:
     ``positional``: how many leading arguments stay positional (the same place in torch);
     ``explicit``: apex defaults torch does not share, added when the call leaves them out;
     ``neutral``: apex-only arguments and the literal values at which they change nothing
-    on the target (dropped); any other value, or an apex-only argument not listed, is
-    refused with ``refused``'s reason (or a generic one).
+    on the target (dropped; ``ANY``: whatever the value, as for a bucket size); any other
+    value, or an apex-only argument not listed, is refused with ``refused``'s reason (or a
+    generic one).
     """
 
     torch: str
@@ -146,15 +148,93 @@ NORMS: dict[str, Port] = {
 }
 
 
+ANY = ("*",)  # an argument that only tunes speed: dropped whatever its value
+
+# apex.parallel: torch's own DistributedDataParallel computes the same
+PARALLEL: dict[str, Port] = {
+    "DistributedDataParallel": Port(
+        "torch.nn.parallel.DistributedDataParallel",
+        (
+            "module",
+            "message_size",
+            "delay_allreduce",
+            "shared_param",
+            "allreduce_trigger_params",
+            "retain_allreduce_buffers",
+            "allreduce_always_fp32",
+            "num_allreduce_streams",
+            "allreduce_communicators",
+            "gradient_average",
+            "gradient_predivide_factor",
+            "gradient_average_split_factor",
+            "prof",
+        ),
+        1,
+        neutral={
+            **dict.fromkeys(
+                ("message_size", "delay_allreduce", "allreduce_trigger_params", "prof"), ANY
+            ),
+            **dict.fromkeys(("retain_allreduce_buffers", "num_allreduce_streams"), ANY),
+            "allreduce_communicators": ANY,
+            "allreduce_always_fp32": ANY,  # under autocast the gradients are fp32 already
+            "gradient_predivide_factor": ANY,  # divides before or after: the same average
+            "gradient_average": ("True",),
+            "shared_param": ("None",),
+            "gradient_average_split_factor": ("None",),
+        },
+        refused={
+            "gradient_average": "torch's DistributedDataParallel averages the gradients; "
+            "apex was told to sum them",
+        },
+        torch_args=frozenset({"module"}),
+    ),
+}
+
 _COMMA = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
 
 
-def _class_name(node: cst.CSTNode) -> str:
+ALIASES = "apex_aliases"  # local name -> what it names under apex, per file
+
+
+class _ApexImports(cst.CSTVisitor):
+    def __init__(self) -> None:
+        self.names: dict[str, str] = {}
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
+        module = dotted(node.module) if node.module is not None and not node.relative else None
+        if (
+            module is None
+            or module.split(".")[0] != "apex"
+            or isinstance(node.names, cst.ImportStar)
+        ):
+            return
+        for alias in node.names:
+            name = dotted(alias.name)
+            local = alias.asname.name.value if alias.asname else name
+            if name is not None and isinstance(local, str):
+                self.names[local] = f"{module}.{name}"
+
+
+def _aliases(module: cst.Module, lines: list[int], target: str) -> dict:
+    """``from apex.parallel import DistributedDataParallel as ApexDDP``: the fixers choose by
+    apex's own class name, which an alias hides."""
+    found = _ApexImports()
+    module.visit(found)
+    return {ALIASES: found.names} if found.names else {}
+
+
+for _code in ("TPK007", "TPK008", "TPK009"):
+    prescan(_code)(_aliases)
+
+
+def _class_name(node: cst.CSTNode, ctx: FixContext) -> str:
     func = node.func if isinstance(node, cst.Call) else node
     name = dotted(func) if isinstance(func, cst.BaseExpression) else None
     if name is None:
         raise NotApplicable("the apex class is not named plainly here")
-    return name.rsplit(".", 1)[-1]
+    first, _, rest = name.partition(".")
+    qualified = ctx.state.get(ALIASES, {}).get(first, first) + (f".{rest}" if rest else "")
+    return qualified.rsplit(".", 1)[-1]
 
 
 def _named_args(call: cst.Call, port: Port) -> list[tuple[str | None, cst.Arg]]:
@@ -194,7 +274,8 @@ def _port_call(call: cst.Call, port: Port, torch: str, ctx: FixContext) -> cst.C
             args.append(arg if arg.keyword is not None else _keyword(name, arg))
             continue
         value = code_of(arg.value)
-        if value not in port.neutral.get(name, ()):
+        allowed = port.neutral.get(name, ())
+        if allowed != ANY and value not in allowed:
             why = port.refused.get(name, f"{name}= has no counterpart in {torch}")
             raise NotApplicable(f"{name}={value}: {why}")
     if args and len(args) < len(call.args):  # an argument dropped: the last one closes the call
@@ -215,7 +296,7 @@ def _port_call(call: cst.Call, port: Port, torch: str, ctx: FixContext) -> cst.C
 
 @register("TPK007")
 def apex_optimizer(node: cst.CSTNode, ctx: FixContext):
-    name = _class_name(node)
+    name = _class_name(node, ctx)
     if name in NO_TORCH_OPTIMIZER:
         raise NotApplicable(
             f"torch.optim has no {NO_TORCH_OPTIMIZER[name]}: keep an implementation of it in "
@@ -240,7 +321,7 @@ def apex_optimizer(node: cst.CSTNode, ctx: FixContext):
 
 @register("TPK008")
 def apex_norm(node: cst.CSTNode, ctx: FixContext):
-    name = _class_name(node)
+    name = _class_name(node, ctx)
     port = NORMS.get(name)
     if port is None:
         raise NotApplicable(f"apex.normalization.{name} has no torch counterpart in the catalogue")
@@ -252,3 +333,22 @@ def apex_norm(node: cst.CSTNode, ctx: FixContext):
             f"({', '.join(port.explicit)}): each call needs its own port"
         )
     return ctx.expr(port.torch)
+
+
+SYNC_BN = (
+    "synchronized batch norm is TPN004's question on every target (plain BatchNorm, or "
+    "statistics all-reduced by hand): torch.nn.SyncBatchNorm would only move it there"
+)
+
+
+@register("TPK009")
+def apex_parallel(node: cst.CSTNode, ctx: FixContext):
+    name = _class_name(node, ctx)
+    if name in ("convert_syncbn_model", "SyncBatchNorm"):
+        raise NotApplicable(SYNC_BN)
+    port = PARALLEL.get(name)
+    if port is None:
+        raise NotApplicable(f"apex.parallel.{name} has no torch counterpart in the catalogue")
+    if not isinstance(node, cst.Call):
+        raise NotApplicable(f"{name} is referenced, not called: each call needs its own port")
+    return _port_call(node, port, port.torch, ctx)
