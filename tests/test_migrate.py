@@ -78,13 +78,19 @@ def migrated(tmp_path_factory) -> dict[str, tuple[Path, object]]:
 
 # Forms an auto rule refuses on purpose, each left for a human with its reason: a list of
 # several GPUs in CUDA_VISIBLE_DEVICES, which every rank a launcher starts would inherit,
-# has no single TPU equivalent (TPD024).
+# has no single TPU equivalent (TPD024); apex's convert_syncbn_model is synchronized batch
+# norm, a human's choice on every target (TPK009, TPN004). Lines are the migrated file's.
+SYNC_BN = ("apex_trainer/train.py", 31, "TPK009")
 REFUSED_ON_PURPOSE = {
     "tpu": {
         ("ddp_resnet/launch.sh", 5, "TPD024"),
         ("legacy_dataparallel/train.py", 8, "TPD024"),
         ("shell_scripts/run.sh", 6, "TPD024"),
-    }
+        SYNC_BN,
+    },
+    "neuron": {SYNC_BN},
+    "xla": {("apex_trainer/train.py", 33, "TPK009")},  # two more lines of imports above it
+    "accelerator": {SYNC_BN},
 }
 
 
