@@ -9,7 +9,7 @@ import socket
 
 import pytest
 from test_batch import batch_process
-from test_local_llm_repairs import FUSED_ADAM
+from test_local_llm_repairs import FLASH
 from torchport.agents.llm import local
 
 pytestmark = [
@@ -24,7 +24,7 @@ pytestmark = [
 def test_local_jobs_share_the_one_model_the_batch_started(tmp_path):
     for name in ("first", "second"):
         (tmp_path / "repos" / name).mkdir(parents=True)
-        (tmp_path / "repos" / name / "train.py").write_text(FUSED_ADAM)
+        (tmp_path / "repos" / name / "train.py").write_text(FLASH)  # flash-attn: a construct for the LLM
     out = tmp_path / "out"
     env = {**os.environ, "TORCHPORT_HOME": str(tmp_path / "home")}
     args = [str(tmp_path / "repos"), "-t", "tpu", "--out", str(out), "--jobs", "2"]
