@@ -22,9 +22,9 @@ pytestmark = [
 
 
 def test_local_jobs_share_the_one_model_the_batch_started(tmp_path):
-    for name in ("first", "second"):
+    for name in ("first", "second"):  # flash-attn: a construct the LLM ports
         (tmp_path / "repos" / name).mkdir(parents=True)
-        (tmp_path / "repos" / name / "train.py").write_text(FLASH)  # flash-attn: a construct for the LLM
+        (tmp_path / "repos" / name / "train.py").write_text(FLASH)
     out = tmp_path / "out"
     env = {**os.environ, "TORCHPORT_HOME": str(tmp_path / "home")}
     args = [str(tmp_path / "repos"), "-t", "tpu", "--out", str(out), "--jobs", "2"]
