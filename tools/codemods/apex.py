@@ -171,13 +171,21 @@ PARALLEL: dict[str, Port] = {
         ),
         1,
         neutral={
+            # how the all-reduce is bucketed and scheduled: its speed, not its result
             **dict.fromkeys(
-                ("message_size", "delay_allreduce", "allreduce_trigger_params", "prof"), ANY
+                (
+                    "message_size",
+                    "delay_allreduce",
+                    "allreduce_trigger_params",
+                    "prof",
+                    "retain_allreduce_buffers",
+                    "num_allreduce_streams",
+                    "allreduce_communicators",
+                    "allreduce_always_fp32",  # under autocast the gradients are fp32 already
+                    "gradient_predivide_factor",  # divides before or after: the same average
+                ),
+                ANY,
             ),
-            **dict.fromkeys(("retain_allreduce_buffers", "num_allreduce_streams"), ANY),
-            "allreduce_communicators": ANY,
-            "allreduce_always_fp32": ANY,  # under autocast the gradients are fp32 already
-            "gradient_predivide_factor": ANY,  # divides before or after: the same average
             "gradient_average": ("True",),
             "shared_param": ("None",),
             "gradient_average_split_factor": ("None",),
