@@ -254,6 +254,34 @@ def test_fused_rms_norm_and_amp():
     assert list(apex.master_params(opt)) == list(model.parameters())
 
 
+def test_convert_syncbn_model_keeps_the_state_and_computes_batch_norm():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.Flatten(), nn.BatchNorm1d(144))
+    for bn in (model[1], model[3]):
+        nn.init.normal_(bn.weight)
+        bn.running_mean.normal_()
+    plain = copy.deepcopy(model)
+    synced = apex.convert_syncbn_model(model)
+    assert [type(m).__name__ for m in synced] == [
+        "Conv2d",
+        "SyncBatchNorm",
+        "Flatten",
+        "SyncBatchNorm",
+    ]
+    torch.testing.assert_close(synced.state_dict(), plain.state_dict())
+    x = torch.randn(5, 3, 8, 8)
+    for mode in (True, False):  # batch statistics, then the running ones both updated
+        synced.train(mode)
+        plain.train(mode)
+        torch.testing.assert_close(synced(x), plain(x))
+    torch.testing.assert_close(synced[1].running_var, plain[1].running_var)
+
+
+def test_apex_ddp_refuses_a_gradient_sum():
+    with pytest.raises(NotImplementedError, match="gradient_average=False"):
+        apex.DistributedDataParallel(nn.Linear(2, 2), gradient_average=False)
+
+
 # --- the import hook ----------------------------------------------------------------------
 
 
@@ -286,7 +314,7 @@ def test_served_modules_say_what_they_are(hook):
     with pytest.raises(AttributeError, match="provides only flash_attn_func"):
         flash_attn.flash_attn_with_kvcache  # noqa: B018
     with pytest.raises(ModuleNotFoundError, match="apex is not installed"):
-        importlib.import_module("apex.parallel")
+        importlib.import_module("apex.contrib")
 
 
 # --- reference runs through the harness ---------------------------------------------------

@@ -12,6 +12,10 @@ ORIGINAL program runs on the CPU and gives reference numbers:
   (same parameters, same ``state_dict``).
 - ``amp`` is mixed precision turned off, like the shim's CUDA autocast: ``initialize``
   returns the models and optimizers unchanged (fp32) and ``scale_loss`` yields the loss.
+- ``parallel.DistributedDataParallel`` is torch's (apex's bucketing and stream settings
+  change when the all-reduce happens, not its result); ``SyncBatchNorm`` is batch norm
+  with statistics all-reduced across the process group when there is one, plain batch
+  norm otherwise, as apex's is; ``convert_syncbn_model`` swaps it in, keeping the state.
 """
 
 from __future__ import annotations
@@ -42,6 +46,8 @@ AMP = (
     "scale_loss",
     "state_dict",
 )
+
+PARALLEL = ("DistributedDataParallel", "SyncBatchNorm", "convert_syncbn_model")
 
 _LOW_PRECISION = (torch.float16, torch.bfloat16)
 
@@ -339,3 +345,84 @@ def register_float_function(module, name) -> None:
 
 def register_promote_function(module, name) -> None:
     pass
+
+
+# -- apex.parallel -----------------------------------------------------------------------
+
+
+def DistributedDataParallel(module: torch.nn.Module, *args: Any, **kwargs: Any) -> Any:
+    """apex.parallel.DistributedDataParallel: torch's, which averages the same gradients.
+
+    Its other arguments only schedule the all-reduce (bucket sizes, streams, delaying it to
+    the end of backward); ``gradient_average=False`` (a sum) has no torch setting."""
+    record("apex.parallel.DistributedDataParallel")
+    if not kwargs.get("gradient_average", True):
+        raise NotImplementedError(
+            "torchport's reference stand-in for apex.parallel.DistributedDataParallel "
+            "averages gradients as torch's does; gradient_average=False is not covered"
+        )
+    return torch.nn.parallel.DistributedDataParallel(module)
+
+
+class SyncBatchNorm(torch.nn.modules.batchnorm._BatchNorm):
+    """apex.parallel.SyncBatchNorm: torch's SyncBatchNorm under a process group, plain
+    batch norm (any input rank) without one, as apex's falls back."""
+
+    def __init__(
+        self,
+        num_features: int,
+        eps: float = 1e-5,
+        momentum: float = 0.1,
+        affine: bool = True,
+        track_running_stats: bool = True,
+        process_group: Any = None,
+        channel_last: bool = False,
+        fuse_relu: bool = False,
+    ):
+        if channel_last or fuse_relu:
+            raise NotImplementedError(
+                "torchport's reference stand-in for apex.parallel.SyncBatchNorm does not "
+                "cover channel_last or fuse_relu"
+            )
+        super().__init__(num_features, eps, momentum, affine, track_running_stats)
+        self.process_group = process_group
+        record("apex.parallel.SyncBatchNorm")
+
+    _check_non_zero_input_channels = torch.nn.SyncBatchNorm._check_non_zero_input_channels
+
+    def _check_input_dim(self, input: torch.Tensor) -> None:
+        if input.dim() < 2:
+            raise ValueError(f"expected at least 2D input (got {input.dim()}D input)")
+
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
+        if (
+            self.training
+            and torch.distributed.is_available()
+            and torch.distributed.is_initialized()
+        ):
+            return torch.nn.SyncBatchNorm.forward(self, input)  # type: ignore[arg-type]
+        return super().forward(input)
+
+
+def convert_syncbn_model(
+    module: torch.nn.Module, process_group: Any = None, channel_last: bool = False
+) -> torch.nn.Module:
+    """Every batch norm of ``module`` replaced by a SyncBatchNorm holding its state."""
+    converted = module
+    if isinstance(module, torch.nn.modules.batchnorm._BatchNorm) and not isinstance(
+        module, SyncBatchNorm
+    ):
+        converted = SyncBatchNorm(
+            module.num_features,
+            module.eps,
+            module.momentum,
+            module.affine,
+            module.track_running_stats,
+            process_group,
+            channel_last,
+        )
+        converted.load_state_dict(module.state_dict())
+        converted.train(module.training)
+    for name, child in module.named_children():
+        converted.add_module(name, convert_syncbn_model(child, process_group, channel_last))
+    return converted

@@ -47,6 +47,7 @@ STUBS: dict[str, Stub] = {
     "apex.normalization": Stub(apex, apex.NORMALIZATION, True),
     "apex.normalization.fused_layer_norm": Stub(apex, apex.NORMALIZATION, False),
     "apex.amp": Stub(apex, apex.AMP, True),
+    "apex.parallel": Stub(apex, apex.PARALLEL, True),
 }
 VERSIONS = {"flash_attn": flash.__version__, "xformers": xformers.__version__}
 TOPS = frozenset(name for name in STUBS if "." not in name)
