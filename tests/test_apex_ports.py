@@ -20,7 +20,8 @@ REFUSED = {
     "FusedAdam(model.parameters(), bias_correction=False)": "always corrects the moments' bias",
     "FusedAdam(model.parameters(), master_weights=True)": "no fp32 master copy",
     "FusedAdam(model.parameters(), adam_w_mode=args.w)": "decided at run time",
-    "FusedAdam(model.parameters(), **options)": "arguments passed with **",
+    "FusedAdam(model.parameters(), **options)": "its keys are not known",
+    "FusedAdam(model.parameters(), *options)": "arguments passed with *",
     "FusedSGD(model.parameters(), 0.1, wd_after_momentum=True)": "before momentum",
     "FusedSGD(model.parameters(), 0.1, unknown=1)": "unknown= has no counterpart",
     "FusedAdagrad(model.parameters(), adagrad_w_mode=True)": "no decoupled weight decay",
@@ -90,6 +91,58 @@ def test_apex_defaults_torch_lacks_are_made_explicit(tmp_path, line, expected):
     assert f"thing = {expected}\n" in source and reasons == []
     apex_class = line.replace("make(", "").split("(")[0].rstrip(")")
     assert f" {apex_class}," not in source and not source.count(f" {apex_class}\n")
+
+
+SPREAD = """\
+import torch
+from apex.optimizers import FusedAdam, FusedSGD
+
+
+def create(args, parameters):
+    opt_args = dict(lr=args.lr, weight_decay=args.wd)
+    if args.eps is not None:
+        opt_args["eps"] = args.eps
+    if args.opt == "sgd":
+        opt_args.pop("eps", None)
+        return FusedSGD(parameters, momentum=0.9, nesterov=True, **opt_args)
+    return FusedAdam(parameters, adam_w_mode=False, **opt_args)
+
+
+def sometimes_decayed(args, parameters):
+    kwargs = {"lr": args.lr}
+    if args.wd:
+        kwargs["weight_decay"] = args.wd
+    return FusedAdam(parameters, **kwargs)
+
+
+def handed_on(args, parameters, extra):
+    kwargs = dict(lr=args.lr)
+    kwargs.update(extra)
+    return FusedAdam(parameters, **kwargs)
+
+
+def apex_only(parameters):
+    kwargs = dict(lr=1e-3, set_grad_none=True)
+    return FusedSGD(parameters, **kwargs)
+"""
+
+
+def test_a_dict_of_options_is_ported_when_its_keys_are_known(tmp_path):
+    """timm's optimizer factory builds ``opt_args`` and spreads it: its keys decide."""
+    path = tmp_path / "factory.py"
+    path.write_text(SPREAD)
+    findings = [f for f in scan(path).findings if f.rule == "TPK007"]
+    result = migrate_python(SPREAD, findings, "tpu", "factory.py")
+    assert "return torch.optim.SGD(parameters, momentum=0.9, nesterov=True, **opt_args)" in (
+        result.source
+    )
+    # weight_decay is always in the dict: no explicit default, and L2 mode is Adam
+    assert "return torch.optim.Adam(parameters, **opt_args)" in result.source
+    reasons = sorted(why for _, why in result.unapplied)
+    assert len(reasons) == 3, reasons
+    for expected in ("weight_decay= on some paths only", "kwargs.update(...)", "set_grad_none="):
+        assert any(expected in why for why in reasons), (expected, reasons)
+    assert result.source.count("FusedAdam(parameters, **kwargs)") == 2
 
 
 PROGRAM = """\

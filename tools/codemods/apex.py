@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import libcst as cst
 
@@ -245,10 +246,143 @@ def _class_name(node: cst.CSTNode, ctx: FixContext) -> str:
     return qualified.rsplit(".", 1)[-1]
 
 
+@dataclass(frozen=True)
+class SpreadKeys:
+    """The keys a ``**name`` argument can carry: ``always`` (the dict's literal keys, never
+    popped) and ``maybe`` (set, defaulted or popped on some path)."""
+
+    always: frozenset[str]
+    maybe: frozenset[str]
+
+
+class _DictBuilding(cst.CSTVisitor):
+    """How one function builds the dict ``name``: its literal keys, the keys set or popped
+    later, and whether it is used any other way (then its keys are unknown)."""
+
+    EDITS: ClassVar[dict[str, str]] = {"setdefault": "maybe", "pop": "popped"}
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.literal: set[str] | None = None
+        self.maybe: set[str] = set()
+        self.popped: set[str] = set()
+        self.unknown: str | None = None
+        self._explained: set[int] = set()  # the Name nodes each use above accounts for
+
+    def _key(self, node: cst.BaseExpression) -> str | None:
+        return node.evaluated_value if isinstance(node, cst.SimpleString) else None
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        for target in node.targets:
+            t = target.target
+            if isinstance(t, cst.Name) and t.value == self.name:
+                self._explained.add(id(t))
+                if self.literal is not None:
+                    self.unknown = f"{self.name} is assigned more than once"
+                self.literal = self._literal_keys(node.value)
+            elif (
+                isinstance(t, cst.Subscript)
+                and isinstance(t.value, cst.Name)
+                and t.value.value == self.name
+            ):
+                self._explained.add(id(t.value))
+                key = self._subscript_key(t)
+                if key is None:
+                    self.unknown = f"{self.name}[...] is set with a key not written out"
+                else:
+                    self.maybe.add(key)
+
+    def _subscript_key(self, node: cst.Subscript) -> str | None:
+        if len(node.slice) != 1 or not isinstance(node.slice[0].slice, cst.Index):
+            return None
+        return self._key(node.slice[0].slice.value)
+
+    def _literal_keys(self, value: cst.BaseExpression) -> set[str] | None:
+        if isinstance(value, cst.Dict):
+            keys = [
+                self._key(e.key) if isinstance(e, cst.DictElement) else None for e in value.elements
+            ]
+        elif isinstance(value, cst.Call) and dotted(value.func) == "dict" and value.args:
+            keys = [a.keyword.value if a.keyword and not a.star else None for a in value.args]
+        elif isinstance(value, cst.Call) and dotted(value.func) == "dict":
+            keys = []
+        else:
+            keys = [None]
+        if None in keys:
+            self.unknown = f"{self.name} is not built from a dict with its keys written out"
+            return set()
+        return set(keys)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if (
+            isinstance(func, cst.Attribute)
+            and isinstance(func.value, cst.Name)
+            and func.value.value == self.name
+        ):
+            self._explained.add(id(func.value))
+            kind = self.EDITS.get(func.attr.value)
+            key = self._key(node.args[0].value) if node.args else None
+            if kind is None or key is None:
+                self.unknown = f"{self.name}.{func.attr.value}(...) changes keys not written out"
+            else:
+                getattr(self, kind).add(key)
+
+    def visit_Del(self, node: cst.Del) -> None:
+        t = node.target
+        if (
+            isinstance(t, cst.Subscript)
+            and isinstance(t.value, cst.Name)
+            and t.value.value == self.name
+        ):
+            self._explained.add(id(t.value))
+            key = self._subscript_key(t)
+            if key is None:
+                self.unknown = f"del {self.name}[...] with a key not written out"
+            else:
+                self.popped.add(key)
+
+    def visit_Arg(self, node: cst.Arg) -> None:
+        value = node.value
+        if node.star == "**" and isinstance(value, cst.Name) and value.value == self.name:
+            self._explained.add(id(value))  # spread into a call: read, not changed
+
+    def visit_Name(self, node: cst.Name) -> None:
+        if node.value == self.name and id(node) not in self._explained:
+            self.unknown = self.unknown or f"{self.name} is passed on or changed another way"
+
+
+def _spread_keys(call: cst.Call, ctx: FixContext) -> SpreadKeys:
+    """The keys of ``call``'s one ``**name``, from how its function (or module) builds it."""
+    spread = [a for a in call.args if a.star]
+    if len(spread) != 1 or spread[0].star != "**" or not isinstance(spread[0].value, cst.Name):
+        raise NotApplicable(
+            "arguments passed with * or ** other than one **dict: their names are not known"
+        )
+    name = spread[0].value.value
+    scope: cst.CSTNode | None = ctx.original
+    while scope is not None and not isinstance(scope, cst.FunctionDef | cst.Module):
+        scope = ctx.parent(scope)
+    if scope is None:
+        raise NotApplicable(f"**{name}: where {name} is built is not known")
+    building = _DictBuilding(name)
+    scope.visit(building)
+    if building.unknown or building.literal is None:
+        raise NotApplicable(
+            f"**{name}: its keys are not known ({building.unknown or f'{name} is not built here'})"
+        )
+    always = frozenset(building.literal - building.popped)
+    return SpreadKeys(always, frozenset(building.literal | building.maybe) - always)
+
+
 def _named_args(call: cst.Call, port: Port) -> list[tuple[str | None, cst.Arg]]:
-    """Each argument with the parameter it binds (None for the ones kept positional)."""
+    """Each argument with the parameter it binds (None for the ones kept positional, and
+    for a ``**dict`` spread, whose keys ``_port_call`` checks)."""
     named: list[tuple[str | None, cst.Arg]] = []
     for i, arg in enumerate(call.args):
+        if arg.star == "**":
+            named.append((None, arg))
+            continue
         if arg.star:
             raise NotApplicable(f"arguments passed with {arg.star}: their names are not known")
         if arg.keyword is not None:
@@ -269,12 +403,32 @@ def _keyword(name: str, arg: cst.Arg) -> cst.Arg:
     )
 
 
+def _spread_given(call: cst.Call, port: Port, torch: str, ctx: FixContext) -> set[str]:
+    """The parameters a ``**dict`` argument always binds; refused when one it may bind has
+    no torch counterpart (a key apex does not know fails in both, so it may pass)."""
+    if not any(a.star for a in call.args):
+        return set()
+    keys = _spread_keys(call, ctx)
+    for key in sorted(keys.always | keys.maybe):
+        if key in port.signature and key not in port.torch_args:
+            raise NotApplicable(
+                f"the **dict may carry {key}=, which {torch} has no counterpart for"
+            )
+    for key in sorted(keys.maybe & set(port.explicit)):
+        raise NotApplicable(
+            f"the **dict carries {key}= on some paths only, and apex's default for it differs "
+            f"from {torch}'s: make it explicit in the dict"
+        )
+    return set(keys.always)
+
+
 def _port_call(call: cst.Call, port: Port, torch: str, ctx: FixContext) -> cst.Call:
     args: list[cst.Arg] = []
-    given: set[str] = set()
+    given: set[str] = _spread_given(call, port, torch, ctx)
     for i, (name, arg) in enumerate(_named_args(call, port)):
         if name is None:
-            given.add(port.signature[i])
+            if not arg.star:
+                given.add(port.signature[i])
             args.append(arg)
             continue
         given.add(name)
