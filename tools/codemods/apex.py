@@ -280,22 +280,24 @@ class _DictBuilding(cst.CSTVisitor):
                 if self.literal is not None:
                     self.unknown = f"{self.name} is assigned more than once"
                 self.literal = self._literal_keys(node.value)
-            elif (
-                isinstance(t, cst.Subscript)
-                and isinstance(t.value, cst.Name)
-                and t.value.value == self.name
-            ):
-                self._explained.add(id(t.value))
-                key = self._subscript_key(t)
-                if key is None:
-                    self.unknown = f"{self.name}[...] is set with a key not written out"
-                else:
-                    self.maybe.add(key)
+            else:
+                self._item(t, self.maybe, f"{self.name}[...] is set")
 
-    def _subscript_key(self, node: cst.Subscript) -> str | None:
-        if len(node.slice) != 1 or not isinstance(node.slice[0].slice, cst.Index):
-            return None
-        return self._key(node.slice[0].slice.value)
+    def _item(self, node: cst.BaseExpression, keys: set[str], what: str) -> None:
+        """``name["key"]`` (set or deleted): its key noted in ``keys``."""
+        if not (
+            isinstance(node, cst.Subscript)
+            and isinstance(node.value, cst.Name)
+            and node.value.value == self.name
+        ):
+            return
+        self._explained.add(id(node.value))
+        index = node.slice[0].slice if len(node.slice) == 1 else None
+        key = self._key(index.value) if isinstance(index, cst.Index) else None
+        if key is None:
+            self.unknown = f"{what} with a key not written out"
+        else:
+            keys.add(key)
 
     def _literal_keys(self, value: cst.BaseExpression) -> set[str] | None:
         if isinstance(value, cst.Dict):
@@ -329,18 +331,7 @@ class _DictBuilding(cst.CSTVisitor):
                 getattr(self, kind).add(key)
 
     def visit_Del(self, node: cst.Del) -> None:
-        t = node.target
-        if (
-            isinstance(t, cst.Subscript)
-            and isinstance(t.value, cst.Name)
-            and t.value.value == self.name
-        ):
-            self._explained.add(id(t.value))
-            key = self._subscript_key(t)
-            if key is None:
-                self.unknown = f"del {self.name}[...] with a key not written out"
-            else:
-                self.popped.add(key)
+        self._item(node.target, self.popped, f"del {self.name}[...]")
 
     def visit_Arg(self, node: cst.Arg) -> None:
         value = node.value
