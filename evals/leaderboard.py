@@ -55,6 +55,36 @@ def _pct(x: float) -> str:
     return f"{100 * x:.0f}%"
 
 
+FAMILIES = ("libraries", "kernels")
+
+
+def hard_tier(results: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, list[bool]]]:
+    """The hard tasks' successes per (mode, target) and family: CUDA-only libraries and
+    runtime features (the catalogue's job) apart from custom kernels (an LLM's or a
+    human's). Results written before families existed count as libraries."""
+    table: dict[tuple[str, str], dict[str, list[bool]]] = {}
+    for r in results:
+        if r["difficulty"] == "hard":
+            cell = table.setdefault((r["mode"], r["target"]), {f: [] for f in FAMILIES})
+            cell[r.get("family", "libraries")].append(bool(r["success"]))
+    return table
+
+
+def _hard_tier_lines(results: list[dict[str, Any]]) -> list[str]:
+    table = hard_tier(results)
+    if not table:
+        return []
+    lines = ["## Hard tier by family", "", "| mode | target | " + " | ".join(FAMILIES) + " |"]
+    lines.append("|---|---|" + "---|" * len(FAMILIES))
+    for (mode, target), cell in table.items():
+        shares = [
+            f"{_pct(sum(ok) / len(ok))} ({sum(ok)}/{len(ok)})" if ok else "–"
+            for ok in (cell[f] for f in FAMILIES)
+        ]
+        lines.append(f"| {mode} | {target} | " + " | ".join(shares) + " |")
+    return [*lines, ""]
+
+
 def markdown(results: list[dict[str, Any]], command: str = "") -> str:
     summary = summarize(results)
     lines = ["# torchport eval", ""]
@@ -80,6 +110,7 @@ def markdown(results: list[dict[str, Any]], command: str = "") -> str:
         "against the hand-written golden migration (statement level); residual: CUDA "
         "constructs the target still has to deal with in the result.",
         "",
+        *_hard_tier_lines(results),
         "## Tasks",
         "",
         "| task | difficulty | mode | target | expected | verdict | P | R | residual | s "

@@ -35,6 +35,7 @@ class Result:
     mode: str
     target: str
     difficulty: str
+    family: str
     expected: str
     verdict: str
     success: bool
@@ -83,6 +84,7 @@ def evaluate(task: Task, mode: str, target: str, work: Path, budget: RunLimits) 
         mode=mode,
         target=target,
         difficulty=task.difficulty,
+        family=task.family,
         expected=expected,
         verdict=verdict,
         success=verdict == expected,
@@ -116,6 +118,7 @@ def _job(task: Task, mode: str, target: str, work: Path, budget: RunLimits) -> d
             mode,
             target,
             task.difficulty,
+            task.family,
             task.expected.get(target, "verified"),
             "error",
             False,

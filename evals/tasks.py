@@ -19,6 +19,9 @@ VERDICTS = ("verified", "ran", "failed", "not-runnable")
 DIFFICULTIES = ("easy", "medium", "hard", "control")
 
 
+KERNEL_TAG = "custom-kernel"
+
+
 class SuiteError(ValueError):
     """A suite or task file is malformed; the message names the file."""
 
@@ -33,6 +36,13 @@ class Task:
     constructs: tuple[str, ...]
     expected: dict[str, str]
     tags: tuple[str, ...] = field(default=())
+
+    @property
+    def family(self) -> str:
+        """``kernels`` for a project built around its own CUDA or Triton kernels (the tag
+        ``custom-kernel``), whose port needs an LLM or a human; ``libraries`` otherwise:
+        CUDA-only libraries and runtime features that the catalogue ports as data."""
+        return "kernels" if KERNEL_TAG in self.tags else "libraries"
 
     @property
     def repo(self) -> Path:

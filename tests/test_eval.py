@@ -183,3 +183,46 @@ def test_every_mode_the_command_line_offers_has_a_runner():
     from torchport.cli.evaluate import MODES
 
     assert set(MODES) == set(modes.RUNNERS)
+
+
+def test_the_hard_tier_is_split_into_libraries_and_custom_kernels():
+    from torchport.evals.leaderboard import hard_tier, markdown
+
+    def row(task, target, family, success, difficulty="hard"):
+        return {
+            "task": task,
+            "mode": "rules",
+            "target": target,
+            "difficulty": difficulty,
+            "family": family,
+            "expected": "verified",
+            "verdict": "verified" if success else "ran",
+            "success": success,
+            "precision": 1.0,
+            "recall": 1.0,
+            "residual_constructs": 0,
+            "llm_calls": 0,
+            "llm_tokens": 0,
+            "wall_s": 1.0,
+        }
+
+    rows = [
+        row("apex", "tpu", "libraries", True),
+        row("flash", "tpu", "libraries", False),
+        row("kernel", "tpu", "kernels", False),
+        row("apex", "neuron", "libraries", True),
+        row("easy", "tpu", "libraries", False, difficulty="easy"),  # not hard: not counted
+    ]
+    old = {k: v for k, v in row("xformers", "neuron", "libraries", True).items() if k != "family"}
+    table = hard_tier([*rows, old])
+    assert table[("rules", "tpu")] == {"libraries": [True, False], "kernels": [False]}
+    assert table[("rules", "neuron")] == {"libraries": [True, True], "kernels": []}
+    text = markdown([*rows, old])
+    assert "| rules | tpu | 50% (1/2) | 0% (0/1) |" in text
+    assert "| rules | neuron | 100% (2/2) | – |" in text
+
+
+def test_a_task_is_in_the_kernel_family_by_its_tag():
+    tasks = {t.name: t for t in load_suite("builtin")}
+    assert tasks["load-inline-kernel"].family == "kernels"
+    assert tasks["apex-fused"].family == "libraries"
