@@ -115,6 +115,8 @@ def rewrite(state: State, ctx: Runtime) -> dict[str, Any]:
     if first:
         ctx.say("rewriting: applying the catalogue's codemods")
         work.run_codemods()
+        if work.client is None and work.refused():
+            work.client = ctx.llm(s)  # what a codemod refused, a model may port (None: no model)
         if state["plan"].get("llm") and work.client is None:
             left = len(state["plan"]["llm"])
             work.log.append(decision("rewrite", "left for a human (no LLM configured)", items=left))

@@ -39,6 +39,10 @@ class RewriteRound:
         )
         self.log.append(decision("rewrite", "codemods", **summary))
 
+    def refused(self) -> rewriter.Refusals:
+        """What the codemods refused to port, with why (the LLM's other work)."""
+        return rewriter.refusals(self.source, self.settings)
+
     def ask_llm(self, request: dict[str, Any], why: str) -> None:
         self.overlay, record = rewriter.llm_repair(
             self.client,
@@ -57,7 +61,11 @@ class RewriteRound:
         codemods moved lines) and taken bottom-up, so that an edit never shifts the lines
         of one still to come."""
         items = rewriter.llm_constructs(
-            self.source, self.overlay or {}, self.scratch / "scan", self.settings
+            self.source,
+            self.overlay or {},
+            self.scratch / "scan",
+            self.settings,
+            self.refused(),
         )
         for item in items[:limit]:
             if tokens(self.usage) >= self.settings["max_llm_tokens"]:

@@ -21,7 +21,12 @@ import libcst as cst
 from torchport.tools.ast_edits import EditRefused, insert_import, remove_unused_imports
 from torchport.tools.catalogue import load_catalogue
 from torchport.tools.codemods.guard import blocking
-from torchport.tools.migrate import MigrateOptions, computed_migration, migrate
+from torchport.tools.migrate import (
+    MigrateOptions,
+    MigrationResult,
+    computed_migration,
+    migrate,
+)
 from torchport.tools.report.counts import count_constructs
 from torchport.tools.scanner import ScanOptions, scan
 
@@ -37,17 +42,23 @@ SPAN_CONTEXT = 3  # lines either side of a failing line the LLM is shown as its 
 WINDOW = {"construct": 2, "failure": 12, "instruction": 2}
 
 
+def _codemod_result(
+    source: Path, target: str, select: list[str], annotate: bool, run: str | None
+) -> MigrationResult:
+    return computed_migration(
+        source,
+        MigrateOptions(target=target, select=tuple(select), dry_run=True, annotate=annotate),
+        run,
+    )
+
+
 def codemods(
     source: Path, target: str, select: list[str], annotate: bool = False, run: str | None = None
 ) -> tuple[dict[str, str], dict[str, Any]]:
     """The catalogue's automatic fixes for ``target``: the first overlay and a summary.
 
     Computed once for ``run``: the report reads the same result (``agents.deliver``)."""
-    result = computed_migration(
-        source,
-        MigrateOptions(target=target, select=tuple(select), dry_run=True, annotate=annotate),
-        run,
-    )
+    result = _codemod_result(source, target, select, annotate, run)
     overlay = {c.path: c.after for c in result.changes}
     totals = count_constructs(result).totals()
     summary = {
@@ -207,25 +218,59 @@ def with_missing_imports(text: str, path: str) -> tuple[str, list[str]]:
     return text, added
 
 
+Refusals = dict[tuple[str, str, str], str]  # (path, rule, the line's text) -> why
+
+
+def refusals(source: Path, settings: dict[str, Any]) -> Refusals:
+    """The constructs the codemods were meant to port but refused, each with the reason
+    (``FusedLAMB``: torch.optim has no LAMB). Read from the rewrite's own result."""
+    result = _codemod_result(
+        source,
+        settings["target"],
+        list(settings.get("select") or ()),
+        bool(settings.get("annotate", False)),
+        settings.get("run_id"),
+    )
+    return {(f.path, f.rule, f.snippet.strip()): why for f, why in result.unapplied}
+
+
+REFUSED_HINT = (
+    "the catalogue's codemod refused this one: {why}. Port it only where the program "
+    "computes exactly the same on the target (write what torch lacks in plain PyTorch); "
+    "otherwise leave the lines unchanged."
+)
+
+
 def llm_constructs(
-    source: Path, overlay: dict[str, str], work: Path, settings: dict[str, Any]
+    source: Path,
+    overlay: dict[str, str],
+    work: Path,
+    settings: dict[str, Any],
+    refused: Refusals | None = None,
 ) -> list[dict[str, Any]]:
-    """The catalogue's ``llm`` constructs in the current migration, bottom-up per file."""
+    """The catalogue's ``llm`` constructs in the current migration, bottom-up per file, and
+    the ``auto`` ones the codemods refused (``refused``), each with the reason as its hint:
+    a model may port what a rule cannot say is the same, and the verifier checks it."""
     materialize(source, overlay, work)
     target = settings["target"]
     scanned = scan(work, ScanOptions(target=target, select=tuple(settings.get("select") or ())))
-    items = [
-        {
-            "rule": f.rule,
-            "path": f.path,
-            "line": f.line,
-            "end_line": f.end_line,
-            "message": f.message,
-            "hint": f.fix[target]["hint"],
-        }
-        for f in scanned.findings
-        if f.fix[target]["kind"] == "llm" and f.path.endswith(".py")
-    ]
+    items = []
+    for f in scanned.findings:
+        kind, hint = f.fix[target]["kind"], f.fix[target]["hint"]
+        why = (refused or {}).get((f.path, f.rule, f.snippet.strip()))
+        if kind == "auto" and why is not None:
+            kind, hint = "llm", REFUSED_HINT.format(why=why.rstrip("."))
+        if kind == "llm" and f.path.endswith(".py"):
+            items.append(
+                {
+                    "rule": f.rule,
+                    "path": f.path,
+                    "line": f.line,
+                    "end_line": f.end_line,
+                    "message": f.message,
+                    "hint": hint,
+                }
+            )
     return sorted(items, key=lambda i: (i["path"], -i["line"]))
 
 

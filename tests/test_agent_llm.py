@@ -244,3 +244,53 @@ def test_killed_in_the_second_round_resumes_to_the_uninterrupted_result(program,
     assert [d["decision"] for d in a["decisions"]] == [d["decision"] for d in b["decisions"]]
     assert a["agent_edits"] == b["agent_edits"]
     assert (tmp_path / "whole/train.py").read_text() == (tmp_path / "resumed/train.py").read_text()
+
+
+# apex's FusedAdam with its mode chosen at run time: TPK007 refuses it (which torch class
+# is a run-time choice), so with a model configured the refusal goes to the model.
+APEX_RUNTIME_MODE = """\
+import torch
+from apex.optimizers import FusedAdam
+
+torch.manual_seed(0)
+decoupled = True
+model = torch.nn.Linear(8, 1).cuda()
+opt = FusedAdam(model.parameters(), lr=1e-2, adam_w_mode=decoupled)
+for step in range(10):
+    x = torch.randn(16, 8).cuda()
+    loss = model(x).pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+"""
+
+
+@pytest.mark.slow
+def test_a_construct_a_codemod_refused_goes_to_the_model_with_the_reason(tmp_path):
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "train.py").write_text(APEX_RUNTIME_MODE)
+    port = (
+        "opt = (torch.optim.AdamW if decoupled else torch.optim.Adam)"
+        "(model.parameters(), lr=1e-2, weight_decay=0.0)"
+    )
+    with ScriptedLLM([edits(7, 7, port, "the class apex's mode chose, its defaults")]) as llm:
+        final = migrate_with(llm, src, tmp_path / "out")
+    assert final["outcome"] == "verified", final["verification"]["reason"]
+    assert len(llm.requests) == 1
+    assert "TPK007" in llm.bodies[0] and "decided at run time" in llm.bodies[0]
+    migrated = (tmp_path / "out" / "train.py").read_text()
+    assert port in migrated and "apex" not in migrated  # the unused import went too
+
+
+@pytest.mark.slow
+def test_without_a_model_a_refused_construct_stays_for_a_human(tmp_path):
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "train.py").write_text(APEX_RUNTIME_MODE)
+    settings = {"source": str(src), "target": "tpu", "out": str(tmp_path / "out"), "llm": "none"}
+    final = graph.start({**settings, "steps": 3}, graph.Runtime(runs.new_run_id()))
+    assert final["outcome"] != "verified"
+    assert "FusedAdam(model.parameters(), lr=1e-2, adam_w_mode=decoupled)" in (
+        (tmp_path / "out" / "train.py").read_text()
+    )
