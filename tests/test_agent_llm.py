@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from cli_process import migrate_process
+from rules_run import migrate_rules_only
 from scripted_llm import Content, ScriptedLLM
 from torchport.agents import graph, runs
 from torchport.agents.llm.factory import llm_factory
@@ -285,11 +286,7 @@ def test_a_construct_a_codemod_refused_goes_to_the_model_with_the_reason(tmp_pat
 
 @pytest.mark.slow
 def test_without_a_model_a_refused_construct_stays_for_a_human(tmp_path):
-    src = tmp_path / "src"
-    src.mkdir()
-    (src / "train.py").write_text(APEX_RUNTIME_MODE)
-    settings = {"source": str(src), "target": "tpu", "out": str(tmp_path / "out"), "llm": "none"}
-    final = graph.start({**settings, "steps": 3}, graph.Runtime(runs.new_run_id()))
+    final = migrate_rules_only(tmp_path, APEX_RUNTIME_MODE, "tpu", steps=3)
     assert final["outcome"] != "verified"
     assert "FusedAdam(model.parameters(), lr=1e-2, adam_w_mode=decoupled)" in (
         (tmp_path / "out" / "train.py").read_text()

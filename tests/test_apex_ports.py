@@ -10,7 +10,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from torchport.agents import graph, runs
+from rules_run import migrate_rules_only
 from torchport.tools.codemods import migrate_python
 from torchport.tools.scanner import scan
 
@@ -172,11 +172,7 @@ for step in range(10):
 @pytest.mark.slow
 @pytest.mark.parametrize("target", ["tpu", "neuron"])
 def test_a_program_on_apex_verifies_rules_only_with_the_same_numbers(tmp_path, target):
-    src = tmp_path / "src"
-    src.mkdir()
-    (src / "train.py").write_text(PROGRAM)
-    settings = {"source": str(src), "target": target, "out": str(tmp_path / "out"), "llm": "none"}
-    final = graph.start({**settings, "steps": 5}, graph.Runtime(runs.new_run_id()))
+    final = migrate_rules_only(tmp_path, PROGRAM, target, steps=5)
     assert final["outcome"] == "verified", (final["verification"]["reason"], final["decisions"])
     migrated = (tmp_path / "out" / "train.py").read_text()
     assert "apex" not in migrated and "torch.optim.AdamW(" in migrated
@@ -208,11 +204,7 @@ torch.save({"model": model.state_dict(), "amp": amp.state_dict()}, "checkpoint.p
 
 @pytest.mark.slow
 def test_a_program_on_apex_amp_verifies_rules_only_under_bf16_autocast(tmp_path):
-    src = tmp_path / "src"
-    src.mkdir()
-    (src / "train.py").write_text(AMP_PROGRAM)
-    settings = {"source": str(src), "target": "tpu", "out": str(tmp_path / "out"), "llm": "none"}
-    final = graph.start({**settings, "steps": 5}, graph.Runtime(runs.new_run_id()))
+    final = migrate_rules_only(tmp_path, AMP_PROGRAM, "tpu", steps=5)
     assert final["outcome"] == "verified", (final["verification"]["reason"], final["decisions"])
     migrated = (tmp_path / "out" / "train.py").read_text()
     assert "apex" not in migrated and "amp." not in migrated
