@@ -35,11 +35,13 @@ from torchport.sandbox.limits import (
 )
 from torchport.sandbox.modes import EMULATED
 from torchport.tools.atomicfile import atomic_write
+from torchport.tools.catalogue import TARGETS
 from torchport.tools.depinstall import HOW_TO_PROVIDE
 from torchport.tools.depresolve import NOT_FOR_THE_PORT
 
 from . import verify_pair
 from .defaults import VERIFY_STEPS
+from .diagnose import diagnose, load_signatures
 
 VERDICTS = ("verified", "ran", "failed", "not-runnable")
 # The harness mode that runs each target's migrated code. `accelerator` code asks
@@ -325,6 +327,14 @@ def _on_the_cpu(target: dict[str, Any]) -> bool:
     return (target.get("counters") or {}).get("ops") == 0
 
 
+def _needs_cuda(target: dict[str, Any], mode: str) -> bool:
+    """The migration fails because CUDA is missing on the target (a CUDA construct the port
+    kept, such as ``torch.cuda.CUDAGraph()``): that the original fails there too, on the
+    reference shim, says nothing for the port, which would fail on the device as well."""
+    cuda = {sig.id for sig in load_signatures() if sig.cuda}
+    return diagnose(target, mode if mode in TARGETS else "accelerator").signature in cuda
+
+
 def _failure_site(result: dict[str, Any]) -> str:
     """Where a run failed: the user's frame as ``file:line``, or "" when it has none."""
     frame = (result.get("error") or {}).get("frame") or {}
@@ -380,6 +390,13 @@ def _judge_failed_original(
     parity = compare_series(ref_losses, tgt_losses, policy) if ref_losses and tgt_losses else None
     same = _fails_identically(reference, target)
     matched = parity is not None and parity.holds and len(ref_losses) == len(tgt_losses)
+    if same and _needs_cuda(target, mode):
+        v.verdict, v.parity, v.failure = "failed", parity, target
+        v.reason = (
+            f"the original fails here too: {failure}; the migration fails the same way on "
+            "the target, for want of CUDA: it still needs CUDA there"
+        )
+        return v
     if same and matched and not _on_the_cpu(target):
         v.verdict, v.parity = "verified", parity
         v.caveat = f"both runs then fail the same way at {failure}"

@@ -105,10 +105,11 @@ def test_missing_data_in_both_runs_is_not_runnable():
     v = judge(run("failed", error=error), run("failed", error=error), FP32, "tpu")
     assert v.verdict == "not-runnable"
     assert v.reason == "the original fails here too: FileNotFoundError: " + error["message"]
-    # Whatever the error: the verdict's first words say the original fails as well.
+    # Whatever the error: the verdict's first words say the original fails as well. When
+    # the migration fails for want of CUDA, it is the port's failure too.
     cuda = {"type": "AssertionError", "message": "Torch not compiled with CUDA enabled"}
     v = judge(run("failed", error=cuda), run("failed", error=cuda), FP32, "tpu")
-    assert v.verdict == "not-runnable" and v.reason.startswith("the original fails here too: ")
+    assert v.verdict == "failed" and v.reason.startswith("the original fails here too: ")
 
 
 def _fails_at(line, steps, message="boom"):
@@ -118,6 +119,18 @@ def _fails_at(line, steps, message="boom"):
         "frame": {"file": "train.py", "line": line},
     }
     return run("failed", losses=[2.3, 2.2, 2.1][:steps], error=error)
+
+
+def test_the_same_failure_for_want_of_cuda_is_the_ports_failure_not_a_caveat():
+    """The original stops at ``torch.cuda.CUDAGraph()`` on the reference shim; a port that
+    kept it stops there too on the device: matching steps before it do not verify it."""
+    graph = "Tried to instantiate dummy base class CUDAGraph"
+    v = judge(_fails_at(72, 2, graph), _fails_at(72, 2, graph), FP32, "tpu")
+    assert v.verdict == "failed" and v.failure is not None and v.caveat == ""
+    assert v.reason == (
+        f"the original fails here too: train.py:72: RuntimeError: {graph}; the migration "
+        "fails the same way on the target, for want of CUDA: it still needs CUDA there"
+    )
 
 
 def test_matching_steps_then_the_same_failure_verify_with_a_caveat():
