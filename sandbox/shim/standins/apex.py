@@ -364,9 +364,9 @@ def DistributedDataParallel(module: torch.nn.Module, *args: Any, **kwargs: Any) 
     return torch.nn.parallel.DistributedDataParallel(module)
 
 
-class SyncBatchNorm(torch.nn.modules.batchnorm._BatchNorm):
-    """apex.parallel.SyncBatchNorm: torch's SyncBatchNorm under a process group, plain
-    batch norm (any input rank) without one, as apex's falls back."""
+class SyncBatchNorm(torch.nn.SyncBatchNorm):
+    """apex.parallel.SyncBatchNorm: torch's, which syncs the statistics under a process
+    group and is plain batch norm (any input rank) without one, as apex's falls back."""
 
     def __init__(
         self,
@@ -384,45 +384,19 @@ class SyncBatchNorm(torch.nn.modules.batchnorm._BatchNorm):
                 "torchport's reference stand-in for apex.parallel.SyncBatchNorm does not "
                 "cover channel_last or fuse_relu"
             )
-        super().__init__(num_features, eps, momentum, affine, track_running_stats)
-        self.process_group = process_group
+        super().__init__(num_features, eps, momentum, affine, track_running_stats, process_group)
         record("apex.parallel.SyncBatchNorm")
-
-    _check_non_zero_input_channels = torch.nn.SyncBatchNorm._check_non_zero_input_channels
-
-    def _check_input_dim(self, input: torch.Tensor) -> None:
-        if input.dim() < 2:
-            raise ValueError(f"expected at least 2D input (got {input.dim()}D input)")
-
-    def forward(self, input: torch.Tensor) -> torch.Tensor:
-        if (
-            self.training
-            and torch.distributed.is_available()
-            and torch.distributed.is_initialized()
-        ):
-            return torch.nn.SyncBatchNorm.forward(self, input)  # type: ignore[arg-type]
-        return super().forward(input)
 
 
 def convert_syncbn_model(
     module: torch.nn.Module, process_group: Any = None, channel_last: bool = False
 ) -> torch.nn.Module:
-    """Every batch norm of ``module`` replaced by a SyncBatchNorm holding its state."""
-    converted = module
-    if isinstance(module, torch.nn.modules.batchnorm._BatchNorm) and not isinstance(
-        module, SyncBatchNorm
-    ):
-        converted = SyncBatchNorm(
-            module.num_features,
-            module.eps,
-            module.momentum,
-            module.affine,
-            module.track_running_stats,
-            process_group,
-            channel_last,
+    """Every batch norm of ``module`` replaced by a SyncBatchNorm holding its state
+    (torch's ``convert_sync_batchnorm``, which apex's mirrors)."""
+    if channel_last:
+        raise NotImplementedError(
+            "torchport's reference stand-in for apex.parallel.convert_syncbn_model does not "
+            "cover channel_last"
         )
-        converted.load_state_dict(module.state_dict())
-        converted.train(module.training)
-    for name, child in module.named_children():
-        converted.add_module(name, convert_syncbn_model(child, process_group, channel_last))
-    return converted
+    record("apex.parallel.convert_syncbn_model")
+    return torch.nn.SyncBatchNorm.convert_sync_batchnorm(module, process_group)
