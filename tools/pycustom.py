@@ -628,3 +628,24 @@ def apex_amp_scale_loss(node: ast.With, ctx: MatchContext) -> bool:
             ).startswith(APEX_AMP):
                 return False
     return True
+
+
+CUDA_PROFILER_RANGES = frozenset(
+    {
+        "torch.cuda.profiler.profile",
+        "torch.autograd.profiler.emit_nvtx",
+        "torch.autograd.emit_nvtx",
+    }
+)
+
+
+@custom("cuda_profiler_block", ast.With, prefilter="profile|emit_nvtx")
+def cuda_profiler_block(node: ast.With, ctx: MatchContext) -> bool:
+    """``with torch.cuda.profiler.profile(), torch.autograd.profiler.emit_nvtx(): <body>``:
+    every item an Nsight range, none bound with ``as``: the block is its body."""
+    return all(
+        isinstance(item.context_expr, ast.Call)
+        and item.optional_vars is None
+        and ctx.qualname(item.context_expr.func) in CUDA_PROFILER_RANGES
+        for item in node.items
+    )

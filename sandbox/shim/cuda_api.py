@@ -18,8 +18,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+import torch.autograd.profiler
 import torch.cuda.memory
 import torch.cuda.nvtx
+import torch.cuda.profiler
 
 from .. import patching
 from .recording import record
@@ -233,6 +235,13 @@ _NVTX: dict[str, Callable[..., Any]] = {
     "mark": _const(None),
     "range": _null_context,
 }
+# Nsight capture ranges (cudaProfilerStart/Stop): they record nothing on the CPU
+_PROFILER: dict[str, Callable[..., Any]] = {
+    "start": _const(None),
+    "stop": _const(None),
+    "init": _const(None),
+    "profile": _null_context,
+}
 
 
 def install(devices: int = 2) -> None:
@@ -250,6 +259,19 @@ def install(devices: int = 2) -> None:
         patching.patch(
             torch.cuda.nvtx, name, _recorded(f"torch.cuda.nvtx.{name}", fn), by="shim.cuda_api"
         )
+    for name, fn in _PROFILER.items():
+        patching.patch(
+            torch.cuda.profiler,
+            name,
+            _recorded(f"torch.cuda.profiler.{name}", fn),
+            by="shim.cuda_api",
+        )
+    patching.patch(
+        torch.autograd.profiler,
+        "emit_nvtx",
+        _recorded("torch.autograd.profiler.emit_nvtx", _null_context),
+        by="shim.cuda_api",
+    )
     patching.patch(torch.cuda, "Event", Event, by="shim.cuda_api")
     patching.patch(torch.cuda, "Stream", Stream, by="shim.cuda_api")
     patching.patch(torch.cuda, "default_generators", (torch.default_generator,), by="shim.cuda_api")

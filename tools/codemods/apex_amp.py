@@ -13,7 +13,15 @@ from __future__ import annotations
 
 import libcst as cst
 
-from .base import REMOVE_STATEMENT, FixContext, NotApplicable, arg_named, code_of, dotted
+from .base import (
+    REMOVE_STATEMENT,
+    FixContext,
+    NotApplicable,
+    arg_named,
+    body_of,
+    code_of,
+    dotted,
+)
 from .base import fixer as register
 
 # amp.initialize(models, optimizers=None, enabled=True, opt_level="O1", ...): its
@@ -123,17 +131,7 @@ def scale_loss(node: cst.CSTNode, ctx: FixContext):
     call, alias = item.item, item.asname
     if not isinstance(call, cst.Call) or alias is None or not isinstance(alias.name, cst.Name):
         raise NotApplicable("amp.scale_loss without `as name`")
-    loss = call.args[0].value
-    body = node.body
-    if isinstance(body, cst.SimpleStatementSuite):
-        statements = [cst.SimpleStatementLine(body=body.body)]
-    else:
-        statements = list(body.body)
-    rename = _Reads(alias.name.value, loss)
-    statements = [s.visit(rename) for s in statements]
-    first = statements[0]
-    statements[0] = first.with_changes(leading_lines=[*node.leading_lines, *first.leading_lines])
-    return cst.FlattenSentinel(statements)
+    return body_of(node, _Reads(alias.name.value, call.args[0].value))
 
 
 # -- the rest of apex.amp: what it means without fp16 ------------------------------------

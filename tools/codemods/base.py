@@ -194,6 +194,23 @@ def sync_call(target: str) -> str:
     return guarded(target, "torch.accelerator.synchronize()")
 
 
+def body_of(
+    node: cst.With, rewrite: cst.CSTTransformer | None = None
+) -> cst.FlattenSentinel[cst.BaseStatement]:
+    """A ``with`` block replaced by its body (each statement through ``rewrite``, if given),
+    the block's leading comments and blank lines kept on its first statement."""
+    body = node.body
+    if isinstance(body, cst.SimpleStatementSuite):
+        statements: list[cst.BaseStatement] = [cst.SimpleStatementLine(body=body.body)]
+    else:
+        statements = list(body.body)
+    if rewrite is not None:
+        statements = [s.visit(rewrite) for s in statements]
+    first = statements[0]
+    statements[0] = first.with_changes(leading_lines=[*node.leading_lines, *first.leading_lines])
+    return cst.FlattenSentinel(statements)
+
+
 def code_of(node: cst.CSTNode) -> str:
     """A node's source text (without the module around it)."""
     return cst.Module(body=[]).code_for_node(node)

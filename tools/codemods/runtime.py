@@ -8,6 +8,7 @@ from .base import (
     REMOVE_STATEMENT,
     FixContext,
     NotApplicable,
+    body_of,
     code_of,
     dotted,
     follow_up,
@@ -221,3 +222,29 @@ def sync_at_end_of_step(original: cst.CSTNode, node: cst.CSTNode, ctx: FixContex
     pending.discard(id(original))
     sync = cst.parse_statement("torch_xla.sync()\n")
     return node.with_changes(body=node.body.with_changes(body=[*node.body.body, sync]))
+
+
+PROFILER_STATEMENTS = frozenset({"start", "stop", "init"})
+
+
+@register("TPT006")
+def cuda_profiler_range(node: cst.CSTNode, ctx: FixContext):
+    """``torch.cuda.profiler.start()`` / ``stop()``: they only tell Nsight where to record
+    (``cudaProfilerStart``), so on the target the statements go; the program computes the
+    same. ``with profile():`` is TPT007's."""
+    name = _last_name(node) if isinstance(node, cst.Call) else None
+    if name in PROFILER_STATEMENTS:
+        return REMOVE_STATEMENT
+    if name in ("profile", "emit_nvtx"):
+        raise NotApplicable(
+            f"{name}() outside a plain `with {name}():` block (TPT007 ports that one)"
+        )
+    raise NotApplicable(f"torch.cuda.profiler.{name} has no counterpart off CUDA")
+
+
+@register("TPT007")
+def cuda_profiler_block(node: cst.CSTNode, ctx: FixContext):
+    """``with torch.cuda.profiler.profile(): <body>`` -> ``<body>``."""
+    if not isinstance(node, cst.With):
+        raise NotApplicable("not a with-block of an Nsight range")
+    return body_of(node)
