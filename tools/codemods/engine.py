@@ -562,6 +562,11 @@ PURE_EXPRESSIONS = (
     cst.Comparison,
     cst.BooleanOperation,
     cst.UnaryOperation,
+    # ``if step == args.profile_steps[1] - 1:`` around a removed statement: indexing and
+    # arithmetic on the program's own values (a __getitem__ with side effects in an if's
+    # test would be perverse)
+    cst.Subscript,
+    cst.BinaryOperation,
 )
 
 
