@@ -365,3 +365,26 @@ def test_data_parallel_over_the_reference_gpus_trains_like_the_module(active):
     x = torch.randn(8, 4)
     assert torch.equal(wrapped(x.cuda()), plain(x))
     assert "torch.nn.DataParallel.forward" in _apis()
+
+
+@pytest.mark.slow
+def test_torch_compile_reduce_overhead_runs_on_the_reference(tmp_path):
+    """Inductor asks the CUDA caching allocator about CUDA graphs whenever CUDA is
+    available, through a binding a CPU build lacks; the compiled model computes the same."""
+    (tmp_path / "prog.py").write_text(
+        textwrap.dedent(
+            """
+            import torch
+            torch.manual_seed(0)
+            layers = [torch.nn.Linear(4, 8), torch.nn.GELU(), torch.nn.Linear(8, 1)]
+            model = torch.nn.Sequential(*layers)
+            model = model.cuda()
+            compiled = torch.compile(model, mode="reduce-overhead")
+            x = torch.randn(3, 4).cuda()
+            torch.testing.assert_close(compiled(x), model(x))
+            print("same")
+            """
+        )
+    )
+    result = _run_shim(["prog.py"], tmp_path, timeout=240)
+    assert result.returncode == 0 and result.stdout == "same\n", result.stderr[-2000:]

@@ -272,6 +272,15 @@ def install(devices: int = 2) -> None:
         _recorded("torch.autograd.profiler.emit_nvtx", _null_context),
         by="shim.cuda_api",
     )
+    # torch.compile's inductor asks the CUDA caching allocator whether CUDA graphs may be
+    # captured (reduce-overhead mode), through a binding a CPU build lacks: answer as a
+    # CUDA build does; inductor then leaves graphs off for the CPU tensors it compiles
+    patching.patch(
+        torch._C,
+        "_cuda_cudaCachingAllocator_is_enabled",
+        _recorded("torch.cuda.caching_allocator_enabled", _const(True)),
+        by="shim.cuda_api",
+    )
     patching.patch(torch.cuda, "Event", Event, by="shim.cuda_api")
     patching.patch(torch.cuda, "Stream", Stream, by="shim.cuda_api")
     patching.patch(torch.cuda, "default_generators", (torch.default_generator,), by="shim.cuda_api")
