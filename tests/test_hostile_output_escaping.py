@@ -395,6 +395,7 @@ def test_leaderboard_escapes_task_names_and_neutralises_csv(tmp_path):
         mode="rules",
         target="tpu",
         difficulty="easy",
+        family="libraries",
         expected="verified",
         verdict="failed",
         success=False,
