@@ -649,3 +649,22 @@ def cuda_profiler_block(node: ast.With, ctx: MatchContext) -> bool:
         and ctx.qualname(item.context_expr.func) in CUDA_PROFILER_RANGES
         for item in node.items
     )
+
+
+DEVICE_PROPERTIES = frozenset({"torch.cuda.get_device_properties"})
+
+
+@custom("cuda_total_memory", ast.Attribute, prefilter="total_memory")
+def cuda_total_memory(node: ast.Attribute, ctx: MatchContext) -> bool:
+    """``torch.cuda.get_device_properties(i).total_memory``, read (not assigned): the
+    device's memory size, which ``torch.accelerator.memory.get_memory_info(i)`` answers on
+    every target."""
+    value = node.value
+    return (
+        node.attr == "total_memory"
+        and isinstance(node.ctx, ast.Load)
+        and isinstance(value, ast.Call)
+        and len(value.args) <= 1
+        and not value.keywords
+        and ctx.qualname(value.func) in DEVICE_PROPERTIES
+    )

@@ -281,6 +281,15 @@ def install(devices: int = 2) -> None:
         _recorded("torch.cuda.caching_allocator_enabled", _const(True)),
         by="shim.cuda_api",
     )
+    # Libraries that ship CUDA and CPU kernels side by side (bitsandbytes) bind the CUDA
+    # stream getter at import once CUDA is available; their CUDA kernels are never reached
+    # with the reference's CPU tensors, so the default stream's null handle answers
+    patching.patch(
+        torch._C,
+        "_cuda_getCurrentRawStream",
+        _recorded("torch.cuda.current_raw_stream", _const(0)),
+        by="shim.cuda_api",
+    )
     patching.patch(torch.cuda, "Event", Event, by="shim.cuda_api")
     patching.patch(torch.cuda, "Stream", Stream, by="shim.cuda_api")
     patching.patch(torch.cuda, "default_generators", (torch.default_generator,), by="shim.cuda_api")

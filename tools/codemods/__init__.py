@@ -11,6 +11,7 @@ from . import (  # noqa: F401 - registration
     amp,
     apex,
     apex_amp,
+    bitsandbytes,
     config,
     device,
     events,

@@ -75,9 +75,62 @@ MEMORY_ON_CPU = {"memory_stats": "{}", "get_memory_info": "(0, 0)"} | {
 }
 
 
-def _guard(call: cst.Call, ctx: FixContext, fallback: str) -> cst.BaseExpression:
+def _guard(call: cst.BaseExpression, ctx: FixContext, fallback: str) -> cst.BaseExpression:
     code = code_of(call)
     return ctx.expr(guarded(ctx.target, code, fallback))
+
+
+@register("TPM006", PORTABLE)
+def total_memory(node: cst.Attribute, ctx: FixContext):
+    """``get_device_properties(i).total_memory`` -> the total of ``get_memory_info(i)``."""
+    call = node.value
+    if not isinstance(call, cst.Call):
+        raise NotApplicable("the device properties are not read from a call here")
+    info = call.with_changes(func=ctx.expr("torch.accelerator.memory.get_memory_info"))
+    total = cst.Subscript(info, [cst.SubscriptElement(cst.Index(cst.Integer("1")))])
+    return _guard(total, ctx, "0")
+
+
+# Where a reading is only reported (logged, printed, kept in a dict of metrics), a missing
+# number is NaN: it formats with any float format (``f"{v:.0f}"`` gives "nan", where None
+# raises) and says "no reading". A number the program decides with (a comparison, a max())
+# would change its control flow instead: refused.
+_REPORTED_IN = (cst.DictElement, cst.Arg, cst.FormattedStringExpression, cst.Element)
+_NUMERIC_CALLS = frozenset({"max", "min", "sum", "abs", "int", "float", "round", "range"})
+NO_READING = 'float("nan")'
+
+
+def _only_reported(node: cst.CSTNode, ctx: FixContext) -> bool:
+    parent = ctx.parent(node)
+    if isinstance(parent, cst.Arg):
+        call = ctx.parent(parent)
+        return not (isinstance(call, cst.Call) and dotted(call.func) in _NUMERIC_CALLS)
+    if isinstance(parent, cst.DictElement):
+        return parent.value is node
+    return isinstance(parent, _REPORTED_IN)
+
+
+@register("TPK018")
+def device_telemetry(node: cst.Call, ctx: FixContext):
+    """NVML's utilisation, temperature, power and clock have no in-process counterpart on
+    the target: where the program only reports them, the reading is NaN."""
+    if not _only_reported(ctx.original, ctx):
+        raise NotApplicable(
+            f"{_last_name(node)}() is computed with here, not only reported: the target has "
+            "no such reading (report NaN, or read the target's own monitor)"
+        )
+    return cst.parse_expression(_in_quotes_of(ctx.original, ctx, NO_READING))
+
+
+def _in_quotes_of(node: cst.CSTNode, ctx: FixContext, code: str) -> str:
+    """``code`` with its string quotes swapped where it lands inside an f-string that uses
+    the same quote (before Python 3.12 that does not parse)."""
+    while (node := ctx.parent(node)) is not None:
+        if isinstance(node, cst.FormattedString):
+            if '"' in node.start:
+                return code.replace('"', "'")
+            return code
+    return code
 
 
 @register("TPM002", PORTABLE)
