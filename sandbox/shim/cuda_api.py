@@ -184,7 +184,6 @@ _TORCH_CUDA: dict[str, Callable[..., Any]] = {
     "get_arch_list": _const([f"sm_{CAPABILITY[0]}{CAPABILITY[1]}"]),
     "is_bf16_supported": _const(True),
     "is_tf32_supported": _const(True),
-    "is_current_stream_capturing": _const(False),
     "synchronize": _const(None),
     "ipc_collect": _const(None),
     "empty_cache": _const(None),
