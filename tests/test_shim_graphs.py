@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from torchport.sandbox import shim
+from torchport.sandbox import replays, shim
 
 
 @pytest.fixture
@@ -96,3 +96,33 @@ def test_graphed_callables_compute_what_the_callables_do(active):
     graphed = torch.cuda.make_graphed_callables(model, (x,))
     torch.testing.assert_close(graphed(x), model(x))
     assert "torch.cuda.make_graphed_callables" in {e["api"] for e in shim.intercepted()}
+
+
+def test_each_replay_tells_the_step_budget_its_loss_and_steps(active):
+    """The capture is no step (nothing ran on a GPU); each replay is one, with its loss."""
+    told: list[tuple[list[float], int]] = []
+
+    def watcher(losses, steps):
+        told.append(([t.item() for t in losses], steps))
+
+    replays.watch(watcher)
+    try:
+        model, optimizer = _model()
+        static_x, static_y = torch.zeros(16, 4).cuda(), torch.zeros(16, 1).cuda()
+        graph = torch.cuda.CUDAGraph()
+        optimizer.zero_grad(set_to_none=True)
+        with torch.cuda.graph(graph):
+            assert replays.capturing()
+            static_loss = torch.nn.functional.mse_loss(model(static_x), static_y)
+            static_loss.backward()
+            optimizer.step()
+        assert told == [] and not replays.capturing()
+        seen = []
+        for x, y in _batches(3):
+            static_x.copy_(x)
+            static_y.copy_(y)
+            graph.replay()
+            seen.append(static_loss.item())
+    finally:
+        replays.unwatch(watcher)
+    assert told == [([loss], 1) for loss in seen]

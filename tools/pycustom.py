@@ -668,3 +668,21 @@ def cuda_total_memory(node: ast.Attribute, ctx: MatchContext) -> bool:
         and not value.keywords
         and ctx.qualname(value.func) in DEVICE_PROPERTIES
     )
+
+
+CUDA_GRAPH_CAPTURE = frozenset({"torch.cuda.graph", "torch.cuda.graphs.graph"})
+
+
+@custom("cuda_graph_capture", ast.With, prefilter="graph")
+def cuda_graph_capture(node: ast.With, ctx: MatchContext) -> bool:
+    """``with torch.cuda.graph(g):`` (one item, the graph a plain name, no ``as``): the
+    capture, which becomes a function that each ``g.replay()`` calls."""
+    if len(node.items) != 1 or node.items[0].optional_vars is not None:
+        return False
+    call = node.items[0].context_expr
+    return (
+        isinstance(call, ast.Call)
+        and ctx.qualname(call.func) in CUDA_GRAPH_CAPTURE
+        and bool(call.args)
+        and isinstance(call.args[0], ast.Name)
+    )

@@ -17,7 +17,10 @@ at the level of aten ops:
   into the tensor the capture produced, so that the "static" outputs a program reads after
   ``replay()`` (``static_loss``, the parameters, their gradients) change as on a GPU.
 
-Python code in the captured block runs once, at capture, as on a GPU. Random ops draw again
+Python code in the captured block runs once, at capture, as on a GPU. The step budget is
+told what each replay redid (its backward calls' losses, its optimizer steps:
+``sandbox.replays``) and counts nothing at the capture, so the reference's steps are the
+replays, as a port's eager steps will be. Random ops draw again
 from the CPU generator on each replay (a graph's RNG also advances per replay).
 ``make_graphed_callables`` returns its callables unchanged: graphed callables compute
 what the eager ones do, which is what the reference needs.
@@ -29,10 +32,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import torch
+from torch.optim.optimizer import register_optimizer_step_post_hook
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
-from .. import patching
+from .. import patching, replays
 from .recording import record
 
 
@@ -96,6 +100,38 @@ def _write_back(recorded: Any, result: Any) -> None:
         old.detach().copy_(new)
 
 
+class _Steps:
+    """The backward calls and optimizer steps of one capture: what each replay redoes, told
+    to the step budget (``sandbox.replays``), which does not count the capture itself."""
+
+    def __init__(self) -> None:
+        self.losses: list[torch.Tensor] = []
+        self.steps = 0
+        self._hook: Any = None
+
+    def __enter__(self) -> _Steps:
+        original = torch.Tensor.backward
+        steps = self
+
+        def backward(tensor: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+            if tensor.numel() == 1 and not any(tensor is t for t in steps.losses):
+                steps.losses.append(tensor)
+            return original(tensor, *args, **kwargs)
+
+        self._patch = patching.patch(torch.Tensor, "backward", backward, by="shim.graphs")
+        self._hook = register_optimizer_step_post_hook(self._stepped)
+        replays.begin_capture()
+        return self
+
+    def _stepped(self, *args: Any) -> None:
+        self.steps += 1
+
+    def __exit__(self, *exc: object) -> None:
+        replays.end_capture()
+        self._hook.remove()
+        patching.undo(self._patch)
+
+
 class CUDAGraph:
     """``torch.cuda.CUDAGraph`` for the reference run (see the module docstring)."""
 
@@ -103,10 +139,12 @@ class CUDAGraph:
         record("torch.cuda.CUDAGraph")
         self._ops: list[tuple[Any, tuple, dict, Any]] = []
         self._capture: _Capture | None = None
+        self._steps = _Steps()
 
     def capture_begin(self, pool: Any = None, capture_error_mode: str = "global") -> None:
         if self._capture is not None:
             raise RuntimeError("this CUDA graph is already capturing")
+        self._steps = _Steps().__enter__()
         self._capture = _Capture()
         self._capture.__enter__()
         _capturing.append(self)
@@ -116,6 +154,7 @@ class CUDAGraph:
         if capture is None:
             raise RuntimeError("capture_end() without capture_begin()")
         capture.__exit__(None, None, None)
+        self._steps.__exit__(None, None, None)
         _capturing.remove(self)
         capture.restore()
         self._ops = capture.ops
@@ -125,6 +164,8 @@ class CUDAGraph:
         with torch.no_grad():
             for func, args, kwargs, out in self._ops:
                 _write_back(out, func(*args, **kwargs))
+        if self._steps.losses or self._steps.steps:
+            replays.replayed(self._steps.losses, self._steps.steps)
 
     def reset(self) -> None:
         self._ops = []

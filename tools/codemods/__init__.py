@@ -15,6 +15,7 @@ from . import (  # noqa: F401 - registration
     config,
     device,
     events,
+    graphs,
     optimizer_move,
     parallel,
     runtime,

@@ -184,18 +184,22 @@ def nvtx(node: cst.CSTNode, ctx: FixContext):
 # Where each CUDA stream API lives on a target that has streams (TPT003). TorchTPU's are
 # placeholders with torch.cuda's signatures (TARGETS.md, "tpu"): renaming keeps the code's
 # ordering (one queue orders everything) while overlapping nothing. The device-agnostic ones
-# take the device positionally (``torch.accelerator.current_stream(device=None, /)``).
-# neuron and xla have no stream API: TPT003 stays manual there.
+# take the device positionally (``torch.accelerator.current_stream(device=None, /)``);
+# TorchNeuron supports them ("torch.neuron and torch.accelerator reference", AWS Neuron
+# docs: stream and event functions, and "code written against torch.accelerator needs no
+# change"). xla has no stream API: TPT003 stays manual there.
+DEVICE_AGNOSTIC_STREAMS = {
+    "Stream": "torch.Stream",
+    "current_stream": "torch.accelerator.current_stream",
+    "set_stream": "torch.accelerator.set_stream",
+}
 STREAM_APIS: dict[str, dict[str, str]] = {
     "tpu": {
         name: f"torch.tpu.{name}"
         for name in ("Stream", "stream", "current_stream", "default_stream", "set_stream")
     },
-    "accelerator": {
-        "Stream": "torch.Stream",
-        "current_stream": "torch.accelerator.current_stream",
-        "set_stream": "torch.accelerator.set_stream",
-    },
+    "neuron": DEVICE_AGNOSTIC_STREAMS,
+    "accelerator": DEVICE_AGNOSTIC_STREAMS,
 }
 
 # Names that are types: referenced without a call (isinstance, annotations), they stay manual.
@@ -210,23 +214,26 @@ def cuda_stream(node: cst.CSTNode, ctx: FixContext):
     ``torch.Stream`` is a context manager); TorchTPU keeps ``torch.tpu.stream(s)``.
     """
     apis = STREAM_APIS[ctx.target]
+    agnostic = apis is DEVICE_AGNOSTIC_STREAMS
     name = (dotted(node.func) if isinstance(node, cst.Call) else dotted(node)) or ""
     name = name.rsplit(".", 1)[-1]
     if not isinstance(node, cst.Call):
         # A function passed on (``partial(torch.cuda.stream, stream=s)``) is renamed; a type,
-        # or an accelerator function that needs its CPU guard, is left to a human.
-        if ctx.target == "accelerator" or name in STREAM_TYPES or name not in apis:
+        # or a device-agnostic function (no ``stream(s)``; a CPU guard), is left to a human.
+        if agnostic or name in STREAM_TYPES or name not in apis:
             raise NotApplicable(f"torch.cuda.{name} used without a call; check by hand")
         return ctx.expr(apis[name])
-    if ctx.target == "accelerator" and name == "stream" and len(node.args) == 1:
+    if agnostic and name == "stream" and len(node.args) == 1:
         return node.args[0].value
     if name not in apis:
         raise NotApplicable(f"no {ctx.target} equivalent of torch.cuda.{name}")
     call = node.with_changes(func=ctx.expr(apis[name]))
-    if ctx.target != "accelerator":
+    if not agnostic:
         return call
     if name == "current_stream":
         call = call.with_changes(args=[_positional(a) for a in node.args])
+    if ctx.target != "accelerator":
+        return call
     fallback = {"current_stream": "torch.Stream()"}.get(name)
     return _guard(call, ctx, fallback) if fallback or name == "set_stream" else call
 
