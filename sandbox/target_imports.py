@@ -31,9 +31,9 @@ class _HidingFinder(importlib.abc.MetaPathFinder):
         if top not in HIDDEN:
             return None
         raise ModuleNotFoundError(
-            f"No module named {top!r} (torchport: not importable in a {self.mode} run: "
-            f"{HIDDEN[top]}; torchport has it only to run the original's kernels on the "
-            "reference)",
+            f"No module named {top!r} (torchport: not importable in a run on the emulated "
+            f"{self.mode}: {HIDDEN[top]}; torchport has it only to run the original's "
+            "kernels on the reference)",
             name=top,
         )
 

@@ -22,13 +22,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from torchport.agents.deliver import verification_markdown
 from torchport.agents.diagnose import diagnose
 from torchport.agents.verifier import RunLimits, judge, policies, verify_tree
 from torchport.evals.tasks import load_suite
 from torchport.sandbox import target_imports
 from torchport.sandbox.harness import RunSpec, run
 from torchport.sandbox.isolation import IsolationWarning
+from verification_md import verification_md
 
 needs_triton = pytest.mark.skipif(
     importlib.util.find_spec("triton") is None,
@@ -53,7 +53,7 @@ def test_a_target_run_meets_triton_as_not_installed_and_diagnose_says_so():
     with pytest.raises(ModuleNotFoundError) as caught:
         finder.find_spec("triton.language")
     assert caught.value.name == "triton"
-    assert "not importable in a neuron run" in str(caught.value)
+    assert "not importable in a run on the emulated neuron" in str(caught.value)
     assert finder.find_spec("tritonclient") is None  # another package, not hidden
     failed = {
         "status": "failed",
@@ -69,17 +69,7 @@ def test_the_verdict_and_the_report_name_the_interpreter():
     assert v.verdict == "verified"
     assert "ops/swiglu.py:_silu_mul_fwd (x3) ran in Triton's interpreter (triton 3.8.0" in v.reason
     assert "autotune: the first config listed was used, untimed" in v.reason
-    record = {
-        "verdict": v.verdict,
-        "verification": v.to_json(),
-        "target": "tpu",
-        "run_id": "r1",
-        "iterations": 1,
-        "elapsed_s": 1.0,
-        "agent_edits": [],
-        "decisions": [],
-    }
-    text = verification_markdown(record)
+    text = verification_md(v)
     assert "- reference: the original's kernels: ops/swiglu.py:\\_silu\\_mul\\_fwd (x3)" in text
     assert v.to_json()["reference"]["reference_interpreters"] == [INTERPRETED]
 

@@ -35,7 +35,6 @@ interpreter, and the verdict says so.
 from __future__ import annotations
 
 import importlib.abc
-import importlib.machinery
 import os
 import sys
 import threading
@@ -44,6 +43,7 @@ from types import ModuleType
 from typing import Any
 
 from .. import patching
+from ..importhook import PatchingLoader
 
 ENV = "TRITON_INTERPRET"
 BY = "shim.triton"
@@ -185,27 +185,6 @@ def adapt(triton: ModuleType) -> None:
     patching.patch(driver, "_active", reference, by=BY)
 
 
-class _AdaptingLoader:
-    """triton's own loader, then :func:`adapt` (a failure is printed, never raised: the
-    program then meets the interpreter unadapted, with Triton's own errors)."""
-
-    def __init__(self, real: Any) -> None:
-        self._real = real
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._real, name)
-
-    def create_module(self, spec: Any) -> Any:
-        return self._real.create_module(spec)
-
-    def exec_module(self, module: ModuleType) -> None:
-        self._real.exec_module(module)
-        try:
-            adapt(module)
-        except Exception as exc:
-            print(f"torchport: could not adapt triton's interpreter: {exc!r}", file=sys.stderr)
-
-
 class _TritonFinder(importlib.abc.MetaPathFinder):
     def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
         if name != "triton":
@@ -216,7 +195,7 @@ class _TritonFinder(importlib.abc.MetaPathFinder):
             spec = finder.find_spec(name, path, target)
             if spec is not None:
                 if spec.loader is not None:
-                    spec.loader = _AdaptingLoader(spec.loader)
+                    spec.loader = PatchingLoader(spec.loader, adapt)
                 return spec
         return None  # triton is not installed: the program meets its ImportError
 
