@@ -21,6 +21,7 @@ from . import (  # noqa: F401 - registration
     runtime,
     scaler,
     tensor_alias,
+    triton_fallback,
     visible_devices,
 )
 from .base import FIXERS, NotApplicable
