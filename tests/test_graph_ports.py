@@ -52,6 +52,13 @@ REFUSED = {
     def g_replay():
         pass
     """: "is a name of this file already",
+    # a context the eager function could not enter again at each replay
+    """
+    g = torch.cuda.CUDAGraph()
+    with open("log.txt", "w") as log, torch.cuda.graph(g):
+        y = model(x)
+    g.replay()
+    """: "would have to enter again",
 }
 
 

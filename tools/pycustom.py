@@ -675,11 +675,11 @@ CUDA_GRAPH_CAPTURE = frozenset({"torch.cuda.graph", "torch.cuda.graphs.graph"})
 
 @custom("cuda_graph_capture", ast.With, prefilter="graph")
 def cuda_graph_capture(node: ast.With, ctx: MatchContext) -> bool:
-    """``with torch.cuda.graph(g):`` (one item, the graph a plain name, no ``as``): the
-    capture, which becomes a function that each ``g.replay()`` calls."""
-    if len(node.items) != 1 or node.items[0].optional_vars is not None:
+    """``with [ctx, ...,] torch.cuda.graph(g):`` (the capture the last item, the graph a
+    plain name, no ``as``): the capture, which becomes a function each ``g.replay()`` calls."""
+    if node.items[-1].optional_vars is not None:
         return False
-    call = node.items[0].context_expr
+    call = node.items[-1].context_expr
     return (
         isinstance(call, ast.Call)
         and ctx.qualname(call.func) in CUDA_GRAPH_CAPTURE

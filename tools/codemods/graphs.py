@@ -45,6 +45,19 @@ GRAPHS = "cuda_graphs"  # graph variable -> _Graph
 CAPTURE_CALLS = frozenset({"torch.cuda.graph", "torch.cuda.graphs.graph"})
 GRAPH_TYPES = frozenset({"torch.cuda.CUDAGraph", "torch.cuda.graphs.CUDAGraph"})
 SUFFIX = "_replay"
+# Contexts around a capture that apply to the kernels it records and can be entered again
+# at each replay: grad mode and autocast.
+REENTERABLE = frozenset(
+    {
+        "torch.no_grad",
+        "torch.inference_mode",
+        "torch.enable_grad",
+        "torch.set_grad_enabled",
+        "torch.autocast",
+        "torch.amp.autocast",
+        "torch.cuda.amp.autocast",
+    }
+)
 
 
 @dataclass
@@ -60,6 +73,7 @@ class _Graph:
     declare: tuple[str, list[str]] | None = None  # ("nonlocal" | "global", names)
     prebind: list[str] = field(default_factory=list)
     zero_grad: cst.SimpleStatementLine | None = None
+    contexts: list[cst.WithItem] = field(default_factory=list)  # around the capture
 
     @property
     def why_not(self) -> str | None:
@@ -84,10 +98,11 @@ def _qualified(node: cst.BaseExpression, imports: dict[str, str]) -> str | None:
 
 
 def capture_graph(with_node: cst.With, imports: dict[str, str]) -> str | None:
-    """The graph variable of ``with torch.cuda.graph(g, ...):`` (one item, no ``as``)."""
-    if len(with_node.items) != 1 or with_node.items[0].asname is not None:
+    """The graph variable of ``with [ctx, ...,] torch.cuda.graph(g, ...):`` (the capture
+    the last item, no ``as``)."""
+    if with_node.items[-1].asname is not None:
         return None
-    call = with_node.items[0].item
+    call = with_node.items[-1].item
     if not (isinstance(call, cst.Call) and _qualified(call.func, imports) in CAPTURE_CALLS):
         return None
     first = call.args[0] if call.args else None
@@ -199,7 +214,7 @@ class _Graphs(cst.CSTVisitor):
         name = capture_graph(node, self.imports)
         if name is not None:
             self.graphs.setdefault(name, _Graph(name)).captures.append(node)
-            call = node.items[0].item
+            call = node.items[-1].item
             assert isinstance(call, cst.Call)
             self.explained.add(id(call.args[0].value))
 
@@ -227,6 +242,30 @@ class _Graphs(cst.CSTVisitor):
         while parent is not None and not isinstance(parent, cst.FunctionDef):
             parent = self._parent(parent)
         return parent
+
+    def contexts_of(self, node: cst.CSTNode) -> tuple[list[cst.WithItem], str | None]:
+        """The ``with`` items around ``node`` in its function (outermost first; the capture's
+        own items before ``torch.cuda.graph(g)`` included): a capture
+        inside ``torch.no_grad()`` captured kernels that track no gradients, so the
+        eager function must enter the same contexts; one that cannot be entered again
+        (a file, a lock, a stream) is refused."""
+        items: list[cst.WithItem] = []
+        parent: cst.CSTNode | None = node
+        while parent is not None and not isinstance(parent, cst.FunctionDef | cst.Module):
+            if isinstance(parent, cst.With):
+                for item in reversed(parent.items[:-1] if parent is node else parent.items):
+                    call = item.item
+                    name = (
+                        _qualified(call.func, self.imports) if isinstance(call, cst.Call) else None
+                    )
+                    if name not in REENTERABLE or item.asname is not None:
+                        return [], (
+                            f"the capture sits inside `with {code_of(call)}`, which its eager "
+                            "function would have to enter again: port by hand"
+                        )
+                    items[:0] = [item.with_changes(comma=cst.MaybeSentinel.DEFAULT)]
+            parent = self._parent(parent)
+        return items, None
 
     def block_before(self, node: cst.CSTNode) -> cst.CSTNode | None:
         """The statement just before ``node`` in its block."""
@@ -257,6 +296,9 @@ def _plan(found: _Graphs, graph: _Graph) -> None:
         name for name in bound if any(id(n) not in inside for n in found.names.get(name, []))
     ]
     scope = found.scope_of(capture)
+    graph.contexts, graph.refused = found.contexts_of(capture)
+    if graph.refused:
+        return
     if read_outside:
         graph.declare = ("nonlocal" if scope is not None else "global", read_outside)
     if scope is not None:
@@ -326,8 +368,8 @@ def cuda_graph(node: cst.CSTNode, ctx: FixContext):
             raise NotApplicable("make_graphed_callables without its callables first")
         callables = node.args[0].value
         holder = ctx.parent(ctx.original)
-        if isinstance(holder, cst.Assign) and [code_of(t.target) for t in holder.targets] == [
-            code_of(callables)
+        if isinstance(holder, cst.Assign) and [_names(t.target) for t in holder.targets] == [
+            _names(callables)
         ]:
             return REMOVE_STATEMENT  # ``model = make_graphed_callables(model, ...)``
         return callables
@@ -341,6 +383,13 @@ def cuda_graph(node: cst.CSTNode, ctx: FixContext):
             raise NotApplicable(graph.why_not)
         return REMOVE_STATEMENT
     raise NotApplicable(f"torch.cuda.{name} has no eager port in the catalogue")
+
+
+def _names(node: cst.BaseExpression) -> list[str]:
+    """``a, b`` and ``(a, b)`` alike: the code of each element, or of the expression."""
+    if isinstance(node, cst.Tuple | cst.List):
+        return [code_of(e.value) for e in node.elements]
+    return [code_of(node)]
 
 
 def _declared(keyword: str, names: list[str]) -> cst.SimpleStatementLine:
@@ -366,6 +415,12 @@ def graph_capture(node: cst.With, ctx: FixContext):
         head.append(_declared(*graph.declare))
     if graph.zero_grad is not None:
         head.append(graph.zero_grad.with_changes(leading_lines=[]))
+    if graph.contexts:  # what the capture ran under, entered again at each replay
+        items = [
+            item.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+            for item in graph.contexts[:-1]
+        ] + [graph.contexts[-1]]
+        statements = [cst.With(items=items, body=cst.IndentedBlock(body=statements))]
     function = cst.FunctionDef(
         name=cst.Name(graph.function),
         params=cst.Parameters(),
