@@ -116,6 +116,16 @@ class Stream:
 
 
 _DEFAULT_STREAM = Stream()
+_TENSOR_RECORD_STREAM = torch.Tensor.record_stream
+
+
+def _record_stream(tensor: torch.Tensor, stream: Any) -> None:
+    """``x.record_stream(s)`` keeps a CUDA allocation alive for stream ``s``; with the
+    shim's streams (CPU work is ordered already) there is nothing to keep."""
+    if isinstance(stream, Stream):
+        record("torch.Tensor.record_stream", direct=True)
+        return None
+    return _TENSOR_RECORD_STREAM(tensor, stream)
 
 
 @contextlib.contextmanager
@@ -289,6 +299,7 @@ def install(devices: int = 2) -> None:
         _recorded("torch.cuda.current_raw_stream", _const(0)),
         by="shim.cuda_api",
     )
+    patching.patch(torch.Tensor, "record_stream", _record_stream, by="shim.cuda_api")
     patching.patch(torch.cuda, "Event", Event, by="shim.cuda_api")
     patching.patch(torch.cuda, "Stream", Stream, by="shim.cuda_api")
     patching.patch(torch.cuda, "default_generators", (torch.default_generator,), by="shim.cuda_api")

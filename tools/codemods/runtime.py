@@ -238,6 +238,16 @@ def cuda_stream(node: cst.CSTNode, ctx: FixContext):
     return _guard(call, ctx, fallback) if fallback or name == "set_stream" else call
 
 
+@register("TPT009", {"tpu", "xla"})
+def record_stream(node: cst.Call, ctx: FixContext):
+    """On one ordered queue (TorchTPU's placeholder streams, XLA's graph) no other stream
+    can still use a tensor's memory: ``x.record_stream(s)`` has nothing to keep."""
+    statement = ctx.parent(ctx.parent(ctx.original))
+    if not (isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1):
+        raise NotApplicable("record_stream() inside a larger statement: remove it by hand")
+    return REMOVE_STATEMENT
+
+
 def _positional(arg: cst.Arg) -> cst.Arg:
     return arg.with_changes(keyword=None, equal=cst.MaybeSentinel.DEFAULT)
 
