@@ -86,6 +86,10 @@ class Session:
             out["synthetic_data"] = self.synthetic.records()
         if self.standins is not None and self.standins.records():
             out["reference_standins"] = self.standins.records()
+        if self.config.mode == "reference":
+            kernels = _kernel_runner_records()
+            if kernels:
+                out["cuda_kernel_runner"] = kernels
         return out
 
     def did_work(self) -> bool:
@@ -94,6 +98,13 @@ class Session:
 
 
 _current: Session | None = None
+
+
+def _kernel_runner_records() -> list[dict[str, Any]]:
+    """The CUDA extensions the CPU runner built in this process (reference mode), if
+    the shim's module for them was loaded at all."""
+    module = sys.modules.get("torchport.sandbox.shim.cuda_extensions")
+    return module.records() if module is not None else []
 
 
 def current() -> Session | None:

@@ -1,0 +1,300 @@
+// torchport's CPU runner for CUDA kernels: the launch loop, the fibers that give
+// __syncthreads() its meaning, and the count of launches the run reports. Compiled into
+// every extension the runner builds (one copy per extension: no state is shared).
+#include <cudacpu/runtime.h>
+
+#include <ATen/Parallel.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <exception>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#if !defined(__x86_64__)
+#include <ucontext.h>
+#endif
+
+thread_local uint3 threadIdx;
+thread_local uint3 blockIdx;
+thread_local dim3 blockDim;
+thread_local dim3 gridDim;
+
+namespace cudacpu {
+namespace {
+
+constexpr size_t kStackBytes = size_t(128) << 10;  // per thread of a block with a barrier
+constexpr unsigned int kMaxThreadsPerBlock = 1024;
+
+enum class Mode { idle, plain, fibers };
+
+struct Fiber {
+  char* memory = nullptr;  // guard page, then the stack
+#if defined(__x86_64__)
+  void* sp = nullptr;
+#else
+  ucontext_t context;
+#endif
+  bool done = false;
+  uint3 index{0, 0, 0};
+};
+
+// One per OS thread: the blocks a thread runs, one after another.
+struct Worker {
+  Mode mode = Mode::idle;
+  std::vector<Fiber> fibers;
+  size_t current = 0;
+#if defined(__x86_64__)
+  void* scheduler_sp = nullptr;
+#else
+  ucontext_t scheduler;
+#endif
+  ThreadBody body = nullptr;
+  void* context = nullptr;
+  std::exception_ptr error;
+  void* shared = nullptr;  // dynamic shared memory (extern __shared__)
+  size_t shared_bytes = 0;
+  int count_sum = 0;  // __syncthreads_count: this barrier's sum, and the last one's
+  int count_result = 0;
+
+  ~Worker() {
+    for (Fiber& f : fibers) {
+      if (f.memory) munmap(f.memory, kStackBytes + page());
+    }
+    std::free(shared);
+  }
+  static size_t page() { return static_cast<size_t>(sysconf(_SC_PAGESIZE)); }
+};
+
+thread_local Worker worker;
+
+std::mutex launches_mutex;
+std::map<std::string, long long> launches;
+std::string launch_report;
+
+#if defined(__x86_64__)
+// Save the callee-saved registers and the stack pointer in *from, load those of `to`.
+extern "C" void cudacpu_switch(void** from, void* to);
+asm(R"(
+  .text
+  .p2align 4
+  .globl cudacpu_switch
+  .hidden cudacpu_switch
+  .type cudacpu_switch,@function
+cudacpu_switch:
+  pushq %rbp
+  pushq %rbx
+  pushq %r12
+  pushq %r13
+  pushq %r14
+  pushq %r15
+  movq %rsp, (%rdi)
+  movq %rsi, %rsp
+  popq %r15
+  popq %r14
+  popq %r13
+  popq %r12
+  popq %rbx
+  popq %rbp
+  ret
+  .size cudacpu_switch,.-cudacpu_switch
+)");
+#endif
+
+[[noreturn]] void fiber_main() {
+  Worker& w = worker;
+  try {
+    w.body(w.context);
+  } catch (...) {
+    w.error = std::current_exception();
+  }
+  Fiber& f = w.fibers[w.current];
+  f.done = true;
+#if defined(__x86_64__)
+  cudacpu_switch(&f.sp, w.scheduler_sp);
+#else
+  swapcontext(&f.context, &w.scheduler);
+#endif
+  std::abort();  // a finished fiber is never resumed
+}
+
+char* stack_of(Fiber& f) {
+  if (f.memory == nullptr) {
+    void* m = mmap(nullptr, kStackBytes + Worker::page(), PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    TORCH_CHECK(m != MAP_FAILED, "torchport CPU runner: no memory for a thread's stack");
+    mprotect(m, Worker::page(), PROT_NONE);  // an overflow faults instead of corrupting
+    f.memory = static_cast<char*>(m);
+  }
+  return f.memory + Worker::page();
+}
+
+void start_fiber(Fiber& f) {
+  char* stack = stack_of(f);
+#if defined(__x86_64__)
+  auto top = reinterpret_cast<uintptr_t>(stack + kStackBytes) & ~uintptr_t(15);
+  auto* slots = reinterpret_cast<void**>(top);
+  slots[-1] = nullptr;                                    // fiber_main's return address
+  slots[-2] = reinterpret_cast<void*>(&fiber_main);       // where the first switch returns
+  for (int i = 3; i <= 8; ++i) slots[-i] = nullptr;       // rbp, rbx, r12-r15
+  f.sp = &slots[-8];
+#else
+  getcontext(&f.context);
+  f.context.uc_stack.ss_sp = stack;
+  f.context.uc_stack.ss_size = kStackBytes;
+  f.context.uc_link = nullptr;
+  makecontext(&f.context, reinterpret_cast<void (*)()>(&fiber_main), 0);
+#endif
+  f.done = false;
+}
+
+void resume(Worker& w, Fiber& f) {
+#if defined(__x86_64__)
+  cudacpu_switch(&w.scheduler_sp, f.sp);
+#else
+  swapcontext(&w.scheduler, &f.context);
+#endif
+}
+
+// Every thread of the block runs to its next barrier (or its end), in turn; then the next
+// round starts. No thread passes a barrier before all the others reach it.
+void run_block_fibers(Worker& w, const dim3& block) {
+  const size_t n = size_t(block.x) * block.y * block.z;
+  if (w.fibers.size() < n) w.fibers.resize(n);
+  size_t i = 0;
+  for (unsigned int z = 0; z < block.z; ++z)
+    for (unsigned int y = 0; y < block.y; ++y)
+      for (unsigned int x = 0; x < block.x; ++x, ++i) {
+        w.fibers[i].index = uint3{x, y, z};
+        start_fiber(w.fibers[i]);
+      }
+  size_t running = n;
+  w.mode = Mode::fibers;
+  while (running > 0) {
+    w.count_sum = 0;
+    for (i = 0; i < n; ++i) {
+      Fiber& f = w.fibers[i];
+      if (f.done) continue;
+      threadIdx = f.index;
+      w.current = i;
+      resume(w, f);
+      if (w.error) {
+        w.mode = Mode::idle;
+        std::exception_ptr error = w.error;
+        w.error = nullptr;
+        std::rethrow_exception(error);
+      }
+      if (f.done) --running;
+    }
+    w.count_result = w.count_sum;
+  }
+}
+
+void run_block_plain(Worker& w, const dim3& block) {
+  w.mode = Mode::plain;
+  for (unsigned int z = 0; z < block.z; ++z)
+    for (unsigned int y = 0; y < block.y; ++y)
+      for (unsigned int x = 0; x < block.x; ++x) {
+        threadIdx = uint3{x, y, z};
+        w.body(w.context);
+      }
+}
+
+void count_launch(const char* name) {
+  std::lock_guard<std::mutex> lock(launches_mutex);
+  ++launches[name];
+}
+
+}  // namespace
+
+void run_grid(const KernelInfo& info, dim3 grid, dim3 block, size_t shared_bytes,
+              ThreadBody body, void* context) {
+  count_launch(info.name);
+  const unsigned long long threads = 1ull * block.x * block.y * block.z;
+  TORCH_CHECK(threads >= 1 && threads <= kMaxThreadsPerBlock, "kernel ", info.name,
+              " launched with ", block.x, "x", block.y, "x", block.z,
+              " threads per block: a GPU runs at most 1024 (the launch would fail there)");
+  const int64_t blocks = int64_t(grid.x) * grid.y * grid.z;
+  if (blocks == 0) return;  // nothing to run (a GPU refuses the launch; unchecked, nothing runs)
+  const bool fibers = info.barrier && threads > 1;
+  auto run_blocks = [&](int64_t begin, int64_t end) {
+    Worker& w = worker;
+    if (w.shared_bytes < shared_bytes) {
+      std::free(w.shared);
+      w.shared = std::aligned_alloc(64, (shared_bytes + 63) / 64 * 64);
+      TORCH_CHECK(w.shared != nullptr, "torchport CPU runner: no memory for shared memory");
+      w.shared_bytes = shared_bytes;
+    }
+    gridDim = grid;
+    blockDim = block;
+    w.body = body;
+    w.context = context;
+    w.error = nullptr;
+    for (int64_t b = begin; b < end; ++b) {
+      blockIdx = uint3{unsigned(b % grid.x), unsigned((b / grid.x) % grid.y),
+                       unsigned(b / (int64_t(grid.x) * grid.y))};
+      if (fibers) {
+        run_block_fibers(w, block);
+      } else {
+        run_block_plain(w, block);
+      }
+    }
+    w.mode = Mode::idle;
+  };
+  if (info.atomics || blocks == 1) {
+    run_blocks(0, blocks);  // one order of atomic updates: the same numbers every run
+  } else {
+    at::parallel_for(0, blocks, 1, run_blocks);
+  }
+}
+
+void* dynamic_shared() { return worker.shared; }
+
+void syncthreads() {
+  Worker& w = worker;
+  if (w.mode != Mode::fibers) {
+    if (w.mode == Mode::plain && blockDim.x * blockDim.y * blockDim.z == 1) return;
+    refuse(
+        "__syncthreads() reached in a kernel that torchport's CPU runner runs without "
+        "barriers (its translator did not see the barrier: called through a pointer or "
+        "a macro it cannot follow)");
+  }
+  Fiber& f = w.fibers[w.current];
+#if defined(__x86_64__)
+  cudacpu_switch(&f.sp, w.scheduler_sp);
+#else
+  swapcontext(&f.context, &w.scheduler);
+#endif
+}
+
+int syncthreads_count(int predicate) {
+  Worker& w = worker;
+  if (w.mode != Mode::fibers) {
+    syncthreads();  // one thread: its own predicate
+    return predicate;
+  }
+  w.count_sum += predicate;
+  syncthreads();
+  return w.count_result;
+}
+
+[[noreturn]] void refuse(const char* message) {
+  TORCH_CHECK(false, message);
+  std::abort();
+}
+
+}  // namespace cudacpu
+
+// How many times each kernel was launched, as JSON: the run's report reads it.
+extern "C" __attribute__((visibility("default"))) const char* cudacpu_launch_report() {
+  std::lock_guard<std::mutex> lock(cudacpu::launches_mutex);
+  std::string out = "{";
+  for (const auto& [name, count] : cudacpu::launches) {
+    if (out.size() > 1) out += ", ";
+    out += "\"" + name + "\": " + std::to_string(count);
+  }
+  cudacpu::launch_report = out + "}";
+  return cudacpu::launch_report.c_str();
+}
