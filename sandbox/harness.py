@@ -24,6 +24,7 @@ from urllib.parse import urlsplit
 
 from . import rendezvous
 from .commandline import rewrite
+from .cudacpu import pch as cudacpu_pch
 from .isolation import BackendUnavailable, owner, run_isolated
 from .limits import (
     DEFAULT_DEVICES,
@@ -273,12 +274,19 @@ def _execute(
     # The native emulator is built (once, cached) here, by torchport, never in the run;
     # the run sees the library read-only and is told where it is (or why there is none).
     emulator_paths, emulator_env = prepare_for_sandbox(spec.mode)
+    # A reference run that builds CUDA extensions reads the CPU runner's precompiled
+    # prelude, built here (once, cached) rather than in the run.
+    kernel_paths, kernel_env = cudacpu_pch.for_sandbox(spec.mode, scratch / "program")
     try:
         outcome = run_isolated(
             argv,
             scratch=scratch,
-            readonly=[OWN_SOURCE, *spec.site_paths, *emulator_paths],
-            env={**program_environment(scratch / "program", spec.site_paths), **emulator_env},
+            readonly=[OWN_SOURCE, *spec.site_paths, *emulator_paths, *kernel_paths],
+            env={
+                **program_environment(scratch / "program", spec.site_paths),
+                **emulator_env,
+                **kernel_env,
+            },
             timeout_s=spec.timeout_s,
             memory_mb=spec.memory_mb,
             backend=spec.isolation,

@@ -9,12 +9,14 @@ miscount, a 3-D block with the wrong thread order writes elsewhere."""
 
 from __future__ import annotations
 
+import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
 import torch
-from torchport.sandbox.cudacpu import compile_extension, file_sources
-from torchport.sandbox.cudacpu.build import cache_root
+from torchport.sandbox.cudacpu import compile_extension, file_sources, pch
+from torchport.sandbox.cudacpu.build import INCLUDE, cache_root
 from torchport.sandbox.native.build import missing_tools
 
 pytestmark = pytest.mark.slow
@@ -27,7 +29,26 @@ def kernels():
     if missing:
         pytest.skip(f"the CPU runner for CUDA kernels cannot compile here: {missing}")
     units = file_sources([str(FIXTURES / "kernels.cu")])
-    return compile_extension("torchport_test_kernels", units, cache_root())
+    return compile_extension("torchport_test_kernels", units, cache_root(), pch=pch.ensure())
+
+
+def test_the_precompiled_prelude_matches_the_builds_flags():
+    """GCC takes the .gch only when the flags match the build's: a wrong flag set would
+    leave every build a minute slower, with every answer still right."""
+    where = pch.ensure()
+    if where is None:
+        pytest.skip("no precompiled prelude here (the compiler is not GCC, or it failed)")
+    from torch.utils import cpp_extension
+
+    with tempfile.TemporaryDirectory() as tmp:
+        unit = Path(tmp) / "unit.cpp"
+        unit.write_text("#include <cudacpu/prelude.h>\n__global__ void k() {}\n")
+        flags = [f for f in pch.compile_flags() if not f.startswith("-I")]
+        command = [cpp_extension.get_cxx_compiler(), "-H", "-fsyntax-only", "-Winvalid-pch"]
+        command += [f"-I{where}", f"-I{INCLUDE}", "-DTORCH_EXTENSION_NAME=any_name", *flags]
+        run = subprocess.run([*command, str(unit)], capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert f"! {where / pch.GCH}" in run.stderr, run.stderr[:2000]
 
 
 def test_one_thread_per_element(kernels):
@@ -107,3 +128,19 @@ def test_the_library_counts_each_kernels_launches(kernels):
         "reverse_chunks_kernel",
         "count_positive_kernel",
     }
+
+
+def test_an_extension_with_cpu_kernels_runs_them_on_cpu_tensors():
+    """The .cpp sends CPU tensors to its own CPU code, so the runner leaves its device
+    test alone: the CUDA kernel is compiled (it is linked) but never launched, and a
+    refused device function on the CUDA side is no obstacle."""
+    if missing_tools():
+        pytest.skip(f"the CPU runner for CUDA kernels cannot compile here: {missing_tools()}")
+    folder = FIXTURES / "dispatch"
+    units = file_sources([str(folder / "scale_add.cpp"), str(folder / "scale_add_cuda.cu")])
+    ext = compile_extension("torchport_test_dispatch", units, cache_root(), pch=pch.ensure())
+    x, y = torch.randn(100), torch.randn(100)
+    assert torch.equal(ext.module.scale_add(x, y, 3.0), 3.0 * x + y)
+    assert ext.record["cpu_kernels"].endswith("scale_add.cpp:18")
+    assert ext.launches() == {}
+    assert [r["function"] for r in ext.record["refused"]] == ["lane_broadcast"]

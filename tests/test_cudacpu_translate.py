@@ -8,7 +8,7 @@ from __future__ import annotations
 import textwrap
 
 import pytest
-from torchport.sandbox.cudacpu import Refused
+from torchport.sandbox.cudacpu import Refused, pch
 from torchport.sandbox.cudacpu.extension import inline_sources, locate
 from torchport.sandbox.cudacpu.lexing import mask_directives, mask_literals
 from torchport.sandbox.cudacpu.structure import functions
@@ -22,7 +22,7 @@ def cu(text: str, origin: str = "op.cu") -> Source:
 def one(text: str, origin: str = "op.cu"):
     """The translation of one .cu source: (translated text without the prelude, result)."""
     result = translate([cu(text, origin)])
-    body = result.files[0].split("\n", 2)[2]  # the runtime include, the #line directive
+    body = result.files[0].split("\n", 2)[2]  # the prelude include, the #line directive
     return body, result
 
 
@@ -93,7 +93,7 @@ def test_every_edit_keeps_the_line_count_so_messages_name_the_users_lines():
 def test_the_prelude_maps_lines_back_to_the_users_file():
     result = translate([Source("__global__ void k() {}\n", "src/op kernel.cu", True, 7)])
     head = result.files[0].splitlines()[:2]
-    assert head == ["#include <cudacpu/runtime.h>", '#line 7 "src/op kernel.cu"']
+    assert head == ["#include <cudacpu/prelude.h>", '#line 7 "src/op kernel.cu"']
 
 
 def test_dynamic_shared_memory_becomes_the_launchs_buffer():
@@ -362,3 +362,13 @@ def test_load_inline_strings_are_found_in_the_callers_file(tmp_path):
     # a string the file does not hold (built at run time) is named by its place in the call
     units = inline_sources("ops", "", "__global__ void k() {}", caller=str(program))
     assert units[1][1].segments[1].origin == "ops:cuda_sources[0]"
+
+
+def test_only_reference_runs_of_programs_with_extensions_get_the_precompiled_prelude(tmp_path):
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "train.py").write_text("import torch\n")
+    assert not pch.uses_extensions(tmp_path)
+    assert pch.for_sandbox("reference", tmp_path) == ([], {})
+    (tmp_path / "pkg" / "ops.py").write_text("from torch.utils.cpp_extension import load\n")
+    assert pch.uses_extensions(tmp_path)
+    assert pch.for_sandbox("tpu", tmp_path) == ([], {})  # a port must not build kernels

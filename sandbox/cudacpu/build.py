@@ -26,15 +26,18 @@ from typing import Any
 RUNTIME = Path(__file__).with_name("runtime")
 INCLUDE = RUNTIME / "include"
 RUNTIME_SOURCE = RUNTIME / "runtime.cpp"
-# nvcc-only options (architectures, fast math, ptxas, relaxed constexpr) mean nothing to
-# the host compiler, and CUDA's libraries are not linked: the runner provides what it runs.
-_HOST_FLAG = re.compile(r"^-(D|U|I|std=|O\d?$|g$|W)")
+# Of the program's compiler options only macros and include folders are kept: nvcc's
+# (architectures, fast math, ptxas) mean nothing to the host compiler, and the runner
+# chooses the optimisation and language level (those of its precompiled prelude). CUDA's
+# libraries are not linked: the runner provides what it runs.
+_HOST_FLAG = re.compile(r"^-(D|U|I)")
 _CUDA_LIBRARY = re.compile(
     r"^-l(cuda|cudart|cublas\w*|cudnn|curand|cufft|cusparse|cusolver|nvrtc)$"
 )
 
 
 CACHE_ENV = "TORCHPORT_CUDACPU_CACHE"
+PCH_ENV = "TORCHPORT_CUDACPU_PCH"  # set by the run's parent: see pch.py
 
 
 def cache_root() -> Path:
@@ -62,7 +65,7 @@ class Built:
 
 
 def host_flags(flags: list[str] | None) -> list[str]:
-    """The options of ``extra_cuda_cflags`` that the host compiler understands."""
+    """The options of ``extra_cflags`` / ``extra_cuda_cflags`` the runner keeps."""
     return [f for f in flags or [] if _HOST_FLAG.match(f)]
 
 
@@ -72,10 +75,12 @@ def host_ldflags(flags: list[str] | None) -> list[str]:
 
 
 @cache
-def runtime_digest() -> str:
+def runtime_digest(folder: Path = RUNTIME) -> str:
+    """A hash of the runtime's files (of ``folder``: the headers alone, for the
+    precompiled prelude)."""
     digest = hashlib.sha256()
-    for path in sorted(p for p in RUNTIME.rglob("*") if p.is_file()):
-        digest.update(str(path.relative_to(RUNTIME)).encode() + b"\0" + path.read_bytes())
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        digest.update(str(path.relative_to(folder)).encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()
 
 
@@ -125,12 +130,19 @@ def build(
     ldflags: list[str] | None = None,
     includes: list[str] | None = None,
     is_python_module: bool = True,
+    pch: Path | None = None,
 ) -> Built:
     """Write ``files`` ((file name, text) pairs) into the key's folder under ``root`` and
-    compile them with the runtime; raises ``CompileFailed`` with the compiler's errors."""
+    compile them with the runtime; raises ``CompileFailed`` with the compiler's errors.
+    ``pch`` (default: ``$TORCHPORT_CUDACPU_PCH``) is a folder holding the precompiled
+    prelude (see ``pch``)."""
     from torch.utils import cpp_extension
 
     cflags, ldflags, includes = list(cflags or []), list(ldflags or []), list(includes or [])
+    if pch is None and os.environ.get(PCH_ENV):
+        pch = Path(os.environ[PCH_ENV])
+    first = [str(pch)] if pch is not None and pch.is_dir() else []  # the .gch, then the .h
+    includes = [*first, str(INCLUDE), *includes]
     folder = root / f"{name}-{key(name, files, cflags, ldflags, includes)}"
     folder.mkdir(parents=True, exist_ok=True)
     paths = []
@@ -149,7 +161,7 @@ def build(
                 sources=[*paths, str(RUNTIME_SOURCE)],
                 extra_cflags=["-O2", *cflags],
                 extra_ldflags=ldflags,
-                extra_include_paths=[str(INCLUDE), *includes],
+                extra_include_paths=includes,
                 build_directory=str(folder),
                 verbose=False,
                 with_cuda=False,

@@ -148,8 +148,10 @@ def compile_extension(
     extra_ldflags: list[str] | None = None,
     extra_include_paths: list[str] | None = None,
     is_python_module: bool = True,
+    pch: Path | None = None,
 ) -> Extension:
-    """Translate, compile and load; raises ``Refused`` or ``CompileFailed``."""
+    """Translate, compile and load; raises ``Refused`` or ``CompileFailed``. ``pch``: the
+    precompiled prelude's folder (default: the run's, from the environment)."""
     translation = translate([source for _, source in units])
     files = [
         (file_name, text) for (file_name, _), text in zip(units, translation.files, strict=False)
@@ -161,10 +163,11 @@ def compile_extension(
         name,
         files,
         root,
-        cflags=[*(extra_cflags or []), *host_flags(extra_cuda_cflags)],
+        cflags=[*host_flags(extra_cflags), *host_flags(extra_cuda_cflags)],
         ldflags=host_ldflags(extra_ldflags),
         includes=[*(extra_include_paths or []), *folders],  # the sources' own headers
         is_python_module=is_python_module,
+        pch=pch,
     )
     record = {**translation.report(), "build_s": built.seconds, "compiled": built.compiled}
     return Extension(built.module, built, translation, record)

@@ -251,8 +251,9 @@ def _line_directive(seg: Segment) -> str:
 
 
 def _prelude(src: Source) -> str:
-    head = "#include <cudacpu/runtime.h>\n" if src.cuda else ""
-    return head + _line_directive(src.segments[0])
+    """Every unit starts with the prelude (torch's extension header and the runtime: one
+    header, so one precompiled copy serves them all, see ``pch``)."""
+    return "#include <cudacpu/prelude.h>\n" + _line_directive(src.segments[0])
 
 
 def _apply(text: str, edits: list[tuple[int, int, str]], keep_out: list[tuple[int, int]]) -> str:

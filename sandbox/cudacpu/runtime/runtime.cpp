@@ -27,6 +27,10 @@ namespace {
 
 constexpr size_t kStackBytes = size_t(128) << 10;  // per thread of a block with a barrier
 constexpr unsigned int kMaxThreadsPerBlock = 1024;
+// OS threads that run blocks of a kernel with a barrier at once: each holds a stack per
+// thread of its block (up to 1024 x 128 KiB of address space), and a run's memory limit
+// counts address space.
+constexpr int64_t kFiberWorkers = 4;
 
 enum class Mode { idle, plain, fibers };
 
@@ -246,7 +250,8 @@ void run_grid(const KernelInfo& info, dim3 grid, dim3 block, size_t shared_bytes
   if (info.atomics || blocks == 1) {
     run_blocks(0, blocks);  // one order of atomic updates: the same numbers every run
   } else {
-    at::parallel_for(0, blocks, 1, run_blocks);
+    const int64_t grain = fibers ? (blocks + kFiberWorkers - 1) / kFiberWorkers : 1;
+    at::parallel_for(0, blocks, grain, run_blocks);
   }
 }
 

@@ -289,7 +289,6 @@ inline int warp_size() { return 32; }
 #define AT_CUDA_CHECK(expr) C10_CUDA_CHECK(expr)
 #define C10_CUDA_IGNORE_ERROR(expr) (void)(expr)
 #define C10_CUDA_CLEAR_ERROR() (void)0
-#define CUDA_KERNEL_ASSERT(cond) TORCH_CHECK(cond, "device-side assert: " #cond)
 
 // ATen/cuda/Atomic.cuh
 template <class T, class V>

@@ -20,6 +20,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <math.h>  // libstdc++'s: float overloads of sqrt, exp, ... in the global namespace, as CUDA has
 #include <tuple>
 #include <type_traits>
 #include <utility>
