@@ -191,7 +191,7 @@ def kernel_runner_markdown(extensions: list[dict[str, Any]] | None) -> list[str]
     refused and where, or why it could not be built."""
     lines = []
     for ext in extensions or []:
-        where = f"{_md(ext.get('api'))} at {markdown_code(str(ext.get('site')))}"
+        where = f"{markdown_code(str(ext.get('api')))} at {markdown_code(str(ext.get('site')))}"
         head = f"- reference kernels: {markdown_code(str(ext.get('name')))} ({where}) "
         if ext.get("error"):
             lines.append(head + f"could not run on torchport's CPU runner: {_md(ext['error'])}")

@@ -12,7 +12,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from torchport.agents.deliver import kernel_runner_markdown
+from torchport.agents.deliver import kernel_runner_markdown, verification_markdown
 from torchport.agents.verifier import RunLimits, verify_tree
 from torchport.sandbox.native.build import missing_tools
 
@@ -67,8 +67,22 @@ def test_the_right_port_is_verified_and_says_where_the_reference_came_from(verdi
     v = verdicts["right"]
     assert v.verdict == "verified", v.reason
     assert "torchport's CPU runner for CUDA kernels: fused_bias_gelu (" in v.reason
-    line = "\n".join(kernel_runner_markdown(v.reference["cuda_kernel_runner"]))
-    assert "ran on torchport's CPU runner for CUDA kernels: `bias_gelu_bwd_kernel` x3" in line
+    record = {
+        "verdict": v.verdict,
+        "verification": v.to_json(),
+        "target": "tpu",
+        "run_id": "r1",
+        "iterations": 1,
+        "elapsed_s": 1.0,
+        "agent_edits": [],
+        "decisions": [],
+    }
+    text = verification_markdown(record)
+    assert (
+        "- reference kernels: `fused_bias_gelu` (`load_inline` at `fused_ops.py:81`) ran on "
+        "torchport's CPU runner for CUDA kernels: `bias_gelu_bwd_kernel` x3, "
+        "`bias_gelu_fwd_kernel` x3"
+    ) in text
 
 
 def test_a_port_that_changes_the_kernels_meaning_is_failed(verdicts):

@@ -54,4 +54,4 @@ class TinyLM(nn.Module):
         logits = self.head(self.ln(x))
         if targets is None:
             return logits
-        return logits, F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
+        return logits, F.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1))
