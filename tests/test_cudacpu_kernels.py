@@ -9,7 +9,9 @@ miscount, a 3-D block with the wrong thread order writes elsewhere."""
 
 from __future__ import annotations
 
+import signal
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -117,6 +119,29 @@ def test_a_refused_warp_intrinsic_raises_with_its_file_and_line_when_called(kern
     assert [(r["function"], r["line"]) for r in refused] == [("warp_sum", 113)]
 
 
+@pytest.mark.parametrize(
+    "which, kernel, says",
+    [
+        (0, "null_write_kernel", "it reads or writes memory outside its buffers (out of bounds"),
+        (1, "deep_stack_kernel", "the thread's stack (128 KiB on the CPU) overflowed"),
+    ],
+)
+def test_a_kernel_that_faults_says_which_kernel_block_and_thread(kernels, which, kernel, says):
+    """A fault kills the process (as it would have): the message is what is left of it."""
+    load = (
+        "import importlib.util, torch\n"
+        f"spec = importlib.util.spec_from_file_location('torchport_test_kernels', "
+        f"{str(kernels.built.library)!r})\n"
+        "m = importlib.util.module_from_spec(spec)\n"
+        "spec.loader.exec_module(m)\n"
+        f"m.fault({which})\n"
+    )
+    run = subprocess.run([sys.executable, "-c", load], capture_output=True, text=True, timeout=300)
+    assert run.returncode == -signal.SIGSEGV, run.stderr[-2000:]
+    head = f"torchport CPU runner: kernel {kernel} faulted in block (0, 0, 0), thread (0, 0, 0): "
+    assert head + says in run.stderr
+
+
 def test_the_library_counts_each_kernels_launches(kernels):
     before = kernels.launches().get("transpose_kernel", 0)
     kernels.module.transpose(torch.randn(3, 3))
@@ -127,6 +152,7 @@ def test_the_library_counts_each_kernels_launches(kernels):
         "row_sum_kernel",
         "reverse_chunks_kernel",
         "count_positive_kernel",
+        "deep_stack_kernel",
     }
 
 

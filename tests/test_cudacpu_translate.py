@@ -6,13 +6,20 @@ tests/test_cudacpu_kernels.py's (slow: it compiles)."""
 from __future__ import annotations
 
 import textwrap
+from pathlib import Path
 
 import pytest
 from torchport.sandbox.cudacpu import Refused, pch
 from torchport.sandbox.cudacpu.extension import inline_sources, locate
 from torchport.sandbox.cudacpu.lexing import mask_directives, mask_literals
 from torchport.sandbox.cudacpu.structure import functions
-from torchport.sandbox.cudacpu.translate import Source, cpu_dispatch, translate
+from torchport.sandbox.cudacpu.translate import (
+    Source,
+    cpu_dispatch,
+    local_headers,
+    source_files,
+    translate,
+)
 
 
 def cu(text: str, origin: str = "op.cu") -> Source:
@@ -372,3 +379,39 @@ def test_only_reference_runs_of_programs_with_extensions_get_the_precompiled_pre
     (tmp_path / "pkg" / "ops.py").write_text("from torch.utils.cpp_extension import load\n")
     assert pch.uses_extensions(tmp_path)
     assert pch.for_sandbox("tpu", tmp_path) == ([], {})  # a port must not build kernels
+
+
+def test_a_barrier_in_a_local_header_is_seen_through_the_include(tmp_path):
+    (tmp_path / "common").mkdir()
+    (tmp_path / "common" / "reduce.cuh").write_text(
+        textwrap.dedent(
+            """
+            #pragma once
+            __device__ float block_total(float* buf, float v) {
+              buf[threadIdx.x] = v;
+              __syncthreads();
+              return buf[0];
+            }
+            """
+        )
+    )
+    kernel = tmp_path / "op.cu"
+    kernel.write_text(
+        textwrap.dedent(
+            """
+            #include "common/reduce.cuh"
+            __global__ void total(const float* x, float* out) {
+              __shared__ float buf[64];
+              out[0] = block_total(buf, x[threadIdx.x]);
+            }
+            void run(float* x, float* y) { total<<<1, 64>>>(x, y); }
+            """
+        )
+    )
+    sources = source_files([kernel])
+    headers = local_headers(sources, [])
+    assert [Path(h.origin).name for h in headers] == ["reduce.cuh"]
+    result = translate(sources, headers)
+    assert '::cudacpu::KernelInfo{"total", true, false}' in result.files[0]
+    # without the header the kernel's call is unknown: it would run without barriers
+    assert '::cudacpu::KernelInfo{"total", false, false}' in translate(sources).files[0]

@@ -37,6 +37,10 @@ _CUDA_LIBRARY = re.compile(
 
 
 CACHE_ENV = "TORCHPORT_CUDACPU_CACHE"
+# The runner's own options (its precompiled prelude is built with the same): optimised
+# kernels, and stack probes so that a kernel's large local array faults on its thread's
+# guard page (reported as a stack overflow) instead of writing past it.
+RUNNER_CFLAGS = ("-O2", "-fstack-clash-protection")
 PCH_ENV = "TORCHPORT_CUDACPU_PCH"  # set by the run's parent: see pch.py
 
 
@@ -159,7 +163,7 @@ def build(
             module = cpp_extension.load(
                 name=name,
                 sources=[*paths, str(RUNTIME_SOURCE)],
-                extra_cflags=["-O2", *cflags],
+                extra_cflags=[*RUNNER_CFLAGS, *cflags],
                 extra_ldflags=ldflags,
                 extra_include_paths=includes,
                 build_directory=str(folder),

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from .build import Built, build, host_flags, host_ldflags
-from .translate import Segment, Source, Translation, translate
+from .translate import Segment, Source, Translation, local_headers, translate
 
 
 @dataclass
@@ -152,7 +152,9 @@ def compile_extension(
 ) -> Extension:
     """Translate, compile and load; raises ``Refused`` or ``CompileFailed``. ``pch``: the
     precompiled prelude's folder (default: the run's, from the environment)."""
-    translation = translate([source for _, source in units])
+    sources = [source for _, source in units]
+    headers = local_headers(sources, [Path(p) for p in extra_include_paths or []])
+    translation = translate(sources, headers)
     files = [
         (file_name, text) for (file_name, _), text in zip(units, translation.files, strict=False)
     ]

@@ -28,7 +28,7 @@ import tempfile
 from functools import cache
 from pathlib import Path
 
-from .build import INCLUDE, PCH_ENV, cache_root, runtime_digest
+from .build import INCLUDE, PCH_ENV, RUNNER_CFLAGS, cache_root, runtime_digest
 
 ENV = PCH_ENV
 HEADER = INCLUDE / "cudacpu" / "prelude.h"
@@ -55,7 +55,7 @@ def compile_flags() -> list[str] | None:
                 path=str(ninja),
                 name="pch",
                 sources=[str(HEADER)],
-                extra_cflags=["-O2"],
+                extra_cflags=list(RUNNER_CFLAGS),
                 extra_cuda_cflags=[],
                 extra_sycl_cflags=[],
                 extra_ldflags=[],

@@ -156,57 +156,24 @@ class Translation:
         }
 
 
-def translate(sources: list[Source]) -> Translation:
+def translate(sources: list[Source], headers: list[Source] | None = None) -> Translation:
     """Translate one extension's sources together (kernels and device functions are
-    known across its files). Raises ``Refused`` for a refused construct outside any
-    function."""
-    barrier_macros, refused_macros = _macros(sources)
-    flags = _flags(sources, barrier_macros)
+    known across its files, and across ``headers``, the local headers they include,
+    which are read for that but compiled as they are). Raises ``Refused`` for a refused
+    construct outside any function."""
+    known = [*sources, *(headers or [])]
+    barrier_macros, refused_macros = _macros(known)
+    flags = _flags(known, barrier_macros)
     cpu = cpu_dispatch(sources)
-    stubs: dict[tuple[int, str], Refusal] = {}
-    fatal: list[Refusal] = []
-    files, dropped = [], []
-    for index, src in enumerate(sources):
+    files, refused, fatal, dropped = [], [], [], []
+    for src in sources:
         edits: list[tuple[int, int, str]] = []
         extra = _aliases(src, edits)
-        for offset, family, construct in sorted(
-            _refused_uses(src, refused_macros, extra), key=lambda use: use[0]
-        ):
-            f = enclosing_or_header(src.funcs, offset)
-            if family.device_only and not (f is not None and f.device):
-                continue
-            refusal = Refusal(
-                family.name,
-                construct,
-                src.file(offset),
-                src.line(offset),
-                f.name if f else None,
-                family.why,
-            )
-            if f is None:
-                fatal.append(refusal)
-            else:
-                stubs.setdefault((index, f.name + f"@{f.body_start}"), refusal)
         launches = _launches(src)
-        for start, _, _, _ in launches:
-            f = enclosing(src.funcs, start)
-            if f is not None and f.device:
-                family = table.family(table.DYNAMIC_PARALLELISM)
-                refusal = Refusal(
-                    family.name,
-                    "a <<<...>>> launch",
-                    src.file(start),
-                    src.line(start),
-                    f.name,
-                    family.why,
-                )
-                stubs.setdefault((index, f.name + f"@{f.body_start}"), refusal)
-        stubbed = [
-            (f, stubs[(index, f.name + f"@{f.body_start}")])
-            for f in src.funcs
-            if (index, f.name + f"@{f.body_start}") in stubs
-        ]
-        for f, refusal in stubbed:
+        stubs, outside = _refusals(src, refused_macros, extra, launches)
+        fatal += outside
+        refused += [refusal for _, refusal in stubs.values()]
+        for f, refusal in stubs.values():
             body = src.text[f.body_start : f.body_end]
             message = json.dumps("torchport CPU runner: " + refusal.message(), ensure_ascii=True)
             edits.append(
@@ -219,18 +186,49 @@ def translate(sources: list[Source]) -> Translation:
         if cpu is None:
             edits += _token_edits(src, DEVICE_TOKENS)
         edits += [(seg.offset, seg.offset, _line_directive(seg)) for seg in src.more]
-        inside = [(f.body_start, f.body_end) for f, _ in stubbed]
+        inside = [(f.body_start, f.body_end) for f, _ in stubs.values()]
         files.append(_prelude(src) + _apply(src.text, edits, inside))
     if fatal:
         raise table.Refused(fatal)
-    stubbed_names = {r.function for r in stubs.values()}
+    stubbed = {r.function for r in refused}
     kernels = [
-        Kernel(f.name, *flags.get(f.name, (True, True)), refused=f.name in stubbed_names)
+        Kernel(f.name, *flags.get(f.name, (True, True)), refused=f.name in stubbed)
         for src in sources
         for f in src.funcs
         if f.kernel
     ]
-    return Translation(files, kernels, list(stubs.values()), cpu, dropped)
+    return Translation(files, kernels, refused, cpu, dropped)
+
+
+def _refusals(
+    src: Source,
+    refused_macros: dict[str, tuple[table.Family, str]],
+    extra: dict[str, list[str]],
+    launches: list[tuple[int, int, int, int]],
+) -> tuple[dict[int, tuple[Function, Refusal]], list[Refusal]]:
+    """The functions to stub (by body offset, each with its first refused construct) and
+    the refused constructs outside any function."""
+    stubs: dict[int, tuple[Function, Refusal]] = {}
+    outside: list[Refusal] = []
+    uses = list(_refused_uses(src, refused_macros, extra))
+    nested = table.family(table.DYNAMIC_PARALLELISM)
+    for start, _, _, _ in launches:
+        f = enclosing(src.funcs, start)
+        if f is not None and f.device:
+            uses.append((start, nested, "a <<<...>>> launch"))
+    for offset, family, construct in sorted(uses, key=lambda use: use[0]):
+        f = enclosing_or_header(src.funcs, offset)
+        if family.device_only and not (f is not None and f.device):
+            continue
+        name = f.name if f else None
+        refusal = Refusal(
+            family.name, construct, src.file(offset), src.line(offset), name, family.why
+        )
+        if f is None:
+            outside.append(refusal)
+        elif f.body_start not in stubs:
+            stubs[f.body_start] = (f, refusal)
+    return stubs, outside
 
 
 def enclosing_or_header(funcs: list[Function], offset: int) -> Function | None:
@@ -559,6 +557,27 @@ def _token_edits(src: Source, tokens) -> list[tuple[int, int, str]]:
         for m in pattern.finditer(src.masked):
             edits.append((m.start(), m.end(), m.expand(replacement)))
     return edits
+
+
+def local_headers(sources: list[Source], folders: list[Path]) -> list[Source]:
+    """The headers the sources include with quotes, found next to the including file or
+    in ``folders``, and the headers those include, each once."""
+    found: dict[Path, Source] = {}
+    todo = [(src, Path(src.origin).parent) for src in sources]
+    while todo:
+        src, here = todo.pop()
+        for start, end in directive_spans(src.masked):
+            m = re.match(r'\s*#\s*include\s*"([^"]+)"', src.text[start:end])
+            if not m:
+                continue
+            for folder in (here, *folders):
+                path = (folder / m.group(1)).resolve()
+                if path.is_file() and path not in found:
+                    text = path.read_text(encoding="utf-8", errors="replace")
+                    found[path] = Source(text, str(path), cuda=True)
+                    todo.append((found[path], path.parent))
+                    break
+    return list(found.values())
 
 
 def source_files(paths: list[Path]) -> list[Source]:

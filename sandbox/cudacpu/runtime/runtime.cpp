@@ -4,6 +4,7 @@
 #include <cudacpu/runtime.h>
 
 #include <ATen/Parallel.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -73,6 +74,99 @@ struct Worker {
 };
 
 thread_local Worker worker;
+thread_local const KernelInfo* running = nullptr;  // the kernel this thread is inside
+
+struct Running {
+  explicit Running(const KernelInfo* info) { running = info; }
+  ~Running() { running = nullptr; }
+};
+
+// --- a fault inside a kernel says which kernel, block and thread ---------------------------
+// A kernel that reads or writes past its buffers may go unnoticed on a GPU (the caching
+// allocator's blocks are large) but faults on the CPU. The handler writes what faulted to
+// stderr and hands the signal back to the handler before it (the process then ends as it
+// would have, with the message in its output). It runs on an alternate stack, so a fiber
+// whose stack overflowed is reported too.
+struct sigaction previous_segv, previous_bus;
+std::once_flag handlers_installed;
+
+void put(char*& at, const char* end, const char* text) {
+  while (*text && at < end) *at++ = *text++;
+}
+void put(char*& at, const char* end, unsigned long long v) {
+  char digits[24];
+  int n = 0;
+  do digits[n++] = static_cast<char>('0' + v % 10); while ((v /= 10) && n < 24);
+  while (n && at < end) *at++ = digits[--n];
+}
+void put(char*& at, const char* end, const uint3& v) {
+  put(at, end, "(");
+  put(at, end, v.x);
+  put(at, end, ", ");
+  put(at, end, v.y);
+  put(at, end, ", ");
+  put(at, end, v.z);
+  put(at, end, ")");
+}
+
+bool in_guard_page(const Worker& w, const void* address) {
+  const char* a = static_cast<const char*>(address);
+  for (const Fiber& f : w.fibers) {
+    if (f.memory && a >= f.memory && a < f.memory + Worker::page()) return true;
+  }
+  return false;
+}
+
+void on_fault(int signal, siginfo_t* info, void*) {
+  struct sigaction& before = signal == SIGBUS ? previous_bus : previous_segv;
+  if (running != nullptr) {
+    char text[512];
+    char* at = text;
+    const char* end = text + sizeof(text) - 1;
+    put(at, end, "torchport CPU runner: kernel ");
+    put(at, end, running->name);
+    put(at, end, " faulted in block ");
+    put(at, end, blockIdx);
+    put(at, end, ", thread ");
+    put(at, end, threadIdx);
+    if (in_guard_page(worker, info->si_addr)) {
+      put(at, end, ": the thread's stack (128 KiB on the CPU) overflowed\n");
+    } else {
+      put(at, end,
+          ": it reads or writes memory outside its buffers (out of bounds: undefined "
+          "behaviour on a GPU too, where it may go unnoticed)\n");
+    }
+    ssize_t ignored = write(2, text, static_cast<size_t>(at - text));
+    (void)ignored;
+    running = nullptr;
+  }
+  sigaction(signal, &before, nullptr);  // the fault repeats there when this returns
+}
+
+void install_fault_handlers() {
+  std::call_once(handlers_installed, [] {
+    struct sigaction action {};
+    action.sa_sigaction = &on_fault;
+    action.sa_flags = SA_SIGINFO | SA_ONSTACK;
+    sigemptyset(&action.sa_mask);
+    sigaction(SIGSEGV, &action, &previous_segv);
+    sigaction(SIGBUS, &action, &previous_bus);
+  });
+}
+
+// The alternate stack the handler runs on, one per OS thread that runs kernels.
+void ensure_signal_stack() {
+  thread_local bool done = false;
+  if (done) return;
+  done = true;
+  stack_t current{};
+  if (sigaltstack(nullptr, &current) == 0 && !(current.ss_flags & SS_DISABLE)) return;
+  static thread_local char memory[64 << 10];
+  stack_t alt{};
+  alt.ss_sp = memory;
+  alt.ss_size = sizeof(memory);
+  sigaltstack(&alt, nullptr);
+}
 
 std::mutex launches_mutex;
 std::map<std::string, long long> launches;
@@ -174,9 +268,9 @@ void run_block_fibers(Worker& w, const dim3& block) {
         w.fibers[i].index = uint3{x, y, z};
         start_fiber(w.fibers[i]);
       }
-  size_t running = n;
+  size_t live = n;
   w.mode = Mode::fibers;
-  while (running > 0) {
+  while (live > 0) {
     w.count_sum = 0;
     for (i = 0; i < n; ++i) {
       Fiber& f = w.fibers[i];
@@ -190,7 +284,7 @@ void run_block_fibers(Worker& w, const dim3& block) {
         w.error = nullptr;
         std::rethrow_exception(error);
       }
-      if (f.done) --running;
+      if (f.done) --live;
     }
     w.count_result = w.count_sum;
   }
@@ -223,8 +317,11 @@ void run_grid(const KernelInfo& info, dim3 grid, dim3 block, size_t shared_bytes
   const int64_t blocks = int64_t(grid.x) * grid.y * grid.z;
   if (blocks == 0) return;  // nothing to run (a GPU refuses the launch; unchecked, nothing runs)
   const bool fibers = info.barrier && threads > 1;
+  install_fault_handlers();
   auto run_blocks = [&](int64_t begin, int64_t end) {
     Worker& w = worker;
+    ensure_signal_stack();
+    const Running inside(&info);
     if (w.shared_bytes < shared_bytes) {
       std::free(w.shared);
       w.shared = std::aligned_alloc(64, (shared_bytes + 63) / 64 * 64);

@@ -87,6 +87,29 @@ CUDACPU_VEC2(long long, longlong, 16)
 inline uint3 make_uint3(unsigned int x, unsigned int y, unsigned int z) { return uint3{x, y, z}; }
 inline dim3 make_dim3(unsigned int x, unsigned int y, unsigned int z) { return dim3(x, y, z); }
 
+// --- torch's accessors as device code declares them ---------------------------------------
+// RestrictPtrTraits (packed accessors with __restrict__ data) is declared for nvcc only.
+#if __has_include(<torch/headeronly/core/TensorAccessor.h>)
+#include <torch/headeronly/core/TensorAccessor.h>
+namespace torch::headeronly {
+template <typename T>
+struct RestrictPtrTraits {
+  typedef T* __restrict__ PtrType;
+};
+}  // namespace torch::headeronly
+namespace at {
+using torch::headeronly::RestrictPtrTraits;
+}  // namespace at
+#else
+#include <ATen/core/TensorAccessor.h>
+namespace at {
+template <typename T>
+struct RestrictPtrTraits {
+  typedef T* __restrict__ PtrType;
+};
+}  // namespace at
+#endif
+
 // --- half and bfloat16 ----------------------------------------------------------------
 using __half = c10::Half;
 using half = c10::Half;
