@@ -112,11 +112,13 @@ def current() -> Session | None:
     return _current
 
 
-def _activate(mode: str, devices: int) -> Any:
+def _activate(mode: str, devices: int, results: str) -> Any:
     if mode == "reference":
         from torchport.sandbox import shim
+        from torchport.sandbox.shim import cuda_extensions
 
         shim.activate(gpus=devices)
+        cuda_extensions.build_in(Path(results) / "cudacpu")  # CUDA extensions: scratch only
         return shim
     if mode in EMULATED:
         from torchport.sandbox import emulator
@@ -151,7 +153,7 @@ def start(
     session = _current = Session(config, child=child)
     # a real wandb, if installed, must not try its server (the sandbox has no network)
     os.environ["WANDB_MODE"] = "disabled"
-    session.watcher = _activate(config.mode, config.devices)
+    session.watcher = _activate(config.mode, config.devices, config.results)
     from torchport.sandbox import rendezvous
 
     rendezvous.install()  # every mode: an unreachable rendezvous fails at once

@@ -31,19 +31,22 @@ BUILD_ENV = "TORCHPORT_CUDACPU_BUILD"
 _CUDA_SUFFIXES = (".cu", ".cuh")
 
 _loaded: list[tuple[dict[str, Any], Any]] = []  # (record, Extension or None)
+_run_folder: Path | None = None
+
+
+def build_in(folder: Path) -> None:
+    """Build under ``folder`` from now on: a sandboxed run's session names its scratch
+    folder here (the only place the run may write)."""
+    global _run_folder
+    _run_folder = folder
 
 
 def build_root() -> Path:
     """Where extensions are built: ``$TORCHPORT_CUDACPU_BUILD``, else the sandboxed run's
-    scratch folder, else torchport's cache (``sandbox.cudacpu.build.cache_root``)."""
+    scratch folder (``build_in``), else torchport's cache (``cudacpu.build.cache_root``)."""
     if os.environ.get(BUILD_ENV):
         return Path(os.environ[BUILD_ENV])
-    from torchport.sandbox import session
-
-    current = session.current()
-    if current is not None:
-        return Path(current.config.results) / "cudacpu"
-    return cache_root()
+    return _run_folder if _run_folder is not None else cache_root()
 
 
 def _arguments(real: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
