@@ -122,6 +122,8 @@ class RunResult:
     mode: str = ""
     synthetic_data: list[dict[str, Any]] = field(default_factory=list)
     reference_standins: list[str] = field(default_factory=list)  # reference mode: APIs stood in
+    # reference mode: kernels that ran in an interpreter (Triton's), per interpreter
+    reference_interpreters: list[dict[str, Any]] = field(default_factory=list)
     # reference mode: CUDA extensions run by torchport's CPU runner (sandbox.cudacpu)
     cuda_kernel_runner: list[dict[str, Any]] = field(default_factory=list)
     # several processes trained (torchrun, mp.spawn, children): each one's outcome and losses
@@ -373,6 +375,7 @@ def run(spec: RunSpec) -> RunResult:
             "stopped",
             "synthetic_data",
             "reference_standins",
+            "reference_interpreters",
             "cuda_kernel_runner",
             "ranks",
         ):

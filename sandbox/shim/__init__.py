@@ -19,7 +19,16 @@ Or run a program: `python -m torchport.sandbox.shim train.py --epochs 1`.
 from __future__ import annotations
 
 from .. import patching
-from . import amp, backends, cuda_api, cuda_extensions, devices, distributed, recording
+from . import (
+    amp,
+    backends,
+    cuda_api,
+    cuda_extensions,
+    devices,
+    distributed,
+    graphs,
+    recording,
+)
 
 __all__ = ["activate", "deactivate", "intercepted", "is_active", "reset_intercepted"]
 
@@ -37,6 +46,7 @@ def activate(gpus: int = 2) -> None:
     if _active:
         return
     cuda_api.install(gpus)
+    graphs.install()
     backends.install()
     amp.install()
     distributed.install()

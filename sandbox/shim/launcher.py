@@ -4,8 +4,10 @@ Behaves like `python SCRIPT ARGS` / `python -m MODULE ARGS` (same `sys.argv`, `s
 and `__name__ == "__main__"`), prints nothing of its own to stdout, and, when
 TORCHPORT_SHIM_REPORT names a file, writes the intercepted-API record there as JSON at exit
 (even when the program fails or calls sys.exit), with the reference stand-ins the program
-used (``reference_standins``, see ``standins``) and the CUDA extensions torchport's CPU
-runner built (``cuda_kernel_runner``, see ``cuda_extensions``) when there were any.
+used (``reference_standins``, see ``standins``), the Triton kernels that ran in Triton's
+interpreter (``reference_interpreters``, see ``triton_interpreter``) and the CUDA extensions
+torchport's CPU runner built (``cuda_kernel_runner``, see ``cuda_extensions``) when there
+were any.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import os
 import runpy
 import sys
 
-from . import activate, cuda_extensions, intercepted, standins
+from . import activate, cuda_extensions, intercepted, standins, triton_interpreter
 
 REPORT_ENV = "TORCHPORT_SHIM_REPORT"
 USAGE = "usage: python -m torchport.sandbox.shim [-m MODULE | SCRIPT] [ARGS...]"
@@ -24,11 +26,14 @@ USAGE = "usage: python -m torchport.sandbox.shim [-m MODULE | SCRIPT] [ARGS...]"
 
 def write_report(path: str) -> None:
     """Write `intercepted()` to `path` as JSON ({"intercepted": [...]}), and the stand-ins
-    used and the CUDA extensions built for the CPU, if any ({"reference_standins": [...],
-    "cuda_kernel_runner": [...]})."""
+    and interpreted kernels and the CUDA extensions built for the CPU, if any
+    ({"reference_standins": [...], "reference_interpreters": [...], "cuda_kernel_runner":
+    [...]})."""
     report: dict[str, object] = {"intercepted": intercepted()}
     if standins.records():
         report["reference_standins"] = standins.records()
+    if triton_interpreter.records():
+        report["reference_interpreters"] = triton_interpreter.records()
     if cuda_extensions.records():
         report["cuda_kernel_runner"] = cuda_extensions.records()
     with open(path, "w", encoding="utf-8") as handle:
@@ -47,6 +52,7 @@ def main(argv: list[str] | None = None) -> int:
         atexit.register(write_report, report)
     activate()
     standins.install()
+    triton_interpreter.install()
     if argv[0] == "-m":
         sys.argv = [argv[1], *argv[2:]]  # runpy replaces argv[0] with the module's path
         sys.path[0] = os.getcwd()

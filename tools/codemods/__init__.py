@@ -11,14 +11,17 @@ from . import (  # noqa: F401 - registration
     amp,
     apex,
     apex_amp,
+    bitsandbytes,
     config,
     device,
     events,
+    graphs,
     optimizer_move,
     parallel,
     runtime,
     scaler,
     tensor_alias,
+    triton_fallback,
     visible_devices,
 )
 from .base import FIXERS, NotApplicable

@@ -186,11 +186,35 @@ def pin_memory_flag(node: cst.Arg, ctx: FixContext):
     return REMOVE_ARG  # False is the default: a reviewer would ask to drop it, not flip it
 
 
+UNPINNED = "pin_memory_removed"
+
+
 @register("TPL002")
 def pin_memory_call(node: cst.Call, ctx: FixContext):
     if not isinstance(node.func, cst.Attribute):
         raise NotApplicable("unexpected pin_memory form")
+    ctx.state[UNPINNED] = True
     return node.func.value  # pinning is an optimisation; the data is the same without it
+
+
+def _elements(node: cst.BaseExpression) -> list[str]:
+    if isinstance(node, cst.Tuple | cst.List):
+        return [code_of(e.value) for e in node.elements]
+    return [code_of(node)]
+
+
+@follow_up("TPL002")
+def self_assignment(original: cst.CSTNode, node: cst.CSTNode, ctx: FixContext):
+    """``xs, ys = xs.pin_memory(), ys.pin_memory()`` without the pinning assigns each name
+    to itself: the statement had no other job, so it goes."""
+    if not ctx.state.get(UNPINNED) or not isinstance(node, cst.SimpleStatementLine):
+        return None
+    if len(node.body) != 1 or not isinstance(assign := node.body[0], cst.Assign):
+        return None
+    same = len(assign.targets) == 1 and (
+        _elements(assign.targets[0].target) == _elements(assign.value)
+    )
+    return REMOVE_STATEMENT if same and node is not original else None
 
 
 @register("TPL003", {"xla"})

@@ -87,6 +87,10 @@ def main():
             return static_loss
 
     else:
+        # the same warm-up passes as the graph path, on the default stream
+        for _ in range(args.warmup):
+            optimizer.zero_grad(set_to_none=True)
+            loss_fn(model(xs[0].to(device)), ys[0].to(device)).backward()
 
         def train_step(x, y):
             optimizer.zero_grad(set_to_none=True)

@@ -39,6 +39,7 @@ def main():
     parser.add_argument("--batch-size", type=int, default=256)
     parser.add_argument("--lr", type=float, default=0.05)
     parser.add_argument("--log-every", type=int, default=50)
+    parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--compile", action=argparse.BooleanOptionalAction, default=True)
     args = parser.parse_args()
 
@@ -51,6 +52,11 @@ def main():
     xs, ys = make_batches(args.steps, args.batch_size)
 
     net = torch.compile(model) if args.compile else model
+
+    # warm up forward and backward before timing (the compiled model compiles on first use)
+    for _ in range(args.warmup):
+        optimizer.zero_grad(set_to_none=True)
+        loss_fn(net(xs[0].to(device)), ys[0].to(device)).backward()
 
     def train_step(x, y):
         optimizer.zero_grad(set_to_none=True)
