@@ -184,6 +184,32 @@ def _summary_markdown(record: dict[str, Any], v: dict[str, Any]) -> list[str]:
         lines.append(
             f"- tolerance policy: {markdown_code(v['policy'])} (agents/data/tolerance.toml)"
         )
+    return lines + kernel_runner_markdown((v.get("reference") or {}).get("cuda_kernel_runner"))
+
+
+def kernel_runner_markdown(extensions: list[dict[str, Any]] | None) -> list[str]:
+    """One line per CUDA extension of the original that torchport's CPU runner built for
+    the reference run: what ran (kernels and launches, or its own CPU kernels), what was
+    refused and where, or why it could not be built."""
+    lines = []
+    for ext in extensions or []:
+        where = f"{markdown_code(str(ext.get('api')))} at {markdown_code(str(ext.get('site')))}"
+        head = f"- reference kernels: {markdown_code(str(ext.get('name')))} ({where}) "
+        if ext.get("error"):
+            lines.append(head + f"could not run on torchport's CPU runner: {_md(ext['error'])}")
+            continue
+        if ext.get("cpu_kernels"):
+            what = f"ran its own CPU kernels (dispatch at {markdown_code(ext['cpu_kernels'])})"
+        else:
+            launches = ext.get("launches") or {}
+            ran = ", ".join(f"{markdown_code(k)} x{n}" for k, n in sorted(launches.items()))
+            what = f"ran on torchport's CPU runner for CUDA kernels: {ran or 'no launches'}"
+        refused = [
+            f"{markdown_code(str(r.get('function')))} ({_md(r.get('family'))}, "
+            f"{markdown_code(str(r.get('file')) + ':' + str(r.get('line')))})"
+            for r in ext.get("refused") or []
+        ]
+        lines.append(head + what + (f"; refused: {', '.join(refused)}" if refused else ""))
     return lines
 
 

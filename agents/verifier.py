@@ -257,6 +257,7 @@ def _brief(result: dict[str, Any] | None) -> dict[str, Any] | None:
         "command_rewrites": result.get("command_rewrites", []),
         "reference_standins": result.get("reference_standins", []),
         "reference_interpreters": result.get("reference_interpreters", []),
+        "cuda_kernel_runner": result.get("cuda_kernel_runner", []),
         "counters": {k: counters[k] for k in keep if k in counters},
         "stderr_tail": (result.get("stderr_tail") or "")[-1500:],
     }
@@ -265,6 +266,10 @@ def _brief(result: dict[str, Any] | None) -> dict[str, Any] | None:
 def _error_text(result: dict[str, Any]) -> str:
     error = result.get("error") or {}
     return f"{error.get('type', '?')}: {error.get('message', '')}".strip()
+
+
+# Every refusal and build failure of torchport's CPU runner for CUDA kernels says this.
+RUNNER_REFUSAL = "torchport's CPU runner for CUDA kernels"
 
 
 def judge(
@@ -314,6 +319,7 @@ def judge(
             )
         if interpreted := interpreter_note(reference):
             v.reason += f"; {interpreted}"
+        v.reason += kernel_runner_note(reference.get("cuda_kernel_runner") or [])
     else:
         v.verdict = "failed"
         v.reason = parity.note or (
@@ -326,6 +332,29 @@ def judge(
             "error": {"type": "ParityMismatch", "message": v.reason, "frame": None},
         }
     return v
+
+
+def kernel_runner_note(extensions: list[dict[str, Any]]) -> str:
+    """What the reason says when the original's CUDA kernels ran on torchport's CPU runner
+    (or the extension's own CPU kernels did), so a reader knows where its numbers came from."""
+    notes = []
+    for ext in extensions:
+        if ext.get("error"):
+            continue
+        if ext.get("cpu_kernels"):
+            notes.append(
+                f"{ext.get('name')} (its own CPU kernels, dispatched at {ext['cpu_kernels']})"
+            )
+            continue
+        launches = ext.get("launches") or {}
+        ran = ", ".join(f"{k} x{n}" for k, n in sorted(launches.items())) or "no launches"
+        notes.append(f"{ext.get('name')} ({ran})")
+    if not notes:
+        return ""
+    return (
+        "; the original's CUDA extensions were built for the CPU by torchport's CPU runner "
+        "for CUDA kernels: " + "; ".join(notes)
+    )
 
 
 def _on_the_cpu(target: dict[str, Any]) -> bool:
@@ -391,6 +420,16 @@ def _judge_failed_original(
     """
     where = _failure_site(reference)
     failure = f"{f'{where}: ' if where else ''}{_error_text(reference)}"
+    if target.get("status") == "ok" and RUNNER_REFUSAL in _error_text(reference):
+        # The original's kernels are beyond torchport's CPU runner: no reference numbers,
+        # as for an original that was not run; the runner's reason says what it refused.
+        v.verdict = "ran"
+        v.reason = f"the original could not run on the CPU reference: {failure}"
+        if _on_the_cpu(target):
+            v.reason += f"; the migration ran, but on the CPU, not the emulated {mode} device"
+        else:
+            v.reason += "; the migration ran, with nothing to compare it with"
+        return v
     ref_losses, tgt_losses = reference.get("losses") or [], target.get("losses") or []
     parity = compare_series(ref_losses, tgt_losses, policy) if ref_losses and tgt_losses else None
     same = _fails_identically(reference, target)

@@ -24,6 +24,7 @@ from urllib.parse import urlsplit
 
 from . import rendezvous
 from .commandline import rewrite
+from .cudacpu import pch as cudacpu_pch
 from .isolation import BackendUnavailable, owner, run_isolated
 from .limits import (
     DEFAULT_DEVICES,
@@ -123,6 +124,8 @@ class RunResult:
     reference_standins: list[str] = field(default_factory=list)  # reference mode: APIs stood in
     # reference mode: kernels that ran in an interpreter (Triton's), per interpreter
     reference_interpreters: list[dict[str, Any]] = field(default_factory=list)
+    # reference mode: CUDA extensions run by torchport's CPU runner (sandbox.cudacpu)
+    cuda_kernel_runner: list[dict[str, Any]] = field(default_factory=list)
     # several processes trained (torchrun, mp.spawn, children): each one's outcome and losses
     ranks: list[dict[str, Any]] = field(default_factory=list)
     # arguments of the command changed for the run (sandbox.commandline): both runs get these
@@ -273,12 +276,19 @@ def _execute(
     # The native emulator is built (once, cached) here, by torchport, never in the run;
     # the run sees the library read-only and is told where it is (or why there is none).
     emulator_paths, emulator_env = prepare_for_sandbox(spec.mode)
+    # A reference run that builds CUDA extensions reads the CPU runner's precompiled
+    # prelude, built here (once, cached) rather than in the run.
+    kernel_paths, kernel_env = cudacpu_pch.for_sandbox(spec.mode, scratch / "program")
     try:
         outcome = run_isolated(
             argv,
             scratch=scratch,
-            readonly=[OWN_SOURCE, *spec.site_paths, *emulator_paths],
-            env={**program_environment(scratch / "program", spec.site_paths), **emulator_env},
+            readonly=[OWN_SOURCE, *spec.site_paths, *emulator_paths, *kernel_paths],
+            env={
+                **program_environment(scratch / "program", spec.site_paths),
+                **emulator_env,
+                **kernel_env,
+            },
             timeout_s=spec.timeout_s,
             memory_mb=spec.memory_mb,
             backend=spec.isolation,
@@ -366,6 +376,7 @@ def run(spec: RunSpec) -> RunResult:
             "synthetic_data",
             "reference_standins",
             "reference_interpreters",
+            "cuda_kernel_runner",
             "ranks",
         ):
             if key in data:

@@ -89,6 +89,10 @@ class Session:
             out["reference_standins"] = self.standins.records()
         if self.interpreters is not None and self.interpreters.records():
             out["reference_interpreters"] = self.interpreters.records()
+        if self.config.mode == "reference":
+            kernels = _kernel_runner_records()
+            if kernels:
+                out["cuda_kernel_runner"] = kernels
         return out
 
     def did_work(self) -> bool:
@@ -99,16 +103,25 @@ class Session:
 _current: Session | None = None
 
 
+def _kernel_runner_records() -> list[dict[str, Any]]:
+    """The CUDA extensions the CPU runner built in this process (reference mode), if
+    the shim's module for them was loaded at all."""
+    module = sys.modules.get("torchport.sandbox.shim.cuda_extensions")
+    return module.records() if module is not None else []
+
+
 def current() -> Session | None:
     """This process's session (None before one started)."""
     return _current
 
 
-def _activate(mode: str, devices: int) -> Any:
+def _activate(mode: str, devices: int, results: str) -> Any:
     if mode == "reference":
         from torchport.sandbox import shim
+        from torchport.sandbox.shim import cuda_extensions
 
         shim.activate(gpus=devices)
+        cuda_extensions.build_in(Path(results) / "cudacpu")  # CUDA extensions: scratch only
         return shim
     if mode in EMULATED:
         from torchport.sandbox import emulator
@@ -143,7 +156,7 @@ def start(
     session = _current = Session(config, child=child)
     # a real wandb, if installed, must not try its server (the sandbox has no network)
     os.environ["WANDB_MODE"] = "disabled"
-    session.watcher = _activate(config.mode, config.devices)
+    session.watcher = _activate(config.mode, config.devices, config.results)
     from torchport.sandbox import rendezvous
 
     rendezvous.install()  # every mode: an unreachable rendezvous fails at once

@@ -29,13 +29,22 @@ def _torchport_home(tmp_path_factory: pytest.TempPathFactory):
     import os
 
     from torchport.agents.llm import local
+    from torchport.sandbox.cudacpu import build as cudacpu_build
     from torchport.sandbox.native import build
 
-    keys = ("TORCHPORT_HOME", "TORCHPORT_MODELS", "TORCHPORT_EMULATOR_CACHE", "PIP_NO_INDEX")
+    keys = (
+        "TORCHPORT_HOME",
+        "TORCHPORT_MODELS",
+        "TORCHPORT_EMULATOR_CACHE",
+        cudacpu_build.CACHE_ENV,
+        "PIP_NO_INDEX",
+    )
     saved = {k: os.environ.get(k) for k in keys}
     # the native emulator's build (a minute of CPU) is kept like the model cache: per
     # machine, not per session or xdist worker
     os.environ[build.CACHE_ENV] = str(build.cache_root())
+    # so is the CPU runner's build of a CUDA test extension (minutes of CPU; keyed by content)
+    os.environ[cudacpu_build.CACHE_ENV] = str(cudacpu_build.cache_root())
     home = tmp_path_factory.mktemp("torchport-home")
     if os.environ.get("PYTEST_XDIST_WORKER"):
         # The workers share the cache of the originals' reference runs (keyed by content,

@@ -87,6 +87,40 @@ def test_a_reference_with_stand_ins_says_so():
     assert v.reference["reference_standins"] == ["flash_attn.flash_attn_func"]
 
 
+KERNELS = {
+    "api": "load_inline",
+    "name": "fused_gelu",
+    "site": "ops.py:40",
+    "cpu_kernels": None,
+    "refused": [],
+    "launches": {"gelu_fwd": 3, "gelu_bwd": 3},
+}
+
+
+def test_a_reference_whose_kernels_ran_on_the_cpu_runner_says_so():
+    ref = {**run(losses=[1.0]), "cuda_kernel_runner": [KERNELS]}
+    v = judge(ref, run(losses=[1.0]), FP32, "tpu")
+    assert v.verdict == "verified"
+    assert "torchport's CPU runner for CUDA kernels: fused_gelu (gelu_bwd x3, gelu_fwd x3)" in (
+        v.reason
+    )
+    assert v.reference["cuda_kernel_runner"] == [KERNELS]
+
+
+def test_an_original_the_kernel_runner_refuses_leaves_the_port_at_ran():
+    message = (
+        "ops.py:12: warp_sum uses __shfl_down_sync (warp intrinsic), which torchport's CPU "
+        "runner for CUDA kernels cannot run: ..."
+    )
+    ref = run("failed", error={"type": "RuntimeError", "message": message, "frame": None})
+    v = judge(ref, run(losses=[1.0]), FP32, "tpu")
+    assert v.verdict == "ran" and message in v.reason
+    assert v.reason.endswith("the migration ran, with nothing to compare it with")
+    # any other failure of the original still makes the port not-runnable
+    other = run("failed", error={"type": "OSError", "message": "CUDA_HOME is not set"})
+    assert judge(other, run(losses=[1.0]), FP32, "tpu").verdict == "not-runnable"
+
+
 def test_parity_mismatch_is_a_classified_failure():
     v = judge(run(losses=[2.3, 2.2]), run(losses=[2.3, 2.5]), FP32, "tpu")
     assert v.verdict == "failed"

@@ -5,7 +5,8 @@ lets the original run here at all, as close as possible to what it computes on a
 fp32: CUDA devices map to the CPU, `torch.cuda` answers like a machine with idle GPUs (2
 by default), AMP is off, NCCL becomes gloo, and every CUDA API the program touched is
 recorded with its call site (`intercepted()`), which is runtime evidence of what a port
-has to change.
+has to change. CUDA C++ extensions (`load_inline`, `load`) are built for the CPU by
+torchport's CPU runner for CUDA kernels (`cuda_extensions`, `sandbox.cudacpu`).
 
     from torchport.sandbox import shim
     shim.activate()
@@ -18,7 +19,16 @@ Or run a program: `python -m torchport.sandbox.shim train.py --epochs 1`.
 from __future__ import annotations
 
 from .. import patching
-from . import amp, backends, cuda_api, devices, distributed, graphs, recording
+from . import (
+    amp,
+    backends,
+    cuda_api,
+    cuda_extensions,
+    devices,
+    distributed,
+    graphs,
+    recording,
+)
 
 __all__ = ["activate", "deactivate", "intercepted", "is_active", "reset_intercepted"]
 
@@ -40,6 +50,7 @@ def activate(gpus: int = 2) -> None:
     backends.install()
     amp.install()
     distributed.install()
+    cuda_extensions.install()
     devices.install()
     _active = True
 

@@ -4,8 +4,10 @@ Behaves like `python SCRIPT ARGS` / `python -m MODULE ARGS` (same `sys.argv`, `s
 and `__name__ == "__main__"`), prints nothing of its own to stdout, and, when
 TORCHPORT_SHIM_REPORT names a file, writes the intercepted-API record there as JSON at exit
 (even when the program fails or calls sys.exit), with the reference stand-ins the program
-used (``reference_standins``, see ``standins``) and the Triton kernels that ran in Triton's
-interpreter (``reference_interpreters``, see ``triton_interpreter``) when there were any.
+used (``reference_standins``, see ``standins``), the Triton kernels that ran in Triton's
+interpreter (``reference_interpreters``, see ``triton_interpreter``) and the CUDA extensions
+torchport's CPU runner built (``cuda_kernel_runner``, see ``cuda_extensions``) when there
+were any.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import os
 import runpy
 import sys
 
-from . import activate, intercepted, standins, triton_interpreter
+from . import activate, cuda_extensions, intercepted, standins, triton_interpreter
 
 REPORT_ENV = "TORCHPORT_SHIM_REPORT"
 USAGE = "usage: python -m torchport.sandbox.shim [-m MODULE | SCRIPT] [ARGS...]"
@@ -24,13 +26,16 @@ USAGE = "usage: python -m torchport.sandbox.shim [-m MODULE | SCRIPT] [ARGS...]"
 
 def write_report(path: str) -> None:
     """Write `intercepted()` to `path` as JSON ({"intercepted": [...]}), and the stand-ins
-    and interpreted kernels, if any ({"reference_standins": [...],
-    "reference_interpreters": [...]})."""
+    and interpreted kernels and the CUDA extensions built for the CPU, if any
+    ({"reference_standins": [...], "reference_interpreters": [...], "cuda_kernel_runner":
+    [...]})."""
     report: dict[str, object] = {"intercepted": intercepted()}
     if standins.records():
         report["reference_standins"] = standins.records()
     if triton_interpreter.records():
         report["reference_interpreters"] = triton_interpreter.records()
+    if cuda_extensions.records():
+        report["cuda_kernel_runner"] = cuda_extensions.records()
     with open(path, "w", encoding="utf-8") as handle:
         json.dump(report, handle, indent=2)
         handle.write("\n")
