@@ -14,12 +14,14 @@ from . import (  # noqa: F401 - registration
     config,
     device,
     events,
+    flash_attn,
     optimizer_move,
     parallel,
     runtime,
     scaler,
     tensor_alias,
     visible_devices,
+    xformers,
 )
 from .base import FIXERS, NotApplicable
 from .consistency import check_fixers

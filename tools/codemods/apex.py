@@ -20,8 +20,9 @@ from typing import ClassVar
 
 import libcst as cst
 
-from .base import FixContext, NotApplicable, code_of, dotted, prescan, set_kwarg
+from .base import FixContext, NotApplicable, code_of, dotted, set_kwarg
 from .base import fixer as register
+from .library_names import last_name, register_aliases
 
 
 @dataclass(frozen=True)
@@ -203,47 +204,15 @@ _COMMA = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
 
 
 ALIASES = "apex_aliases"  # local name -> what it names under apex, per file
-
-
-class _ApexImports(cst.CSTVisitor):
-    def __init__(self) -> None:
-        self.names: dict[str, str] = {}
-
-    def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
-        module = dotted(node.module) if node.module is not None and not node.relative else None
-        if (
-            module is None
-            or module.split(".")[0] != "apex"
-            or isinstance(node.names, cst.ImportStar)
-        ):
-            return
-        for alias in node.names:
-            name = dotted(alias.name)
-            local = alias.asname.name.value if alias.asname else name
-            if name is not None and isinstance(local, str):
-                self.names[local] = f"{module}.{name}"
-
-
-def _aliases(module: cst.Module, lines: list[int], target: str) -> dict:
-    """``from apex.parallel import DistributedDataParallel as ApexDDP``: the fixers choose by
-    apex's own class name, which an alias hides."""
-    found = _ApexImports()
-    module.visit(found)
-    return {ALIASES: found.names} if found.names else {}
-
-
-for _code in ("TPK007", "TPK008", "TPK009"):
-    prescan(_code)(_aliases)
+# ``from apex.parallel import DistributedDataParallel as ApexDDP``: the fixers choose by
+# apex's own class name, which an alias hides.
+register_aliases(ALIASES, ("apex",), "TPK007", "TPK008", "TPK009")
 
 
 def _class_name(node: cst.CSTNode, ctx: FixContext) -> str:
-    func = node.func if isinstance(node, cst.Call) else node
-    name = dotted(func) if isinstance(func, cst.BaseExpression) else None
-    if name is None:
-        raise NotApplicable("the apex class is not named plainly here")
-    first, _, rest = name.partition(".")
-    qualified = ctx.state.get(ALIASES, {}).get(first, first) + (f".{rest}" if rest else "")
-    return qualified.rsplit(".", 1)[-1]
+    return last_name(
+        node, ctx, ALIASES, lambda: NotApplicable("the apex class is not named plainly here")
+    )
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,193 @@
+"""TPK011: xformers' ``memory_efficient_attention`` becomes ``scaled_dot_product_attention``.
+
+xformers computes exact softmax attention on ``[B, M, H, K]`` tensors (also ``[B, M, K]``
+and ``[B, M, G, H, K]``); SDPA on ``[B, H, M, K]`` (any leading dimensions). The port:
+
+- the layout: ``transpose(1, 2)`` in and back where the code shows the tensors are 4-D,
+  else ``movedim(1, -2)`` in and ``movedim(-2, 1)`` back, which is right for each rank
+  xformers accepts (a no-op on 3-D, the heads and groups kept in front on 5-D);
+- ``attn_bias``: ``LowerTriangularMask()`` (causal, aligned to the top-left corner as
+  xformers documents it) -> ``is_causal=True``; ``LowerTriangularFromBottomRightMask()``
+  -> ``is_causal`` where the lengths are evidently equal, else
+  ``causal_lower_right``; a tensor (added to the scores) -> ``attn_mask``;
+- ``p`` -> ``dropout_p``, ``scale`` kept, ``op=`` (which kernel) dropped;
+- ``xformers.ops.unbind(x, dim)`` -> ``torch.unbind(x, dim)``.
+
+Refused with the reason: the block-diagonal (packed sequence) biases, a causal mask
+combined with a tensor bias, an ``attn_bias`` whose value may be an xformers mask object
+(the file names mask classes), ``*``/``**`` arguments, and everything else under xformers.
+A mask class built in the argument list of a ported call is converted with it
+(``Enclosed``).
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from . import attention_port as port
+from .attention_shapes import Shapes
+from .base import Enclosed, FixContext, NotApplicable, code_of, dotted, prescan
+from .base import fixer as register
+from .library_names import imported_names, last_name, qualified
+from .sdpa import SDPA, SDPA_NAME, Call, sdpa_spelling, template
+
+ALIASES = "xformers_aliases"
+MASK_NAMES = "xformers_masks"  # the file names an xformers mask class somewhere
+ATTENTION = frozenset({"memory_efficient_attention", "memory_efficient_attention_forward"})
+SIGNATURE = {
+    name: port.Signature(
+        f"xformers.ops.{name}",
+        ("query", "key", "value", "attn_bias", "p", "scale"),
+        {"op": port.ANY, "output_dtype": ("None",)},
+        {"output_dtype": "SDPA returns the inputs' dtype; cast its result instead"},
+    )
+    for name in ATTENTION
+}
+TOP_LEFT = frozenset({"LowerTriangularMask"})
+BOTTOM_RIGHT = frozenset({"LowerTriangularFromBottomRightMask"})
+SDPA_KEYWORDS = ("attn_mask", "dropout_p", "is_causal", "scale")
+
+REASONS = {
+    "BlockDiagonal": "block-diagonal biases (packed variable-length batches) are not ported: "
+    "pad the batch and pass a mask, or build the block-diagonal attn_mask from the "
+    "sequence lengths",
+    "WithTensorBias": "a causal mask with a tensor bias: fold both into one additive "
+    "attn_mask (the bias, -inf above the diagonal)",
+}
+
+
+@prescan("TPK011")
+def _file_facts(module: cst.Module, lines: list[int], target: str) -> dict:
+    names = imported_names(module, ("xformers",))
+    masks = _MaskNames(names)
+    module.visit(masks)
+    return {ALIASES: names, SDPA_NAME: sdpa_spelling(module), MASK_NAMES: masks.found}
+
+
+class _MaskNames(cst.CSTVisitor):
+    """Whether the file names an xformers attention-bias class anywhere."""
+
+    def __init__(self, aliases: dict[str, str]) -> None:
+        self.aliases = aliases
+        self.found = any(_is_mask(q) for q in aliases.values())
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        name = dotted(node)
+        if name and not self.found:
+            first, _, rest = name.partition(".")
+            self.found = _is_mask(self.aliases.get(first, first) + "." + rest)
+
+
+def _is_mask(name: str) -> bool:
+    last = name.rsplit(".", 1)[-1]
+    return name.startswith("xformers.") and (
+        last.endswith(("Mask", "Bias")) or ".attn_bias." in name
+    )
+
+
+def _library_name(node: cst.CSTNode, ctx: FixContext) -> str:
+    return last_name(
+        node, ctx, ALIASES, lambda: NotApplicable("the xformers function is not named plainly")
+    )
+
+
+@register("TPK011")
+def xformers_attention(node: cst.CSTNode, ctx: FixContext):
+    name = _library_name(node, ctx)
+    if name in ATTENTION and isinstance(node, cst.Call):
+        return _attention(node, name, ctx)
+    if name == "unbind" and isinstance(node, cst.Call):
+        return _unbind(node, ctx)
+    if _inside_attention_call(ctx):
+        raise Enclosed()
+    if name in ATTENTION or name == "unbind":
+        raise NotApplicable(f"{name} is referenced, not called: each call needs its own port")
+    for part, why in REASONS.items():
+        if part in name:
+            raise NotApplicable(f"xformers' {name}: {why}")
+    raise NotApplicable(
+        f"xformers' {name} has no port: only memory_efficient_attention (with no bias, a "
+        "causal mask or a tensor bias) and unbind are ported"
+    )
+
+
+def _inside_attention_call(ctx: FixContext) -> bool:
+    """Whether the node is (in) an argument of a memory_efficient_attention call."""
+    node = ctx.original
+    while (parent := ctx.parent(node)) is not None:
+        if isinstance(parent, cst.Arg):
+            call = ctx.parent(parent)
+            name = qualified(call.func, ctx, ALIASES) if isinstance(call, cst.Call) else None
+            return name is not None and name.rsplit(".", 1)[-1] in ATTENTION
+        if isinstance(parent, cst.BaseStatement):
+            return False
+        node = parent
+    return False
+
+
+def _unbind(node: cst.Call, ctx: FixContext) -> cst.BaseExpression:
+    """``unbind(x, dim)`` (xformers' faster unbind: the same views) -> ``torch.unbind``."""
+    if any(a.star for a in node.args) or any(
+        a.keyword is not None and a.keyword.value != "dim" for a in node.args
+    ):
+        raise NotApplicable("unbind called with arguments other than (x, dim)")
+    return node.with_changes(func=ctx.expr("torch.unbind"))
+
+
+def _attention(node: cst.Call, name: str, ctx: FixContext) -> cst.BaseExpression:
+    args = port.bind(node, SIGNATURE[name])
+    missing = [p for p in ("query", "key", "value") if p not in args]
+    if missing:
+        raise NotApplicable(f"{name} without {', '.join(missing)}")
+    query, key, value = args["query"], args["key"], args["value"]
+    shapes = Shapes(ctx)
+    keywords = _bias(args.get("attn_bias"), query, key, shapes, ctx)
+    if not port.literal(args.get("p"), "0.0", "0", "0."):
+        keywords["dropout_p"] = args["p"]
+    if not port.literal(args.get("scale"), "None"):
+        keywords["scale"] = args["scale"]
+    if shapes.rank(query, key, value) == 4:
+        into, back = "X.transpose(1, 2)", "transpose(1, 2)"
+    else:
+        into, back = "X.movedim(1, -2)", "movedim(-2, 1)"
+    inputs = [("", template(ctx, into, X=t)) for t in (query, key, value)]
+    after = [back] + (["contiguous()"] if port.needs_contiguous(ctx) else [])
+    ordered = [(k, keywords[k]) for k in SDPA_KEYWORDS if k in keywords]
+    return Call(ctx.state.get(SDPA_NAME, SDPA), inputs, ordered, after).render(ctx, node)
+
+
+def _bias(
+    bias: cst.BaseExpression | None,
+    query: cst.BaseExpression,
+    key: cst.BaseExpression,
+    shapes: Shapes,
+    ctx: FixContext,
+) -> dict[str, cst.BaseExpression]:
+    """SDPA's keywords for xformers' ``attn_bias``."""
+    if port.literal(bias, "None"):
+        return {}
+    built = qualified(bias.func, ctx, ALIASES) if isinstance(bias, cst.Call) else None
+    if built is not None and built.startswith("xformers."):
+        mask, spelled = built.rsplit(".", 1)[-1], code_of(bias.func)
+        for part, why in REASONS.items():
+            if part in built:
+                raise NotApplicable(f"attn_bias={spelled}(...): {why}")
+        if mask not in TOP_LEFT | BOTTOM_RIGHT or bias.args:
+            raise NotApplicable(f"attn_bias={spelled}(...): this mask is not ported")
+        if mask in TOP_LEFT or shapes.same(query, key, 1):
+            return {"is_causal": cst.Name("True")}
+        q, k = port.reusable(query, "query"), port.reusable(key, "key")
+        return {"attn_mask": port.lower_right(ctx, q, k, cst.Name("True"))}
+    method = (
+        bias.func.attr.value
+        if isinstance(bias, cst.Call) and isinstance(bias.func, cst.Attribute)
+        else None
+    )
+    if method == "add_bias":
+        raise NotApplicable(f"attn_bias=...add_bias(...): {REASONS['WithTensorBias']}")
+    if ctx.state.get(MASK_NAMES):
+        raise NotApplicable(
+            "attn_bias may hold an xformers mask object here (the file uses xformers' mask "
+            "classes): pass the mask class in the call, or a tensor"
+        )
+    return {"attn_mask": bias}  # a tensor: added to the scores, as SDPA adds a float mask
