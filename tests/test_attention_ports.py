@@ -8,11 +8,13 @@ golden files (tests/fixtures/golden/TPK010*.py, TPK011*.py)."""
 from __future__ import annotations
 
 import sys
+import textwrap
 import types
 from pathlib import Path
 
 import pytest
 import torch
+from rules_run import migrate_rules_only
 from torchport.sandbox.shim.standins import flash, xformers
 from torchport.tools.codemods import migrate_python
 from torchport.tools.scanner import scan
@@ -225,3 +227,170 @@ def test_xformers_tensor_bias_is_added_to_the_scores(tmp_path, monkeypatch):
     q, k = (2, 4, 3, 8), (2, 6, 3, 8)
     args = _leaves(q, k, k, (2, 3, 4, 6))
     _same_values_and_gradients(original, ported, "with_bias", *args)
+
+
+REFUSED = {
+    # flash-attn settings SDPA has no argument for
+    "flash_attn_func(q, k, v, window_size=(4, 0))": "sliding-window",
+    "flash_attn_func(q, k, v, softcap=30.0)": "softcapping",
+    "flash_attn_func(q, k, v, alibi_slopes=slopes)": "ALiBi",
+    "flash_attn_func(q, k, v, return_attn_probs=True)": "log-sum-exp",
+    "flash_attn_func(q, k, v, return_attn_probs=args.probs)": "log-sum-exp",
+    "flash_attn_func(q, k, v, **options)": "arguments passed with **",
+    "flash_attn_func(*qkv)": "arguments passed with *",
+    "flash_attn_func(q, k, v, 0.0, None, True, (-1, -1))": "pass it by keyword",
+    "flash_attn_func(q, k, v, scale=0.5)": "scale= is not an argument of flash_attn",
+    "flash_attn_func(q.float(), k + 1, v, causal=True)": "computed in the call",
+    "flash_attn_varlen_qkvpacked_func(qkv, cu[0] + cu, 8)": "assign it to a name first",
+    "flash_attn_with_kvcache(q, k_cache, v_cache)": "updates the KV cache in place",
+    "partial(flash_attn_func, causal=True)": "referenced, not called",
+    # xformers biases that are not one of the ported masks
+    "xops.memory_efficient_attention(q, k, v, attn_bias=BlockDiagonalMask.from_seqlens(s))": (
+        "block-diagonal"
+    ),
+    "xops.memory_efficient_attention(q, k, v, attn_bias=LowerTriangularMask().add_bias(b))": (
+        "fold both into one additive attn_mask"
+    ),
+    "xops.memory_efficient_attention(q, k, v, attn_bias=mask)": "may hold an xformers mask",
+    "xops.memory_efficient_attention(q, k, v, output_dtype=torch.float32)": "cast its result",
+    "xops.memory_efficient_attention_partial(q, k, v)": "has no port",
+}
+
+
+def ported_line(tmp_path: Path, line: str) -> tuple[str, list[str]]:
+    source = textwrap.dedent(
+        f"""\
+        import torch
+        from functools import partial
+        import xformers.ops as xops
+        from xformers.ops.fmha.attn_bias import BlockDiagonalMask, LowerTriangularMask
+        from flash_attn import flash_attn_func, flash_attn_varlen_qkvpacked_func
+        from flash_attn import flash_attn_with_kvcache
+
+
+        def attention(q, k, v, qkv, cu, k_cache, v_cache, args, options, slopes, mask, s, b):
+            out = {line}
+            return out
+        """
+    )
+    path = tmp_path / "t.py"
+    path.write_text(source)
+    findings = [f for f in scan(path).findings if f.rule in ("TPK010", "TPK011")]
+    result = migrate_python(source, findings, "tpu", "t.py")
+    return result.source, [why for _, why in result.unapplied]
+
+
+@pytest.mark.parametrize("line", sorted(REFUSED))
+def test_what_sdpa_cannot_say_the_same_is_refused_with_its_reason(tmp_path, line):
+    source, reasons = ported_line(tmp_path, line)
+    assert f"out = {line}\n" in source  # left as it was, for a human (or the LLM)
+    assert reasons and all(REFUSED[line] in why or "part of the call" in why for why in reasons)
+    assert any(REFUSED[line] in why for why in reasons), reasons
+
+
+def test_a_mask_class_built_in_a_refused_call_is_left_with_it(tmp_path):
+    """``Enclosed``: the mask inside a ported call is converted with it; inside a refused
+    one, it is left, and says why."""
+    line = "xops.memory_efficient_attention(q, k, v, attn_bias=LowerTriangularMask(), p=*s)"
+    source, reasons = ported_line(tmp_path, line.replace("p=*s", "*s"))
+    assert sorted(reasons)[1].startswith("part of the call around it"), reasons
+    source, reasons = ported_line(tmp_path, "xops.memory_efficient_attention(q, k, v, None)")
+    assert reasons == [] and "scaled_dot_product_attention(" in source
+
+
+PROGRAM = """\
+import torch
+import torch.nn as nn
+from flash_attn import flash_attn_func, flash_attn_varlen_qkvpacked_func
+
+
+class Block(nn.Module):
+    def __init__(self, dim=32, heads=4, kv_heads=2):
+        super().__init__()
+        self.heads, self.kv_heads, self.head_dim = heads, kv_heads, dim // heads
+        self.q = nn.Linear(dim, dim)
+        self.kv = nn.Linear(dim, 2 * kv_heads * self.head_dim)
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.out = nn.Linear(dim, dim)
+
+    def forward(self, x, memory, cu_seqlens):
+        B, T, C = x.shape
+        q = self.q(x).view(B, T, self.heads, self.head_dim)
+        k, v = self.kv(memory).view(B, memory.shape[1], 2, self.kv_heads, self.head_dim).unbind(2)
+        # decoding-style: fewer queries than keys, grouped key/value heads
+        y = flash_attn_func(q, k, v, causal=True)
+        packed = self.qkv(y.reshape(B, T, C)).view(B * T, 3, self.heads, self.head_dim)
+        z = flash_attn_varlen_qkvpacked_func(packed, cu_seqlens, T, causal=True)
+        return self.out(z.reshape(B, T, C))
+
+
+torch.manual_seed(0)
+model = Block().cuda()
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+cu_seqlens = torch.tensor([0, 3, 8, 10, 16], dtype=torch.int32).cuda()
+for step in range(10):
+    x = torch.randn(2, 8, 32).cuda()
+    memory = torch.randn(2, 12, 32).cuda()
+    loss = model(x, memory, cu_seqlens).pow(2).mean()
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    print(f"step {step} loss {loss.item():.6f}")
+"""
+
+XFORMERS_PROGRAM = """\
+import torch
+import torch.nn as nn
+import xformers.ops as xops
+
+
+class CrossAttention(nn.Module):
+    def __init__(self, dim=32, heads=4):
+        super().__init__()
+        self.heads = heads
+        self.q = nn.Linear(dim, dim)
+        self.kv = nn.Linear(dim, 2 * dim)
+        self.out = nn.Linear(dim, dim)
+
+    def forward(self, x, context, bias):
+        B, N, C = x.shape
+        q = self.q(x).reshape(B, N, self.heads, C // self.heads)
+        k, v = xops.unbind(self.kv(context).reshape(B, -1, 2, self.heads, C // self.heads), 2)
+        y = xops.memory_efficient_attention(q, k, v, attn_bias=bias)
+        return self.out(y.reshape(B, N, C))
+
+
+torch.manual_seed(0)
+model = CrossAttention().cuda()
+optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+bias = torch.randn(2, 4, 6, 9).cuda()
+for step in range(10):
+    x, context = torch.randn(2, 6, 32).cuda(), torch.randn(2, 9, 32).cuda()
+    loss = model(x, context, bias).pow(2).mean()
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("target", ["tpu", "neuron"])
+def test_a_program_on_flash_attn_verifies_rules_only_with_the_same_numbers(tmp_path, target):
+    """Forward and gradients through the loss: ten SGD steps on the same numbers."""
+    final = migrate_rules_only(tmp_path, PROGRAM, target, steps=8)
+    assert final["outcome"] == "verified", (final["verification"]["reason"], final["decisions"])
+    migrated = (tmp_path / "out" / "train.py").read_text()
+    assert "flash_attn" not in migrated and "causal_lower_right(q.size(1), k.size(1))" in migrated
+    assert "stand-ins" in final["verification"]["reason"]  # the original ran flash-attn's
+    assert final["verification"]["parity"]["max_abs"] < 1e-5
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("target", ["tpu", "neuron"])
+def test_a_program_on_xformers_verifies_rules_only_with_the_same_numbers(tmp_path, target):
+    final = migrate_rules_only(tmp_path, XFORMERS_PROGRAM, target, steps=8)
+    assert final["outcome"] == "verified", (final["verification"]["reason"], final["decisions"])
+    migrated = (tmp_path / "out" / "train.py").read_text()
+    assert "xformers" not in migrated and "attn_mask=bias" in migrated
+    assert "stand-ins" in final["verification"]["reason"]
+    assert final["verification"]["parity"]["max_abs"] < 1e-5
