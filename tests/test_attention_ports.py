@@ -251,13 +251,12 @@ REFUSED = {
     "xops.memory_efficient_attention(q, k, v, attn_bias=LowerTriangularMask().add_bias(b))": (
         "fold both into one additive attn_mask"
     ),
-    "xops.memory_efficient_attention(q, k, v, attn_bias=mask)": "may hold an xformers mask",
     "xops.memory_efficient_attention(q, k, v, output_dtype=torch.float32)": "cast its result",
     "xops.memory_efficient_attention_partial(q, k, v)": "has no port",
 }
 
 
-def ported_line(tmp_path: Path, line: str) -> tuple[str, list[str]]:
+def ported_line(tmp_path: Path, line: str, header: str = "") -> tuple[str, list[str]]:
     source = textwrap.dedent(
         f"""\
         import torch
@@ -266,6 +265,7 @@ def ported_line(tmp_path: Path, line: str) -> tuple[str, list[str]]:
         from xformers.ops.fmha.attn_bias import BlockDiagonalMask, LowerTriangularMask
         from flash_attn import flash_attn_func, flash_attn_varlen_qkvpacked_func
         from flash_attn import flash_attn_with_kvcache
+        {header}
 
 
         def attention(q, k, v, qkv, cu, k_cache, v_cache, args, options, slopes, mask, s, b):
@@ -286,6 +286,18 @@ def test_what_sdpa_cannot_say_the_same_is_refused_with_its_reason(tmp_path, line
     assert f"out = {line}\n" in source  # left as it was, for a human (or the LLM)
     assert reasons and all(REFUSED[line] in why or "part of the call" in why for why in reasons)
     assert any(REFUSED[line] in why for why in reasons), reasons
+
+
+def test_a_bias_in_a_variable_is_a_tensor_unless_the_file_builds_masks(tmp_path):
+    """A variable ``attn_bias`` is passed on as SDPA's ``attn_mask`` (a float tensor is
+    added to the scores in both), unless the file builds an xformers mask outside the
+    attention calls: the variable may hold that object, which SDPA cannot take."""
+    line = "xops.memory_efficient_attention(q, k, v, attn_bias=mask)"
+    source, reasons = ported_line(tmp_path, line)
+    assert reasons == [] and "attn_mask=mask" in source
+    source, reasons = ported_line(tmp_path, line, header="CAUSAL = LowerTriangularMask()")
+    assert f"out = {line}\n" in source
+    assert any("may hold an xformers mask" in why for why in reasons), reasons
 
 
 def test_a_mask_class_built_in_a_refused_call_is_left_with_it(tmp_path):

@@ -32,7 +32,7 @@ from .library_names import imported_names, last_name, qualified
 from .sdpa import SDPA, SDPA_NAME, Call, sdpa_spelling, template
 
 ALIASES = "xformers_aliases"
-MASK_NAMES = "xformers_masks"  # the file names an xformers mask class somewhere
+MASK_NAMES = "xformers_masks"  # the file builds an xformers mask outside attention calls
 ATTENTION = frozenset({"memory_efficient_attention", "memory_efficient_attention_forward"})
 SIGNATURE = {
     name: port.Signature(
@@ -65,17 +65,45 @@ def _file_facts(module: cst.Module, lines: list[int], target: str) -> dict:
 
 
 class _MaskNames(cst.CSTVisitor):
-    """Whether the file names an xformers attention-bias class anywhere."""
+    """Whether the file uses an xformers attention-bias class other than in the arguments
+    of a memory_efficient_attention call: a mask object that a variable could then hold."""
 
     def __init__(self, aliases: dict[str, str]) -> None:
         self.aliases = aliases
-        self.found = any(_is_mask(q) for q in aliases.values())
+        self.found = False
+        self.inside = 0  # depth in attention calls' arguments
 
-    def visit_Attribute(self, node: cst.Attribute) -> None:
-        name = dotted(node)
-        if name and not self.found:
-            first, _, rest = name.partition(".")
-            self.found = _is_mask(self.aliases.get(first, first) + "." + rest)
+    def _resolve(self, node: cst.BaseExpression) -> str:
+        name = dotted(node) or ""
+        first, _, rest = name.partition(".")
+        return self.aliases.get(first, first) + (f".{rest}" if rest else "")
+
+    def visit_Import(self, node: cst.Import) -> bool:
+        return False
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
+        return False
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if self._resolve(node.func).rsplit(".", 1)[-1] in ATTENTION:
+            self.inside += 1
+
+    def leave_Call(self, node: cst.Call) -> None:
+        if self._resolve(node.func).rsplit(".", 1)[-1] in ATTENTION:
+            self.inside -= 1
+
+    def visit_Attribute(self, node: cst.Attribute) -> bool:
+        if dotted(node) is None:  # ``LowerTriangularMask().add_bias``: look inside
+            return True
+        self._check(node)
+        return False  # the chain is one reference
+
+    def visit_Name(self, node: cst.Name) -> None:
+        self._check(node)
+
+    def _check(self, node: cst.BaseExpression) -> None:
+        if not self.inside and _is_mask(self._resolve(node)):
+            self.found = True
 
 
 def _is_mask(name: str) -> bool:
@@ -187,7 +215,7 @@ def _bias(
         raise NotApplicable(f"attn_bias=...add_bias(...): {REASONS['WithTensorBias']}")
     if ctx.state.get(MASK_NAMES):
         raise NotApplicable(
-            "attn_bias may hold an xformers mask object here (the file uses xformers' mask "
-            "classes): pass the mask class in the call, or a tensor"
+            "attn_bias may hold an xformers mask object here (the file builds xformers' "
+            "masks outside the attention calls): pass the mask class in the call, or a tensor"
         )
     return {"attn_mask": bias}  # a tensor: added to the scores, as SDPA adds a float mask
