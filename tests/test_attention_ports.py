@@ -406,3 +406,23 @@ def test_a_program_on_xformers_verifies_rules_only_with_the_same_numbers(tmp_pat
     assert "xformers" not in migrated and "attn_mask=bias" in migrated
     assert "stand-ins" in final["verification"]["reason"]
     assert final["verification"]["parity"]["max_abs"] < 1e-5
+
+
+def test_a_name_imported_beside_the_ported_one_and_never_used_goes_with_it(tmp_path):
+    """``from flash_attn import flash_attn_qkvpacked_func, flash_attn_func`` with only the
+    second called: the leftover name would keep the CUDA-only import, and the port would
+    fail at it on the target. A ``# noqa`` import (a deliberate re-export) stays."""
+    source = textwrap.dedent(
+        """\
+        import torch
+        from flash_attn import flash_attn_qkvpacked_func, flash_attn_func
+        from flash_attn import flash_attn_varlen_func  # noqa: F401
+
+
+        def attention(q, k, v):
+            return flash_attn_func(q, k, v).reshape(q.shape[0], q.shape[1], -1)
+        """
+    )
+    ported = _port(tmp_path, source)
+    assert "flash_attn_qkvpacked_func" not in ported and "flash_attn_func" not in ported
+    assert "from flash_attn import flash_attn_varlen_func  # noqa: F401\n" in ported
