@@ -130,9 +130,15 @@ def xformers_attention(node: cst.CSTNode, ctx: FixContext):
         raise Enclosed()
     if name in ATTENTION or name == "unbind":
         raise NotApplicable(f"{name} is referenced, not called: each call needs its own port")
+    full = qualified(node.func if isinstance(node, cst.Call) else node, ctx, ALIASES) or name
     for part, why in REASONS.items():
-        if part in name:
-            raise NotApplicable(f"xformers' {name}: {why}")
+        if part in full:
+            raise NotApplicable(f"xformers' {full.removeprefix('xformers.')}: {why}")
+    if name in TOP_LEFT | BOTTOM_RIGHT:
+        raise NotApplicable(
+            f"{name} built outside the attention call: build it in the call's argument list "
+            "(the port makes it SDPA's causal mask there), or use is_causal by hand"
+        )
     raise NotApplicable(
         f"xformers' {name} has no port: only memory_efficient_attention (with no bias, a "
         "causal mask or a tensor bias) and unbind are ported"
