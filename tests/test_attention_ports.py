@@ -76,6 +76,16 @@ def any_rank(q, k, v):
     return xops.memory_efficient_attention(q, k, v, attn_bias=xops.LowerTriangularMask(), op=None)
 
 
+def chosen(q, k, v, causal):
+    return xops.memory_efficient_attention(
+        query=q, key=k, value=v, attn_bias=xops.LowerTriangularMask() if causal else None
+    )
+
+
+def chosen_the_other_way(q, k, v, full):
+    return memory_efficient_attention(q, k, v, None if full else LowerTriangularMask())
+
+
 def bottom_right(q, k, v):
     bias = None
     return xops.fmha.memory_efficient_attention_forward(
@@ -219,6 +229,11 @@ def test_xformers_layouts_and_masks(tmp_path, monkeypatch):
         _same_values_and_gradients(original, ported, "any_rank", *_leaves(shape, shape, shape))
     q, k = (2, 3, 2, 8), (2, 7, 2, 8)
     _same_values_and_gradients(original, ported, "bottom_right", *_leaves(q, k, k))
+    for flag in (True, False):  # the mask chosen at run time
+        _same_values_and_gradients(original, ported, "chosen", *_leaves(q, k, k), flag)
+        _same_values_and_gradients(
+            original, ported, "chosen_the_other_way", *_leaves(k, k, k), flag
+        )
 
 
 def test_xformers_tensor_bias_is_added_to_the_scores(tmp_path, monkeypatch):
@@ -252,6 +267,10 @@ REFUSED = {
         "fold both into one additive attn_mask"
     ),
     "xops.memory_efficient_attention(q, k, v, output_dtype=torch.float32)": "cast its result",
+    "xops.memory_efficient_attention(q, k, v, LowerTriangularMask() if args.causal else mask)": (
+        "a mask chosen at run time between other values"
+    ),
+    "xops.memory_efficient_attention(q, k, v, [LowerTriangularMask()][0])": "mixed with other",
     "xops.memory_efficient_attention_partial(q, k, v)": "has no port",
 }
 

@@ -29,7 +29,7 @@ from .attention_shapes import Shapes
 from .base import Enclosed, FixContext, NotApplicable, code_of, dotted, prescan
 from .base import fixer as register
 from .library_names import imported_names, last_name, qualified
-from .sdpa import SDPA, SDPA_NAME, Call, sdpa_spelling, template
+from .sdpa import SDPA, SDPA_NAME, Call, parenthesized, sdpa_spelling, template
 
 ALIASES = "xformers_aliases"
 MASK_NAMES = "xformers_masks"  # the file builds an xformers mask outside attention calls
@@ -200,18 +200,10 @@ def _bias(
     """SDPA's keywords for xformers' ``attn_bias``."""
     if port.literal(bias, "None"):
         return {}
-    built = qualified(bias.func, ctx, ALIASES) if isinstance(bias, cst.Call) else None
-    if built is not None and built.startswith("xformers."):
-        mask, spelled = built.rsplit(".", 1)[-1], code_of(bias.func)
-        for part, why in REASONS.items():
-            if part in built:
-                raise NotApplicable(f"attn_bias={spelled}(...): {why}")
-        if mask not in TOP_LEFT | BOTTOM_RIGHT or bias.args:
-            raise NotApplicable(f"attn_bias={spelled}(...): this mask is not ported")
-        if mask in TOP_LEFT or shapes.same(query, key, 1):
-            return {"is_causal": cst.Name("True")}
-        q, k = port.reusable(query, "query"), port.reusable(key, "key")
-        return {"attn_mask": port.lower_right(ctx, q, k, cst.Name("True"))}
+    if _mask_call(bias, ctx) is not None:
+        return _causal(bias, query, key, shapes, ctx, cst.Name("True"))
+    if isinstance(bias, cst.IfExp):  # ``LowerTriangularMask() if self.causal else None``
+        return _chosen_mask(bias, query, key, shapes, ctx)
     method = (
         bias.func.attr.value
         if isinstance(bias, cst.Call) and isinstance(bias.func, cst.Attribute)
@@ -219,9 +211,74 @@ def _bias(
     )
     if method == "add_bias":
         raise NotApplicable(f"attn_bias=...add_bias(...): {REASONS['WithTensorBias']}")
+    if _MentionsXformers(ctx).found(bias):
+        raise NotApplicable(
+            f"attn_bias={code_of(bias)}: an xformers mask mixed with other values is not ported"
+        )
     if ctx.state.get(MASK_NAMES):
         raise NotApplicable(
             "attn_bias may hold an xformers mask object here (the file builds xformers' "
             "masks outside the attention calls): pass the mask class in the call, or a tensor"
         )
     return {"attn_mask": bias}  # a tensor: added to the scores, as SDPA adds a float mask
+
+
+def _mask_call(node: cst.BaseExpression, ctx: FixContext) -> str | None:
+    """The qualified name of the xformers class ``node`` builds (``LowerTriangularMask()``)."""
+    built = qualified(node.func, ctx, ALIASES) if isinstance(node, cst.Call) else None
+    return built if built is not None and built.startswith("xformers.") else None
+
+
+def _causal(
+    bias: cst.Call,
+    query: cst.BaseExpression,
+    key: cst.BaseExpression,
+    shapes: Shapes,
+    ctx: FixContext,
+    when: cst.BaseExpression,
+) -> dict[str, cst.BaseExpression]:
+    """The causal mask ``bias`` builds, applied ``when`` that holds (``True``: always)."""
+    built = _mask_call(bias, ctx)
+    mask, spelled = built.rsplit(".", 1)[-1], code_of(bias.func)
+    for part, why in REASONS.items():
+        if part in built:
+            raise NotApplicable(f"attn_bias={spelled}(...): {why}")
+    if mask not in TOP_LEFT | BOTTOM_RIGHT or bias.args:
+        raise NotApplicable(f"attn_bias={spelled}(...): this mask is not ported")
+    if mask in TOP_LEFT or shapes.same(query, key, 1):
+        return {"is_causal": when}
+    q, k = port.reusable(query, "query"), port.reusable(key, "key")
+    return {"attn_mask": port.lower_right(ctx, q, k, when)}
+
+
+def _chosen_mask(
+    bias: cst.IfExp,
+    query: cst.BaseExpression,
+    key: cst.BaseExpression,
+    shapes: Shapes,
+    ctx: FixContext,
+) -> dict[str, cst.BaseExpression]:
+    """``Mask() if test else None`` (or the other way round): the mask decided at run time."""
+    if _mask_call(bias.body, ctx) and port.literal(bias.orelse, "None"):
+        return _causal(bias.body, query, key, shapes, ctx, bias.test)
+    if _mask_call(bias.orelse, ctx) and port.literal(bias.body, "None"):
+        test = cst.UnaryOperation(cst.Not(), parenthesized(bias.test))
+        return _causal(bias.orelse, query, key, shapes, ctx, test)
+    raise NotApplicable(
+        f"attn_bias={code_of(bias)}: a mask chosen at run time between other values is not "
+        "ported (only an xformers causal mask or None)"
+    )
+
+
+class _MentionsXformers:
+    """Whether an expression refers to anything under xformers."""
+
+    def __init__(self, ctx: FixContext) -> None:
+        self.ctx = ctx
+
+    def found(self, node: cst.CSTNode) -> bool:
+        if isinstance(node, cst.Name | cst.Attribute):
+            name = qualified(node, self.ctx, ALIASES)
+            if name is not None and name.startswith("xformers."):
+                return True
+        return any(self.found(child) for child in node.children)
