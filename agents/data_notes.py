@@ -1,6 +1,7 @@
 """What a run was given in place of what it asked for, in words for the report and the
-terminal: synthetic data (downloads, placeholder paths, token files, a tokenizer) and the
-arguments of the command that were made small. A verdict reached on stand-ins says so."""
+terminal: synthetic data (downloads, placeholder paths, token files, a tokenizer), the
+arguments of the command that were made small, and kernels that ran in an interpreter
+instead of on a GPU (the reference run). A verdict reached on stand-ins says so."""
 
 from __future__ import annotations
 
@@ -30,9 +31,26 @@ def _rewrite(entry: Any) -> str:
     )
 
 
+def interpreter_note(run: dict[str, Any] | None) -> str:
+    """One line for the kernels a (reference) run executed in an interpreter, or ""."""
+    parts = []
+    for entry in (run or {}).get("reference_interpreters") or []:
+        if not isinstance(entry, dict):
+            continue
+        kernels = ", ".join(
+            f"{name} (x{count})" for name, count in (entry.get("kernels") or {}).items()
+        )
+        notes = "".join(f"; {note}" for note in entry.get("notes") or [])
+        parts.append(
+            f"{kernels} ran in Triton's interpreter (triton {entry.get('version', '?')}, "
+            f"TRITON_INTERPRET=1) on the CPU, not compiled for a GPU{notes}"
+        )
+    return "the original's kernels: " + "; ".join(parts) if parts else ""
+
+
 def data_notes(run: dict[str, Any] | None) -> list[str]:
     """One line for the synthetic data a run used, one for pretrained weights it was not
-    given, one for its rewritten arguments."""
+    given, one for its rewritten arguments, one for kernels it ran in an interpreter."""
     run = run or {}
     lines = []
     standins = run.get("synthetic_data") or []
@@ -50,4 +68,6 @@ def data_notes(run: dict[str, Any] | None) -> list[str]:
     if run.get("command_rewrites"):
         changed = "; ".join(_rewrite(e) for e in run["command_rewrites"])
         lines.append(f"arguments rewritten in the command (both runs, not the code): {changed}")
+    if note := interpreter_note(run):
+        lines.append(note)
     return lines

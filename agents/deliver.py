@@ -29,7 +29,7 @@ from torchport.tools.report.counts import count_constructs
 from torchport.tools.safetext import markdown_code, markdown_text
 from torchport.tools.sourcefile import read_exact
 
-from .data_notes import data_notes
+from .data_notes import data_notes, interpreter_note
 from .state import State
 
 
@@ -167,6 +167,8 @@ def _summary_markdown(record: dict[str, Any], v: dict[str, Any]) -> list[str]:
     ]
     if v.get("caveat"):
         lines.append(f"- caveat: {_md(v['caveat'])}")
+    if interpreted := interpreter_note(v.get("reference")):
+        lines.append(f"- reference: {_md(interpreted)}")
     for used in record.get("sandbox") or []:
         lines.append(
             f"- sandbox ({_programs(used['runs'])}): {markdown_code(used['backend'])} — "

@@ -12,6 +12,7 @@ device and its numbers match the original's within the tolerance policy in
 from __future__ import annotations
 
 import hashlib
+import importlib.metadata
 import importlib.resources
 import importlib.util
 import json
@@ -40,6 +41,7 @@ from torchport.tools.depinstall import HOW_TO_PROVIDE
 from torchport.tools.depresolve import NOT_FOR_THE_PORT
 
 from . import verify_pair
+from .data_notes import interpreter_note
 from .defaults import VERIFY_STEPS
 from .diagnose import diagnose, load_signatures
 
@@ -254,6 +256,7 @@ def _brief(result: dict[str, Any] | None) -> dict[str, Any] | None:
         "synthetic_data": result.get("synthetic_data", []),
         "command_rewrites": result.get("command_rewrites", []),
         "reference_standins": result.get("reference_standins", []),
+        "reference_interpreters": result.get("reference_interpreters", []),
         "counters": {k: counters[k] for k in keep if k in counters},
         "stderr_tail": (result.get("stderr_tail") or "")[-1500:],
     }
@@ -309,6 +312,8 @@ def judge(
                 "; the original ran with pure-PyTorch stand-ins for CUDA-only APIs: "
                 + ", ".join(standins)
             )
+        if interpreted := interpreter_note(reference):
+            v.reason += f"; {interpreted}"
     else:
         v.verdict = "failed"
         v.reason = parity.note or (
@@ -487,6 +492,16 @@ def sandbox_digest() -> str:
     return tree_digest(Path(__file__).resolve().parents[1] / "sandbox")
 
 
+@cache
+def interpreter_versions() -> dict[str, str | None]:
+    """The kernel interpreters the reference run has (Triton's, from the ``triton`` extra):
+    with one installed, upgraded or removed, an original's kernels run (or fail) otherwise."""
+    try:
+        return {"triton": importlib.metadata.version("triton")}
+    except importlib.metadata.PackageNotFoundError:
+        return {"triton": None}
+
+
 def reference_run(
     root: Path,
     argv: list[str],
@@ -503,6 +518,7 @@ def reference_run(
     not cached (it may have been the machine's fault).
     """
     parts = [tree_digest(root), argv, asdict(budget), *site_paths, sandbox_digest()]
+    parts.append(interpreter_versions())
     key = hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:32]
     path = cache / f"{key}.json" if cache is not None else None
     if path is not None and path.is_file():

@@ -16,7 +16,7 @@ from typing import Any
 import torch
 from torch.optim.optimizer import register_optimizer_step_post_hook
 
-from . import patching
+from . import patching, replays
 from .emulator.counters import quiet
 
 LOSS_SCALE = "_torchport_loss_scale"
@@ -139,7 +139,7 @@ def install(budget: Budget) -> Budget:
         # A TorchFunctionMode (the reference shim's) re-enters Tensor.backward through
         # torch's override machinery: record the outermost call only.
         outer = not budget._in_backward
-        if outer and self.numel() == 1:
+        if outer and self.numel() == 1 and not replays.capturing():
             budget.losses.append(_scalar(self))
         budget._in_backward = True
         try:
@@ -150,14 +150,24 @@ def install(budget: Budget) -> Budget:
 
     patching.patch(torch.Tensor, "backward", backward, by="budget")
 
-    def after_step(optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+    def count_step() -> None:
         budget.steps += 1
         if budget.on_step is not None:
             budget.on_step(budget.steps, budget.losses[-1] if budget.losses else None)
         if budget.max_steps is not None and budget.steps >= budget.max_steps:
             budget.stop(f"{budget.steps} optimizer steps")
 
+    def after_step(optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+        if not replays.capturing():  # a captured step runs at its replays
+            count_step()
+
+    def after_replay(losses: list[torch.Tensor], steps: int) -> None:
+        budget.losses.extend(_scalar(t) for t in losses)
+        for _ in range(steps):
+            count_step()
+
     register_optimizer_step_post_hook(after_step)
+    replays.watch(after_replay)
 
     def before_forward(module: torch.nn.Module, args: Any) -> None:
         budget._depth += 1

@@ -121,6 +121,8 @@ class RunResult:
     mode: str = ""
     synthetic_data: list[dict[str, Any]] = field(default_factory=list)
     reference_standins: list[str] = field(default_factory=list)  # reference mode: APIs stood in
+    # reference mode: kernels that ran in an interpreter (Triton's), per interpreter
+    reference_interpreters: list[dict[str, Any]] = field(default_factory=list)
     # several processes trained (torchrun, mp.spawn, children): each one's outcome and losses
     ranks: list[dict[str, Any]] = field(default_factory=list)
     # arguments of the command changed for the run (sandbox.commandline): both runs get these
@@ -363,6 +365,7 @@ def run(spec: RunSpec) -> RunResult:
             "stopped",
             "synthetic_data",
             "reference_standins",
+            "reference_interpreters",
             "ranks",
         ):
             if key in data:

@@ -63,6 +63,7 @@ class Session:
     budget: Any = None
     synthetic: Any = None
     standins: Any = None
+    interpreters: Any = None  # reference mode: kernels run in an interpreter (Triton's)
     child: bool = False  # not the launcher's process: writes its own result file
     rank: int | None = None
     error: dict[str, Any] | None = None
@@ -86,6 +87,8 @@ class Session:
             out["synthetic_data"] = self.synthetic.records()
         if self.standins is not None and self.standins.records():
             out["reference_standins"] = self.standins.records()
+        if self.interpreters is not None and self.interpreters.records():
+            out["reference_interpreters"] = self.interpreters.records()
         return out
 
     def did_work(self) -> bool:
@@ -151,6 +154,16 @@ def start(
 
         session.standins = standins
         standins.install()
+        # @triton.jit kernels in Triton's interpreter, on the shim's CPU tensors
+        from torchport.sandbox.shim import triton_interpreter
+
+        session.interpreters = triton_interpreter
+        triton_interpreter.install()
+    elif config.mode in EMULATED:
+        # what torchport's environment holds only for the reference (triton) is not there
+        from torchport.sandbox import target_imports
+
+        target_imports.install(config.mode)
     for module in config.preload:
         importlib.import_module(module)
     _seed(config.seed)
@@ -261,6 +274,8 @@ def _forked() -> None:
     )
     if reset is not None:
         reset()
+    if session.interpreters is not None:
+        session.interpreters.reset()
     _become_child(session)
 
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from torchport.agents.deliver import verification_markdown
 from torchport.agents.verifier import RunLimits, verify_tree
+from verification_md import verification_md
 
 _TRAIN = """import torch
 device = torch.device("{device}")
@@ -39,20 +39,6 @@ def _pair(tmp_path: Path, source: str) -> tuple[Path, Path]:
     return trees[0], trees[1]
 
 
-def _markdown(v) -> str:
-    record = {
-        "verdict": v.verdict,
-        "verification": v.to_json(),
-        "target": "tpu",
-        "run_id": "r1",
-        "iterations": 1,
-        "elapsed_s": 1.0,
-        "agent_edits": [],
-        "decisions": [],
-    }
-    return verification_markdown(record)
-
-
 @pytest.mark.slow
 def test_two_matching_steps_then_the_same_failure_verify_with_a_caveat(tmp_path: Path) -> None:
     original, port = _pair(tmp_path, _TRAIN)
@@ -61,7 +47,7 @@ def test_two_matching_steps_then_the_same_failure_verify_with_a_caveat(tmp_path:
     assert (v.verdict, v.parity.steps) == ("verified", 2), v.reason
     caveat = "both runs then fail the same way at train.py:13: RuntimeError: cannot save"
     assert v.caveat.startswith(caveat) and v.reason.startswith("2 steps match the original")
-    text = _markdown(v)
+    text = verification_md(v)
     assert text.startswith("# Verification: verified (with a caveat)\n")
     assert "- caveat: both runs then fail the same way" in text
 
@@ -75,4 +61,6 @@ def test_an_original_that_fails_at_import_is_not_runnable(tmp_path: Path) -> Non
         "the original fails here too: train.py:1: ModuleNotFoundError: "
         "No module named 'not_installed_anywhere'"
     )
-    assert _markdown(v).startswith("# Verification: not-runnable (the original fails here too)")
+    assert verification_md(v).startswith(
+        "# Verification: not-runnable (the original fails here too)"
+    )

@@ -214,7 +214,7 @@ def test_unknown_torch_cuda_api_falls_back_to_the_catch_all(scan_source):
         torch.cuda.utilization()
         """
     )
-    assert found == [(4, "TPT001"), (5, "TPD099"), (6, "TPK013")]
+    assert found == [(4, "TPT001"), (5, "TPD099"), (6, "TPK018")]
 
 
 def test_target_filter_hides_rules_the_target_does_not_need(scan_source):

@@ -649,3 +649,40 @@ def cuda_profiler_block(node: ast.With, ctx: MatchContext) -> bool:
         and ctx.qualname(item.context_expr.func) in CUDA_PROFILER_RANGES
         for item in node.items
     )
+
+
+DEVICE_PROPERTIES = frozenset({"torch.cuda.get_device_properties"})
+
+
+@custom("cuda_total_memory", ast.Attribute, prefilter="total_memory")
+def cuda_total_memory(node: ast.Attribute, ctx: MatchContext) -> bool:
+    """``torch.cuda.get_device_properties(i).total_memory``, read (not assigned): the
+    device's memory size, which ``torch.accelerator.memory.get_memory_info(i)`` answers on
+    every target."""
+    value = node.value
+    return (
+        node.attr == "total_memory"
+        and isinstance(node.ctx, ast.Load)
+        and isinstance(value, ast.Call)
+        and len(value.args) <= 1
+        and not value.keywords
+        and ctx.qualname(value.func) in DEVICE_PROPERTIES
+    )
+
+
+CUDA_GRAPH_CAPTURE = frozenset({"torch.cuda.graph", "torch.cuda.graphs.graph"})
+
+
+@custom("cuda_graph_capture", ast.With, prefilter="graph")
+def cuda_graph_capture(node: ast.With, ctx: MatchContext) -> bool:
+    """``with [ctx, ...,] torch.cuda.graph(g):`` (the capture the last item, the graph a
+    plain name, no ``as``): the capture, which becomes a function each ``g.replay()`` calls."""
+    if node.items[-1].optional_vars is not None:
+        return False
+    call = node.items[-1].context_expr
+    return (
+        isinstance(call, ast.Call)
+        and ctx.qualname(call.func) in CUDA_GRAPH_CAPTURE
+        and bool(call.args)
+        and isinstance(call.args[0], ast.Name)
+    )

@@ -18,7 +18,7 @@ Or run a program: `python -m torchport.sandbox.shim train.py --epochs 1`.
 from __future__ import annotations
 
 from .. import patching
-from . import amp, backends, cuda_api, devices, distributed, recording
+from . import amp, backends, cuda_api, devices, distributed, graphs, recording
 
 __all__ = ["activate", "deactivate", "intercepted", "is_active", "reset_intercepted"]
 
@@ -36,6 +36,7 @@ def activate(gpus: int = 2) -> None:
     if _active:
         return
     cuda_api.install(gpus)
+    graphs.install()
     backends.install()
     amp.install()
     distributed.install()

@@ -116,6 +116,16 @@ class Stream:
 
 
 _DEFAULT_STREAM = Stream()
+_TENSOR_RECORD_STREAM = torch.Tensor.record_stream
+
+
+def _record_stream(tensor: torch.Tensor, stream: Any) -> None:
+    """``x.record_stream(s)`` keeps a CUDA allocation alive for stream ``s``; with the
+    shim's streams (CPU work is ordered already) there is nothing to keep."""
+    if isinstance(stream, Stream):
+        record("torch.Tensor.record_stream", direct=True)
+        return None
+    return _TENSOR_RECORD_STREAM(tensor, stream)
 
 
 @contextlib.contextmanager
@@ -184,7 +194,6 @@ _TORCH_CUDA: dict[str, Callable[..., Any]] = {
     "get_arch_list": _const([f"sm_{CAPABILITY[0]}{CAPABILITY[1]}"]),
     "is_bf16_supported": _const(True),
     "is_tf32_supported": _const(True),
-    "is_current_stream_capturing": _const(False),
     "synchronize": _const(None),
     "ipc_collect": _const(None),
     "empty_cache": _const(None),
@@ -281,6 +290,16 @@ def install(devices: int = 2) -> None:
         _recorded("torch.cuda.caching_allocator_enabled", _const(True)),
         by="shim.cuda_api",
     )
+    # Libraries that ship CUDA and CPU kernels side by side (bitsandbytes) bind the CUDA
+    # stream getter at import once CUDA is available; their CUDA kernels are never reached
+    # with the reference's CPU tensors, so the default stream's null handle answers
+    patching.patch(
+        torch._C,
+        "_cuda_getCurrentRawStream",
+        _recorded("torch.cuda.current_raw_stream", _const(0)),
+        by="shim.cuda_api",
+    )
+    patching.patch(torch.Tensor, "record_stream", _record_stream, by="shim.cuda_api")
     patching.patch(torch.cuda, "Event", Event, by="shim.cuda_api")
     patching.patch(torch.cuda, "Stream", Stream, by="shim.cuda_api")
     patching.patch(torch.cuda, "default_generators", (torch.default_generator,), by="shim.cuda_api")

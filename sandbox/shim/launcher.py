@@ -4,7 +4,8 @@ Behaves like `python SCRIPT ARGS` / `python -m MODULE ARGS` (same `sys.argv`, `s
 and `__name__ == "__main__"`), prints nothing of its own to stdout, and, when
 TORCHPORT_SHIM_REPORT names a file, writes the intercepted-API record there as JSON at exit
 (even when the program fails or calls sys.exit), with the reference stand-ins the program
-used (``reference_standins``, see ``standins``) when it used any.
+used (``reference_standins``, see ``standins``) and the Triton kernels that ran in Triton's
+interpreter (``reference_interpreters``, see ``triton_interpreter``) when there were any.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import os
 import runpy
 import sys
 
-from . import activate, intercepted, standins
+from . import activate, intercepted, standins, triton_interpreter
 
 REPORT_ENV = "TORCHPORT_SHIM_REPORT"
 USAGE = "usage: python -m torchport.sandbox.shim [-m MODULE | SCRIPT] [ARGS...]"
@@ -23,10 +24,13 @@ USAGE = "usage: python -m torchport.sandbox.shim [-m MODULE | SCRIPT] [ARGS...]"
 
 def write_report(path: str) -> None:
     """Write `intercepted()` to `path` as JSON ({"intercepted": [...]}), and the stand-ins
-    used, if any ({"reference_standins": [...]})."""
+    and interpreted kernels, if any ({"reference_standins": [...],
+    "reference_interpreters": [...]})."""
     report: dict[str, object] = {"intercepted": intercepted()}
     if standins.records():
         report["reference_standins"] = standins.records()
+    if triton_interpreter.records():
+        report["reference_interpreters"] = triton_interpreter.records()
     with open(path, "w", encoding="utf-8") as handle:
         json.dump(report, handle, indent=2)
         handle.write("\n")
@@ -43,6 +47,7 @@ def main(argv: list[str] | None = None) -> int:
         atexit.register(write_report, report)
     activate()
     standins.install()
+    triton_interpreter.install()
     if argv[0] == "-m":
         sys.argv = [argv[1], *argv[2:]]  # runpy replaces argv[0] with the module's path
         sys.path[0] = os.getcwd()

@@ -17,6 +17,8 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
+from ..importhook import PatchingLoader
+
 MARK = "__torchport_synthetic__"
 VERSION = "0.0+torchport.synthetic"
 
@@ -163,26 +165,6 @@ class _StubLoader(importlib.abc.Loader):
         self.build(module)
 
 
-class _PatchingLoader:
-    """The real loader, then the patch (a failed patch leaves the real module as is)."""
-
-    def __init__(self, real: Any, patch: Callable[[ModuleType], None]) -> None:
-        self._real, self._patch = real, patch
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._real, name)
-
-    def create_module(self, spec: Any) -> Any:
-        return self._real.create_module(spec)
-
-    def exec_module(self, module: ModuleType) -> None:
-        self._real.exec_module(module)
-        try:
-            self._patch(module)
-        except Exception as exc:  # never break the program's import over a patch
-            print(f"torchport: could not patch {module.__name__}: {exc!r}", file=sys.stderr)
-
-
 class SyntheticFinder(importlib.abc.MetaPathFinder):
     def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
         if name not in STUBS and name not in PATCHES:
@@ -194,7 +176,7 @@ class SyntheticFinder(importlib.abc.MetaPathFinder):
         if real is None:
             return self._stub(name) if name in STUBS else None
         if name in PATCHES and real.loader is not None:
-            real.loader = _PatchingLoader(real.loader, PATCHES[name])
+            real.loader = PatchingLoader(real.loader, PATCHES[name])
         return real
 
     def _real_spec(self, name: str, path: Any, target: Any) -> Any:

@@ -93,6 +93,8 @@ class _Applier(cst.CSTTransformer):
         self.rewritten: dict[int, cst.CSTNode] = {}
         self.edited_lines: set[int] = set()
         self.doomed: dict[int, cst.CSTNode] = {}
+        # compound statements (a def, an if, a try) a fix removes whole, by original id
+        self.doom_originals: set[int] = set()
         self.guards: dict[int, cst.If] = {}  # `if torch.accelerator.is_available():` we wrote
         self.emptied: dict[int, cst.CSTNode] = {}  # blocks this run left with only ``pass``
         self.failures: dict[int, str] = {}
@@ -185,6 +187,9 @@ class _Applier(cst.CSTTransformer):
         result = self._apply_findings(original, updated)
         if self.state:
             result = self._follow_ups(original, result)
+        if id(original) in self.doom_originals and isinstance(result, cst.CSTNode):
+            self.doomed[id(result)] = result  # its block drops it (comments above kept)
+            return result
         if isinstance(original, cst.SimpleStatementLine):
             line = self._drop_removed(original, result)
             if id(line) in self.doomed:
@@ -235,7 +240,7 @@ class _Applier(cst.CSTTransformer):
                 continue
             repeat = id(stmt) in self.rewritten and _same_line(stmt, previous)
             if id(stmt) in self.doomed or repeat:
-                carried += list(stmt.leading_lines)
+                carried = _joined(carried, list(stmt.leading_lines))
                 dropped = True
                 continue
             if carried:
@@ -280,8 +285,11 @@ class _Applier(cst.CSTTransformer):
             if new is REMOVE_STATEMENT:
                 stmt = self._enclosing_small_statement(original)
                 if stmt is None:
-                    self.failures[id(finding)] = "cannot remove: not inside a simple statement"
-                    continue
+                    stmt = self._enclosing_compound_statement(original)
+                    if stmt is None:
+                        self.failures[id(finding)] = "cannot remove: not inside a statement"
+                        continue
+                    self.doom_originals.add(id(stmt))  # a decorator's def, removed whole
                 self.remove.add(id(stmt))
                 stmt_pos = self.get_metadata(PositionProvider, stmt)
                 before = self.module.code_for_node(stmt) if self.module else before
@@ -326,10 +334,13 @@ class _Applier(cst.CSTTransformer):
             if new is None:
                 continue
             pos = self.get_metadata(PositionProvider, original)
-            if new is REMOVE_STATEMENT:  # a statement line that only did what went away
-                if not isinstance(original, cst.SimpleStatementLine):
+            if new is REMOVE_STATEMENT:  # a statement that only did what went away
+                if isinstance(original, cst.BaseCompoundStatement):
+                    self.doom_originals.add(id(original))
+                elif not isinstance(original, cst.SimpleStatementLine):
                     continue
-                self.remove.update(id(small) for small in original.body)
+                else:
+                    self.remove.update(id(small) for small in original.body)
                 removed = (None, code, self._source_of(pos), "", pos.start.line, pos.end.line)
                 self._record(removed, ctx.imports)
                 continue
@@ -352,6 +363,11 @@ class _Applier(cst.CSTTransformer):
 
     def _enclosing_small_statement(self, node: cst.CSTNode) -> cst.CSTNode | None:
         while node is not None and not isinstance(node, cst.BaseSmallStatement):
+            node = self.get_metadata(ParentNodeProvider, node, None)
+        return node
+
+    def _enclosing_compound_statement(self, node: cst.CSTNode) -> cst.CSTNode | None:
+        while node is not None and not isinstance(node, cst.BaseCompoundStatement):
             node = self.get_metadata(ParentNodeProvider, node, None)
         return node
 

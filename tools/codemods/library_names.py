@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 import libcst as cst
 
-from .base import FixContext, dotted, prescan
+from .base import FixContext, dotted
 
 
 class _LibraryImports(cst.CSTVisitor):
@@ -46,17 +46,6 @@ def imported_names(module: cst.Module, roots: tuple[str, ...]) -> dict[str, str]
     found = _LibraryImports(roots)
     module.visit(found)
     return found.names
-
-
-def register_aliases(key: str, roots: tuple[str, ...], *codes: str) -> None:
-    """A prescan for each rule of ``codes`` leaving ``imported_names`` under ``key``."""
-
-    def look(module: cst.Module, lines: list[int], target: str) -> dict:
-        names = imported_names(module, roots)
-        return {key: names} if names else {}
-
-    for code in codes:
-        prescan(code)(look)
 
 
 def qualified(node: cst.BaseExpression, ctx: FixContext, key: str) -> str | None:

@@ -75,9 +75,62 @@ MEMORY_ON_CPU = {"memory_stats": "{}", "get_memory_info": "(0, 0)"} | {
 }
 
 
-def _guard(call: cst.Call, ctx: FixContext, fallback: str) -> cst.BaseExpression:
+def _guard(call: cst.BaseExpression, ctx: FixContext, fallback: str) -> cst.BaseExpression:
     code = code_of(call)
     return ctx.expr(guarded(ctx.target, code, fallback))
+
+
+@register("TPM006", PORTABLE)
+def total_memory(node: cst.Attribute, ctx: FixContext):
+    """``get_device_properties(i).total_memory`` -> the total of ``get_memory_info(i)``."""
+    call = node.value
+    if not isinstance(call, cst.Call):
+        raise NotApplicable("the device properties are not read from a call here")
+    info = call.with_changes(func=ctx.expr("torch.accelerator.memory.get_memory_info"))
+    total = cst.Subscript(info, [cst.SubscriptElement(cst.Index(cst.Integer("1")))])
+    return _guard(total, ctx, "0")
+
+
+# Where a reading is only reported (logged, printed, kept in a dict of metrics), a missing
+# number is NaN: it formats with any float format (``f"{v:.0f}"`` gives "nan", where None
+# raises) and says "no reading". A number the program decides with (a comparison, a max())
+# would change its control flow instead: refused.
+_REPORTED_IN = (cst.DictElement, cst.Arg, cst.FormattedStringExpression, cst.Element)
+_NUMERIC_CALLS = frozenset({"max", "min", "sum", "abs", "int", "float", "round", "range"})
+NO_READING = 'float("nan")'
+
+
+def _only_reported(node: cst.CSTNode, ctx: FixContext) -> bool:
+    parent = ctx.parent(node)
+    if isinstance(parent, cst.Arg):
+        call = ctx.parent(parent)
+        return not (isinstance(call, cst.Call) and dotted(call.func) in _NUMERIC_CALLS)
+    if isinstance(parent, cst.DictElement):
+        return parent.value is node
+    return isinstance(parent, _REPORTED_IN)
+
+
+@register("TPK018")
+def device_telemetry(node: cst.Call, ctx: FixContext):
+    """NVML's utilisation, temperature, power and clock have no in-process counterpart on
+    the target: where the program only reports them, the reading is NaN."""
+    if not _only_reported(ctx.original, ctx):
+        raise NotApplicable(
+            f"{_last_name(node)}() is computed with here, not only reported: the target has "
+            "no such reading (report NaN, or read the target's own monitor)"
+        )
+    return cst.parse_expression(_in_quotes_of(ctx.original, ctx, NO_READING))
+
+
+def _in_quotes_of(node: cst.CSTNode, ctx: FixContext, code: str) -> str:
+    """``code`` with its string quotes swapped where it lands inside an f-string that uses
+    the same quote (before Python 3.12 that does not parse)."""
+    while (node := ctx.parent(node)) is not None:
+        if isinstance(node, cst.FormattedString):
+            if '"' in node.start:
+                return code.replace('"', "'")
+            return code
+    return code
 
 
 @register("TPM002", PORTABLE)
@@ -131,18 +184,22 @@ def nvtx(node: cst.CSTNode, ctx: FixContext):
 # Where each CUDA stream API lives on a target that has streams (TPT003). TorchTPU's are
 # placeholders with torch.cuda's signatures (TARGETS.md, "tpu"): renaming keeps the code's
 # ordering (one queue orders everything) while overlapping nothing. The device-agnostic ones
-# take the device positionally (``torch.accelerator.current_stream(device=None, /)``).
-# neuron and xla have no stream API: TPT003 stays manual there.
+# take the device positionally (``torch.accelerator.current_stream(device=None, /)``);
+# TorchNeuron supports them ("torch.neuron and torch.accelerator reference", AWS Neuron
+# docs: stream and event functions, and "code written against torch.accelerator needs no
+# change"). xla has no stream API: TPT003 stays manual there.
+DEVICE_AGNOSTIC_STREAMS = {
+    "Stream": "torch.Stream",
+    "current_stream": "torch.accelerator.current_stream",
+    "set_stream": "torch.accelerator.set_stream",
+}
 STREAM_APIS: dict[str, dict[str, str]] = {
     "tpu": {
         name: f"torch.tpu.{name}"
         for name in ("Stream", "stream", "current_stream", "default_stream", "set_stream")
     },
-    "accelerator": {
-        "Stream": "torch.Stream",
-        "current_stream": "torch.accelerator.current_stream",
-        "set_stream": "torch.accelerator.set_stream",
-    },
+    "neuron": DEVICE_AGNOSTIC_STREAMS,
+    "accelerator": DEVICE_AGNOSTIC_STREAMS,
 }
 
 # Names that are types: referenced without a call (isinstance, annotations), they stay manual.
@@ -157,25 +214,38 @@ def cuda_stream(node: cst.CSTNode, ctx: FixContext):
     ``torch.Stream`` is a context manager); TorchTPU keeps ``torch.tpu.stream(s)``.
     """
     apis = STREAM_APIS[ctx.target]
+    agnostic = apis is DEVICE_AGNOSTIC_STREAMS
     name = (dotted(node.func) if isinstance(node, cst.Call) else dotted(node)) or ""
     name = name.rsplit(".", 1)[-1]
     if not isinstance(node, cst.Call):
         # A function passed on (``partial(torch.cuda.stream, stream=s)``) is renamed; a type,
-        # or an accelerator function that needs its CPU guard, is left to a human.
-        if ctx.target == "accelerator" or name in STREAM_TYPES or name not in apis:
+        # or a device-agnostic function (no ``stream(s)``; a CPU guard), is left to a human.
+        if agnostic or name in STREAM_TYPES or name not in apis:
             raise NotApplicable(f"torch.cuda.{name} used without a call; check by hand")
         return ctx.expr(apis[name])
-    if ctx.target == "accelerator" and name == "stream" and len(node.args) == 1:
+    if agnostic and name == "stream" and len(node.args) == 1:
         return node.args[0].value
     if name not in apis:
         raise NotApplicable(f"no {ctx.target} equivalent of torch.cuda.{name}")
     call = node.with_changes(func=ctx.expr(apis[name]))
-    if ctx.target != "accelerator":
+    if not agnostic:
         return call
     if name == "current_stream":
         call = call.with_changes(args=[_positional(a) for a in node.args])
+    if ctx.target != "accelerator":
+        return call
     fallback = {"current_stream": "torch.Stream()"}.get(name)
     return _guard(call, ctx, fallback) if fallback or name == "set_stream" else call
+
+
+@register("TPT009", {"tpu", "xla"})
+def record_stream(node: cst.Call, ctx: FixContext):
+    """On one ordered queue (TorchTPU's placeholder streams, XLA's graph) no other stream
+    can still use a tensor's memory: ``x.record_stream(s)`` has nothing to keep."""
+    statement = ctx.parent(ctx.parent(ctx.original))
+    if not (isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1):
+        raise NotApplicable("record_stream() inside a larger statement: remove it by hand")
+    return REMOVE_STATEMENT
 
 
 def _positional(arg: cst.Arg) -> cst.Arg:

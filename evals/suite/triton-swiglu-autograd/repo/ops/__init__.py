@@ -1,0 +1,3 @@
+from .swiglu import silu_mul
+
+__all__ = ["silu_mul"]

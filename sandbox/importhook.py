@@ -1,0 +1,31 @@
+"""A module's own loader, then a patch of the fresh module: how the sandbox adapts a library
+the program imports (torchvision's datasets, triton's interpreter) without importing it
+before the program does. Standard library only."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any
+
+
+class PatchingLoader:
+    """The real loader, then the patch (a failed patch leaves the real module as is, and
+    says so on stderr: never break the program's import over a patch)."""
+
+    def __init__(self, real: Any, patch: Callable[[ModuleType], None]) -> None:
+        self._real, self._patch = real, patch
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._real, name)
+
+    def create_module(self, spec: Any) -> Any:
+        return self._real.create_module(spec)
+
+    def exec_module(self, module: ModuleType) -> None:
+        self._real.exec_module(module)
+        try:
+            self._patch(module)
+        except Exception as exc:
+            print(f"torchport: could not patch {module.__name__}: {exc!r}", file=sys.stderr)
