@@ -86,7 +86,11 @@ def migrated(tmp_path_factory) -> dict[str, tuple[Path, object]]:
 SYNC_BN = ("apex_trainer/train.py", 31, "TPK009")
 FLASH_LAYERS = {("flash_attn_model/model.py", line, "TPK010") for line in (47, 80, 82)}
 XFORMERS_MASKS = {("xformers_vit/vit.py", line, "TPK011") for line in (23, 28, 48, 49)}
+# A Triton kernel with no torch fallback in its file is the LLM's (TPK003), and a power
+# reading the program computes with has no stand-in value (TPK018).
 ATTENTION = FLASH_LAYERS | XFORMERS_MASKS
+KERNELS = {("triton_kernel/softmax_kernel.py", line, "TPK003") for line in (6, 26, 33)}
+KERNELS.add(("gpu_monitoring/monitor.py", 42, "TPK018"))
 REFUSED_ON_PURPOSE = {
     "tpu": {
         ("ddp_resnet/launch.sh", 5, "TPD024"),
@@ -94,14 +98,17 @@ REFUSED_ON_PURPOSE = {
         ("shell_scripts/run.sh", 6, "TPD024"),
         SYNC_BN,
         *ATTENTION,
+        *KERNELS,
     },
-    "neuron": {SYNC_BN, *ATTENTION},
+    "neuron": {SYNC_BN, *ATTENTION, *KERNELS},
     "xla": {  # one or two more lines of imports above them
         ("apex_trainer/train.py", 33, "TPK009"),
         *FLASH_LAYERS,
         *{("xformers_vit/vit.py", line, "TPK011") for line in (24, 29, 49, 50)},
+        *{("triton_kernel/softmax_kernel.py", line, "TPK003") for line in (7, 27, 34)},
+        ("gpu_monitoring/monitor.py", 43, "TPK018"),
     },
-    "accelerator": {SYNC_BN, *ATTENTION},
+    "accelerator": {SYNC_BN, *ATTENTION, *KERNELS},
 }
 
 
