@@ -9,7 +9,7 @@ import socket
 
 import pytest
 from test_batch import batch_process
-from test_local_llm_repairs import FLASH
+from test_local_llm_repairs import DEVICE_PROPERTIES
 from torchport.agents.llm import local
 
 pytestmark = [
@@ -22,9 +22,9 @@ pytestmark = [
 
 
 def test_local_jobs_share_the_one_model_the_batch_started(tmp_path):
-    for name in ("first", "second"):  # flash-attn: a construct the LLM ports
+    for name in ("first", "second"):  # a device query: a construct the LLM ports
         (tmp_path / "repos" / name).mkdir(parents=True)
-        (tmp_path / "repos" / name / "train.py").write_text(FLASH)
+        (tmp_path / "repos" / name / "train.py").write_text(DEVICE_PROPERTIES)
     out = tmp_path / "out"
     env = {**os.environ, "TORCHPORT_HOME": str(tmp_path / "home")}
     args = [str(tmp_path / "repos"), "-t", "tpu", "--out", str(out), "--jobs", "2"]

@@ -238,3 +238,26 @@ def test_the_backend_choice_says_why(tmp_path, monkeypatch) -> None:
     assert (given.backend, given.library) == ("native", library)
     with pytest.raises(ValueError, match="unknown emulator backend"):
         native.choose("fast")
+
+
+LEARNED_BIAS = """
+torch.manual_seed(0)
+q, k, v = (torch.randn(2, 4, 6, 8, requires_grad=True) for _ in range(3))
+bias = torch.randn(1, 4, 6, 6, requires_grad=True)  # a learned attention bias
+device = DEVICE
+leaves = [t.detach().to(device).requires_grad_() for t in (q, k, v, bias)]
+out = F.scaled_dot_product_attention(*leaves[:3], attn_mask=leaves[3])
+out.pow(2).sum().backward()
+result["out"] = out.detach().cpu().flatten().tolist()
+result["grads"] = [t.grad.cpu().flatten().tolist() for t in leaves]
+"""
+
+
+def test_attention_with_a_learned_bias_has_its_gradients(backend: str) -> None:
+    """The device asks the CPU which SDPA kernel to run; a mask that needs gradients must
+    take the math kernel there too (the CPU flash kernel has none for attn_mask)."""
+    cpu = run_snippet("DEVICE = 'cpu'\n" + LEARNED_BIAS, activate=False)
+    dev = run_snippet("DEVICE = 'tpu'\n" + LEARNED_BIAS, backend=backend)
+    assert max(abs(a - b) for a, b in zip(cpu["out"], dev["out"], strict=True)) <= 1e-6
+    for want, got in zip(cpu["grads"], dev["grads"], strict=True):
+        assert max(abs(a - b) for a, b in zip(want, got, strict=True)) <= 1e-6

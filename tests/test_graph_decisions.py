@@ -239,12 +239,12 @@ def test_a_parity_failure_revisits_the_llms_own_edits_newest_first(repo: Path) -
 
 def test_a_missing_cuda_library_asks_the_llm_about_its_remaining_uses(repo: Path) -> None:
     (repo / "train.py").write_text(
-        "import torch\nfrom flash_attn import flash_attn_func\n\nout = flash_attn_func(q, k, v)\n",
+        "import torch\nimport cupy\n\nadd = cupy.RawKernel(SOURCE, 'add')\n",
         encoding="utf-8",
     )
     run = {
         "status": "failed",
-        "error": {"type": "ModuleNotFoundError", "message": "No module named 'flash_attn'"},
+        "error": {"type": "ModuleNotFoundError", "message": "No module named 'cupy'"},
         "stderr_tail": "",
     }
     state: State = {
@@ -254,7 +254,7 @@ def test_a_missing_cuda_library_asks_the_llm_about_its_remaining_uses(repo: Path
         "decisions": [],
     }
     update, _ = _diagnose(state, with_llm=True)
-    assert update["diagnosis"]["signature"] == "missing-flash-attn"
+    assert update["diagnosis"]["signature"] == "missing-cupy"
     fix = update["next_fix"]
     assert fix is not None and fix["kind"] == "constructs" and fix["items"] >= 1
     without, _ = _diagnose(state)

@@ -80,17 +80,35 @@ def migrated(tmp_path_factory) -> dict[str, tuple[Path, object]]:
 # several GPUs in CUDA_VISIBLE_DEVICES, which every rank a launcher starts would inherit,
 # has no single TPU equivalent (TPD024); apex's convert_syncbn_model is synchronized batch
 # norm, a human's choice on every target (TPK009, TPN004). Lines are the migrated file's.
+# flash-attn's rotary and RMSNorm layers are not attention (TPK010 ports only its attention
+# functions); an xformers mask built outside the call may reach it through a variable, and
+# block-diagonal masks are not ported (TPK011).
 SYNC_BN = ("apex_trainer/train.py", 31, "TPK009")
+FLASH_LAYERS = {("flash_attn_model/model.py", line, "TPK010") for line in (47, 80, 82)}
+XFORMERS_MASKS = {("xformers_vit/vit.py", line, "TPK011") for line in (23, 28, 48, 49)}
+# A Triton kernel with no torch fallback in its file is the LLM's (TPK003), and a power
+# reading the program computes with has no stand-in value (TPK018).
+ATTENTION = FLASH_LAYERS | XFORMERS_MASKS
+KERNELS = {("triton_kernel/softmax_kernel.py", line, "TPK003") for line in (6, 26, 33)}
+KERNELS.add(("gpu_monitoring/monitor.py", 42, "TPK018"))
 REFUSED_ON_PURPOSE = {
     "tpu": {
         ("ddp_resnet/launch.sh", 5, "TPD024"),
         ("legacy_dataparallel/train.py", 8, "TPD024"),
         ("shell_scripts/run.sh", 6, "TPD024"),
         SYNC_BN,
+        *ATTENTION,
+        *KERNELS,
     },
-    "neuron": {SYNC_BN},
-    "xla": {("apex_trainer/train.py", 33, "TPK009")},  # two more lines of imports above it
-    "accelerator": {SYNC_BN},
+    "neuron": {SYNC_BN, *ATTENTION, *KERNELS},
+    "xla": {  # one or two more lines of imports above them
+        ("apex_trainer/train.py", 33, "TPK009"),
+        *FLASH_LAYERS,
+        *{("xformers_vit/vit.py", line, "TPK011") for line in (24, 29, 49, 50)},
+        *{("triton_kernel/softmax_kernel.py", line, "TPK003") for line in (7, 27, 34)},
+        ("gpu_monitoring/monitor.py", 43, "TPK018"),
+    },
+    "accelerator": {SYNC_BN, *ATTENTION, *KERNELS},
 }
 
 

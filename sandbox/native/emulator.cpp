@@ -742,15 +742,23 @@ at::Tensor& dev_set_tensor(at::Tensor& self, const at::Tensor& source) {
   return at::native::set_tensor_(self, source);
 }
 
+// The CPU alias of an input, needing gradients when the device tensor does: the CPU's
+// kernel choice depends on it (its flash kernel has no gradient for attn_mask, so a learned
+// bias takes the math kernel).
+at::Tensor cpu_choosing(const at::Tensor& t) {
+  at::Tensor c = as_cpu(t);
+  return t.requires_grad() && !c.requires_grad() ? c.detach().requires_grad_(true) : c;
+}
+
 // Scaled-dot-product attention asks a per-device stub which kernel to use; give the
-// CPU's answer (the flash CPU kernel), as the fallback then runs CPU kernels.
+// CPU's answer, as the fallback then runs CPU kernels.
 int64_t dev_fused_sdp_choice(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                              const std::optional<at::Tensor>& mask, double dropout_p,
                              bool is_causal, std::optional<double> scale, bool enable_gqa) {
   std::optional<at::Tensor> m;
-  if (mask.has_value()) m = as_cpu(*mask);
-  return at::_fused_sdp_choice(as_cpu(q), as_cpu(k), as_cpu(v), m, dropout_p, is_causal, scale,
-                               enable_gqa);
+  if (mask.has_value() && mask->defined()) m = cpu_choosing(*mask);
+  return at::_fused_sdp_choice(cpu_choosing(q), cpu_choosing(k), cpu_choosing(v), m, dropout_p,
+                               is_causal, scale, enable_gqa);
 }
 
 // Libraries made at run time (routing, refusals), one per namespace; kept alive.

@@ -15,6 +15,7 @@ from . import (  # noqa: F401 - registration
     config,
     device,
     events,
+    flash_attn,
     graphs,
     optimizer_move,
     parallel,
@@ -23,6 +24,7 @@ from . import (  # noqa: F401 - registration
     tensor_alias,
     triton_fallback,
     visible_devices,
+    xformers,
 )
 from .base import FIXERS, NotApplicable
 from .consistency import check_fixers

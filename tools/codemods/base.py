@@ -22,6 +22,12 @@ class NotApplicable(Exception):
     """The rule's codemod does not fit this occurrence; it is left for a human, with this reason."""
 
 
+class Enclosed(Exception):
+    """The node is rewritten by the fix of a finding around it (an xformers mask built in
+    the argument list of the attention call it parametrizes): no edit of its own. It counts
+    as converted exactly when the fix around it applies; otherwise it is left with it."""
+
+
 class _RemoveStatement:
     def __repr__(self) -> str:
         return "REMOVE_STATEMENT"
@@ -67,6 +73,12 @@ class FixContext:
     # ``th`` when the file imports ``torch as th`` and never plain ``torch``: new code
     # speaks the file's own name for torch instead of adding a second import
     torch_alias: str | None = None
+    # top-level functions the file's fixes call, by name (their code): written once, after
+    # the file's imports
+    definitions: dict[str, str] = field(default_factory=dict)
+    # set by a fixer that wrote a new call's layout itself: the engine then leaves its commas
+    # alone (it otherwise keeps a call's closing layout when a fix drops arguments)
+    own_layout: bool = False
 
     @functools.cached_property
     def device_name(self) -> str | None:
@@ -74,6 +86,10 @@ class FixContext:
 
     def need(self, module: str) -> None:
         self.imports.add(module)
+
+    def define(self, name: str, code: str) -> None:
+        """Have the file define ``name`` (a top-level function whose source is ``code``)."""
+        self.definitions[name] = code
 
     def expr(self, code: str) -> cst.BaseExpression:
         """Parse an expression and request the imports its dotted names need."""

@@ -23,6 +23,7 @@ from .base import (
     FOLLOW_UPS,
     PRESCANS,
     REMOVE_STATEMENT,
+    Enclosed,
     FixContext,
     NotApplicable,
     code_of,
@@ -30,7 +31,7 @@ from .base import (
     is_multiline,
 )
 from .guard import REFUSED, Problem, blocking, original_lines, orphaned_imports
-from .imports import add_imports, torch_alias
+from .imports import add_definitions, add_imports, torch_alias
 from .positions import StatementPositions, usable
 from .scope import DeviceNames
 from .unused_imports import remove_unused_imports
@@ -97,6 +98,9 @@ class _Applier(cst.CSTTransformer):
         self.guards: dict[int, cst.If] = {}  # `if torch.accelerator.is_available():` we wrote
         self.emptied: dict[int, cst.CSTNode] = {}  # blocks this run left with only ``pass``
         self.failures: dict[int, str] = {}
+        self.enclosed: list[Finding] = []  # findings a fix around them rewrites (Enclosed)
+        self.definitions: dict[str, str] = {}  # top-level functions the fixes call
+        self.laid_out: dict[int, cst.CSTNode] = {}  # calls a fixer laid out itself
         self.remove: set[int] = set()
         self.imports: set[str] = set()
         self.module: cst.Module | None = None
@@ -194,7 +198,11 @@ class _Applier(cst.CSTTransformer):
             if guard is not line:
                 self.guards[id(guard)] = guard
             return guard
-        if isinstance(original, cst.Call) and isinstance(result, cst.Call):
+        if (
+            isinstance(original, cst.Call)
+            and isinstance(result, cst.Call)
+            and id(result) not in self.laid_out
+        ):
             return _tidy_trailing_comma(original, result)
         if isinstance(result, cst.IndentedBlock | cst.Module):
             return self._settle_block(result)
@@ -263,6 +271,9 @@ class _Applier(cst.CSTTransformer):
             except NotApplicable as exc:
                 self.failures[id(finding)] = str(exc)
                 continue
+            except Enclosed:
+                self.enclosed.append(finding)
+                continue
             except Exception as exc:  # a codemod's bug must not lose the whole migration
                 self.failures[id(finding)] = (
                     f"the codemod failed on this code ({type(exc).__name__}: {exc}); "
@@ -293,6 +304,8 @@ class _Applier(cst.CSTTransformer):
                     ctx.imports,
                 )
                 result = new
+                if ctx.own_layout:
+                    self.laid_out[id(new)] = new
             self.imports |= ctx.imports
         return result
 
@@ -309,6 +322,7 @@ class _Applier(cst.CSTTransformer):
             state=self.state,
             parent=lambda node: self.get_metadata(ParentNodeProvider, node, None),
             torch_alias=self.torch_alias,
+            definitions=self.definitions,
         )
 
     def _follow_ups(self, original: cst.CSTNode, result):
@@ -504,10 +518,12 @@ def _migrate_once(
             applier.state.update(look(module, lines, target))
     new_module = _rewrite_module(wrapper, applier, source, statements)
     if applier.imports or applier.edits:
+        new_module = add_definitions(new_module, applier.definitions)
         new_source = _fix_imports(new_module, applier.imports)
     else:
         new_source = new_module.code
     applied = {id(e[0]) for e in applier.edits if e[0] is not None}
+    applied |= _settle_enclosed(applier, [f for f in findings if id(f) in applied])
     unapplied = [
         (f, applier.failures.get(id(f), "no node at the reported position"))
         for f in findings
@@ -524,6 +540,28 @@ def _migrate_once(
         for _, rule, before, after, line, end in applier.edits
     ]
     return SourceResult(new_source, edits, unapplied), applier
+
+
+def _settle_enclosed(applier: _Applier, applied: list[Finding]) -> set[int]:
+    """The enclosed findings whose enclosing fix applied (converted with it); the others
+    are left, with the reason why."""
+    converted = set()
+    for inner in applier.enclosed:
+        around = [f for f in applied if _contains(f, inner)]
+        if around:
+            converted.add(id(inner))
+        else:
+            applier.failures[id(inner)] = (
+                "part of the call around it, which was not ported (its own reason says why)"
+            )
+    return converted
+
+
+def _contains(outer: Finding, inner: Finding) -> bool:
+    return (outer.line, outer.col) <= (inner.line, inner.col) and (
+        outer.end_line,
+        outer.end_col,
+    ) >= (inner.end_line, inner.end_col)
 
 
 def _by_statement(wrapper: MetadataWrapper, source: str) -> StatementPositions | None:

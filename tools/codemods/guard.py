@@ -171,24 +171,31 @@ def orphaned_imports(
     before: str, broken: list[Problem]
 ) -> list[tuple[str, str | None, str | None]]:
     """Imports of the original that the migration left unused (its last use was CUDA code),
-    as (module, name, alias): these are removed rather than counted against any fix."""
+    as (module, name, alias): these are removed rather than counted against any fix. A name
+    the original imported in the same statement and never used goes with them
+    (``from flash_attn import flash_attn_qkvpacked_func, flash_attn_func`` when only the
+    second was called): left alone, it would keep the CUDA-only import the port removed."""
     unused = {p.name for p in broken if p.kind == "UnusedImport"}
     if not unused:
         return []
+    idle = {p.name for p in problems(before) if p.kind == "UnusedImport"}
+    lines = before.splitlines()
     found = []
     for node in ast.walk(ast.parse(before)):
         if isinstance(node, ast.Import):
-            found += [
-                (a.name, None, a.asname)
-                for a in node.names
-                if _flake_name(a.name, a.asname) in unused
-            ]
+            named = [(a.name, None, a.asname, _flake_name(a.name, a.asname)) for a in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            found += [
-                (node.module, a.name, a.asname)
+            named = [
+                (node.module, a.name, a.asname, _flake_name(f"{node.module}.{a.name}", a.asname))
                 for a in node.names
-                if _flake_name(f"{node.module}.{a.name}", a.asname) in unused
             ]
+        else:
+            continue
+        orphaned = [n for n in named if n[3] in unused]
+        # a line marked for the linter (noqa) is a deliberate re-export: it stays
+        if orphaned and "noqa" not in lines[node.lineno - 1]:
+            orphaned += [n for n in named if n[3] in idle and n not in orphaned]
+        found += [n[:3] for n in orphaned]
     return found
 
 

@@ -17,6 +17,7 @@ from typing import ClassVar
 import libcst as cst
 
 from .base import FixContext, NotApplicable, code_of, dotted, prescan, set_kwarg
+from .library_names import imported_names, last_name
 
 ANY = ("*",)  # an argument that only tunes speed: dropped whatever its value
 
@@ -48,34 +49,13 @@ class Port:
 ALIASES = "library_aliases"  # local name -> what it names under the library, per file
 
 
-class _LibraryImports(cst.CSTVisitor):
-    def __init__(self, top: str) -> None:
-        self.top = top
-        self.names: dict[str, str] = {}
-
-    def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
-        module = dotted(node.module) if node.module is not None and not node.relative else None
-        if (
-            module is None
-            or module.split(".")[0] != self.top
-            or isinstance(node.names, cst.ImportStar)
-        ):
-            return
-        for alias in node.names:
-            name = dotted(alias.name)
-            local = alias.asname.name.value if alias.asname else name
-            if name is not None and isinstance(local, str):
-                self.names[local] = f"{module}.{name}"
-
-
 def register_aliases(top: str, *codes: str) -> None:
     """Learn, before rules ``codes`` fix a file, what its ``from top... import X as Y`` name:
     the fixers choose by the library's own class name, which an alias hides."""
 
     def aliases(module: cst.Module, lines: list[int], target: str) -> dict:
-        found = _LibraryImports(top)
-        module.visit(found)
-        return {ALIASES: found.names} if found.names else {}
+        names = imported_names(module, (top,))
+        return {ALIASES: names} if names else {}
 
     for code in codes:
         prescan(code)(aliases)
@@ -83,13 +63,9 @@ def register_aliases(top: str, *codes: str) -> None:
 
 def class_name(node: cst.CSTNode, ctx: FixContext, library: str) -> str:
     """The library's own name of the class ``node`` calls or names (aliases resolved)."""
-    func = node.func if isinstance(node, cst.Call) else node
-    name = dotted(func) if isinstance(func, cst.BaseExpression) else None
-    if name is None:
-        raise NotApplicable(f"the {library} class is not named plainly here")
-    first, _, rest = name.partition(".")
-    qualified = ctx.state.get(ALIASES, {}).get(first, first) + (f".{rest}" if rest else "")
-    return qualified.rsplit(".", 1)[-1]
+    return last_name(
+        node, ctx, ALIASES, lambda: NotApplicable(f"the {library} class is not named plainly here")
+    )
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,7 @@ class Stub:
 
 _FLASH = tuple(flash.__all__)
 _XOPS = tuple(xformers.__all__)
-_BIASES = tuple(n for n in xformers.__all__ if not n.startswith("memory_efficient"))
+_BIASES = tuple(n for n in xformers.__all__ if n.endswith(("Mask", "Bias")))
 
 STUBS: dict[str, Stub] = {
     "flash_attn": Stub(flash, _FLASH, True),

@@ -1,0 +1,3 @@
+from .model import Captioner
+
+__all__ = ["Captioner"]

@@ -1,0 +1,67 @@
+"""What a local name stands for under a CUDA-only library, read from the file's imports.
+
+A fixer chooses its port by the library's own name for what is called (apex's
+``FusedAdam``, flash-attn's ``flash_attn_varlen_func``), and a file may hide that name
+behind an alias (``from apex.parallel import DistributedDataParallel as ApexDDP``,
+``import xformers.ops as xops``): the scanner resolved it already, the fixer has to
+again, from the imports.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import libcst as cst
+
+from .base import FixContext, dotted
+
+
+class _LibraryImports(cst.CSTVisitor):
+    def __init__(self, roots: tuple[str, ...]) -> None:
+        self.roots = roots
+        self.names: dict[str, str] = {}
+
+    def _ours(self, module: str | None) -> bool:
+        return module is not None and module.split(".")[0] in self.roots
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
+        module = dotted(node.module) if node.module is not None and not node.relative else None
+        if not self._ours(module) or isinstance(node.names, cst.ImportStar):
+            return
+        for alias in node.names:
+            name = dotted(alias.name)
+            local = alias.asname.name.value if alias.asname else name
+            if name is not None and isinstance(local, str):
+                self.names[local] = f"{module}.{name}"
+
+    def visit_Import(self, node: cst.Import) -> None:
+        for alias in node.names:
+            module = dotted(alias.name)
+            if self._ours(module) and alias.asname and isinstance(alias.asname.name, cst.Name):
+                self.names[alias.asname.name.value] = module
+
+
+def imported_names(module: cst.Module, roots: tuple[str, ...]) -> dict[str, str]:
+    """Local name -> the qualified name it binds, for imports from the packages ``roots``."""
+    found = _LibraryImports(roots)
+    module.visit(found)
+    return found.names
+
+
+def qualified(node: cst.BaseExpression, ctx: FixContext, key: str) -> str | None:
+    """``xops.memory_efficient_attention`` -> ``xformers.ops.memory_efficient_attention``;
+    None when ``node`` is not a plain dotted name."""
+    name = dotted(node)
+    if name is None:
+        return None
+    first, _, rest = name.partition(".")
+    return ctx.state.get(key, {}).get(first, first) + (f".{rest}" if rest else "")
+
+
+def last_name(node: cst.CSTNode, ctx: FixContext, key: str, refuse: Callable[[], Exception]) -> str:
+    """The library's own name for what ``node`` (a call, or a bare reference) names."""
+    func = node.func if isinstance(node, cst.Call) else node
+    name = qualified(func, ctx, key) if isinstance(func, cst.BaseExpression) else None
+    if name is None:
+        raise refuse()
+    return name.rsplit(".", 1)[-1]
