@@ -460,10 +460,10 @@ def test_a_rules_signature_without_a_codemod_for_the_target_goes_to_the_llm() ->
         textwrap.dedent(
             """
             [[signature]]
-            id = "cuda-graphs-only"
-            patterns = ['dummy base class CUDAGraph']
-            cause = "CUDA graphs."
-            rules = ["TPT005"]
+            id = "memory-debugging-only"
+            patterns = ['_record_memory_history']
+            cause = "CUDA memory debugging."
+            rules = ["TPM005"]
             action = "rules"
             """
         )
@@ -471,12 +471,12 @@ def test_a_rules_signature_without_a_codemod_for_the_target_goes_to_the_llm() ->
     result = {
         "status": "failed",
         "error": {
-            "type": "RuntimeError",
-            "message": "Tried to instantiate dummy base class CUDAGraph",
+            "type": "AttributeError",
+            "message": "module 'torch.cuda.memory' has no attribute '_record_memory_history'",
             "frame": None,
         },
     }
-    # TPT005 is "manual" for every target: no codemod to re-run.
+    # TPM005 is "manual" for every target: no codemod to re-run.
     assert diagnose(result, "tpu", table).action == "llm"
 
 

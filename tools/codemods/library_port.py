@@ -46,7 +46,10 @@ class Port:
     torch_args: frozenset[str] = frozenset()
 
 
-ALIASES = "library_aliases"  # local name -> what it names under the library, per file
+def _aliases_key(top: str) -> str:
+    """State key of one library's aliases in a file (local name -> its name under it): one
+    per library, so a file importing from apex and bitsandbytes keeps both."""
+    return f"library_aliases:{top}"
 
 
 def register_aliases(top: str, *codes: str) -> None:
@@ -55,7 +58,7 @@ def register_aliases(top: str, *codes: str) -> None:
 
     def aliases(module: cst.Module, lines: list[int], target: str) -> dict:
         names = imported_names(module, (top,))
-        return {ALIASES: names} if names else {}
+        return {_aliases_key(top): names} if names else {}
 
     for code in codes:
         prescan(code)(aliases)
@@ -64,7 +67,10 @@ def register_aliases(top: str, *codes: str) -> None:
 def class_name(node: cst.CSTNode, ctx: FixContext, library: str) -> str:
     """The library's own name of the class ``node`` calls or names (aliases resolved)."""
     return last_name(
-        node, ctx, ALIASES, lambda: NotApplicable(f"the {library} class is not named plainly here")
+        node,
+        ctx,
+        _aliases_key(library),
+        lambda: NotApplicable(f"the {library} class is not named plainly here"),
     )
 
 
