@@ -30,11 +30,10 @@ import math
 import re
 import shutil
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from torchport.sandbox.harness import RunError, RunSpec, run
 from torchport.sandbox.isolation import owner
 from torchport.tools.kernel_sites import (
     MENTIONS,
@@ -207,26 +206,15 @@ def cases(calls: list[dict[str, Any]], specs: Iterable[str]) -> tuple[list[dict]
 def run_site_check(
     root: Path, cases_file: Path, mode: str, budget: Any, site_paths: tuple[str, ...]
 ) -> dict[str, Any]:
-    """``sandbox.site_check`` over ``cases_file`` in a copy of ``root``, sandboxed."""
+    """``sandbox.site_check`` over ``cases_file`` in a copy of ``root``, sandboxed as the
+    verifier runs a program (its limits, no step budget: the driver trains nothing)."""
+    from .verifier import run_program  # the verifier runs this check: imported when used
+
     with owner.temp_dir() as tmp:
         copy = materialize(root, {}, Path(tmp) / "program")
         shutil.copyfile(cases_file, copy / CASES_FILE)
-        spec = RunSpec(
-            root=copy,
-            command=DRIVER,
-            mode=mode,
-            steps=None,
-            forwards=None,
-            seed=budget.seed,
-            timeout_s=budget.timeout_s,
-            memory_mb=budget.memory_mb,
-            isolation=budget.isolation,
-            site_paths=tuple(Path(p) for p in site_paths),
-        )
-        try:
-            return run(spec).to_json()
-        except RunError as exc:
-            return {"status": "failed", "error": {"type": "RunError", "message": str(exc)}}
+        unbudgeted = replace(budget, steps=None, forwards=None)
+        return run_program(copy, DRIVER, mode, unbudgeted, site_paths=site_paths)
 
 
 def _run_brief(result: dict[str, Any]) -> dict[str, Any]:

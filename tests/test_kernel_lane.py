@@ -118,17 +118,9 @@ def test_a_right_kernel_replacement_verifies_at_the_call_site_and_on_the_losses(
 def test_a_wrong_backward_is_failed_by_the_differential_check_and_repaired(tmp_path):
     final, llm = migrate(tmp_path, [rewrite_span(WRONG), rewrite_span(RIGHT)])
     assert final["outcome"] == "verified", final["verification"]["reason"]
-    assert steps(final) == [
-        ("plan", "entry point"),
-        ("rewrite", "codemods"),
-        ("rewrite", "LLM edited"),
-        ("rewrite", "unused kernels removed"),
-        ("verify", "failed"),
-        ("diagnose", "llm"),
-        ("rewrite", "LLM edited"),
-        ("verify", "verified"),
-        ("deliver", "verified"),
-    ]
+    first = [("rewrite", "LLM edited"), ("rewrite", "unused kernels removed")]
+    second = [("diagnose", "llm"), ("rewrite", "LLM edited"), ("verify", "verified")]
+    assert steps(final)[2:] == [*first, ("verify", "failed"), *second, ("deliver", "verified")]
     failed = next(d for d in final["decisions"] if d["decision"] == "failed")
     assert failed["why"].startswith(
         f"the differential check fails at the kernel call site {SITE}: on inputs "
