@@ -41,6 +41,7 @@ from torchport.tools.kernel_sites import (
     definition_line,
     kernel_sites,
     parameters,
+    source_reader,
 )
 
 from .workspace import materialize
@@ -87,15 +88,8 @@ def discover(root: Path) -> list[KernelSite]:
         except (OSError, UnicodeDecodeError):
             continue
         if MENTIONS.search(text):
-            sites += kernel_sites(text, rel.as_posix(), lambda r, base=path.parent: _read(base, r))
+            sites += kernel_sites(text, rel.as_posix(), source_reader(root, rel.as_posix()))
     return sites
-
-
-def _read(base: Path, rel: str) -> str | None:
-    try:
-        return (base / rel).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
-        return None
 
 
 def record_specs(sites: Iterable[KernelSite]) -> tuple[str, ...]:
@@ -285,6 +279,12 @@ def compare_case(ref: dict[str, Any], port: dict[str, Any], policy: Any) -> dict
     """Every output, argument after the call and gradient of one case."""
     if ref.get("error"):
         return {"holds": None, "note": f"the original raised on these inputs: {ref['error']}"}
+    if ref.get("missing") or port.get("missing"):
+        side = "the original" if ref.get("missing") else "the port"
+        return {
+            "holds": None,
+            "note": f"not compared: in {side}, {ref.get('missing') or port['missing']}",
+        }
     if port.get("error"):
         return {"holds": False, "worst": {"label": "the call", "why": f"raised {port['error']}"}}
     if len(ref["outputs"]) != len(port.get("outputs") or []):

@@ -27,6 +27,7 @@ from torchport.tools.kernel_sites import (
     kernel_sites,
     kernel_spans,
     parameters,
+    source_reader,
 )
 from torchport.tools.kernel_sites import remove_unused_kernels as _remove_unused
 
@@ -42,8 +43,7 @@ def _sites_of(work: Path, rel: str) -> list[KernelSite]:
         text = (work / rel).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError):
         return []
-    base = (work / rel).parent
-    return kernel_sites(text, rel, lambda r: _read(base / r))
+    return kernel_sites(text, rel, source_reader(work, rel))
 
 
 def _read(path: Path) -> str | None:
@@ -138,7 +138,7 @@ def construct_requests(
     go with it; everything else stays a ``construct`` request (``construct_request``)."""
     sites: dict[str, list[KernelSite]] = {}
     for path in sorted({i["path"] for i in items if i["rule"] in KERNEL_RULES}):
-        sites[path] = [s for s in _sites_of(work, path) if s.start_line <= s.end_line]
+        sites[path] = _sites_of(work, path)
     out: list[tuple[str, int, dict[str, Any]]] = []
     taken: set[tuple[str, int]] = set()
     for path, found in sites.items():
@@ -214,7 +214,7 @@ def mismatch_request(state: dict[str, Any], found: dict[str, Any]) -> dict[str, 
     site = next(
         (
             s
-            for s in kernel_sites(original, path, lambda r: _read(source / Path(path).parent / r))
+            for s in kernel_sites(original, path, source_reader(source, path))
             if function in s.comparable or function.partition(".")[0] in s.entries
         ),
         None,

@@ -120,6 +120,8 @@ def run_case(case: dict[str, Any], device: Any) -> dict[str, Any]:
         sys.path.insert(0, root)
     target: Any = importlib.import_module(case["module"])
     for part in case["entry"].split("."):
+        if not hasattr(target, part):  # the port renamed or removed it: nothing to call
+            return {"missing": f"{case['module']} has no {case['entry']}"}
         target = getattr(target, part)
     args = [_build(a, device) for a in case["args"]]
     kwargs = {k: _build(v, device) for k, v in case["kwargs"].items()}

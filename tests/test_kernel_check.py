@@ -326,6 +326,11 @@ def test_the_check_holds_fails_or_compares_nothing_from_the_two_reports():
     )
     raised = judged(report([0.5, 1.5], [0.2, 0.3]), report(None, None, "RuntimeError: boom"))
     assert raised.holds is False and "the call raised RuntimeError: boom" in raised.reason
+    renamed = judged(
+        report([0.5], [0.2]),
+        {"site": SITE.spec("silu_mul"), "missing": "ops.swiglu has no silu_mul"},
+    )
+    assert renamed.holds is None and "in the port, ops.swiglu has no silu_mul" in renamed.reason
     original_raised = judged(report(None, None, "ValueError: shape"), report([1.0], [1.0]))
     assert original_raised.holds is None and "the original raised" in original_raised.reason
     not_run = judged(report([0.5], [0.2]), report([0.5], [0.2]), ref_status="timeout")

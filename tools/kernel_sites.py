@@ -24,6 +24,7 @@ import ast
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from torchport.tools.pyimports import collect_aliases, qualified_name
 
@@ -167,6 +168,27 @@ def _is_function_class(node: ast.stmt, aliases: dict[str, str]) -> bool:
         if name in FUNCTION_BASES or name.endswith("autograd.Function"):
             return True
     return False
+
+
+def source_reader(root: Path, path: str) -> Callable[[str], str | None]:
+    """How ``kernel_sites`` reads the files an extension build of ``root/path`` names: by
+    the name as written, beside the file, else the one file of that name in the repository
+    (``os.path.join(HERE, "csrc", "k.cu")`` gives only ``k.cu`` as a literal)."""
+
+    def read(rel: str) -> str | None:
+        here = (root / path).parent
+        candidates = [here / rel, root / rel]
+        if not any(c.is_file() for c in candidates):
+            candidates = [p for p in root.rglob(Path(rel).name) if ".git" not in p.parts][:2]
+            candidates = candidates if len(candidates) == 1 else []
+        for candidate in candidates:
+            try:
+                return candidate.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError):
+                continue
+        return None
+
+    return read
 
 
 def kernel_sites(
