@@ -30,7 +30,7 @@ import math
 import re
 import shutil
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -197,18 +197,12 @@ def cases(calls: list[dict[str, Any]], specs: Iterable[str]) -> tuple[list[dict]
 # --- the runs ------------------------------------------------------------------------------
 
 
-def run_site_check(
-    root: Path, cases_file: Path, mode: str, budget: Any, site_paths: tuple[str, ...]
-) -> dict[str, Any]:
-    """``sandbox.site_check`` over ``cases_file`` in a copy of ``root``, sandboxed as the
-    verifier runs a program (its limits, no step budget: the driver trains nothing)."""
-    from .verifier import run_program  # the verifier runs this check: imported when used
-
+def run_site_check(root: Path, cases_file: Path, mode: str, runner: Runner) -> dict[str, Any]:
+    """``sandbox.site_check`` over ``cases_file`` in a copy of ``root``, by ``runner``."""
     with owner.temp_dir() as tmp:
         copy = materialize(root, {}, Path(tmp) / "program")
         shutil.copyfile(cases_file, copy / CASES_FILE)
-        unbudgeted = replace(budget, steps=None, forwards=None)
-        return run_program(copy, DRIVER, mode, unbudgeted, site_paths=site_paths)
+        return runner(copy, mode)
 
 
 def _run_brief(result: dict[str, Any]) -> dict[str, Any]:
@@ -355,28 +349,30 @@ def _policy_for(site: KernelSite, signatures: list[dict[str, Any]], policies: di
 # --- the check -----------------------------------------------------------------------------
 
 
+Runner = Callable[[Path, str], dict[str, Any]]  # (a program tree, a mode) -> its run
+
+
 def check(
     source: Path,
     tree: Path,
     sites: list[KernelSite],
     reference: dict[str, Any],
     mode: str,
-    budget: Any,
+    runner: Runner,
     policies: dict[str, Any],
-    site_paths: tuple[str, ...] = (),
     run_both: Callable[..., Any] | None = None,
 ) -> KernelCheck:
     """Run the original's and the port's sites on the recorded calls' inputs; compare.
 
-    ``run_both(original, port)`` runs the two sandboxed calls (together when the machine
-    has room); by default one after the other."""
+    ``runner(tree, mode)`` runs ``DRIVER`` in the sandbox (the verifier's ``run_program``
+    with its limits); ``run_both(original, port)`` runs the two calls (together when the
+    machine has room), by default one after the other."""
     import torch
 
     calls = reference.get("kernel_site_calls") or []
     specs = record_specs(sites)
     runnable, described = cases(calls, specs)
-    recorded = {c["site"] for c in calls}
-    never = [s for s in specs if s not in recorded]
+    never = [s for s in specs if s not in {c["site"] for c in calls}]
     if not runnable:
         why = "; ".join(d["skipped"] for d in described if d.get("skipped"))
         note = why or (
@@ -384,22 +380,25 @@ def check(
             if specs
             else "; ".join(s.why_not for s in sites if s.why_not) or "no comparable site"
         )
-        return KernelCheck(None, f"the kernel call sites were not compared: {note}", note=note)
+        return _nothing(note)
     with owner.temp_dir() as tmp:
         cases_file = Path(tmp) / "cases.pt"
         torch.save(runnable, cases_file)
 
         def original() -> dict[str, Any]:
-            return run_site_check(source, cases_file, "reference", budget, site_paths)
+            return run_site_check(source, cases_file, "reference", runner)
 
         def port() -> dict[str, Any]:
-            return run_site_check(tree, cases_file, mode, budget, site_paths)
+            return run_site_check(tree, cases_file, mode, runner)
 
-        if run_both is None:
-            ref_run, port_run = original(), port()
-        else:
-            ref_run, port_run = run_both(original, port)
+        ref_run, port_run = (original(), port()) if run_both is None else run_both(original, port)
     return judge_runs(source, tree, sites, described, ref_run, port_run, policies, never)
+
+
+def _nothing(note: str, **evidence: Any) -> KernelCheck:
+    return KernelCheck(
+        None, f"the kernel call sites were not compared: {note}", note=note, **evidence
+    )
 
 
 def judge_runs(
@@ -410,58 +409,58 @@ def judge_runs(
     ref_run: dict[str, Any],
     port_run: dict[str, Any],
     policies: dict[str, Any],
-    never: list[str] = (),  # type: ignore[assignment]
+    never: Iterable[str] = (),
 ) -> KernelCheck:
     """The check's verdict from the two driver runs (pure: tested without a sandbox)."""
     runs = {"original": _run_brief(ref_run), "port": _run_brief(port_run)}
-    ref_cases = (ref_run.get("site_check") or {}).get("cases")
-    port_cases = (port_run.get("site_check") or {}).get("cases")
-    for side, result, got in (("original's", ref_run, ref_cases), ("port's", port_run, port_cases)):
+    reports = []
+    for side, result in (("original's", ref_run), ("port's", port_run)):
+        got = (result.get("site_check") or {}).get("cases")
         if result.get("status") != "ok" or got is None:
             error = result.get("error") or {}
-            note = f"the {side} sites could not be run: {error.get('type')}: {error.get('message')}"
-            return KernelCheck(
-                None, f"the kernel call sites were not compared: {note}", runs=runs, note=note
-            )
-    by_site: dict[str, dict[str, Any]] = {}
-    run_index = 0
-    policy_used = ""
-    first_failure: tuple[KernelSite, str, dict] | None = None
+            why = f"{error.get('type')}: {error.get('message')}"
+            return _nothing(f"the {side} sites could not be run: {why}", runs=runs)
+        reports.append(iter(got))
+    rows: dict[str, dict[str, Any]] = {}
+    policy_used, first_failure = "", None
     for item in described:
         site = next(s for s in sites if item["site"] in record_specs([s]))
         entry = item["site"].partition(":")[2]
-        names = parameters(_text(source / site.path), entry)
-        signature = item["signature"]
-        row = by_site.setdefault(item["site"], {"site": item["site"], "cases": []})
-        inputs = describe_signature(signature, names)
+        inputs = describe_signature(item["signature"], parameters(_text(source / site.path), entry))
+        row = rows.setdefault(item["site"], {"site": item["site"], "cases": []})
         if item.get("skipped"):
             row["cases"].append({"inputs": inputs, "holds": None, "note": item["skipped"]})
             continue
-        policy = _policy_for(site, [signature], policies)
-        policy_used = policy.name if not policy_used or policy.name == "bf16" else policy_used
-        ref_case, port_case = ref_cases[run_index], port_cases[run_index]
-        run_index += 1
-        result = {
-            "inputs": inputs,
-            "policy": policy.name,
-            **compare_case(ref_case, port_case, policy),
-        }
+        policy = _policy_for(site, [item["signature"]], policies)
+        policy_used = "bf16" if "bf16" in (policy_used, policy.name) else policy.name
+        result = {"inputs": inputs, "policy": policy.name}
+        result.update(compare_case(next(reports[0]), next(reports[1]), policy))
         row["cases"].append(result)
         if result["holds"] is False and first_failure is None:
             first_failure = (site, entry, result)
-    for row in by_site.values():
+    return _verdict(tree, _statuses(rows, never), runs, policy_used, first_failure)
+
+
+def _statuses(rows: dict[str, dict[str, Any]], never: Iterable[str]) -> list[dict[str, Any]]:
+    """Each site's status from its cases; a site the original never called, not compared."""
+    for row in rows.values():
         verdicts = [c["holds"] for c in row["cases"]]
         row["status"] = (
             "differs" if False in verdicts else "matched" if True in verdicts else "not compared"
         )
     for spec in never:
-        by_site[spec] = {
-            "site": spec,
-            "cases": [],
-            "status": "not compared",
-            "note": "not called in the original's run",
-        }
-    rows = list(by_site.values())
+        note = "not called in the original's run"
+        rows[spec] = {"site": spec, "cases": [], "status": "not compared", "note": note}
+    return list(rows.values())
+
+
+def _verdict(
+    tree: Path,
+    rows: list[dict[str, Any]],
+    runs: dict[str, Any],
+    policy: str,
+    first_failure: tuple[KernelSite, str, dict[str, Any]] | None,
+) -> KernelCheck:
     if first_failure is not None:
         site, entry, result = first_failure
         worst = result["worst"]
@@ -471,18 +470,11 @@ def judge_runs(
         )
         line = definition_line(_text(tree / site.path), entry)
         frame = {"file": site.path, "line": line, "function": entry, "code": None}
-        return KernelCheck(False, reason, policy_used, rows, runs, frame=frame if line else None)
+        return KernelCheck(False, reason, policy, rows, runs, frame=frame if line else None)
     matched = [r for r in rows if r["status"] == "matched"]
     if not matched:
         notes = "; ".join(c.get("note", "") for r in rows for c in r["cases"]) or "nothing ran"
-        return KernelCheck(
-            None,
-            f"the kernel call sites were not compared: {notes}",
-            policy_used,
-            rows,
-            runs,
-            note=notes,
-        )
+        return _nothing(notes, policy=policy, sites=rows, runs=runs)
     compared = sum(1 for r in matched for c in r["cases"] if c["holds"])
     worst_abs = max(
         (c["worst"].get("max_abs", 0.0) for r in matched for c in r["cases"] if c.get("worst")),
@@ -492,9 +484,9 @@ def judge_runs(
         f"the differential check matches the original's kernels at "
         f"{', '.join(r['site'] for r in matched)} on {compared} recorded input "
         f"signature{'s' if compared != 1 else ''} (outputs, arguments after the call and "
-        f"gradients; max abs {worst_abs:.3g}, {policy_used} policy)"
+        f"gradients; max abs {worst_abs:.3g}, {policy} policy)"
     )
-    return KernelCheck(True, reason, policy_used, rows, runs)
+    return KernelCheck(True, reason, policy, rows, runs)
 
 
 def _text(path: Path) -> str:

@@ -22,7 +22,7 @@ import re
 import time
 import tomllib
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -583,15 +583,14 @@ def verify_tree(
     say = verify_pair.serialised(say)
     plan = _schedule(budget, together)
     given = reference
-    sites = kernel_check.discover(source)
 
     def original() -> dict[str, Any]:
         if given is not None:
             return given
         say("verifying: running the original on the CUDA reference shim")
         progress = _steps(say, "original", budget)
-        record = kernel_check.record_specs(sites)
-        return reference_run(source, argv, budget, cache, progress, site_paths, record)
+        recorded = kernel_check.record_specs(kernel_check.discover(source))
+        return reference_run(source, argv, budget, cache, progress, site_paths, recorded)
 
     def migrated() -> dict[str, Any]:
         say(f"verifying: running the migration on the emulated {mode} device")
@@ -605,35 +604,63 @@ def verify_tree(
         f.read_text(encoding="utf-8", errors="replace") for f in tree.rglob("*.py")
     )
     v = name_missing_dependency(judge(reference, run, policy, mode), environment)
-    replaced = kernel_check.replaced(source, tree, sites)
-    if replaced and v.verdict in ("verified", "failed") and _both_ran(reference, run):
-        say("verifying: the differential check at the kernel call sites")
-        checked = kernel_check.check(
-            source,
-            tree,
-            replaced,
-            reference,
-            mode,
-            budget,
-            policies(),
-            site_paths,
-            lambda a, b: _pair(verify_pair.run_both(a, b, plan.together)),
-        )
-        v = with_kernel_check(v, checked, run)
+    v = _sites_checked(v, source, tree, (reference, run), mode, budget, site_paths, plan, say)
     done = time.perf_counter()
     got = "given" if given is not None else ("cache" if reference.get("cached") else "run")
     v.timings = verify_pair.timings(pair, got, done - ran, done - started, plan)
     return v, reference
 
 
+def _sites_checked(
+    v: Verification,
+    source: Path,
+    tree: Path,
+    runs: tuple[dict[str, Any], dict[str, Any]],
+    mode: str,
+    budget: RunLimits,
+    site_paths: tuple[str, ...],
+    plan: verify_pair.Schedule,
+    say: Callable[[str], None],
+) -> Verification:
+    """``v`` with the differential check at the kernel call sites the migration changed,
+    when both programs ran (``with_kernel_check``); ``v`` as it is otherwise."""
+    reference, run = runs
+    replaced = kernel_check.replaced(source, tree, kernel_check.discover(source))
+    if not replaced or v.verdict not in ("verified", "failed") or not _both_ran(reference, run):
+        return v
+    say("verifying: the differential check at the kernel call sites")
+    checked = _check_sites(source, tree, replaced, reference, mode, budget, site_paths, plan)
+    return with_kernel_check(v, checked, run)
+
+
+def _check_sites(
+    source: Path,
+    tree: Path,
+    sites: list[Any],
+    reference: dict[str, Any],
+    mode: str,
+    budget: RunLimits,
+    site_paths: tuple[str, ...],
+    plan: verify_pair.Schedule,
+) -> kernel_check.KernelCheck:
+    """The differential check's two sandboxed runs: the verifier's limits, no step budget
+    (the driver trains nothing), together when the machine has room for both."""
+    unbudgeted = replace(budget, steps=None, forwards=None)
+
+    def runner(root: Path, run_mode: str) -> dict[str, Any]:
+        return run_program(root, kernel_check.DRIVER, run_mode, unbudgeted, site_paths=site_paths)
+
+    def both(original: Any, port: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+        pair = verify_pair.run_both(original, port, plan.together)
+        return pair.reference, pair.migrated
+
+    return kernel_check.check(source, tree, sites, reference, mode, runner, policies(), both)
+
+
 def _both_ran(reference: dict[str, Any], target: dict[str, Any]) -> bool:
     return (
         reference.get("status") == "ok" and target.get("status") == "ok" and not _on_the_cpu(target)
     )
-
-
-def _pair(pair: verify_pair.Pair) -> tuple[dict[str, Any], dict[str, Any]]:
-    return pair.reference, pair.migrated
 
 
 def with_kernel_check(

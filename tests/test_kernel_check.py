@@ -10,6 +10,7 @@ import importlib.util
 import math
 import shutil
 import types
+from pathlib import Path
 
 import pytest
 import torch
@@ -17,7 +18,7 @@ from torchport.agents import kernel_check, kernel_lane, rewriter
 from torchport.agents.kernel_check import NotComparable, compare_tensor, draw, judge_runs
 from torchport.agents.llm.repair import RepairRequest, span_message
 from torchport.agents.llm.tools import Workspace
-from torchport.agents.verifier import RunLimits, policies
+from torchport.agents.verifier import RunLimits, policies, run_program
 from torchport.evals.tasks import load_suite
 from torchport.sandbox import site_calls
 from torchport.tools.kernel_sites import kernel_sites, remove_unused_kernels, unused_kernels
@@ -338,10 +339,13 @@ def test_the_check_holds_fails_or_compares_nothing_from_the_two_reports():
     assert "the original's sites could not be run: timeout: stopped" in not_run.reason
 
 
+def never_run(root: Path, mode: str) -> dict:
+    raise AssertionError("nothing to compare: no sandboxed run")
+
+
 def test_nothing_is_compared_when_the_original_never_called_the_site(tmp_path):
-    checked = kernel_check.check(
-        SWIGLU, SWIGLU, [SITE], {"kernel_site_calls": []}, "tpu", RunLimits(), policies()
-    )
+    calls = {"kernel_site_calls": []}
+    checked = kernel_check.check(SWIGLU, SWIGLU, [SITE], calls, "tpu", never_run, policies())
     assert checked.holds is None
     assert checked.reason == (
         "the kernel call sites were not compared: ops/swiglu.py:silu_mul: not called in the "
@@ -415,10 +419,13 @@ def test_a_replacement_with_a_wrong_eps_is_failed_by_the_check_and_the_right_one
     norm = port / "kernels" / "fused_norm.py"
     norm.write_text(norm.read_text().replace("keepdim=True) + eps)", f"keepdim=True) + {eps})"))
     (site,) = kernel_check.discover(task.repo)
-    budget = RunLimits(timeout_s=300, memory_mb=4096)
-    checked = kernel_check.check(
-        task.repo, port, [site], {"kernel_site_calls": NORM_CALLS}, "tpu", budget, policies()
-    )
+    budget = RunLimits(timeout_s=300, memory_mb=4096, steps=None, forwards=None)  # type: ignore[arg-type]
+
+    def runner(root: Path, mode: str) -> dict:
+        return run_program(root, kernel_check.DRIVER, mode, budget)
+
+    calls = {"kernel_site_calls": NORM_CALLS}
+    checked = kernel_check.check(task.repo, port, [site], calls, "tpu", runner, policies())
     assert checked.runs["original"]["reference_interpreters"][0]["kernels"] == {
         "kernels/fused_norm.py:_add_rms_norm_fwd": 1
     }
