@@ -141,6 +141,7 @@ def verification_markdown(record: dict[str, Any]) -> str:
     v = record.get("verification") or {}
     lines = _summary_markdown(record, v) + timings_markdown(v.get("timings") or {})
     lines += _parity_markdown(v.get("parity") or {})
+    lines += kernel_check_markdown(v.get("kernel_check") or {})
     lines += environment_markdown(record.get("environment") or {})
     lines += _evidence_markdown(v.get("target") or {})
     lines += _agent_edits_markdown(record["agent_edits"])
@@ -247,6 +248,36 @@ def _parity_markdown(parity: dict[str, Any]) -> list[str]:
         f"\nmax abs error {parity.get('max_abs', 0):.3g}, "
         f"max rel error {parity.get('max_rel', 0):.3g}"
     )
+    return lines
+
+
+def kernel_check_markdown(checked: dict[str, Any]) -> list[str]:
+    """The differential check at the kernel call sites: each site, each recorded input
+    signature, and the worst difference found (``kernel_check`` in verification.json)."""
+    if not checked:
+        return []
+    verdict = {True: "holds", False: "fails", None: "compared nothing"}[checked.get("holds")]
+    lines = ["", f"## Kernel call sites (differential check: {verdict})", ""]
+    lines.append(_md(checked.get("reason", "")))
+    rows = [(row, case) for row in checked.get("sites") or [] for case in row.get("cases") or []]
+    if rows:
+        lines += ["", "| site | inputs | result | worst |", "|---|---|---|---|"]
+    for row, case in rows:
+        worst = case.get("worst") or {}
+        shown = (
+            f"{_md(worst.get('label', ''))}: {_md(worst.get('why', ''))}"
+            if worst.get("why")
+            else f"max abs {worst.get('max_abs', 0.0):.3g}"
+            if worst
+            else _md(case.get("note", ""))
+        )
+        result = {True: "matches", False: "differs", None: "not compared"}[case.get("holds")]
+        lines.append(
+            f"| {markdown_code(row['site'])} | {_md(case.get('inputs', ''))} | {result} | {shown} |"
+        )
+    for row in checked.get("sites") or []:
+        if row.get("note"):
+            lines.append(f"- {markdown_code(row['site'])}: {_md(row['note'])}")
     return lines
 
 

@@ -111,6 +111,7 @@ def rewrite(state: State, ctx: Runtime) -> dict[str, Any]:
         state.get("overlay"),
         dict(state.get("llm_usage") or {}),
         client=ctx.llm(s) if wants_llm else None,  # the local model starts only if needed
+        kernel_calls=list((state.get("reference") or {}).get("kernel_site_calls") or []),
     )
     if first:
         ctx.say("rewriting: applying the catalogue's codemods")
@@ -128,6 +129,7 @@ def rewrite(state: State, ctx: Runtime) -> dict[str, Any]:
     elif fix.get("kind") == "llm" and work.client is not None:
         ctx.say(f"rewriting: asking the LLM to repair {fix['request']['path']}")
         work.ask_llm(fix["request"], "failure")
+    work.remove_unused_kernels()
     work.prune_imports_the_llm_left()
     return {
         "overlay": work.overlay,

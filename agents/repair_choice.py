@@ -17,7 +17,7 @@ from typing import Any
 
 from torchport.tools.catalogue import load_catalogue
 
-from . import rewriter
+from . import kernel_lane, rewriter
 from .state import NextFix, State
 
 Tried = set[tuple[Any, Any, Any, Any]]
@@ -53,6 +53,18 @@ def tried_fixes(decisions: list[dict[str, Any]]) -> Tried:
         for d in decisions
         if d.get("node") == "diagnose"
     }
+
+
+def revisit_kernel_site(c: RepairContext) -> NextFix | None:
+    """A kernel replacement the differential check failed: the LLM's replacement goes back
+    to it with the evidence (the site, the inputs, the worst difference), the kernel's
+    source and the original's launch code."""
+    if c.found.get("signature") != "kernel-mismatch" or not c.untried("llm"):
+        return None
+    if not c.llm_available():
+        return None
+    request = kernel_lane.mismatch_request(dict(c.state), c.found)
+    return {"kind": "llm", "request": request} if request is not None else None
 
 
 def revisit_llm_edit(c: RepairContext) -> NextFix | None:
@@ -113,6 +125,7 @@ def ask_llm_about_failure(c: RepairContext) -> NextFix | None:
 
 
 CHOICES: tuple[Callable[[RepairContext], NextFix | None], ...] = (
+    revisit_kernel_site,
     revisit_llm_edit,
     rerun_rules,
     fix_remaining_constructs,

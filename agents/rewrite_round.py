@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import rewriter
+from . import kernel_lane, rewriter
 from .state import Settings, decision
 
 
@@ -27,6 +27,9 @@ class RewriteRound:
     client: Any = None  # LLMClient, or None when no LLM is configured or none is needed
     log: list[dict[str, Any]] = field(default_factory=list)
     agent_edits: list[dict[str, Any]] = field(default_factory=list)
+    # how the original called its kernel sites (its reference run), once it has run
+    kernel_calls: list[dict[str, Any]] = field(default_factory=list)
+    kernel_files: set[str] = field(default_factory=set)  # files of kernel sites asked about
 
     def run_codemods(self) -> None:
         s = self.settings
@@ -44,6 +47,8 @@ class RewriteRound:
         return rewriter.refusals(self.source, self.settings)
 
     def ask_llm(self, request: dict[str, Any], why: str) -> None:
+        if request.get("kind") == "kernel":
+            self.kernel_files.add(request["path"])
         self.overlay, record = rewriter.llm_repair(
             self.client,
             self.source,
@@ -59,24 +64,43 @@ class RewriteRound:
     def ask_llm_about_constructs(self, limit: int, say: Any) -> None:
         """The catalogue's ``llm`` constructs, located again on the migrated code (the
         codemods moved lines) and taken bottom-up, so that an edit never shifts the lines
-        of one still to come."""
+        of one still to come. A custom kernel's findings are one request for its call site
+        (``agents.kernel_lane``)."""
+        scan = self.scratch / "scan"
         items = rewriter.llm_constructs(
             self.source,
             self.overlay or {},
-            self.scratch / "scan",
+            scan,
             self.settings,
             self.refused(),
         )
-        for item in items[:limit]:
+        requests = kernel_lane.construct_requests(
+            items, scan, self.settings["target"], self.kernel_calls, rewriter.construct_request
+        )
+        for rule, request in requests[:limit]:
             if tokens(self.usage) >= self.settings["max_llm_tokens"]:
-                self.log.append(decision("rewrite", "LLM token budget spent", item=item["rule"]))
+                self.log.append(decision("rewrite", "LLM token budget spent", item=rule))
                 return
-            say(f"rewriting: asking the LLM about {item['rule']} at {item['path']}")
-            self.ask_llm(rewriter.construct_request(item, self.settings["target"]), item["rule"])
+            what = "the kernel call site" if request["kind"] == "kernel" else rule
+            say(f"rewriting: asking the LLM about {what} at {request['path']}")
+            self.ask_llm(request, rule)
 
     def apply_rule_files(self, rules: list[str], files: dict[str, str]) -> None:
         self.log.append(decision("rewrite", "rules re-run", rules=rules, files=sorted(files)))
         self.overlay = {**(self.overlay or {}), **files}
+
+    def remove_unused_kernels(self) -> None:
+        """Kernels whose call sites the LLM replaced, which nothing uses any more, go with
+        their extension builds and CUDA source strings: on the target their decorators and
+        builds are what would still fail."""
+        touched = sorted(self.kernel_files & {e["path"] for e in self.agent_edits})
+        if not touched:
+            return
+        self.overlay, removed = kernel_lane.remove_unused_kernels(
+            self.source, self.overlay or {}, self.scratch / "kernels", touched
+        )
+        if removed:
+            self.log.append(decision("rewrite", "unused kernels removed", kernels=removed))
 
     def prune_imports_the_llm_left(self) -> None:
         """Once the LLM replaced every use of a CUDA-only library, its import is what still

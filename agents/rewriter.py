@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 SPAN_CONTEXT = 3  # lines either side of a failing line the LLM is shown as its span
 # How far from its span an LLM edit may reach (imports excepted): a construct is one
 # statement; a failure's cause is near the failing line, not across the file.
-WINDOW = {"construct": 2, "failure": 12, "instruction": 2}
+WINDOW = {"construct": 2, "failure": 12, "instruction": 2, "kernel": 2}
 
 
 def _codemod_result(
@@ -363,10 +363,10 @@ def edit_request(
     lines); an edit whose text is gone (rewritten since) is not revisited.
     """
     text, after = overlay.get(edit["path"]), edit.get("after") or ""
-    if text is None or not after.strip() or after not in text:
+    span = edit_span(edit, text)
+    if span is None:
         return None
-    start = text[: text.index(after)].count("\n") + 1
-    end = start + max(after.rstrip("\n").count("\n"), 0)
+    start, end = span
     run = verification.get("failure") or verification.get("target") or {}
     error = run.get("error") or {}
     return {
@@ -384,6 +384,16 @@ def edit_request(
             f"Now:\n{after.rstrip()}"
         ),
     }
+
+
+def edit_span(edit: dict[str, Any], text: str | None) -> tuple[int, int] | None:
+    """The lines an earlier edit's new text has in ``text`` (found by its text: later
+    edits moved it), or None where that text is gone."""
+    after = edit.get("after") or ""
+    if text is None or not after.strip() or after not in text:
+        return None
+    start = text[: text.index(after)].count("\n") + 1
+    return start, start + max(after.rstrip("\n").count("\n"), 0)
 
 
 def failure_request(

@@ -59,6 +59,7 @@ class VerificationRecord(TypedDict, total=False):
     target: dict[str, Any] | None
     failure: dict[str, Any] | None  # the failing target run, what diagnose reads
     caveat: str
+    kernel_check: dict[str, Any] | None  # the differential check at the kernel call sites
 
 
 FixKind = Literal["rules", "llm", "constructs"]

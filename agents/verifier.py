@@ -22,7 +22,7 @@ import re
 import time
 import tomllib
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -40,7 +40,7 @@ from torchport.tools.catalogue import TARGETS
 from torchport.tools.depinstall import HOW_TO_PROVIDE
 from torchport.tools.depresolve import NOT_FOR_THE_PORT
 
-from . import verify_pair
+from . import kernel_check, verify_pair
 from .data_notes import interpreter_note
 from .defaults import VERIFY_STEPS
 from .diagnose import diagnose, load_signatures
@@ -218,6 +218,9 @@ class Verification:
     caveat: str = ""
     # Where the verification's wall time went (verify_pair.timings); empty when nothing ran
     timings: dict[str, Any] = field(default_factory=dict)
+    # The differential check at the kernel call sites the migration replaced
+    # (agents.kernel_check); None when it replaced none
+    kernel_check: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -258,6 +261,7 @@ def _brief(result: dict[str, Any] | None) -> dict[str, Any] | None:
         "reference_standins": result.get("reference_standins", []),
         "reference_interpreters": result.get("reference_interpreters", []),
         "cuda_kernel_runner": result.get("cuda_kernel_runner", []),
+        "kernel_site_calls": result.get("kernel_site_calls", []),
         "counters": {k: counters[k] for k in keep if k in counters},
         "stderr_tail": (result.get("stderr_tail") or "")[-1500:],
     }
@@ -468,7 +472,7 @@ def rank(verification: dict[str, Any]) -> int:
     verdict = verification.get("verdict")
     if verdict == "failed":
         error = ((verification.get("failure") or {}).get("error")) or {}
-        return 2 if error.get("type") == "ParityMismatch" else 1
+        return 2 if error.get("type") in ("ParityMismatch", "KernelMismatch") else 1
     return {"verified": 4, "ran": 3, "not-runnable": 0}.get(str(verdict), 0)
 
 
@@ -480,6 +484,7 @@ def run_program(
     preload: tuple[str, ...] = (),
     progress: Callable[[dict[str, Any]], None] | None = None,
     site_paths: tuple[str, ...] = (),
+    record_sites: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     """One sandboxed run as plain data (a harness that cannot start is a failed run)."""
     dist = torchrun_parts(argv)
@@ -498,6 +503,7 @@ def run_program(
         isolation=budget.isolation,
         progress=progress,
         site_paths=tuple(Path(p) for p in site_paths),
+        record_sites=record_sites,
     )
     try:
         return run(spec).to_json()
@@ -548,16 +554,18 @@ def reference_run(
     cache: Path | None,
     progress: Callable[[dict[str, Any]], None] | None = None,
     site_paths: tuple[str, ...] = (),
+    record_sites: tuple[str, ...] = (),
 ) -> dict:
     """The original's run on the reference shim, reused when nothing it depends on changed.
 
     The original is read only and runs with fixed seeds, so its numbers depend only on
     its files, the command and the budget: migrating one repository to several
     targets (or resuming, or re-running an evaluation) runs it once. A failed run is
-    not cached (it may have been the machine's fault).
+    not cached (it may have been the machine's fault). ``record_sites``: the kernel call
+    sites whose arguments the run records for the differential check (``kernel_check``).
     """
     parts = [tree_digest(root), argv, asdict(budget), *site_paths, sandbox_digest()]
-    parts.append(interpreter_versions())
+    parts += [interpreter_versions(), list(record_sites)]
     key = hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:32]
     path = cache / f"{key}.json" if cache is not None else None
     if path is not None and path.is_file():
@@ -565,7 +573,15 @@ def reference_run(
             return {**json.loads(path.read_text()), "cached": True}
         except (OSError, ValueError):
             pass
-    result = run_program(root, argv, "reference", budget, progress=progress, site_paths=site_paths)
+    result = run_program(
+        root,
+        argv,
+        "reference",
+        budget,
+        progress=progress,
+        site_paths=site_paths,
+        record_sites=record_sites,
+    )
     if path is not None and result.get("status") == "ok":
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(path, json.dumps(result, default=str))
@@ -612,7 +628,8 @@ def verify_tree(
             return given
         say("verifying: running the original on the CUDA reference shim")
         progress = _steps(say, "original", budget)
-        return reference_run(source, argv, budget, cache, progress, site_paths)
+        recorded = kernel_check.record_specs(kernel_check.discover(source))
+        return reference_run(source, argv, budget, cache, progress, site_paths, recorded)
 
     def migrated() -> dict[str, Any]:
         say(f"verifying: running the migration on the emulated {mode} device")
@@ -626,10 +643,86 @@ def verify_tree(
         f.read_text(encoding="utf-8", errors="replace") for f in tree.rglob("*.py")
     )
     v = name_missing_dependency(judge(reference, run, policy, mode), environment)
+    v = _sites_checked(v, source, tree, (reference, run), mode, budget, site_paths, plan, say)
     done = time.perf_counter()
     got = "given" if given is not None else ("cache" if reference.get("cached") else "run")
     v.timings = verify_pair.timings(pair, got, done - ran, done - started, plan)
     return v, reference
+
+
+def _sites_checked(
+    v: Verification,
+    source: Path,
+    tree: Path,
+    runs: tuple[dict[str, Any], dict[str, Any]],
+    mode: str,
+    budget: RunLimits,
+    site_paths: tuple[str, ...],
+    plan: verify_pair.Schedule,
+    say: Callable[[str], None],
+) -> Verification:
+    """``v`` with the differential check at the kernel call sites the migration changed,
+    when both programs ran (``with_kernel_check``); ``v`` as it is otherwise."""
+    reference, run = runs
+    replaced = kernel_check.replaced(source, tree, kernel_check.discover(source))
+    if not replaced or v.verdict not in ("verified", "failed") or not _both_ran(reference, run):
+        return v
+    say("verifying: the differential check at the kernel call sites")
+    checked = _check_sites(source, tree, replaced, reference, mode, budget, site_paths, plan)
+    return with_kernel_check(v, checked, run)
+
+
+def _check_sites(
+    source: Path,
+    tree: Path,
+    sites: list[Any],
+    reference: dict[str, Any],
+    mode: str,
+    budget: RunLimits,
+    site_paths: tuple[str, ...],
+    plan: verify_pair.Schedule,
+) -> kernel_check.KernelCheck:
+    """The differential check's two sandboxed runs: the verifier's limits, no step budget
+    (the driver trains nothing), together when the machine has room for both."""
+    unbudgeted = replace(budget, steps=None, forwards=None)
+
+    def runner(root: Path, run_mode: str) -> dict[str, Any]:
+        return run_program(root, kernel_check.DRIVER, run_mode, unbudgeted, site_paths=site_paths)
+
+    def both(original: Any, port: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+        pair = verify_pair.run_both(original, port, plan.together)
+        return pair.reference, pair.migrated
+
+    return kernel_check.check(source, tree, sites, reference, mode, runner, policies(), both)
+
+
+def _both_ran(reference: dict[str, Any], target: dict[str, Any]) -> bool:
+    return (
+        reference.get("status") == "ok" and target.get("status") == "ok" and not _on_the_cpu(target)
+    )
+
+
+def with_kernel_check(
+    v: Verification, checked: kernel_check.KernelCheck, target: dict[str, Any]
+) -> Verification:
+    """The verdict with the differential check's: a kernel site that computes otherwise
+    fails the migration whatever its losses did, and the reason names the site first (it is
+    the more precise evidence); a check that holds, or compared nothing, says so."""
+    v.kernel_check = checked.to_json()
+    if checked.holds is False:
+        losses = ""
+        if v.parity is not None and v.parity.steps:
+            held = "match" if v.parity.holds else "do not match either"
+            losses = f"; the program's {v.parity.steps} losses {held}"
+        v.verdict = "failed"
+        v.reason = checked.reason + losses
+        v.failure = {
+            **target,
+            "error": {"type": "KernelMismatch", "message": checked.reason, "frame": checked.frame},
+        }
+        return v
+    v.reason += f"; {checked.reason}"
+    return v
 
 
 def _schedule(budget: RunLimits, together: bool | None) -> verify_pair.Schedule:

@@ -89,6 +89,9 @@ class RunSpec:
     # Folders of installed dependencies (see tools.depinstall): read only in the sandbox,
     # importable after torchport's own site-packages in every process of the run.
     site_paths: tuple[Path, ...] = ()
+    # Reference mode: kernel call sites (``path:function``) whose calls' arguments the run
+    # records (``sandbox.site_calls``), for the verifier's differential check.
+    record_sites: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         """Limits that do not bound (zero steps, a NaN timeout, ...) are refused before the
@@ -132,6 +135,10 @@ class RunResult:
     command_rewrites: list[dict[str, str]] = field(default_factory=list)
     # seconds spent in each of PHASES (the start-up, the program, the teardown)
     phases: dict[str, float] = field(default_factory=dict)
+    # reference mode: the arguments the kernel call sites asked for were called with
+    kernel_site_calls: list[dict[str, Any]] = field(default_factory=list)
+    # a kernel site check's run (sandbox.site_check): each case's outputs and gradients
+    site_check: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -259,6 +266,8 @@ def launcher_argv(spec: RunSpec, result_file: Path, program_dir: Path) -> list[s
         argv += ["--forwards", str(spec.forwards)]
     for module in spec.preload:
         argv += ["--preload", module]
+    for site in spec.record_sites:
+        argv += ["--record-site", site]
     if spec.progress is not None:
         argv += ["--progress", str(result_file.with_name("progress.jsonl"))]
     program = dist.program if dist is not None else program_argv(spec.command)
@@ -378,6 +387,8 @@ def run(spec: RunSpec) -> RunResult:
             "reference_interpreters",
             "cuda_kernel_runner",
             "ranks",
+            "kernel_site_calls",
+            "site_check",
         ):
             if key in data:
                 setattr(result, key, data[key])

@@ -69,6 +69,13 @@ def _parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
         help="append one JSON line per optimizer step to FILE (rank 0 only), for a live view",
     )
     parser.add_argument(
+        "--record-site",
+        action="append",
+        default=[],
+        metavar="PATH:FUNCTION",
+        help="reference mode: record the arguments of this kernel call site's first calls",
+    )
+    parser.add_argument(
         "--real-data",
         action="store_true",
         help="do not substitute synthetic data for torchvision/torchaudio/HF datasets",
@@ -180,6 +187,7 @@ def main(argv: list[str] | None = None) -> int:
         seed=options.seed,
         preload=tuple(options.preload),
         real_data=options.real_data,
+        record_sites=tuple(options.record_site),
     )
     place_site_paths()
     try:

@@ -46,6 +46,8 @@ class RunConfig:
     seed: int = 0
     preload: tuple[str, ...] = ()
     real_data: bool = False
+    # reference mode: kernel call sites (path:function) whose arguments are recorded
+    record_sites: tuple[str, ...] = ()
 
     def to_env(self) -> str:
         return json.dumps(asdict(self))
@@ -53,7 +55,8 @@ class RunConfig:
     @classmethod
     def from_env(cls, text: str) -> RunConfig:
         data = json.loads(text)
-        return cls(**{**data, "preload": tuple(data.get("preload", ()))})
+        tuples = {k: tuple(data.get(k, ())) for k in ("preload", "record_sites")}
+        return cls(**{**data, **tuples})
 
 
 @dataclass
@@ -64,6 +67,7 @@ class Session:
     synthetic: Any = None
     standins: Any = None
     interpreters: Any = None  # reference mode: kernels run in an interpreter (Triton's)
+    site_calls: Any = None  # reference mode: the kernel call sites' arguments (site_calls)
     child: bool = False  # not the launcher's process: writes its own result file
     rank: int | None = None
     error: dict[str, Any] | None = None
@@ -93,6 +97,9 @@ class Session:
             kernels = _kernel_runner_records()
             if kernels:
                 out["cuda_kernel_runner"] = kernels
+        if self.site_calls is not None and self.site_calls.records():
+            out["kernel_site_calls"] = self.site_calls.records()
+        out.update(self.extra)  # what a torchport driver run in the sandbox reports
         return out
 
     def did_work(self) -> bool:
@@ -172,6 +179,11 @@ def start(
 
         session.interpreters = triton_interpreter
         triton_interpreter.install()
+        if config.record_sites:
+            from torchport.sandbox import site_calls
+
+            session.site_calls = site_calls
+            site_calls.install(config.record_sites)
     elif config.mode in EMULATED:
         # what torchport's environment holds only for the reference (triton) is not there
         from torchport.sandbox import target_imports
@@ -289,6 +301,8 @@ def _forked() -> None:
         reset()
     if session.interpreters is not None:
         session.interpreters.reset()
+    if session.site_calls is not None:
+        session.site_calls.reset()
     _become_child(session)
 
 

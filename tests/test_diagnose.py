@@ -341,7 +341,7 @@ OPTIONAL = {"numpy": ("dependency-missing", "human", set())}
 
 # Signatures proven by the end-to-end harness runs or by texts written out below.
 END_TO_END = {"run-timeout", "run-crashed", "cuda-unavailable", "parity-mismatch"}
-WRITTEN = {"run-memory-limit", "run-killed", "rendezvous-timeout"}
+WRITTEN = {"run-memory-limit", "run-killed", "rendezvous-timeout", "kernel-mismatch"}
 # Proven by sandboxed runs in tests/test_rendezvous.py.
 END_TO_END |= {"rendezvous-unreachable"}
 
@@ -674,6 +674,23 @@ def test_a_parity_failure_from_the_verifier_goes_to_the_llm() -> None:
     d = diagnose(failed.failure, "tpu")
     assert (d.signature, d.action, d.file) == ("parity-mismatch", "llm", None)
     assert "step 2" in d.evidence
+
+
+def test_a_failed_differential_check_goes_to_the_llm_at_the_kernel_site() -> None:
+    from torchport.agents.kernel_check import KernelCheck
+    from torchport.agents.verifier import judge, policies, with_kernel_check
+
+    def run(losses):
+        return {"status": "ok", "losses": losses, "counters": {"ops": 10}, "error": None}
+
+    verified = judge(run([2.0, 1.5]), run([2.0, 1.5]), policies()["fp32"], "tpu")
+    reason = "the differential check fails at the kernel call site ops/glu.py:glu: ..."
+    frame = {"file": "ops/glu.py", "line": 12, "function": "glu", "code": None}
+    failed = with_kernel_check(verified, KernelCheck(False, reason, frame=frame), run([2.0, 1.5]))
+    assert failed.verdict == "failed" and failed.reason.startswith(reason)
+    assert failed.reason.endswith("; the program's 2 losses match")
+    d = diagnose(failed.failure, "tpu")
+    assert (d.signature, d.action, d.file, d.line) == ("kernel-mismatch", "llm", "ops/glu.py", 12)
 
 
 # --- The table itself -----------------------------------------------------------------

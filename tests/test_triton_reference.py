@@ -77,6 +77,9 @@ def test_the_verdict_and_the_report_name_the_interpreter():
 # --- sandboxed runs -----------------------------------------------------------------------
 
 
+NORM_SITE = "kernels/fused_norm.py:fused_add_rms_norm"
+
+
 def _harness(root: Path, mode: str) -> dict[str, Any]:
     spec = RunSpec(
         root=root,
@@ -85,6 +88,7 @@ def _harness(root: Path, mode: str) -> dict[str, Any]:
         steps=STEPS,
         isolation="process",
         timeout_s=300,
+        record_sites=(NORM_SITE,) if mode == "reference" else (),
     )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", IsolationWarning)  # "process" is asked for
@@ -223,6 +227,20 @@ def test_the_original_runs_its_kernel_in_the_interpreter_and_trains(runs):
     assert interpreted["version"] == importlib.metadata.version("triton")
     # two blocks of two norms and the final norm: five launches per forward
     assert interpreted["kernels"] == {"kernels/fused_norm.py:_add_rms_norm_fwd": 5 * STEPS}
+    # the call site's arguments, for the differential check: the first block's residual
+    # is zeros (no grad), every later one the stream (grad)
+    (site,) = result["kernel_site_calls"]
+    assert (site["site"], site["module"], site["root"], site["calls"]) == (
+        NORM_SITE,
+        "kernels.fused_norm",
+        ".",
+        5 * STEPS,
+    )
+    first, later = site["signatures"]
+    assert [a.get("requires_grad") for a in first["args"]] == [True, False, True, None]
+    assert [a.get("requires_grad") for a in later["args"]] == [True, True, True, None]
+    assert first["args"][0]["shape"] == [8, 16, 32] and first["args"][3]["value"] == 1e-6
+    assert first["args"][1]["std"] == 0.0 and 0.0 < first["args"][0]["std"] < 1.0
 
 
 @needs_triton
@@ -254,6 +272,7 @@ def test_the_right_replacement_of_a_kernel_is_verified_against_it(runs, port):
     assert v.verdict == "verified", v.reason
     assert v.parity.steps == STEPS and v.parity.max_rel < 1e-6
     assert "ran in Triton's interpreter" in v.reason
+    assert v.kernel_check["holds"] is True and "the differential check matches" in v.reason
 
 
 @needs_triton
@@ -262,6 +281,10 @@ def test_a_replacement_that_norms_before_the_residual_add_fails(runs):
     v = runs["norm-wrong"]
     assert v.verdict == "failed" and v.parity.compared == "losses", v.reason
     assert v.parity.worst_step is not None and v.parity.max_rel > 1e-3
+    assert v.reason.startswith(f"the differential check fails at the kernel call site {NORM_SITE}")
+    assert (
+        v.reason.endswith("do not match either") and v.failure["error"]["type"] == "KernelMismatch"
+    )
 
 
 @needs_triton
@@ -272,3 +295,5 @@ def test_a_replacement_with_a_wrong_backward_matches_once_then_fails(runs):
     first = v.parity.per_step[0]
     assert first["reference"] == pytest.approx(first["target"], rel=1e-6)  # same forward
     assert v.parity.max_rel > 1e-4  # the gradient differs, so the next steps do
+    assert v.kernel_check["holds"] is False
+    assert "ops/swiglu.py:silu_mul" in v.reason and "the gradient of a differs" in v.reason

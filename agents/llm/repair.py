@@ -31,6 +31,9 @@ SPAN_LINES = 3  # code lines shown either side of the span in the span protocol
 SPAN_CONTEXT_CHARS = 800
 MAX_PROBLEM_CHARS = 1000
 MAX_CONTEXT_CHARS = 3000
+# A kernel request's context is the kernel's source and how it is called: read from its
+# start (a traceback matters at its end, a kernel from its first line).
+MAX_KERNEL_CONTEXT_CHARS = 8000
 
 TARGET_NOTES: dict[str, str] = {
     "tpu": 'Google TPU through TorchTPU: the "tpu" device, torch.accelerator.* device APIs, '
@@ -67,7 +70,8 @@ LINE_NUMBER = re.compile(r"^\s*\d+\| ?")
 @dataclass
 class RepairRequest:
     # "construct" (a catalogue finding marked llm/manual) | "failure" (verifier) |
-    # "instruction" (a person's request in a chat session, for these lines)
+    # "instruction" (a person's request in a chat session, for these lines) |
+    # "kernel" (a custom kernel's call site, with the kernel's source: agents.kernel_lane)
     kind: str
     target: str  # tpu | neuron | xla | accelerator
     path: str  # workspace-relative file
@@ -135,7 +139,9 @@ def user_message(request: RepairRequest, workspace: Workspace) -> str:
     first = max(1, request.start_line - CONTEXT_LINES)
     code = workspace.read_file(request.path, first, request.end_line + CONTEXT_LINES)
     context = request.context.strip()
-    if len(context) > MAX_CONTEXT_CHARS:  # tracebacks matter at their end
+    if request.kind == "kernel":
+        context = context[:MAX_KERNEL_CONTEXT_CHARS]
+    elif len(context) > MAX_CONTEXT_CHARS:  # tracebacks matter at their end
         context = "..." + context[-MAX_CONTEXT_CHARS:]
     parts = [
         f"Target: {request.target} ({TARGET_NOTES.get(request.target, 'another accelerator')})",
@@ -167,7 +173,9 @@ def span_message(request: RepairRequest, workspace: Workspace) -> str:
     context = request.context.strip()
     hint = context.removeprefix("Suggested approach:").strip() if context else ""
     parts = [f"Target: {request.target}", f"Problem: {request.problem.strip()[:MAX_PROBLEM_CHARS]}"]
-    if hint and request.kind == "construct":
+    if request.kind == "kernel":
+        parts.append(context[:MAX_KERNEL_CONTEXT_CHARS])
+    elif hint and request.kind == "construct":
         parts.append(f"Suggested fix: {hint[:MAX_PROBLEM_CHARS]}")
     elif context:
         parts.append(f"Error details:\n{context[-SPAN_CONTEXT_CHARS:]}")

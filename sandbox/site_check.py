@@ -1,0 +1,168 @@
+"""A kernel call site called on given inputs, in a sandboxed run: the differential check's driver.
+
+    python -m torchport.sandbox.site_check CASES.pt     (run by the harness, any mode)
+
+``CASES.pt`` (written by ``agents.kernel_check``, read with ``weights_only=True``) holds the
+cases: a site (``kernels/fused_norm.py:fused_add_rms_norm``), the module it was imported as
+and from which folder, and the arguments, tensors already drawn. For each case the driver
+imports the module of the program in front of it (the original on the reference shim, its
+kernels through Triton's interpreter or the CUDA runner; the port on the emulated device),
+moves the tensors to the run's device, calls the site, and reports every output tensor, the
+tensor arguments after the call (a kernel may write in place) and, where arguments require
+grad, their gradients of a fixed random projection of the outputs (``sum(P_i * out_i)``, each
+``P_i`` drawn on the CPU from seed ``PROJECTION_SEED + i``, so both runs use the same). The
+report goes into the run's result as ``site_check``; the verifier compares the two runs'.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import os
+import sys
+from typing import Any
+
+PROJECTION_SEED = 20240917
+MAX_VALUES = 1 << 16  # values reported per tensor; a larger one reports a fixed sample
+
+
+def _device(mode: str) -> Any:
+    import torch
+
+    return torch.device("cuda" if mode == "reference" else mode)
+
+
+def _build(arg: dict[str, Any], device: Any) -> Any:
+    """An argument from its case entry: tensors to the device (with requires_grad)."""
+    import torch
+
+    kind = arg.get("kind")
+    if kind == "tensor":
+        tensor = arg["tensor"].to(device)
+        if arg.get("requires_grad"):
+            tensor.requires_grad_(True)
+        return tensor
+    if kind == "dtype":
+        return getattr(torch, arg["value"])
+    if kind in ("list", "tuple"):
+        items = [_build(a, device) for a in arg["items"]]
+        return items if kind == "list" else tuple(items)
+    return arg.get("value")
+
+
+def _leaves(value: Any) -> list[Any]:
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, list | tuple):
+        return [t for v in value for t in _leaves(v)]
+    if isinstance(value, dict):
+        return [t for k in sorted(value, key=str) for t in _leaves(value[k])]
+    return []
+
+
+def values(tensor: Any) -> dict[str, Any]:
+    """A tensor as JSON: shape, dtype and its values (a fixed sample of a large one)."""
+    import torch
+
+    flat = tensor.detach().to("cpu").reshape(-1)
+    out: dict[str, Any] = {"shape": list(tensor.shape), "dtype": str(tensor.dtype)[6:]}
+    if flat.is_complex():
+        flat = torch.view_as_real(flat).reshape(-1)
+    if flat.numel() > MAX_VALUES:
+        gen = torch.Generator().manual_seed(PROJECTION_SEED)
+        index = torch.randperm(flat.numel(), generator=gen)[:MAX_VALUES].sort().values
+        flat = flat[index]
+        out["sampled"] = MAX_VALUES
+    if flat.dtype.is_floating_point:
+        flat = flat.double()
+    out["values"] = flat.tolist()
+    return out
+
+
+def _named_leaves(fn: Any, args: list[Any], kwargs: dict[str, Any]) -> list[tuple[str, Any]]:
+    """Each tensor argument with its parameter's name (``x``, ``tensors[1]``)."""
+    try:
+        bound = dict(inspect.signature(fn).bind(*args, **kwargs).arguments)
+    except (TypeError, ValueError):
+        bound = {f"argument {i}": a for i, a in enumerate(args)} | kwargs
+    named: list[tuple[str, Any]] = []
+    for name, value in bound.items():
+        leaves = _leaves(value)
+        if len(leaves) == 1 and leaves[0] is value:
+            named.append((name, value))
+        else:
+            named += [(f"{name}[{i}]", t) for i, t in enumerate(leaves)]
+    return named
+
+
+def _projection(outputs: list[Any]) -> Any:
+    import torch
+
+    total = None
+    for i, out in enumerate(outputs):
+        if not (out.requires_grad and out.dtype.is_floating_point):
+            continue
+        gen = torch.Generator().manual_seed(PROJECTION_SEED + i)
+        weight = torch.randn(tuple(out.shape), generator=gen, dtype=torch.float32)
+        term = (out.float() * weight.to(out.device)).sum()
+        total = term if total is None else total + term
+    return total
+
+
+def run_case(case: dict[str, Any], device: Any) -> dict[str, Any]:
+    """One call of the site: outputs, the tensor arguments after it, and gradients."""
+    import torch
+
+    root = os.path.abspath(case.get("root") or ".")
+    if root not in sys.path:
+        sys.path.insert(0, root)
+    target: Any = importlib.import_module(case["module"])
+    for part in case["entry"].split("."):
+        if not hasattr(target, part):  # the port renamed or removed it: nothing to call
+            return {"missing": f"{case['module']} has no {case['entry']}"}
+        target = getattr(target, part)
+    args = [_build(a, device) for a in case["args"]]
+    kwargs = {k: _build(v, device) for k, v in case["kwargs"].items()}
+    named = _named_leaves(target, args, kwargs)
+    result = target(*args, **kwargs)
+    outputs = _leaves(result)
+    report: dict[str, Any] = {
+        "outputs": [values(o) for o in outputs],
+        "after": [{"name": n, **values(t)} for n, t in named],
+        "grads": [],
+    }
+    wanted = [(n, t) for n, t in named if t.requires_grad]
+    loss = _projection(outputs)
+    if wanted and loss is not None:
+        grads = torch.autograd.grad(loss, [t for _, t in wanted], allow_unused=True)
+        report["grads"] = [
+            {"name": n, **(values(g) if g is not None else {"none": True})}
+            for (n, _), g in zip(wanted, grads, strict=True)
+        ]
+    return report
+
+
+def main(argv: list[str]) -> int:
+    import torch
+    from torchport.sandbox.session import current
+
+    session = current()
+    mode = session.config.mode if session is not None else "reference"
+    cases = torch.load(argv[0], weights_only=True)
+    device = _device(mode)
+    reports = []
+    for case in cases:
+        try:
+            reports.append({"site": case["site"], **run_case(case, device)})
+        except Exception as exc:  # the site failed on this case: that is its answer
+            message = f"{type(exc).__name__}: {exc}"[:1000]
+            reports.append({"site": case["site"], "error": message})
+    if session is not None:
+        session.extra["site_check"] = {"mode": mode, "cases": reports}
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
