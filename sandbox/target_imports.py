@@ -2,9 +2,11 @@
 
 torchport's environment has triton (the ``triton`` extra) so that the REFERENCE run can
 execute the original's ``@triton.jit`` kernels in Triton's interpreter
-(``sandbox.shim.triton_interpreter``). The real target has no Triton: a port is not to
-depend on it, and the dependency resolver drops it from what a port installs (TPP001). So
-in a run on the emulated device, importing it fails as it does where it is not installed,
+(``sandbox.shim.triton_interpreter``), and bitsandbytes (the ``reference`` extra) so that
+it runs an original's 8-bit optimizers on their CPU kernels. The real target has neither:
+a port is not to depend on them, and the dependency resolver drops them from what a port
+installs (TPP001). So in a run on the emulated device, importing one fails as it does where
+it is not installed,
 with the reason: a guarded import (``try: import triton ... except ImportError``) takes its
 fallback, and a port that still imports or launches a kernel fails here as it would on the
 device. Torch's own optional imports of it see it absent too, as on a CPU-only install.
@@ -19,6 +21,8 @@ from typing import Any
 # Top-level packages hidden from target runs, and why the target cannot have them.
 HIDDEN = {
     "triton": "Triton kernels compile for NVIDIA and AMD GPUs only",
+    # the `reference` extra: its 8-bit optimizers' CPU kernels serve the reference run
+    "bitsandbytes": "bitsandbytes' kernels are CUDA-first, with none for the target",
 }
 
 
@@ -33,7 +37,7 @@ class _HidingFinder(importlib.abc.MetaPathFinder):
         raise ModuleNotFoundError(
             f"No module named {top!r} (torchport: not importable in a run on the emulated "
             f"{self.mode}: {HIDDEN[top]}; torchport has it only to run the original's "
-            "kernels on the reference)",
+            "code on the reference)",
             name=top,
         )
 

@@ -40,6 +40,12 @@ import json, os, sys, traceback, warnings
 import torch
 from torchport.sandbox.launch import user_frame
 
+# the CUDA-only packages torchport carries for the reference are absent here, as in a
+# target run and on a CPU-only install
+from torchport.sandbox import target_imports
+
+target_imports.install("cpu" if not os.environ.get("DIAG_EMULATOR") else "tpu")
+
 if os.environ.get("DIAG_EMULATOR"):
     import torchport.sandbox.emulator as emu
 
