@@ -231,9 +231,11 @@ def leave(code: int) -> NoReturn:
     still happens, in its order: non-daemon threads joined, atexit handlers run
     (``multiprocessing`` joins or ends its children there, a child writes its result),
     the standard streams flushed."""
-    for thread in threading.enumerate():
-        if thread is not threading.current_thread() and not thread.daemon:
-            thread.join()
+    # What the interpreter itself does first at exit: the hooks registered with
+    # threading (a ThreadPoolExecutor's, which tells its idle workers to stop), then a join
+    # of every non-daemon thread. Joining alone waited forever on an executor's idle
+    # worker (bitsandbytes' reference run sat 250 s in teardown until its time ran out).
+    threading._shutdown()
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):  # a closed or broken stream: nothing to flush

@@ -57,6 +57,28 @@ def test_the_step_budget_stops_training_cleanly_and_losses_are_captured(tmp_path
 
 
 @pytest.mark.slow
+def test_a_stop_at_the_budget_ends_an_executor_left_running(tmp_path):
+    """A ThreadPoolExecutor never shut down (its idle worker is a non-daemon thread) ends
+    as at a normal exit; joining the threads before threading's exit hooks waited on it
+    until the time limit."""
+    program = TRAIN.replace(
+        "torch.manual_seed(0)",
+        "from concurrent.futures import ThreadPoolExecutor\n"
+        "pool = ThreadPoolExecutor(max_workers=1)\n"
+        "pool.submit(print, 'warm')\n"
+        "torch.manual_seed(0)",
+    )
+    spec = RunSpec(
+        root=_program(tmp_path, program), command=["python", "main.py"], timeout_s=120,
+        isolation="process", steps=3,
+    )  # fmt: skip
+    result = run(spec)
+    assert result.status == "ok" and result.steps == 3, result.stderr_tail
+    # it ended by itself: a hung teardown lasts until the run's time limit ends it
+    assert result.elapsed_s < spec.timeout_s - 10, result.phases
+
+
+@pytest.mark.slow
 def test_progress_reports_every_step_while_the_program_runs(tmp_path):
     import threading
 
