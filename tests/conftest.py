@@ -91,3 +91,16 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
         record["wall_s"] = round(time.monotonic() - t0, 2)
         with open(out, "a", encoding="utf-8") as fh:
             fh.write(json.dumps(record) + "\n")
+
+
+@pytest.fixture
+def active():
+    """The reference shim, active for one test and fully undone afterwards."""
+    from torchport.sandbox import shim
+
+    shim.reset_intercepted()
+    shim.activate()
+    try:
+        yield shim
+    finally:
+        shim.deactivate()

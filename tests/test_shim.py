@@ -33,17 +33,6 @@ ACCEPTANCE = [
 ]
 
 
-@pytest.fixture
-def active():
-    """The shim, active for one test and fully undone afterwards."""
-    shim.reset_intercepted()
-    shim.activate()
-    try:
-        yield shim
-    finally:
-        shim.deactivate()
-
-
 def _apis() -> set[str]:
     return {entry["api"] for entry in shim.intercepted()}
 

@@ -9,16 +9,6 @@ import torch
 from torchport.sandbox import replays, shim
 
 
-@pytest.fixture
-def active():
-    shim.reset_intercepted()
-    shim.activate()
-    try:
-        yield shim
-    finally:
-        shim.deactivate()
-
-
 def _model() -> tuple[torch.nn.Module, torch.optim.Optimizer]:
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1))

@@ -20,7 +20,15 @@ import libcst as cst
 
 from .base import FixContext, NotApplicable, code_of
 from .base import fixer as register
-from .library_port import ANY, Port, class_name, named_args, port_call, register_aliases
+from .library_port import (
+    ANY,
+    Port,
+    class_name,
+    named_args,
+    optimizer_port,
+    port_call,
+    register_aliases,
+)
 
 _ADAM_SIGNATURE = (
     "params",
@@ -178,20 +186,15 @@ register_aliases("apex", "TPK007", "TPK008", "TPK009")
 
 @register("TPK007")
 def apex_optimizer(node: cst.CSTNode, ctx: FixContext):
-    name = class_name(node, ctx, "apex")
-    if name in NO_TORCH_OPTIMIZER:
-        raise NotApplicable(
-            f"torch.optim has no {NO_TORCH_OPTIMIZER[name]}: keep an implementation of it in "
-            "PyTorch, or change the optimizer on purpose (training will differ)"
-        )
-    port = OPTIMIZERS.get(name)
-    if port is None:
-        raise NotApplicable(f"apex.optimizers.{name} has no torch counterpart in the catalogue")
-    if not isinstance(node, cst.Call):
-        raise NotApplicable(
-            f"{name} is referenced, not called: its defaults differ from torch's, so each "
-            "call needs its own port"
-        )
+    name, port = optimizer_port(
+        node,
+        ctx,
+        "apex",
+        OPTIMIZERS,
+        NO_TORCH_OPTIMIZER,
+        "its defaults differ from torch's, so each call needs its own port",
+    )
+    assert isinstance(node, cst.Call)
     if name == "FusedAdam":
         mode = next((a for n, a in named_args(node, port) if n == "adam_w_mode"), None)
         if mode is not None and code_of(mode.value) == "False":

@@ -24,7 +24,7 @@ import libcst as cst
 
 from .base import REMOVE_STATEMENT, FixContext, NotApplicable, code_of, dotted
 from .base import fixer as register
-from .library_port import ANY, Port, class_name, named_args, port_call, register_aliases
+from .library_port import ANY, Port, named_args, optimizer_port, port_call, register_aliases
 
 # Arguments every bitsandbytes optimizer takes that only say how its state is stored.
 _STORAGE = {
@@ -162,20 +162,16 @@ def bnb_optimizer(node: cst.CSTNode, ctx: FixContext):
     func = node.func if isinstance(node, cst.Call) else node
     if "GlobalOptimManager" in (dotted(func) or "").split("."):
         return _optim_manager(ctx.original, ctx)
-    name = class_name(node, ctx, "bitsandbytes")
-    if name in NO_TORCH_OPTIMIZER:
-        raise NotApplicable(
-            f"torch.optim has no {NO_TORCH_OPTIMIZER[name]}: keep an implementation of it in "
-            "PyTorch, or change the optimizer on purpose (training will differ)"
-        )
-    port = OPTIMIZERS.get(name)
-    if port is None:
-        raise NotApplicable(f"bitsandbytes.optim.{name} has no torch counterpart in the catalogue")
-    if not isinstance(node, cst.Call):
-        raise NotApplicable(
-            f"{name} is referenced, not called: each call needs its own port (its weight "
-            "decay decides between Adam and AdamW, and its storage arguments are dropped)"
-        )
+    _, port = optimizer_port(
+        node,
+        ctx,
+        "bitsandbytes",
+        OPTIMIZERS,
+        NO_TORCH_OPTIMIZER,
+        "each call needs its own port (its weight decay decides between Adam and AdamW, and "
+        "its storage arguments are dropped)",
+    )
+    assert isinstance(node, cst.Call)
     if port is _ADAM:
         port = _adam_port(node)
     return port_call(node, port, port.torch, ctx)

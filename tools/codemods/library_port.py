@@ -275,3 +275,28 @@ def port_call(call: cst.Call, port: Port, torch: str, ctx: FixContext) -> cst.Ca
         if name not in given:
             ported = set_kwarg(ported, name, ctx.expr(value))
     return ported
+
+
+def optimizer_port(
+    node: cst.CSTNode,
+    ctx: FixContext,
+    library: str,
+    ports: dict[str, Port],
+    missing: dict[str, str],
+    referenced: str,
+) -> tuple[str, Port]:
+    """The library optimizer ``node`` calls and its port (from ``ports``); refused with the
+    reason for one torch.optim lacks (``missing``: class -> the algorithm), one the table
+    does not know, and a class referenced without a call (``referenced`` says why)."""
+    name = class_name(node, ctx, library)
+    if name in missing:
+        raise NotApplicable(
+            f"torch.optim has no {missing[name]}: keep an implementation of it in "
+            "PyTorch, or change the optimizer on purpose (training will differ)"
+        )
+    port = ports.get(name)
+    if port is None:
+        raise NotApplicable(f"{library} {name} has no torch counterpart in the catalogue")
+    if not isinstance(node, cst.Call):
+        raise NotApplicable(f"{name} is referenced, not called: {referenced}")
+    return name, port
