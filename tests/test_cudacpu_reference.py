@@ -1,7 +1,8 @@
 """A CUDA C++ program as the verifier's reference: the suite's load_inline task runs on the
 CPU reference through torchport's CPU runner for CUDA kernels and produces losses; its
-hand-written port is verified against them, a wrong port (SiLU, the other smooth ReLU,
-read for the kernel's tanh-approximated GELU) is failed. An original whose kernels the runner
+hand-written port is verified against them, a wrong port (the exact GELU for the kernel's
+tanh approximation) is failed by the differential check at the kernel's call site, though
+its losses match. An original whose kernels the runner
 refuses leaves its port at ``ran``, and the runner's reason, with file and line, reaches
 the verification (slow: sandboxed runs, and the extension compiles in the run)."""
 
@@ -41,12 +42,12 @@ def verdicts(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("cudacpu-reference")
     cache = tmp / "references"  # the original runs (and compiles) once for both ports
     right = port(tmp, "right")
-    # (the exact GELU for the tanh one would pass: 4.4e-06 relative on these losses, inside
-    # the fp32 policy; loss parity cannot see an approximation of that size)
+    # the exact GELU for the tanh one: 4.4e-06 relative on these losses, inside the fp32
+    # policy, so only the kernel's call site can tell them apart
     wrong = port(
         tmp,
         "wrong",
-        lambda s: s.replace('F.gelu(x + bias, approximate="tanh")', "F.silu(x + bias)"),
+        lambda s: s.replace('F.gelu(x + bias, approximate="tanh")', "F.gelu(x + bias)"),
     )
     argv = ["python", "train.py"]
     return {
@@ -94,7 +95,13 @@ def test_the_right_port_is_verified_and_says_where_the_reference_came_from(verdi
 def test_a_port_that_changes_the_kernels_meaning_is_failed(verdicts):
     v = verdicts["wrong"]
     assert v.verdict == "failed", v.reason
-    assert v.failure["error"]["type"] == "ParityMismatch"
+    assert v.failure["error"]["type"] == "KernelMismatch", v.failure["error"]
+    assert v.kernel_check["holds"] is False
+    assert v.reason.startswith(
+        "the differential check fails at the kernel call site fused_ops.py:bias_gelu"
+    ), v.reason
+    # the losses alone would have passed it
+    assert v.parity is not None and v.parity.holds and v.reason.endswith("losses match")
 
 
 REFUSED = '''
