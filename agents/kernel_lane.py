@@ -32,7 +32,7 @@ from torchport.tools.kernel_sites import (
 from torchport.tools.kernel_sites import remove_unused_kernels as _remove_unused
 
 from .kernel_check import describe_signature
-from .workspace import materialize
+from .workspace import materialize, python_files
 
 MAX_KERNEL_CHARS = 6000  # kernel source shown to the model (a CUDA file can be long)
 MAX_SIGNATURES_SHOWN = 3
@@ -182,7 +182,7 @@ def remove_unused_kernels(
     the kernel modules' imports they leave unused); what went, per file. A kernel another
     file of the program mentions is kept."""
     materialize(source, overlay, work)
-    others = {p.relative_to(work).as_posix(): p for p in work.rglob("*.py") if not p.is_symlink()}
+    others = python_files(work)
     updated, removed = dict(overlay), {}
     for rel in paths:
         path = work / rel

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import libcst as cst
 from torchport.tools.ast_edits import EditRefused, insert_import, remove_unused_imports
 from torchport.tools.catalogue import load_catalogue
-from torchport.tools.codemods.guard import blocking
+from torchport.tools.codemods.guard import blocking, removed_imported_names, top_level_names
 from torchport.tools.migrate import (
     MigrateOptions,
     MigrationResult,
@@ -31,7 +31,7 @@ from torchport.tools.report.counts import count_constructs
 from torchport.tools.scanner import ScanOptions, scan
 
 from .defaults import MAX_TURNS
-from .workspace import changed_files, materialize
+from .workspace import changed_files, materialize, python_sources
 
 if TYPE_CHECKING:
     from .llm.client import LLMClient
@@ -133,7 +133,14 @@ def llm_repair(
     )
     if strayed:  # the scratch copy is rebuilt from the overlay next time: nothing to undo
         return overlay, _rejected(record, f"edit outside the problem's lines: {strayed}")
-    touched = {e.path for e in outcome.edits}
+    return _guarded(source, overlay, work, {e.path for e in outcome.edits}, record)
+
+
+def _guarded(
+    source: Path, overlay: dict[str, str], work: Path, touched: set[str], record: dict[str, Any]
+) -> tuple[dict[str, str], dict[str, Any]]:
+    """The overlay with an edit's files, their imports settled, unless the semantic guard
+    refuses what it did (then the overlay as it was and the record says why)."""
     updated = dict(overlay)
     for rel, text in changed_files(source, work, touched).items():
         updated[rel], added = with_missing_imports(text, rel)
@@ -143,7 +150,9 @@ def llm_repair(
         # prune_cuda_imports would after the round), not counted against the edit
         with contextlib.suppress(EditRefused, cst.ParserSyntaxError):
             updated[rel] = remove_unused_imports(updated[rel], cuda_only_modules(), rel)
-    broken = introduced_by_edit(source, overlay, updated)
+    broken = introduced_by_edit(source, overlay, updated) or dropped_names(
+        source, overlay, updated, work
+    )
     if broken:
         return overlay, _rejected(record, f"refused by the semantic guard: {broken}")
     return updated, record
@@ -167,6 +176,27 @@ def introduced_by_edit(source: Path, overlay: dict[str, str], updated: dict[str,
         if previous is None:
             previous = original.read_text(encoding="utf-8") if original.is_file() else ""
         found += [f"{rel}:{p.line}: {p.message}" for p in blocking(previous, text, rel)]
+    return "; ".join(found)
+
+
+def dropped_names(
+    source: Path, overlay: dict[str, str], updated: dict[str, str], work: Path
+) -> str:
+    """The top-level names an edit removed that other files of the program import (a kernel
+    replacement without the wrapper the program calls); empty when it removed none."""
+    found: list[str] = []
+    others: dict[str, str] | None = None
+    for rel, text in sorted(updated.items()):
+        if not rel.endswith(".py") or text == overlay.get(rel):
+            continue
+        previous = overlay.get(rel)
+        if previous is None:
+            original = source / rel
+            previous = original.read_text(encoding="utf-8") if original.is_file() else ""
+        if others is None and top_level_names(previous) - top_level_names(text):
+            others = python_sources(work)
+        if others is not None:
+            found += removed_imported_names(rel, previous, text, {**others, **updated})
     return "; ".join(found)
 
 

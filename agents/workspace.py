@@ -27,14 +27,27 @@ def materialize(source: Path, overlay: dict[str, str], dest: Path) -> Path:
     return dest
 
 
+def python_files(work: Path) -> dict[str, Path]:
+    """The Python files of a materialised tree, by path relative to it (links not followed:
+    a link may point out of the tree)."""
+    return {p.relative_to(work).as_posix(): p for p in work.rglob("*.py") if not p.is_symlink()}
+
+
+def python_sources(work: Path) -> dict[str, str]:
+    """The text of each of ``python_files``; a file that is not UTF-8 is left out."""
+    texts = {}
+    for rel, path in python_files(work).items():
+        try:
+            texts[rel] = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue
+    return texts
+
+
 def changed_files(source: Path, work: Path, paths: set[str] | None = None) -> dict[str, str]:
     """Python files in ``work`` whose text differs from ``source`` (or only ``paths``)."""
     overlay: dict[str, str] = {}
-    candidates = (
-        paths
-        if paths is not None
-        else {str(p.relative_to(work)) for p in work.rglob("*.py") if not p.is_symlink()}
-    )
+    candidates = paths if paths is not None else set(python_files(work))
     for rel in sorted(candidates):
         new = work / rel
         if not new.is_file():

@@ -12,7 +12,13 @@ from pathlib import Path
 import pytest
 from torchport.tools.catalogue import TARGETS
 from torchport.tools.codemods import engine, migrate_python
-from torchport.tools.codemods.guard import blocking, introduced, original_lines, problems
+from torchport.tools.codemods.guard import (
+    blocking,
+    introduced,
+    original_lines,
+    problems,
+    removed_imported_names,
+)
 from torchport.tools.scanner import ScanOptions, scan
 
 GUARD = Path(__file__).parent / "fixtures" / "guard"
@@ -143,3 +149,91 @@ def test_a_dead_assignment_the_migration_did_not_touch_does_not_block() -> None:
     assert blocking(before, after) == []
     rebound = after.replace("rank = 0", "rank = 1")
     assert [p.kind for p in blocking(before, rebound)] == ["UnusedVariable"]
+
+
+# --- names other files import (the LLM lane's replacements) ------------------------------
+
+KERNEL_MODULE = """\
+import torch
+from torch.utils.cpp_extension import load
+
+_ext = load(name="causal_softmax", sources=["k.cu"])
+
+
+class CausalSoftmax(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, scores, scale):
+        return _ext.forward(scores, scale)
+
+
+def causal_softmax(scores, scale):
+    return CausalSoftmax.apply(scores, scale)
+"""
+# the embedded model's answer on masked-softmax-extension: the Function in torch, the
+# wrapper the program calls gone
+WITHOUT_WRAPPER = """\
+import torch
+
+
+class CausalSoftmax(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, scores, scale):
+        return torch.softmax(scores * scale, dim=-1)
+"""
+
+
+@pytest.mark.parametrize(
+    "importer",
+    [
+        "from tinylm.causal_softmax import causal_softmax\n",
+        "from .causal_softmax import causal_softmax as softmax\n",
+        "import tinylm.causal_softmax as cs\ny = cs.causal_softmax(x, 1.0)\n",
+        "import tinylm.causal_softmax\ny = tinylm.causal_softmax.causal_softmax(x, 1.0)\n",
+        "from tinylm import causal_softmax\ny = causal_softmax.causal_softmax(x, 1.0)\n",
+    ],
+)
+def test_a_replacement_that_drops_a_name_another_file_imports_is_named(importer: str) -> None:
+    others = {"tinylm/model.py": importer}
+    found = removed_imported_names(
+        "tinylm/causal_softmax.py", KERNEL_MODULE, WITHOUT_WRAPPER, others
+    )
+    assert found == [
+        "tinylm/causal_softmax.py: `causal_softmax` is gone, and tinylm/model.py imports it"
+    ]
+
+
+@pytest.mark.parametrize(
+    "importer",
+    [
+        "from tinylm.causal_softmax import CausalSoftmax\n",  # a name that is still there
+        "from tinylm.other import causal_softmax\n",  # another module's name
+        "import tinylm.causal_softmax\n",  # the module, not the name
+        "causal_softmax = lambda s, k: s\n",  # a name of its own
+    ],
+)
+def test_names_still_defined_or_taken_from_elsewhere_are_not(importer: str) -> None:
+    others = {"tinylm/model.py": importer}
+    rel = "tinylm/causal_softmax.py"
+    assert removed_imported_names(rel, KERNEL_MODULE, WITHOUT_WRAPPER, others) == []
+    kept = WITHOUT_WRAPPER + "\n\ndef causal_softmax(scores, scale):\n    return scores\n"
+    importer_of_it = {"train.py": "from tinylm.causal_softmax import causal_softmax\n"}
+    assert removed_imported_names(rel, KERNEL_MODULE, kept, importer_of_it) == []
+
+
+def test_the_rewriter_refuses_such_an_edit_reading_the_other_files_of_the_tree(tmp_path):
+    """The guard of llm_repair reads the materialised tree for the importers, with the
+    round's other updated files over it."""
+    from torchport.agents.rewriter import dropped_names
+
+    source = tmp_path / "src"
+    (source / "tinylm").mkdir(parents=True)
+    (source / "tinylm" / "causal_softmax.py").write_text(KERNEL_MODULE)
+    (source / "tinylm" / "__init__.py").write_text("from .causal_softmax import causal_softmax\n")
+    (source / "train.py").write_text("from tinylm import causal_softmax\n")
+    updated = {"tinylm/causal_softmax.py": WITHOUT_WRAPPER}
+    assert dropped_names(source, {}, updated, source) == (
+        "tinylm/causal_softmax.py: `causal_softmax` is gone, and tinylm/__init__.py imports it"
+    )
+    # the same round also took the re-export out of __init__: nothing imports it any more
+    both = {**updated, "tinylm/__init__.py": ""}
+    assert dropped_names(source, {}, both, source) == ""

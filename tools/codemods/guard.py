@@ -17,6 +17,8 @@ from dataclasses import dataclass
 
 from pyflakes.checker import Checker
 
+from ..pyimports import dotted_parts
+
 # Imports a target needs for their side effect (they register the device or the process-group
 # backend): pyflakes calls them unused, and they are not.
 # How a refused fix's reason begins, in manual.md and changes.json.
@@ -202,3 +204,74 @@ def orphaned_imports(
 def _flake_name(name: str, alias: str | None) -> str:
     """How pyflakes names an import in its messages."""
     return f"{name} as {alias}" if alias and alias != name.rsplit(".", 1)[-1] else name
+
+
+def top_level_names(source: str) -> set[str]:
+    """The names a module binds at its top level (functions, classes, assignments, imports):
+    what ``from module import name`` can reach."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return set()
+    names: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign | ast.AnnAssign | ast.AugAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names |= {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            names |= {a.asname or a.name.split(".")[0] for a in node.names if a.name != "*"}
+    return names
+
+
+def imported_from(module_rel: str, names: set[str], importer: str) -> set[str]:
+    """Which of ``names`` the source ``importer`` takes from the module at ``module_rel``
+    (``pkg/mod.py``): by ``from ... mod import name`` (absolute or relative) or as
+    ``alias.name`` after ``import ...mod as alias``. Matched on the module's last dotted
+    part, which is how a program's own modules are imported whatever the root."""
+    stem = module_rel.removesuffix(".py").split("/")
+    last = stem[-2] if stem[-1] == "__init__" and len(stem) > 1 else stem[-1]
+    try:
+        tree = ast.parse(importer)
+    except SyntaxError:
+        return set()
+    taken: set[str] = set()
+    modules: set[tuple[str, ...]] = set()  # how the module is spelled where it is imported
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            if (node.module or "").split(".")[-1] == last:  # from pkg.mod import name
+                taken |= {a.name for a in node.names} & names
+            modules |= {(a.asname or a.name,) for a in node.names if a.name == last}
+        elif isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name.split(".")[-1] == last:
+                    modules.add((a.asname,) if a.asname else tuple(a.name.split(".")))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr in names:
+            chain = dotted_parts(node.value)
+            if chain and tuple(chain) in modules:
+                taken.add(node.attr)
+    return taken
+
+
+def removed_imported_names(rel: str, before: str, after: str, others: dict[str, str]) -> list[str]:
+    """One line for each top-level name of ``rel`` an edit removed that another file of the
+    program imports from it (``others``: path -> source): pyflakes reads one file at a
+    time, so a replacement that drops the function the rest of the program calls (a kernel's
+    public wrapper) would pass it and fail only when the program runs."""
+    gone = top_level_names(before) - top_level_names(after)
+    if rel.endswith("__init__.py"):  # `from pkg import mod` still finds a submodule
+        package = rel.removesuffix("__init__.py")
+        gone = {
+            n for n in gone if not {f"{package}{n}.py", f"{package}{n}/__init__.py"} & set(others)
+        }
+    if not gone:
+        return []
+    found = []
+    for other, text in sorted(others.items()):
+        if other == rel or not other.endswith(".py") or not any(n in text for n in gone):
+            continue
+        for name in sorted(imported_from(rel, gone, text)):
+            found.append(f"{rel}: `{name}` is gone, and {other} imports it")
+    return found
