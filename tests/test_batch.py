@@ -253,39 +253,12 @@ def test_a_git_source_is_migrated_at_its_ref_and_the_original_left_alone(tmp_pat
     assert [e["event"] for e in journal(out)].count("started") == 3
 
 
-NEEDS_ARGUMENTS = """\
-import argparse
-
-import torch
-
-
-def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--lr", type=float, required=True)
-    args = parser.parse_args()
-    torch.manual_seed(0)
-    model = torch.nn.Linear(4, 1).cuda()
-    opt = torch.optim.SGD(model.parameters(), lr=args.lr)
-    x = torch.randn(8, 4).cuda()
-    for _ in range(3):
-        loss = model(x).pow(2).mean()
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-
-
-if __name__ == "__main__":
-    main()
-"""
-
-
 @pytest.mark.slow
 def test_a_repositorys_entry_from_the_list_is_how_its_program_runs(tmp_path, capsys):
     """The program needs --lr: with the list's entry it runs and verifies; the same
     program without one has no command that can run (the planner sees the required
     argument), so the entry is what made the difference."""
-    (tmp_path / "prog").mkdir()
-    (tmp_path / "prog" / "train.py").write_text(NEEDS_ARGUMENTS)
+    shutil.copytree(Path(__file__).parent / "fixtures" / "needs_lr", tmp_path / "prog")
     (tmp_path / "list.txt").write_text("prog - given -- python train.py --lr 0.1\nprog - guessed\n")
     out = tmp_path / "out"
     args = ["batch", str(tmp_path / "list.txt"), "-t", "tpu", "--out", str(out), *FAST]

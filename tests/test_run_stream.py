@@ -72,22 +72,9 @@ if len(sys.argv) > 1:
 
 
 def torchport_run(root: Path, *extra: str) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "torchport.cli",
-        "run",
-        "--root",
-        str(root),
-        "--target",
-        "accelerator",
-        "--steps",
-        "1",
-        *extra,
-        "--",
-        "python",
-        "prog.py",
-    ]
+    """`torchport run` of prog.py in ``root`` on plain CPU torch, one step."""
+    options = ["--root", str(root), "--target", "accelerator", "--steps", "1", *extra]
+    return [sys.executable, "-m", "torchport.cli", "run", *options, "--", "python", "prog.py"]
 
 
 @pytest.fixture
