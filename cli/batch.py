@@ -28,14 +28,19 @@ EXIT_VERIFIED, EXIT_NOT_ALL, EXIT_ERROR = 0, 1, 2
 EPILOG = f"""\
 SOURCES:
   a folder       each subfolder is one repository (hidden folders are skipped)
-  a text file    one `PATH_OR_GIT_URL [REF [NAME]]` per line ('-' for no REF);
-                 '#' starts a comment; blank lines are ignored
-  a .csv file    a header row with a `source` column and optional `ref`, `name`
+  a text file    one `PATH_OR_GIT_URL [REF [NAME]] [-- ENTRY]` per line ('-' for
+                 no REF); '#' starts a comment (quote one in ENTRY); blank lines
+                 are ignored
+  a .csv file    a header row with a `source` column and optional `ref`, `name`,
+                 `entry`
   Relative paths are read from the list file's folder. Local folders are read in
   place and never written. Git sources (a URL, file://, a path ending .git or a
   bare repository, or any entry with a REF) are cloned into DIR/sources/NAME and
   REF (tag, branch or commit) is checked out there. NAME defaults to the folder or
-  repository name; names must be unique.
+  repository name; names must be unique. ENTRY (everything after `--`, or the
+  `entry` cell) is how that repository's program is run, as migrate's --entry:
+    ../models/bert  v2.1  bert  -- python run.py --epochs 1
+  Without it the planner picks the entry point, as migrate does.
 
 DIR afterwards:
   summary.md, .csv, .json   one row per repository (verdict, constructs, converted
@@ -62,6 +67,7 @@ exit status:
 examples:
   torchport batch repos/ --target tpu --out port-tpu --jobs 4
   torchport batch repos.txt -t neuron --out port-neuron --steps 3
+  echo '../vit -- python train.py --lr 0.1' > repos.txt; torchport batch repos.txt -t tpu -o port
   torchport batch repos.csv -t tpu --out /shared/port --executor ray --ray-address HEAD:6379
 """
 

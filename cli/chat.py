@@ -21,8 +21,13 @@ PROMPT = "torchport> "
 
 EPILOG = """\
 commands inside the session (plain language works too with an LLM):
-  /scan /plan /migrate /diff [FILE] /explain CODE|N|FILE:LINE /verify /fix
+  /scan /plan /migrate /diff [FILE] /explain CODE|N|FILE:LINE /verify [ARGS]
   /apply /undo N|CODE|FILE|all /redo ... /target [T] /report /help /quit
+  and, with an LLM: /edit FILE:LINE WHAT, /fix
+
+/verify ARGS: [--steps N] [--timeout S] [--memory MIB] [CMD ...|auto]: the budget and
+the command the runs use (CMD as --entry; auto: the planner's choice), kept for later
+/verify, e.g. /verify --steps 3 python train.py --lr 0.1
 
 The repository changes only at /apply, after you answer yes; the originals are
 backed up first. Every command is checkpointed in $TORCHPORT_HOME/checkpoints.sqlite,
@@ -31,6 +36,7 @@ so a closed terminal loses nothing: torchport chat --resume SESSION.
 examples:
   torchport chat repo/                       rules only unless an LLM is found (--llm auto)
   torchport chat repo/ --target neuron --llm local
+  torchport chat repo/ --entry "python train.py --epochs 1"
   torchport chat --resume 20261130-101500-ab12cd
 """
 
@@ -49,7 +55,14 @@ def add_parser(sub: Any) -> None:
     add_llm(c, "auto", "; with --resume, the session's own unless given")
     c.set_defaults(llm=None)  # None: not given (a new session takes auto)
     c.add_argument("--resume", metavar="SESSION", help="continue a saved session")
-    add_run_budget(c.add_argument_group("verification (/verify)"), deps=True)
+    verify = c.add_argument_group("verification (/verify)")
+    verify.add_argument(
+        "--entry",
+        metavar="CMD",
+        help="how /verify runs the program, as migrate's --entry, e.g. \"python train.py "
+        "--lr 0.1\" (default: the planner's choice; /verify CMD changes it in the session)",
+    )
+    add_run_budget(verify, deps=True)
     c.add_argument(
         "--plain", action="store_true", help="plain text even on a terminal (no colour, no boxes)"
     )
@@ -65,10 +78,15 @@ def run(args: argparse.Namespace) -> int:
     from torchport.agents.llm.factory import llm_factory
 
     renderer = renderer_for(plain=args.plain)
+    _line_editor()
 
     def say(message: str) -> None:
         renderer.show({"kind": "progress", "text": message})
 
+    if args.resume and args.entry:
+        return fail("--entry is a new session's; in a resumed one, /verify CMD changes it")
+    if args.entry and not _splits(args.entry):
+        return fail(f"--entry {args.entry!r} does not parse as a command (an open quote?)")
     if args.resume:
         session_id = args.resume
     else:
@@ -85,7 +103,9 @@ def run(args: argparse.Namespace) -> int:
         snapshot = app.get_state(config)
         if not args.resume:
             budget = budget_settings(args)
-            first = new_state(session_id, source, args.target, args.llm or "auto", budget)
+            first = new_state(
+                session_id, source, args.target, args.llm or "auto", budget, args.entry
+            )
             return _converse(app, config, renderer, session_id, first, None)
         if not snapshot.values:
             return fail(f"no chat session {session_id!r} in {runs.checkpoint_db()}")
@@ -98,7 +118,9 @@ def run(args: argparse.Namespace) -> int:
                 f"{len(v.get('undone') or [])} undone. Type /help for commands.",
             }
         )
-        payload = None if snapshot.next else {"command": {"name": "none"}}
+        # a session that ended (/quit) starts again at its greeting, which stays quiet:
+        # the line above was the banner
+        payload = None if snapshot.next else {"command": {"name": "none"}, "greeted": True}
         return _converse(app, config, renderer, session_id, payload, _pending(snapshot))
 
 
@@ -139,6 +161,30 @@ def _drive(app: Any, payload: Any, config: dict[str, Any], renderer: Any) -> dic
             pending = chunk["__interrupt__"][0].value
     renderer.progress_done()
     return pending
+
+
+def _splits(command: str) -> bool:
+    """Whether ``command`` splits into words as a shell would (the planner splits it so)."""
+    import shlex
+
+    try:
+        return bool(shlex.split(command))
+    except ValueError:
+        return False
+
+
+def _line_editor() -> None:
+    """On a terminal, lines are read with readline: editing, history within the session,
+    and Ctrl-L clearing the screen (the prompt and what was typed shown again). Piped
+    input needs none; a form feed that arrives there is blank space to the parser."""
+    if not sys.stdin.isatty():
+        return
+    try:
+        import readline
+    except ImportError:  # a Python built without it: plain input() still works
+        return
+    if "libedit" not in (readline.__doc__ or ""):
+        readline.parse_and_bind(r'"\C-l": clear-screen')
 
 
 def _pending(snapshot: Any) -> dict | None:

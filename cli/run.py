@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,10 @@ def add_parser(sub: Any) -> None:
         description="Run a Python program from a scratch copy of --root, isolated, stopping "
         "cleanly after --steps optimizer steps (or --steps forward calls for inference), and "
         "report its losses, counters and any error as text or JSON.",
-        epilog="examples:\n"
+        epilog="The program's own output is shown as it runs (escaped, a line at a time), "
+        "then the run's summary; with -f json, standard output holds only the JSON and the "
+        "program's output goes to standard error.\n\n"
+        "examples:\n"
         "  torchport run --target tpu -- python train.py --lr 0.1\n"
         "  torchport run --reference --steps 5 -f json -- python -m mypkg.train\n",
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -51,8 +55,13 @@ def add_parser(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from torchport.sandbox.harness import RunError, RunSpec, run
 
+    from .echo import ProgramEcho
+
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     mode = "reference" if args.reference else (args.target if args.target in EMULATED else "plain")
+    # the program's output as it runs; with JSON, standard output is the JSON alone
+    out = sys.stderr if args.format == "json" else sys.stdout
+    echo = ProgramEcho({"stdout": out, "stderr": sys.stderr})
     spec = RunSpec(
         root=Path(args.root).resolve(),
         command=command,
@@ -64,11 +73,14 @@ def run(args: argparse.Namespace) -> int:
         timeout_s=args.timeout,
         memory_mb=args.memory,
         isolation=args.isolation,
+        output=echo,
     )
     try:
         result = run(spec)
     except RunError as exc:
         return fail(str(exc))
+    finally:
+        echo.close()
     if args.format == "json":
         print(json.dumps(result.to_json(), indent=2))
     else:

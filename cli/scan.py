@@ -10,7 +10,7 @@ from typing import Any
 from torchport.tools.atomicfile import atomic_write
 from torchport.tools.catalogue import TARGETS, load_catalogue
 from torchport.tools.filenames import PRINTABLE_ERRORS
-from torchport.tools.report import FORMATS
+from torchport.tools.report import FORMATS, render_text
 from torchport.tools.scanner import ScanError, ScanOptions, scan
 from torchport.tools.sourcefile import DEFAULT_MAX_BYTES
 
@@ -24,7 +24,8 @@ exit status:
 
 examples:
   torchport scan .                              findings for every target
-  torchport scan repo/ --target tpu             only what matters for TorchTPU
+  torchport scan repo/ --target tpu             only what matters for TorchTPU, its fixes
+  torchport scan repo/ -t tpu --all-targets     the same findings, every target's fix
   torchport scan repo/ --format sarif -o torchport.sarif   for GitHub code scanning
   torchport scan repo/ --select TPD,TPA001      only device rules and TPA001
 """
@@ -46,6 +47,12 @@ def add_parser(sub: Any) -> None:
         "-t",
         choices=TARGETS,
         help="report only what this target needs fixed (default: all targets)",
+    )
+    p.add_argument(
+        "--all-targets",
+        action="store_true",
+        help="with --target, show every target's fix beside each finding, not only the "
+        "target's (text; JSON, SARIF and Markdown list them all then too)",
     )
     p.add_argument(
         "--format",
@@ -110,6 +117,7 @@ def run(args: argparse.Namespace) -> int:
         max_bytes=args.max_file_size,
         jobs=args.jobs,
         prefilter=not args.no_prefilter,
+        all_targets=args.all_targets,
     )
     if options.select and not load_catalogue().select(list(options.select)):
         return fail(f"--select {args.select!r} matches no rule (see `torchport rules`)")
@@ -118,7 +126,10 @@ def run(args: argparse.Namespace) -> int:
         result = scan(args.path, options, progress=_progress if show_progress else None)
     except ScanError as exc:
         return fail(str(exc))
-    report = FORMATS[args.format](result)
+    if args.format == "text":
+        report = render_text(result, all_targets=args.all_targets)
+    else:
+        report = FORMATS[args.format](result)
     if args.output:
         try:
             atomic_write(Path(args.output), report, errors=PRINTABLE_ERRORS)

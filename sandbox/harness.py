@@ -86,6 +86,9 @@ class RunSpec:
     # Called from a watcher thread with each optimizer step ({"step", "loss"}) while the
     # program runs, so a long verification can show where it is.
     progress: Callable[[dict[str, Any]], None] | None = field(default=None, compare=False)
+    # Called from reader threads with ("stdout" | "stderr", bytes) as the program writes
+    # them (``torchport run`` streams them to the terminal); the result keeps its tail anyway.
+    output: Callable[[str, bytes], None] | None = field(default=None, compare=False)
     # Folders of installed dependencies (see tools.depinstall): read only in the sandbox,
     # importable after torchport's own site-packages in every process of the run.
     site_paths: tuple[Path, ...] = ()
@@ -302,6 +305,7 @@ def _execute(
             memory_mb=spec.memory_mb,
             backend=spec.isolation,
             owned=scratch,  # the watchdog deletes this copy if torchport dies mid-run
+            echo=spec.output,
         )
     except (BackendUnavailable, ValueError) as exc:
         raise RunError(str(exc)) from exc

@@ -139,10 +139,34 @@ def test_text_and_csv_lists_with_comments_refs_and_names(tmp_path):
     assert [s.name for s in read_sources(tmp_path / "lists" / "only-source.csv")] == ["one"]
 
 
+def test_a_list_gives_each_repository_its_entry_command(tmp_path):
+    for name in ("one", "two", "three"):
+        (tmp_path / "repos" / name).mkdir(parents=True)
+    (tmp_path / "repos.txt").write_text(
+        "repos/one -- python train.py --lr 0.1 --name 'a b'  # a comment\n"
+        "repos/two - second -- torchrun --nproc_per_node 2 -- train.py\n"
+        "repos/three\n"
+    )
+    found = {s.name: s.entry for s in read_sources(tmp_path / "repos.txt")}
+    assert found == {
+        "one": "python train.py --lr 0.1 --name 'a b'",  # as the planner will split it
+        "second": "torchrun --nproc_per_node 2 -- train.py",  # only the first -- splits
+        "three": None,  # the planner chooses
+    }
+    (tmp_path / "repos.csv").write_text(
+        'source,entry\nrepos/one,python train.py --epochs 1\nrepos/two,"  "\n'
+    )
+    found = {s.name: s.entry for s in read_sources(tmp_path / "repos.csv")}
+    assert found == {"one": "python train.py --epochs 1", "two": None}
+
+
 @pytest.mark.parametrize(
     ("content", "message"),
     [
         ("# nothing but a comment\n\n", "no entries; nothing to migrate"),
+        ("repos/one --\n", "repos.txt:1: nothing after `--`"),
+        ("-- python train.py\n", "expected `PATH_OR_GIT_URL"),
+        ("repos/one v1 n x -- python train.py\n", "got 4 fields before the entry"),
         ("repos/one\nrepos/missing\n", r"repos.txt:2: no such folder: repos/missing"),
         ("repos/one\nrepos/dup/one\n", r"repos.txt:2: the name 'one' is already used by"),
         ("repos/one v1\n", "has a ref .v1. but is not a git repository"),
@@ -160,16 +184,20 @@ def test_list_errors_say_which_line_and_why(tmp_path, content, message):
 
 
 def test_bad_input_exits_2_before_anything_runs(tmp_path, capsys):
-    (tmp_path / "empty").mkdir()
     (tmp_path / "no-header.csv").write_text("path,ref\nx,\n")
+    (tmp_path / "repos" / "repo").mkdir(parents=True)
+    (tmp_path / "bad-entry.csv").write_text("source,entry\nrepos/repo,python 'x.py\n")
     out = tmp_path / "out"
     for sources, message in (
         (tmp_path / "missing", "no such file or folder"),
-        (tmp_path / "empty", "no subfolders"),
         (tmp_path / "no-header.csv", "needs a header row with a `source` column"),
+        (tmp_path / "bad-entry.csv", 'bad-entry.csv:2: entry "python \'x.py" does not parse'),
     ):
         assert main(["batch", str(sources), "-t", "tpu", "--out", str(out)]) == 2
         assert message in capsys.readouterr().err
+    (tmp_path / "empty").mkdir()
+    assert main(["batch", str(tmp_path / "empty"), "-t", "tpu", "--out", str(out)]) == 2
+    assert "no subfolders" in capsys.readouterr().err
     (tmp_path / "src" / "a").mkdir(parents=True)
     (tmp_path / "occupied").mkdir()
     (tmp_path / "occupied" / "notes.txt").write_text("someone's files")
@@ -223,6 +251,29 @@ def test_a_git_source_is_migrated_at_its_ref_and_the_original_left_alone(tmp_pat
     assert "0 to migrate" in capsys.readouterr().err
     assert (out / "summary.json").read_text() == before
     assert [e["event"] for e in journal(out)].count("started") == 3
+
+
+@pytest.mark.slow
+def test_a_repositorys_entry_from_the_list_is_how_its_program_runs(tmp_path, capsys):
+    """The program needs --lr: with the list's entry it runs and verifies; the same
+    program without one has no command that can run (the planner sees the required
+    argument), so the entry is what made the difference."""
+    shutil.copytree(Path(__file__).parent / "fixtures" / "needs_lr", tmp_path / "prog")
+    (tmp_path / "list.txt").write_text("prog - given -- python train.py --lr 0.1\nprog - guessed\n")
+    out = tmp_path / "out"
+    args = ["batch", str(tmp_path / "list.txt"), "-t", "tpu", "--out", str(out), *FAST]
+    assert main(args) == 1  # "guessed" is not verified
+    rows = {r["name"]: r for r in json.loads((out / "summary.json").read_text())["repos"]}
+    assert rows["given"]["verdict"] == "verified", rows["given"]["reason"]
+    assert rows["guessed"]["verdict"] == "not-runnable"
+    assert "--lr" in rows["guessed"]["reason"] and "--entry" in rows["guessed"]["reason"]
+    record = json.loads((out / "results" / "given.json").read_text())
+    assert record["entry"] == "python train.py --lr 0.1"
+    # another entry for the same repository is another job: not read back as done
+    (tmp_path / "list.txt").write_text("prog - guessed -- python train.py --lr 0.2\n")
+    capsys.readouterr()
+    assert main(args) == 0
+    assert "1 to migrate" in capsys.readouterr().err
 
 
 # -- acceptance: killed midway, resumed, same as uninterrupted ---------------------

@@ -6,6 +6,7 @@ import re
 
 import pytest
 from torchport.tools.catalogue import CATEGORIES, TARGETS, FixKind, load_catalogue
+from torchport.tools.catalogue.doc_sections import target_notes
 from torchport.tools.pycustom import CUSTOM_MATCHERS
 
 CATALOGUE = load_catalogue()
@@ -35,6 +36,29 @@ def test_every_rule_is_documented_with_the_kinds_it_declares(rule):
     for target in TARGETS:
         kind = rule.fixes[target].kind.value
         assert f"**{target}** ({kind})" in doc, f"doc states {target}'s fix kind as {kind}"
+
+
+@pytest.mark.parametrize("rule", list(CATALOGUE), ids=lambda r: r.code)
+def test_each_targets_part_of_a_rules_doc_can_be_shown_alone(rule):
+    """chat's /explain FILE:LINE shows one target's bullets (``target_notes``)."""
+    for target in TARGETS:
+        notes = target_notes(rule.doc, target)
+        assert {"Why it breaks", "How it is fixed"} <= set(notes), (target, notes)
+        kind = rule.fixes[target].kind.value
+        assert notes["How it is fixed"].startswith(f"({kind}) ")
+        assert "**" not in notes["Why it breaks"] and "\n" not in notes["How it is fixed"]
+
+
+def test_target_notes_keep_a_bullets_continuation_lines_and_no_others():
+    doc = (
+        "## Why it breaks\n- **tpu**: first line\n  second line\n- **neuron**: other\n\n"
+        "## How it is fixed\n- **tpu** (manual): do this\n\nA paragraph after.\n"
+    )
+    assert target_notes(doc, "tpu") == {
+        "Why it breaks": "first line second line",
+        "How it is fixed": "(manual) do this",
+    }
+    assert target_notes(doc, "neuron") == {"Why it breaks": "other"}
 
 
 @pytest.mark.parametrize("rule", list(CATALOGUE), ids=lambda r: r.code)

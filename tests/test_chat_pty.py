@@ -13,6 +13,7 @@ import hashlib
 import os
 import re
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -171,3 +172,134 @@ def test_a_session_killed_while_verifying_finishes_the_verification_on_resume(re
     again.expect(r"verification\W+verified")
     again.sendline("/quit")
     again.expect(pexpect.EOF)
+
+
+# -- the session's knobs and manners (issue 18): an entry command, /verify ARGS, what a
+# session without an LLM offers, a construct left for a human explained, Ctrl-L, one
+# banner on resume, no empty table column. Rules only, a tiny program, few steps.
+
+BOX_ROW = re.compile(r"^[│┃](.*)[│┃]\s*$")
+
+
+@pytest.fixture
+def needs_lr(tmp_path: Path) -> Path:
+    """A program that runs only with `--lr` (the planner finds no command for it alone),
+    with one construct left for a human on tpu: TPD013 at train.py:7."""
+    return Path(shutil.copytree(ROOT / "tests" / "fixtures" / "needs_lr", tmp_path / "needs_lr"))
+
+
+def table_columns(screen: str, title: str) -> list[list[str]]:
+    """The cells of the rich table under ``title``, column by column (header first)."""
+    lines = screen[screen.index(title) :].splitlines()
+    rows = []
+    for line in lines[1:]:
+        row = BOX_ROW.match(line.strip())
+        if row is None and rows and not line.strip().startswith(("┡", "├", "┏", "┌")):
+            break
+        if row is not None:
+            rows.append([cell.strip() for cell in re.split(r"[│┃]", row.group(1))])
+    return [list(column) for column in zip(*rows, strict=True)]
+
+
+def losses(screen: str) -> dict[int, str]:
+    """Step -> the migration's loss, from the last losses table on the screen."""
+    columns = table_columns(screen[screen.rindex("\nlosses") :], "losses")
+    return dict(zip(map(int, columns[0][1:]), columns[2][1:], strict=True))
+
+
+def test_a_session_without_an_llm_offers_what_it_can_and_explains_what_is_left(needs_lr):
+    term = Terminal(spawn(needs_lr, "--llm", "none", "--target", "tpu"))
+    shown = term.say("/help", expect=r"Ctrl-L clears the screen")
+    assert "/verify [--steps N]" in shown and "/explain CODE|N|FILE:LINE" in shown
+    assert "/edit FILE" not in shown and "│ /fix" not in shown  # hidden without an LLM
+    shown = term.say("/edit train.py:15 use bf16", expect=r"/edit needs an LLM: start .*")
+    assert "The LLM" not in shown and "usage" not in shown  # refused by the parser
+    term.say("/fix", expect=r"/fix needs an LLM")
+    # a construct the plan leaves for a human, by its line as on disk
+    shown = term.say("/explain train.py:7", expect=r"\(/explain TPD013 for the rule's whole doc\)")
+    assert "train.py:7 TPD013 — left for you (manual for tpu)" in shown
+    assert "Why it breaks on tpu: a compute capability such as `(8, 0)`" in shown
+    assert "How it is fixed on tpu: (manual) decide the feature" in shown
+    assert "neuron" not in shown.split("TPD013 — left for you")[1]  # the target's words only
+    term.say("/explain train.py:3", expect=r"error: explain what\?")
+    # Ctrl-L: the screen is cleared and the prompt is back, nothing typed, nothing run
+    term.child.sendcontrol("l")
+    term.child.expect_exact(PROMPT, timeout=60)  # no Enter: the line editor took it
+    assert "\x1b[2J" in term.child.before and "error" not in term.child.before
+    # tables: the change list's "undone" column is empty in every row, so it is not shown
+    screen = term.say("/migrate", expect=r"proposed 2 changes in 1 files")
+    columns = table_columns(screen, "changes (/diff")
+    assert [c[0] for c in columns] == ["#", "where", "by"]
+    assert all(any(cell for cell in c[1:]) for c in columns)
+    shown = term.say("/undo 1", expect=r"undone \[1\]")
+    term.say("/quit", expect=r"Session saved", then_prompt=False)
+    term.child.expect(pexpect.EOF)
+
+
+def test_a_resumed_session_prints_one_banner(needs_lr):
+    term = Terminal(spawn(needs_lr, "--llm", "none"))
+    session_id = re.search(r"session (\d{8}-\d{6}-[0-9a-f]+)", term.greeting).group(1)
+    term.say("/quit", expect=r"Session saved", then_prompt=False)
+    term.child.expect(pexpect.EOF)
+    for _ in range(2):  # after /quit, then after a kill at the prompt
+        again = Terminal(spawn(None, "--resume", session_id))
+        assert again.greeting.count("Type /help") == 1, again.greeting
+        assert "resuming session" in again.greeting
+        again.child.kill(9)
+        again.child.close()
+
+
+def test_a_bad_entry_is_a_clear_error(needs_lr):
+    for args, message in (
+        ([str(needs_lr), "--entry", "python 'train.py"], "does not parse as a command"),
+        (["--resume", "19990101-000000-abcdef", "--entry", "x"], "--entry is a new session's"),
+    ):
+        done = subprocess.run(
+            [sys.executable, "-m", "torchport.cli", "chat", *args],
+            capture_output=True,
+            text=True,
+            timeout=PATIENCE_S,
+        )
+        assert done.returncode == 2 and message in done.stderr, done.stderr
+        assert done.stderr.startswith("torchport: error: ") and done.stderr.count("\n") == 1
+
+
+def test_ctrl_l_without_a_terminal_is_harmless(needs_lr):
+    done = subprocess.run(
+        [sys.executable, "-m", "torchport.cli", "chat", str(needs_lr), "--llm", "none"],
+        input="\x0c\n\x0c/help\n/quit\n",
+        capture_output=True,
+        text=True,
+        timeout=PATIENCE_S,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "No LLM is configured" not in done.stdout and "error" not in done.stdout
+    assert "Ctrl-L clears the screen" in done.stdout  # "\f/help" was /help
+
+
+@pytest.mark.slow
+def test_the_entry_and_verify_args_reach_the_run(needs_lr):
+    """--entry makes the program runnable at all; /verify --steps N changes the number of
+    steps compared; /verify CMD runs that command (another learning rate, other losses),
+    and a later bare /verify runs the same way."""
+    entry = "python train.py --lr 0.1"
+    term = Terminal(spawn(needs_lr, "--llm", "none", "--entry", entry, "--steps", "2"))
+    term.say("/migrate", expect=r"proposed 2 changes")
+    screen = term.say("/verify", expect=r"verdict: (\S+)")
+    assert term.last.group(1) == "verified", screen
+    assert "running: python train.py --lr 0.1 (2 steps)" in screen
+    first = losses(screen)
+    assert list(first) == [1, 2]
+    screen = term.say("/verify auto", expect=r"not-runnable: .*")
+    assert "lacks required arguments --lr" in screen  # the planner alone cannot run it
+    screen = term.say("/verify --steps 3 python train.py --lr 0.05", expect=r"verdict: (\S+)")
+    assert term.last.group(1) == "verified", screen
+    assert "/verify now runs python train.py --lr 0.05 with 3 steps" in screen
+    second = losses(screen)
+    assert list(second) == [1, 2, 3]
+    assert second[1] == first[1] and second[2] != first[2]  # the step used the new rate
+    screen = term.say("/verify", expect=r"verdict: (\S+)")
+    assert "running: python train.py --lr 0.05 (3 steps)" in screen  # kept
+    term.say("/verify --steps 0", expect=r"error: --steps must be an integer at least 1")
+    term.say("/quit", expect=r"Session saved", then_prompt=False)
+    term.child.expect(pexpect.EOF)

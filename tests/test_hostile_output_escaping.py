@@ -199,8 +199,8 @@ def test_scan_text_prints_every_name_escaped_on_its_own_line(scanned):
     assert_terminal_safe(text)
     lines = text.splitlines()
     for shown in [*SHOWN.values(), NOT_UTF8_SHOWN]:
-        assert shown in lines  # the file's heading line: the name, whole, on one line
-    assert "line.py" not in lines
+        assert f"  {shown}" in lines  # the file's heading line: the name, whole, on one line
+    assert "  line.py" not in lines
     assert r"# `</code>` <img src=x onerror=alert(4)> \x1b]0;code\x07 \u202e" in text
 
 

@@ -109,12 +109,74 @@ def test_sarif_schema_check_rejects_a_broken_log(repo: Path):
 def test_text_and_markdown_reports_group_and_summarise(repo: Path):
     result = scan(repo, ScanOptions(target="tpu"))
     text = render_text(result)
-    assert text.index("requirements.txt") < text.index("run.sh") < text.index("train.py")
-    assert "constructs by category:" in text and "fixes per target" in text
+    summary = text.split("Findings by severity")[0]
+    assert summary.startswith("Summary") and "constructs by category:" in summary
+    assert "findings: 6 (error 3, warning 1, info 2)" in summary
     assert "tpu" in text and "neuron" not in text.split("fixes per target")[1]
     md = render_markdown(result)
     assert md.startswith("# torchport scan (tpu)")
     assert "| device |" in md and "## Skipped" in md
+
+
+def _finding_lines(text: str) -> list[tuple[str, str, str]]:
+    """(severity, file, line) of each construct line of a text report, in order."""
+    found, severity, path = [], None, None
+    for line in text.split("Findings by severity")[1].splitlines()[1:]:
+        if line and not line.startswith(" ") and line.endswith(")"):
+            severity = line.split()[0]
+        elif line.startswith("    "):
+            found.append((severity, path, line.strip()))
+        elif line.startswith("  "):
+            path = line.strip()
+    return found
+
+
+def test_text_report_lists_constructs_by_severity_then_file_one_line_each(repo: Path):
+    result = scan(repo)
+    text = render_text(result)
+    assert text.index("Summary") < text.index("fixes per target") < text.index("Findings")
+    lines = _finding_lines(text)
+    assert len(lines) == len(result.findings)  # one line per construct, no snippet lines
+    order = [(["error", "warning", "info"].index(sev), path) for sev, path, _ in lines]
+    assert order == sorted(order)  # severity first, then file
+    assert [(s, p) for s, p, _ in lines][:2] == [("error", "requirements.txt")] * 2
+    assert ("warning", "run.sh") in [(s, p) for s, p, _ in lines]
+    cuda = next(line for _, path, line in lines if "TPD001" in line)
+    assert cuda.startswith("5:9") and "model = torch.nn.Linear(2, 2).cuda()" in cuda
+    assert "`.cuda()` on a tensor or module" in cuda  # the rule's title
+
+
+def test_text_report_shows_only_the_selected_targets_fix_unless_all_targets(repo: Path):
+    """TPD024 (CUDA_VISIBLE_DEVICES) is auto on tpu and neuron, manual on xla and accelerator."""
+
+    def visible_devices(text: str) -> str:
+        return next(line for _, _, line in _finding_lines(text) if "TPD024" in line)
+
+    xla = visible_devices(render_text(scan(repo, ScanOptions(target="xla"))))
+    assert xla.split()[:3] == ["2:8", "TPD024", "manual"] and "tpu" not in xla
+    both = scan(repo, ScanOptions(target="xla", all_targets=True))
+    every = "tpu,neuron:auto xla,accelerator:manual"
+    assert every in visible_devices(render_text(both, all_targets=True))
+    assert every in visible_devices(render_text(scan(repo)))  # no target: every target's
+    cuda = next(line for _, _, line in _finding_lines(render_text(scan(repo))) if "TPD001" in line)
+    assert cuda.split()[2] == "all:auto"  # the same fix everywhere, said once
+    # --all-targets keeps the target's findings and summary; JSON gets every fix too
+    assert len(both.findings) == len(scan(repo, ScanOptions(target="xla")).findings)
+    assert set(json.loads(render_json(both))["findings"][0]["fix"]) == {
+        "tpu",
+        "neuron",
+        "xla",
+        "accelerator",
+    }
+
+
+def test_scan_all_targets_from_the_command_line(repo: Path, capsys):
+    assert main(["scan", str(repo), "-q", "-t", "xla"]) == 1
+    assert "tpu,neuron:auto" not in capsys.readouterr().out
+    assert main(["scan", str(repo), "-q", "-t", "xla", "--all-targets"]) == 1
+    out = capsys.readouterr().out
+    assert "tpu,neuron:auto xla,accelerator:manual" in out
+    assert "what xla needs fixed, with every target's fix" in out
 
 
 def test_cli_exit_codes(repo: Path, tmp_path_factory, capsys):

@@ -46,6 +46,9 @@ class ScanOptions:
     max_bytes: int = DEFAULT_MAX_BYTES
     jobs: int = 0  # 0: one per CPU
     prefilter: bool = True
+    # With a target: still attach every target's fix to each finding (scan --all-targets);
+    # which rules apply is the target's question either way.
+    all_targets: bool = False
 
 
 @dataclass
@@ -73,7 +76,8 @@ class _Engine:
         self.prefilter = self.python.prefilter() if options.prefilter else None
         self.text = TextRules.build(rules)
         self.dependency_rules = [catalogue.by_code[c] for c in CUDA_ONLY_RULES]
-        self.targets = (options.target,) if options.target else TARGETS
+        one = options.target and not options.all_targets
+        self.targets = (options.target,) if one else TARGETS
 
     def finding(
         self,

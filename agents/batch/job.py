@@ -119,6 +119,7 @@ def base_record(spec: JobSpec) -> dict[str, Any]:
         "name": spec.name,
         "source": spec.source.location,
         "ref": spec.source.ref,
+        "entry": spec.source.entry,
         "commit": None,
         "verdict": "error",
         "reason": "",
@@ -153,6 +154,7 @@ def _migrate(spec: JobSpec, source: Path, out: Path, run_id: str) -> dict[str, A
         "out": str(out),
         "force": True,  # replaces what a killed attempt left
         "run_id": run_id,
+        "entry": spec.source.entry,  # the list's ENTRY for this repository, else the planner's
     }
     say(f"{spec.name}: run {run_id}, {source} -> {out}")
     return graph.start(settings, graph.Runtime(run_id, say, llm_factory(say)))

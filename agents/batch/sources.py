@@ -34,6 +34,7 @@ class Source:
     location: str  # an absolute local path, or a git URL as written
     ref: str | None = None
     git: bool = False  # cloned (and REF checked out) instead of read in place
+    entry: str | None = None  # how to run it (migrate's --entry); None: the planner's choice
 
 
 def read_sources(spec: str | Path, exclude: Path | None = None) -> list[Source]:
@@ -93,16 +94,28 @@ def _from_text(path: Path) -> list[tuple[Source, str]]:
             raise SourcesError(f"{where}: {exc}") from exc
         if not fields:
             continue
-        if len(fields) > 3:
+        fields, command = _split_entry(fields, where)
+        if len(fields) > 3 or not fields:
             raise SourcesError(
-                f"{where}: expected `PATH_OR_GIT_URL [REF [NAME]]`, got {len(fields)} fields "
-                "(quote a path that has spaces)"
+                f"{where}: expected `PATH_OR_GIT_URL [REF [NAME]] [-- ENTRY]`, got "
+                f"{len(fields)} fields before the entry (quote a path that has spaces)"
             )
         location, ref, name = (*fields, None, None)[:3]
         if ref == "-":  # `PATH - NAME`: a name without a ref
             ref = None
-        found.append(_entry(location, ref, name, path.parent, where))
+        found.append(_entry(location, ref, name, path.parent, where, command))
     return found
+
+
+def _split_entry(fields: list[str], where: str) -> tuple[list[str], str | None]:
+    """``PATH [REF [NAME]] -- python train.py --lr 0.1``: the fields before the first
+    ``--``, and the command after it, quoted again so the planner splits it back whole."""
+    if "--" not in fields:
+        return fields, None
+    at = fields.index("--")
+    if at + 1 == len(fields):
+        raise SourcesError(f"{where}: nothing after `--`; give the entry command or drop `--`")
+    return fields[:at], shlex.join(fields[at + 1 :])
 
 
 def _from_csv(path: Path) -> list[tuple[Source, str]]:
@@ -111,7 +124,7 @@ def _from_csv(path: Path) -> list[tuple[Source, str]]:
     if "source" not in header:
         raise SourcesError(
             f"{path.name}:1: a CSV list needs a header row with a `source` column "
-            "(and optional `ref` and `name` columns)"
+            "(and optional `ref`, `name` and `entry` columns)"
         )
     found = []
     for number, row in enumerate(rows, start=2):
@@ -120,7 +133,8 @@ def _from_csv(path: Path) -> list[tuple[Source, str]]:
         if not location or location.startswith("#"):
             continue
         where = f"{path.name}:{number}"
-        found.append(_entry(location, cells.get("ref"), cells.get("name"), path.parent, where))
+        ref, name, command = cells.get("ref"), cells.get("name"), cells.get("entry")
+        found.append(_entry(location, ref, name, path.parent, where, command))
     return found
 
 
@@ -132,9 +146,15 @@ def _read(path: Path) -> str:
 
 
 def _entry(
-    text: str, ref: str | None, name: str | None, base: Path, where: str
+    text: str,
+    ref: str | None,
+    name: str | None,
+    base: Path,
+    where: str,
+    command: str | None = None,
 ) -> tuple[Source, str]:
     ref = ref or None
+    command = _checked_command(command, where)
     if is_git_url(text):
         location, git = text, True
         if text.startswith("file://") and not Path(text[len("file://") :]).exists():
@@ -159,7 +179,19 @@ def _entry(
         name = safe_name(_basename(location))
         if not name:
             raise SourcesError(f"{where}: cannot name {text!r}; give it a name")
-    return Source(name, location, ref, git), where
+    return Source(name, location, ref, git, command), where
+
+
+def _checked_command(command: str | None, where: str) -> str | None:
+    """An entry command as migrate's ``--entry`` takes it, or None; one that does not
+    split as a shell would (an open quote) is refused here, not in the job."""
+    if not command or not command.strip():
+        return None
+    try:
+        shlex.split(command)
+    except ValueError as exc:
+        raise SourcesError(f"{where}: entry {command!r} does not parse: {exc}") from exc
+    return command.strip()
 
 
 def _basename(location: str) -> str:

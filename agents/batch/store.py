@@ -75,7 +75,8 @@ class Store:
             _atomic_json(self.identity_path, wanted)
 
     def finished(self, sources: list[Source]) -> dict[str, dict[str, Any]]:
-        """Records already on disk for these sources (a record for another source is stale)."""
+        """Records already on disk for these sources (a record made for another source, ref
+        or entry command is stale: that repository is migrated again)."""
         done = {}
         for source in sources:
             path = self.results / f"{source.name}.json"
@@ -83,7 +84,8 @@ class Store:
                 record = json.loads(path.read_text())
             except (OSError, ValueError):
                 continue
-            if (record.get("source"), record.get("ref")) == (source.location, source.ref):
+            made = (record.get("source"), record.get("ref"), record.get("entry"))
+            if made == (source.location, source.ref, source.entry):
                 done[source.name] = record
         return done
 

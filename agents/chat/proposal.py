@@ -5,6 +5,7 @@ after the person's yes (a langgraph interrupt)."""
 from __future__ import annotations
 
 import dataclasses
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -16,8 +17,9 @@ from torchport.tools.sourcefile import read_exact
 from ..defaults import DEFAULTS
 from ..verify_step import verify_overlay
 from . import changes as ch
+from . import verify_args
 from .events import emit, progress, table
-from .state import ChatRuntime, ChatState, digest, overlay_of
+from .state import ChatRuntime, ChatState, digest, overlay_of, run_key
 from .views import file_list, list_changes, made_by, plan_of, where
 
 YES = ("y", "yes")
@@ -35,6 +37,7 @@ def migrate_node(state: ChatState, chat: ChatRuntime) -> dict[str, Any]:
         "dry_run": True,
         "llm": state.get("llm", "none"),
         "run_id": f"chat-{state['session_id']}",
+        "entry": state.get("entry"),
     }
 
     inner = graph.Runtime(settings["run_id"], progress(), lambda s: chat.llm(s["llm"]))
@@ -111,19 +114,30 @@ def verify(state: ChatState, chat: ChatRuntime) -> dict[str, Any]:
     if not state.get("changes"):
         emit("text", "Nothing proposed yet: /migrate first.")
         return {}
-    p = state.get("plan") or plan_of(state)
+    try:
+        asked = verify_args.parse(state["command"].get("arg", ""))
+    except verify_args.VerifyArgsError as exc:
+        emit("error", f"{exc}; usage: {verify_args.USAGE}")
+        return {}
+    settings = _run_settings(state, asked)
+    state = {**state, **settings}
+    p = state.get("plan") if asked.entry is verify_args.KEEP and state.get("plan") else None
+    p = p or plan_of(state)
     if p.get("not_runnable"):
         emit("text", f"not-runnable: {p['not_runnable']}")
-        return {"plan": p}
+        return {"plan": p, **settings}
+    budget = state.get("budget") or {}
+    key = run_key(p["entry"], budget)
+    emit("text", f"running: {shlex.join(p['entry'])} ({budget.get('steps')} steps)")
     outcome = verify_overlay(
         Path(state["source"]),
         overlay,
         p,
         state["target"],
-        state.get("budget") or {},
+        budget,
         chat.scratch,
         progress(),
-        reference=state.get("reference"),
+        reference=state.get("reference") if state.get("reference_of") == key else None,
     )
     v, reference = outcome.verification, outcome.reference
     record = v.to_json()
@@ -139,7 +153,23 @@ def verify(state: ChatState, chat: ChatRuntime) -> dict[str, Any]:
         "verification": record,
         "verified": digest(overlay),
         "reference": reference,
+        "reference_of": key,
+        **settings,
     }
+
+
+def _run_settings(state: ChatState, asked: verify_args.VerifyArgs) -> dict[str, Any]:
+    """The entry and budget /verify ARGS asks for, kept for later /verify (said once)."""
+    if not asked.budget and asked.entry is verify_args.KEEP:
+        return {}
+    budget = {**(state.get("budget") or {}), **asked.budget}
+    entry = state.get("entry") if asked.entry is verify_args.KEEP else asked.entry
+    emit(
+        "text",
+        f"/verify now runs {entry or 'what the planner chooses (/plan)'} with "
+        f"{budget.get('steps')} steps, until /verify ARGS says otherwise.",
+    )
+    return {"budget": budget, "entry": entry}
 
 
 def fix(state: ChatState, chat: ChatRuntime) -> dict[str, Any]:

@@ -16,6 +16,14 @@ from typing import IO, Any
 from torchport.tools.safetext import terminal_line, terminal_text
 
 
+def shown_columns(event: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+    """A table's columns and rows without the columns that are empty in every row (the
+    "undone" column of a list where nothing is undone): an empty column is noise."""
+    columns, rows = list(event["columns"]), [[str(c) for c in r] for r in event["rows"]]
+    keep = [i for i in range(len(columns)) if not rows or any(r[i].strip() for r in rows)]
+    return [columns[i] for i in keep], [[r[i] for i in keep] for r in rows]
+
+
 class PlainRenderer:
     """One line per progress message; diffs and tables as plain text."""
 
@@ -41,10 +49,13 @@ class PlainRenderer:
         return input(terminal_text(prompt))
 
     def _table(self, event: dict[str, Any]) -> None:
-        rows = [[terminal_line(c) for c in row] for row in [event["columns"], *event["rows"]]]
-        widths = [max(len(r[i]) for r in rows) for i in range(len(event["columns"]))]
+        columns, cells = shown_columns(event)
+        rows = [[terminal_line(c) for c in row] for row in [columns, *cells]]
+        widths = [max(len(r[i]) for r in rows) for i in range(len(columns))]
         if event.get("title"):
             self._write(terminal_line(event["title"]))
+        if not any(columns):  # a table of names and values: no header line
+            rows = rows[1:]
         for row in rows:
             cells = [cell.ljust(widths[i]) for i, cell in enumerate(row)]
             self._write("  ".join(cells).rstrip())
@@ -83,10 +94,11 @@ class RichRenderer:
             self.console.print(Syntax(diff, "diff", theme="ansi_dark", word_wrap=True))
         elif kind == "table":
             title = Text(terminal_line(event["title"])) if event.get("title") else None
-            table = Table(title=title, title_justify="left")
-            for column in event["columns"]:
+            columns, rows = shown_columns(event)
+            table = Table(title=title, title_justify="left", show_header=any(columns))
+            for column in columns:
                 table.add_column(Text(terminal_line(column)))
-            for row in event["rows"]:
+            for row in rows:
                 table.add_row(*(Text(terminal_line(cell)) for cell in row))
             self.console.print(table)
         elif kind == "error":
@@ -100,8 +112,11 @@ class RichRenderer:
             self._status = None
 
     def ask(self, prompt: str) -> str:
+        """The line editor gets the prompt itself (rich's ``input`` prints it first), so
+        that its Ctrl-L clears the screen and shows the prompt again."""
         self.progress_done()
-        return self.console.input(terminal_text(prompt), markup=False, emoji=False)
+        self.console.file.flush()
+        return input(terminal_text(prompt))
 
 
 def renderer_for(stream: IO[str] | None = None, plain: bool = False) -> Any:

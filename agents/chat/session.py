@@ -21,7 +21,7 @@ from langgraph.types import interrupt
 from ..llm.factory import LLMSetupError
 from . import proposal, views
 from .events import emit
-from .slash_commands import BY_NAME, parse
+from .slash_commands import BY_NAME, hidden, parse
 from .state import ChatRuntime, ChatState
 
 Node = Callable[[ChatState, ChatRuntime], dict[str, Any]]
@@ -47,18 +47,24 @@ assert set(NODES) == set(BY_NAME), "every command in commands.COMMANDS needs a n
 
 
 def greet(state: ChatState, chat: ChatRuntime) -> dict[str, Any]:
+    """The banner of a new session; a resumed one has printed its own (``greeted``)."""
+    if state.get("greeted"):
+        return {}
     n = len(state.get("changes") or [])
     emit(
         "text",
         f"torchport chat: {state['source']} -> {state['target']} (session "
         f"{state['session_id']}; {n} changes proposed). Type /help for commands.",
     )
-    return {}
+    return {"greeted": True}
 
 
 def listen(state: ChatState, chat: ChatRuntime) -> dict[str, Any]:
     line = interrupt({"kind": "input"})
-    return {"command": parse(str(line))}
+    command = parse(str(line), hidden(chat.has_llm(state.get("llm", "none"))))
+    if command["name"] == "none" and command.get("error"):
+        emit("error", command["error"])
+    return {"command": command}
 
 
 def ask(state: ChatState, chat: ChatRuntime) -> dict[str, Any]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +20,7 @@ class ChatState(TypedDict, total=False):
     target: str
     llm: str
     budget: dict[str, Any]  # steps, timeout_s, memory_mb, isolation
+    entry: str | None  # how /verify runs the program (--entry, /verify CMD); None: the planner's
     command: dict[str, str]  # the latest, parsed
     plan: dict[str, Any] | None
     base: dict[str, str]  # original text of each file the proposal changes
@@ -32,6 +34,8 @@ class ChatState(TypedDict, total=False):
     verification: dict[str, Any] | None
     verified: str | None  # digest of the overlay the verification is about
     reference: dict[str, Any] | None  # the original's run (target independent)
+    reference_of: str | None  # the command and budget it ran with (``run_key``)
+    greeted: bool  # the session's banner was shown (a resumed session prints its own)
     applied: list[dict[str, Any]]
     llm_usage: dict[str, Any]
 
@@ -45,6 +49,18 @@ class ChatRuntime:
     llm_flag: str | None = None  # --llm given on --resume: overrides the session's own
     _client: Any = field(default=None, repr=False)
     _resolved: bool = False
+
+    def has_llm(self, flag: str) -> bool:
+        """Whether an LLM is configured, without starting one (the embedded model takes
+        a while): what /help and the parser offer depends on it."""
+        if self._resolved or self.llm_factory is None:
+            return self._client is not None
+        from ..llm.config import LLMConfigError, resolve
+
+        try:
+            return resolve(self.llm_flag or flag, os.environ) is not None
+        except LLMConfigError:
+            return True  # configured, wrongly: using it says why
 
     def llm(self, flag: str) -> Any:
         flag = self.llm_flag or flag
@@ -73,8 +89,19 @@ def digest(overlay: dict[str, str]) -> str:
     return hashlib.sha256(json.dumps(overlay, sort_keys=True).encode()).hexdigest()[:16]
 
 
+def run_key(entry: list[str] | None, budget: dict[str, Any]) -> str:
+    """Which runs a reference is good for: the original's numbers depend on its command
+    and budget (and on its files, which the verifier's own cache checks)."""
+    return hashlib.sha256(json.dumps([entry, budget], sort_keys=True).encode()).hexdigest()[:16]
+
+
 def new_state(
-    session_id: str, source: Path, target: str, llm: str, budget: dict[str, Any]
+    session_id: str,
+    source: Path,
+    target: str,
+    llm: str,
+    budget: dict[str, Any],
+    entry: str | None = None,
 ) -> ChatState:
     return {
         "session_id": session_id,
@@ -82,6 +109,7 @@ def new_state(
         "target": target,
         "llm": llm,
         "budget": budget,
+        "entry": entry,
         "command": {"name": "none"},
         "changes": [],
         "undone": [],

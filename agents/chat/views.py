@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from torchport.tools.catalogue import load_catalogue
+from torchport.tools.catalogue.doc_sections import target_notes
 from torchport.tools.report.counts import ADVISORY_CATEGORY
 from torchport.tools.report.linemap import line_map
 from torchport.tools.safetext import terminal_line
@@ -17,7 +18,7 @@ from torchport.tools.scanner import ScanOptions, scan
 from ..planner import make_plan
 from . import changes as ch
 from .events import emit, table
-from .slash_commands import help_rows
+from .slash_commands import help_rows, hidden
 from .state import ChatRuntime, ChatState, digest, overlay_of
 
 
@@ -45,9 +46,10 @@ def plan_node(state: ChatState, chat: ChatRuntime) -> dict[str, Any]:
 
 
 def plan_of(state: ChatState) -> dict[str, Any]:
+    """The plan for the session's target, with its entry command (--entry, /verify CMD)."""
     source = Path(state["source"])
     found = scan(source, ScanOptions(target=state["target"]))
-    return make_plan(source, found, state["target"]).to_json()
+    return make_plan(source, found, state["target"], state.get("entry")).to_json()
 
 
 def diff_node(state: ChatState, chat: ChatRuntime) -> dict[str, Any]:
@@ -83,8 +85,14 @@ def explain(state: ChatState, chat: ChatRuntime) -> dict[str, Any]:
             emit("text", rule.doc.strip())
         return {}
     change = _find_change(state, arg)
+    if change is None and _explain_left(state, arg):
+        return {}
     if change is None:
-        emit("error", "explain what? /explain TPD001, /explain 3 or /explain train.py:40")
+        emit(
+            "error",
+            "explain what? /explain TPD001, /explain 3 or /explain train.py:40 (a proposed "
+            "change there, or a construct left for you: /plan lists them)",
+        )
         return {}
     emit("text", f"[{change['id']}] {where(change)} {made_by(change)}")
     emit("diff", ch.hunk(state["base"], state["proposal"], change))
@@ -133,13 +141,16 @@ def report(state: ChatState, chat: ChatRuntime) -> dict[str, Any]:
 def help_node(state: ChatState, chat: ChatRuntime) -> dict[str, Any]:
     if state["command"].get("error"):
         emit("error", state["command"]["error"])
-    table("commands", ["command", "what it does"], help_rows())
-    llm = state.get("llm", "none")
+    has_llm = chat.has_llm(state.get("llm", "none"))
+    table("commands", ["command", "what it does"], help_rows(hidden(has_llm)))
     emit(
         "text",
-        "Plain language works too: "
-        + ("the LLM turns it into a command." if llm != "none" else "start with --llm."),
+        "Plain language works too: the LLM turns it into a command."
+        if has_llm
+        else "With an LLM (start with --llm local or --llm URL), plain language works too, "
+        "and /edit and /fix let it change the code.",
     )
+    emit("text", "Ctrl-L clears the screen; Ctrl-D (or /quit) leaves, the session saved.")
     return {}
 
 
@@ -195,6 +206,41 @@ def left_for_you(
         bucket = advisories if same[0].get("category") == ADVISORY_CATEGORY else left
         bucket.append([f"{rule}{times}", where, same[0].get("hint", "")])
     return left, advisories
+
+
+def _explain_left(state: ChatState, arg: str) -> bool:
+    """``/explain FILE:LINE`` where the plan leaves a construct for a human: the rule, why it
+    breaks on the target and why torchport does not fix it there (lines as on disk)."""
+    path, _, line = arg.rpartition(":")
+    if not (path and line.isdigit()):
+        return False
+    p = state.get("plan") or plan_of(state)
+    wanted = (path.removeprefix("./"), int(line))
+    items = [
+        m for m in [*p.get("manual", []), *p.get("llm", [])] if (m["path"], m["line"]) == wanted
+    ]
+    target, catalogue = state["target"], load_catalogue()
+    for m in items:
+        rule = catalogue.get(m["rule"])
+        fix = rule.fixes.get(target) if rule else None
+        kind = fix.kind.value if fix else "manual"
+        title = f"{rule.title}: " if rule else ""
+        emit("text", f"{where_item(m)} {m['rule']} — left for you ({kind} for {target})")
+        emit("text", f"{title}{m.get('message', '')}")
+        notes = target_notes(rule.doc, target) if rule and rule.doc else {}
+        for section, text in notes.items():
+            emit("text", f"{section} on {target}: {text}")
+        if kind != "manual":  # the rule's codemod declined this one
+            emit("text", f"why it is left here: {m.get('hint') or 'the automatic fix declined it'}")
+        elif m.get("hint"):
+            emit("text", f"what to do: {m['hint']}")
+        emit("text", f"(/explain {m['rule']} for the rule's whole doc)")
+    return bool(items)
+
+
+def where_item(item: dict[str, Any]) -> str:
+    """FILE:LINE of a plan item, on one line (see ``where``)."""
+    return f"{terminal_line(str(item.get('path')))}:{item.get('line')}"
 
 
 def _find_change(state: ChatState, arg: str) -> dict[str, Any] | None:

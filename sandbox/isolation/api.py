@@ -11,7 +11,7 @@ from ..limits import check_limits
 from . import bwrap, container, process, unshare
 from .env import safe_env
 from .result import BackendUnavailable, IsolationResult, IsolationWarning
-from .runner import Teardown, kill_reason, run_command
+from .runner import Echo, Teardown, kill_reason, run_command
 from .secrets import hide_own_secrets
 from .spec import RunSpec
 from .sweep import sweep_once
@@ -61,6 +61,7 @@ def run_isolated(
     pids: int = 256,
     backend: str = "auto",
     owned: Path | None = None,
+    echo: Echo | None = None,
 ) -> IsolationResult:
     """Run untrusted ``argv`` with no network, bounded time/memory/processes,
     no secrets in its environment, and writes only to ``scratch``.
@@ -77,7 +78,8 @@ def run_isolated(
     The run dies with this process, whatever kills it (see ``watchdog``); then
     ``owned``, a scratch folder of this process made by ``owner.temp_dir`` (the
     run's copy of a repository), is deleted too. The first run of a process
-    sweeps what killed runs left (``sweep``).
+    sweeps what killed runs left (``sweep``). ``echo`` is passed the run's output as it
+    comes (``("stdout" | "stderr", bytes)``), besides the tail kept in the result.
     """
     # Limits first: a bad one (NaN, zero) is refused before anything is made or probed.
     check_limits(timeout_s=timeout_s, memory_mb=memory_mb, cpus=cpus, pids=pids)
@@ -105,7 +107,12 @@ def run_isolated(
             remove=remove,
         )
         raw = run_command(
-            container.command(spec, cname), spec, rlimits=False, cgroup=False, teardown=teardown
+            container.command(spec, cname),
+            spec,
+            rlimits=False,
+            cgroup=False,
+            teardown=teardown,
+            echo=echo,
         )
         raw.oom_killed = container.finish(cname)
     else:
@@ -113,7 +120,8 @@ def run_isolated(
             hide_own_secrets()  # the program shares our user: our keys out of its reach
             warnings.warn(process.WARNING, IsolationWarning, stacklevel=2)
             log.warning(process.WARNING)
-        raw = run_command(_MODULES[name].command(spec), spec, teardown=Teardown(remove=remove))
+        command = _MODULES[name].command(spec)
+        raw = run_command(command, spec, teardown=Teardown(remove=remove), echo=echo)
     return IsolationResult(
         returncode=raw.returncode,
         stdout=raw.stdout,

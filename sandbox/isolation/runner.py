@@ -16,6 +16,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,6 +25,8 @@ from .cgroup import Cgroup, make_cgroup
 from .spec import RunSpec
 
 TAIL_BYTES = 64 * 1024
+# Called from the reader threads with ("stdout" | "stderr", bytes) as the run writes them.
+Echo = Callable[[str, bytes], None]
 WATCHDOG = Path(__file__).with_name("watchdog.py")
 # The watchdog's own deadline is the run's plus this: a backstop, the runner stops it first.
 DEADLINE_GRACE_S = 10.0
@@ -43,12 +46,19 @@ class RawRun:
     oom_killed: bool = False
 
 
-def _drain(stream, buf: bytearray, cap: int) -> None:
-    """Read a pipe to its end, keeping only the last ``cap`` bytes."""
+def _drain(stream, buf: bytearray, cap: int, echo: Echo | None = None, name: str = "") -> None:
+    """Read a pipe to its end, keeping only the last ``cap`` bytes; pass each chunk to
+    ``echo`` as well, if given. An echo that fails is dropped: the capture is the record
+    (the verifier reads it), the echo only a view of it, and the pipe must not fill up."""
     for chunk in iter(lambda: stream.read1(65536), b""):
         buf += chunk
         if len(buf) > cap:
             del buf[: len(buf) - cap]
+        if echo is not None:
+            try:
+                echo(name, chunk)
+            except Exception:
+                echo = None
 
 
 def _rlimits(spec: RunSpec) -> list[tuple[int, int]]:
@@ -112,6 +122,7 @@ def run_command(
     cgroup: bool = True,
     teardown: Teardown = Teardown(),
     cwd: str | None = None,
+    echo: Echo | None = None,
 ) -> RawRun:
     """Run ``cmd`` under ``spec``'s limits through the watchdog; on timeout kill the tree.
 
@@ -120,7 +131,8 @@ def run_command(
     dies, whichever comes first. The tree is the new session, every descendant
     (the watchdog is their subreaper, so daemons are caught) and, where cgroups
     are writable, every process in the run's cgroup. Waiting happens in the
-    calling thread, the one the watchdog's death signal is tied to.
+    calling thread, the one the watchdog's death signal is tied to. ``echo`` sees the
+    run's output as it comes (``torchport run`` shows it), besides the captured tail.
     """
     for folder in teardown.remove:  # the watchdog deletes only folders named for us
         if not owner.owns(folder):
@@ -131,7 +143,8 @@ def run_command(
         else None
     )
     try:
-        raw = _supervise(_watchdog_argv(cmd, spec, group, rlimits, teardown), spec, group, cwd)
+        argv = _watchdog_argv(cmd, spec, group, rlimits, teardown)
+        raw = _supervise(argv, spec, group, cwd, echo)
         raw.oom_killed = group.oom_killed() if group is not None else False
     finally:
         if group is not None:
@@ -139,7 +152,9 @@ def run_command(
     return raw
 
 
-def _supervise(argv: list[str], spec: RunSpec, group: Cgroup | None, cwd: str | None) -> RawRun:
+def _supervise(
+    argv: list[str], spec: RunSpec, group: Cgroup | None, cwd: str | None, echo: Echo | None
+) -> RawRun:
     """Start the watchdog, read its output, stop it at the wall clock."""
     start = time.monotonic()
     proc = subprocess.Popen(
@@ -153,8 +168,8 @@ def _supervise(argv: list[str], spec: RunSpec, group: Cgroup | None, cwd: str | 
     )
     out, err = bytearray(), bytearray()
     readers = [
-        threading.Thread(target=_drain, args=(proc.stdout, out, TAIL_BYTES), daemon=True),
-        threading.Thread(target=_drain, args=(proc.stderr, err, TAIL_BYTES), daemon=True),
+        threading.Thread(target=_drain, args=(pipe, buf, TAIL_BYTES, echo, name), daemon=True)
+        for pipe, buf, name in ((proc.stdout, out, "stdout"), (proc.stderr, err, "stderr"))
     ]
     for t in readers:
         t.start()

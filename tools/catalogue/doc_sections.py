@@ -1,0 +1,50 @@
+"""One target's part of a rule's documentation.
+
+Every rule's doc (``docs/<CODE>.md``) has sections of per-target bullets, ``- **tpu**
+(manual): ...`` or several targets at once (``- **tpu** (auto), **neuron** (auto): ...``),
+which ``scripts/new_rule.py`` writes and ``tests/test_catalogue.py`` checks. A person
+asking about one construct cares about one target: chat's ``/explain FILE:LINE`` shows
+why it breaks there and how it is fixed there, not all four.
+"""
+
+from __future__ import annotations
+
+import re
+
+_SECTION = re.compile(r"^##\s+(.*\S)\s*$")
+_NAMED = r"\*\*([\w-]+)\*\*(?: \(([\w-]+)\))?"
+# the targets a bullet is about, then what it says about them
+_HEAD = re.compile(rf"^((?:{_NAMED}(?:,\s*|\s+and\s+)?)+)(.*)$", re.DOTALL)
+
+
+def _bullets(doc: str) -> list[tuple[str, str]]:
+    """(section title, bullet text on one line) for every ``- `` bullet of the doc."""
+    found: list[tuple[str, list[str]]] = []
+    section, open_bullet = "", False
+    for line in doc.splitlines():
+        if heading := _SECTION.match(line):
+            section, open_bullet = heading.group(1), False
+        elif line.startswith("- "):
+            found.append((section, [line[2:].strip()]))
+            open_bullet = True
+        elif open_bullet and line.startswith((" ", "\t")) and line.strip():
+            found[-1][1].append(line.strip())
+        else:
+            open_bullet = False
+    return [(title, " ".join(parts)) for title, parts in found]
+
+
+def target_notes(doc: str, target: str) -> dict[str, str]:
+    """``{section title: what its bullet says about target}``, for the sections with a
+    bullet naming ``target`` (``Why it breaks``, ``How it is fixed``); the fix kind the
+    bullet gives the target (``(manual)``) stays in front."""
+    notes: dict[str, str] = {}
+    for section, text in _bullets(doc):
+        head = _HEAD.match(text)
+        if head is None:
+            continue
+        kinds = dict(re.findall(_NAMED, head.group(1)))
+        if target in kinds and section not in notes:
+            kind = f"({kinds[target]}) " if kinds[target] else ""
+            notes[section] = kind + head.group(4).lstrip(":, ")
+    return notes
