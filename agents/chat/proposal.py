@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import shlex
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -44,8 +45,11 @@ def migrate_node(state: ChatState, chat: ChatRuntime) -> dict[str, Any]:
     # Nothing of this inner run is checkpointed. Without a mode of its own it inherits the
     # session's durability ("sync"), which langgraph 1.2 cannot honour without a
     # checkpointer (AttributeError on its missing save), so it gets one.
+    # (langgraph then warns that the mode has no effect: true, and the person need not see it)
     app = graph.build(inner).compile(checkpointer=False)
-    final = app.invoke({"settings": settings}, durability="async")
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="`durability` has no effect")
+        final = app.invoke({"settings": settings}, durability="async")
     proposal = final.get("overlay") or {}
     source = Path(state["source"])
     base = {rel: _read(source / rel) or "" for rel in proposal}
