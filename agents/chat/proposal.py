@@ -14,6 +14,7 @@ from torchport.tools.report.counts import count_constructs
 from torchport.tools.sourcefile import read_exact
 
 from ..defaults import DEFAULTS
+from ..state import scan_filters
 from ..verify_step import verify_overlay
 from . import changes as ch
 from .events import emit, progress, table
@@ -35,6 +36,7 @@ def migrate_node(state: ChatState, chat: ChatRuntime) -> dict[str, Any]:
         "dry_run": True,
         "llm": state.get("llm", "none"),
         "run_id": f"chat-{state['session_id']}",
+        **{k: list(v) for k, v in scan_filters(state.get("budget") or {}).items()},
     }
 
     inner = graph.Runtime(settings["run_id"], progress(), lambda s: chat.llm(s["llm"]))
