@@ -22,6 +22,7 @@ import shlex
 import tomllib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,7 @@ SECTION = "[tool.torchport]"
 MAX_FILE_BYTES = 1 << 20  # a configuration file, not a data file: larger is refused
 DEPS_MODES = ("auto", "none")
 ROOT_MARKERS = (".git", ".hg", CONFIG_FILE)
+SEVERITIES = ("info", "warning", "error")  # the least severe first: --fail-on S fails on S and up
 
 
 class ConfigError(ValueError):
@@ -144,19 +146,15 @@ def _number_for(field_name: str, number: Any) -> bool:
     return isinstance(number, int) and number >= 1 if field_name == "max_steps" else number >= 0
 
 
-def _deps_in(root: Path) -> Callable[[Any], str]:
+def _deps_file(value: Any, root: Path) -> str:
     """``deps`` in a repository's file: auto, none, or a requirements file in the repository."""
-
-    def read(value: Any) -> str:
-        if value in DEPS_MODES:
-            return value
-        if isinstance(value, str) and value:
-            path = (root / value).resolve()
-            if path.is_file() and path.is_relative_to(root.resolve()):
-                return str(path)
-        raise ValueError(f"must be auto, none or a requirements file in {root}, not {value!r}")
-
-    return read
+    if value in DEPS_MODES:
+        return value
+    if isinstance(value, str) and value:
+        path = (root / value).resolve()
+        if path.is_file() and path.is_relative_to(root.resolve()):
+            return str(path)
+    raise ValueError(f"must be auto, none or a requirements file in {root}, not {value!r}")
 
 
 def _deps_here(value: Any) -> str:
@@ -164,6 +162,23 @@ def _deps_here(value: Any) -> str:
     from .environment import deps_flag
 
     return deps_flag(value)
+
+
+def _baseline(value: Any) -> str:
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"must be a file name, not {value!r}")
+    return value
+
+
+def _baseline_file(value: Any, root: Path) -> str:
+    """``baseline`` in a repository's file: relative to the repository's root."""
+    return str(root / _baseline(value))
+
+
+def _fail_on(value: Any) -> str:
+    if value not in SEVERITIES:
+        raise ValueError(f"must be one of {', '.join(SEVERITIES)}, not {value!r}")
+    return value
 
 
 def _split(text: str) -> list[str]:
@@ -175,45 +190,51 @@ def _flag_list(read: Callable[[Any], list[str]]) -> Callable[[Any], list[str]]:
     return lambda values: read([p for v in values for p in (_split(v) if "," in v else [v])])
 
 
+def _anywhere(read: Callable[[Any], Any]) -> Callable[[Any, Path], Any]:
+    """A file's value that means the same whatever the repository's root."""
+    return lambda value, root: read(value)
+
+
 @dataclass(frozen=True)
 class Key:
-    """One setting: its default, how the file's, the environment's and a flag's value are
-    read, and how a layer combines with the ones under it (replace, extend, policy)."""
+    """One setting: its default, its variable and flag, how the file's value (with the
+    repository's root), the environment's and a flag's are read, and how a layer combines
+    with the ones under it (replace; extend: lists add up; policy: see the module doc)."""
 
     default: Any
     env: str
     flag: str
-    what: str
-    from_file: Callable[[Any], Any]
+    from_file: Callable[[Any, Path], Any]
     from_env: Callable[[str], Any]
     from_flag: Callable[[Any], Any] = lambda value: value
     combine: str = "replace"
 
+    @property
+    def attr(self) -> str:
+        """The option's name in argparse's namespace (``--fail-on``: ``fail_on``)."""
+        return self.flag.lstrip("-").replace("-", "_")
+
 
 KEYS: dict[str, Key] = {
-    "target": Key(None, "TORCHPORT_TARGET", "--target", "where the code goes", _target, _target),
-    "entry": Key(
-        None, "TORCHPORT_ENTRY", "--entry", "how to run the program", _entry, _entry, _entry
-    ),
-    "steps": Key(
-        VERIFY_STEPS, "TORCHPORT_STEPS", "--steps", "optimizer steps per run", _steps, _steps
-    ),
+    "target": Key(None, "TORCHPORT_TARGET", "--target", _anywhere(_target), _target),
+    "entry": Key(None, "TORCHPORT_ENTRY", "--entry", _anywhere(_entry), _entry, _entry),
+    "steps": Key(VERIFY_STEPS, "TORCHPORT_STEPS", "--steps", _anywhere(_steps), _steps),
+    # gitignore patterns relative to the repository's root: files neither reported nor rewritten
     "exclude": Key(
         [],
         "TORCHPORT_EXCLUDE",
         "--exclude",
-        "files neither reported nor rewritten (gitignore patterns)",
-        _patterns,
+        _anywhere(_patterns),
         lambda text: _patterns(_split(text)),
         _flag_list(_patterns),
         combine="extend",
     ),
+    # rule codes or prefixes neither reported nor applied
     "skip": Key(
         [],
         "TORCHPORT_SKIP",
         "--skip",
-        "rule codes or prefixes neither reported nor applied",
-        _codes,
+        _anywhere(_codes),
         lambda text: _codes(_split(text)),
         _flag_list(_codes),
         combine="extend",
@@ -222,16 +243,15 @@ KEYS: dict[str, Key] = {
         {"policy": "auto"},
         "TORCHPORT_TOLERANCE",
         "--tolerance",
-        "the verifier's tolerance policy",
-        _tolerance,
+        _anywhere(_tolerance),
         _policy,
         _policy,
         combine="policy",
     ),
-    # deps in a file is read against the repository's root (``_deps_in``), not here
-    "deps": Key(
-        "auto", "TORCHPORT_DEPS", "--deps", "what the runs install", _deps_here, _deps_here
-    ),
+    "deps": Key("auto", "TORCHPORT_DEPS", "--deps", _deps_file, _deps_here, _deps_here),
+    # scan's gate (a pre-commit hook's, a CI job's): accepted findings, the severity that fails
+    "baseline": Key(None, "TORCHPORT_BASELINE", "--baseline", _baseline_file, _baseline),
+    "fail-on": Key("info", "TORCHPORT_FAIL_ON", "--fail-on", _anywhere(_fail_on), _fail_on),
 }
 ENVIRONMENT = {key.env: name for name, key in KEYS.items()}
 
@@ -291,9 +311,11 @@ def _file_values(file: ConfigFile, root: Path) -> dict[str, Any]:
     for name, value in file.table.items():
         key = KEYS.get(name)
         if key is None:
-            raise ConfigError(f"{file.where}: unknown key {name!r} (known: {', '.join(KEYS)})")
-        read = _deps_in(root) if name == "deps" else key.from_file
-        values[name] = _checked(read, value, f"{file.where}: {name}")
+            hint = f"known: {', '.join(KEYS)}"
+            if name == "tool" and file.path.name == CONFIG_FILE:
+                hint = f"{CONFIG_FILE} holds the settings at its top level, with no {SECTION}"
+            raise ConfigError(f"{file.where}: unknown key {name!r} ({hint})")
+        values[name] = _checked(partial(key.from_file, root=root), value, f"{file.where}: {name}")
     return values
 
 
@@ -336,8 +358,9 @@ def _combine(key: Key, below: Setting, value: Any, source: str) -> Setting:
     joined = source if below.source == "default" else f"{below.source} + {source}"
     if key.combine == "extend":
         return Setting([*below.value, *value], joined) if value else below
-    if key.combine == "policy":
-        return Setting({**below.value, **value}, joined)
+    if key.combine == "policy":  # the name replaced; numbers from below kept, and said
+        kept = set(below.value) - {"policy"}
+        return Setting({**below.value, **value}, joined if kept else source)
     return Setting(value, source)
 
 

@@ -59,8 +59,8 @@ def add_parser(sub: Any) -> None:
         "-t",
         choices=TARGETS,
         default=BuiltIn("tpu"),
-        help="where the code goes (TORCHPORT_TARGET or the repository's `target` setting "
-        "replace the default)",
+        help="where the code goes (or, when set, TORCHPORT_TARGET or the repository's "
+        "`target` setting)",
     )
     add_llm(c, "auto", "; with --resume, the session's own unless given")
     c.set_defaults(llm=None)  # None: not given (a new session takes auto)

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from torchport.agents.defaults import VERIFY_STEPS
+from torchport.agents.project_config import SEVERITIES
 from torchport.tools.catalogue import TARGETS
 from torchport.tools.safetext import terminal_line
 
@@ -29,8 +30,10 @@ where settings come from, each overriding the one before:
   FILE         [tool.torchport] in the repository's pyproject.toml, or its torchport.toml
                (both at once is an error: keep one)
   TORCHPORT_*  TORCHPORT_TARGET, TORCHPORT_ENTRY, TORCHPORT_STEPS, TORCHPORT_EXCLUDE,
-               TORCHPORT_SKIP (comma-separated lists), TORCHPORT_TOLERANCE, TORCHPORT_DEPS
-  flags        --target, --entry, --steps, --exclude, --skip, --tolerance, --deps
+               TORCHPORT_SKIP (comma-separated lists), TORCHPORT_TOLERANCE, TORCHPORT_DEPS,
+               TORCHPORT_BASELINE, TORCHPORT_FAIL_ON
+  flags        --target, --entry, --steps, --exclude, --skip, --tolerance, --deps,
+               --baseline, --fail-on (each command has those that concern it)
 exclude and skip add up across the layers instead (an exclude '!PATTERN' takes a file
 back); a tolerance name given later keeps the file's per-policy numbers.
 
@@ -43,6 +46,8 @@ example pyproject.toml:
   skip = ["TPP"]                      # rule codes or prefixes
   tolerance = "bf16"                  # or a table: [tool.torchport.tolerance]
   deps = "requirements-port.txt"      # auto | none | a file in the repository
+  baseline = ".torchport-baseline.json"   # scan: findings accepted (a file in it)
+  fail-on = "warning"                 # scan: the least severity that fails
 
 examples:
   torchport config repo/              what migrate, chat and scan would use there
@@ -55,9 +60,9 @@ def add_parser(sub: Any) -> None:
         "config",
         help="show the settings that apply to a repository, and where each came from",
         description="Print the effective settings for the repository at PATH (target, "
-        "entry, steps, exclude, skip, tolerance, deps) and the source of each: torchport's "
-        "default, the repository's [tool.torchport] or torchport.toml, a TORCHPORT_* "
-        "environment variable, or a flag given here as it would be to migrate or chat.",
+        "entry, steps, exclude, skip, tolerance, deps, baseline, fail-on) and the source of "
+        "each: torchport's default, the repository's [tool.torchport] or torchport.toml, a "
+        "TORCHPORT_* environment variable, or a flag given here as it would be to migrate.",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -69,6 +74,10 @@ def add_parser(sub: Any) -> None:
     add_exclude(c)
     add_tolerance(c)
     add_deps_mode(c)
+    c.add_argument("--baseline", metavar="FILE", help="scan's accepted findings")
+    c.add_argument(
+        "--fail-on", choices=SEVERITIES, default=BuiltIn("info"), help="scan's failing severity"
+    )
     c.set_defaults(func=run)
 
 

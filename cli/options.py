@@ -11,6 +11,7 @@ sandbox itself checks again.
 from __future__ import annotations
 
 import argparse
+import copy
 import dataclasses
 import sys
 from collections.abc import Callable
@@ -58,17 +59,27 @@ class BuiltIn:
         return str(self.value)
 
 
+def _no_default(default: Any) -> bool:
+    """A default that means "not given" (None, a switch's False) says nothing in --help."""
+    return default is None or default is argparse.SUPPRESS or default in (False, True, [])
+
+
 class _ShowDefaults(argparse.HelpFormatter):
     """Every option's default said in ``--help`` (an option whose help already says it,
     or whose default means "not given", says nothing more); a required option says so."""
 
+    def _format_action(self, action: argparse.Action) -> str:
+        if action.help is None and not _no_default(action.default):
+            action = copy.copy(action)  # argparse shows nothing for an option without help
+            action.help = "default: %(default)s"
+        return super()._format_action(action)
+
     def _get_help_string(self, action: argparse.Action) -> str:
         text = action.help or ""
-        default = action.default
         if action.required and action.option_strings and "required" not in text:
             text += " (required)"
-        unsaid = default in (None, False, True, [], argparse.SUPPRESS) or "default" in text
-        if not unsaid and (action.option_strings or action.nargs in ("?", "*")):
+        said = _no_default(action.default) or "default" in text
+        if not said and (action.option_strings or action.nargs in ("?", "*")):
             text += " (default: %(default)s)"
         return text
 
@@ -78,7 +89,12 @@ class HelpFormatter(_ShowDefaults, argparse.HelpFormatter):
 
 
 class RawDescriptionHelpFormatter(_ShowDefaults, argparse.RawDescriptionHelpFormatter):
-    pass
+    """Epilogs as written (tables, examples); a one-paragraph description still wrapped."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        if "\n" not in text.strip():
+            return argparse.HelpFormatter._fill_text(self, text, width, indent)
+        return super()._fill_text(text, width, indent)
 
 
 # What a command asks for -> what it gets: the same layout, with the defaults said.
@@ -327,20 +343,22 @@ def project_overrides(args: argparse.Namespace) -> Overrides:
     Raises ConfigError for a bad variable."""
     from torchport.agents.project_config import KEYS, overrides
 
-    names = [name for name in KEYS if hasattr(args, name)]
+    attrs = {name: key.attr for name, key in KEYS.items() if hasattr(args, key.attr)}
     builtin = getattr(args, "builtin_defaults", {})
-    flags = {n: getattr(args, n) for n in names if n not in builtin}
-    return overrides(flags=flags, defaults={n: builtin[n] for n in names if n in builtin})
+    flags = {n: getattr(args, a) for n, a in attrs.items() if a not in builtin}
+    return overrides(
+        flags=flags, defaults={n: builtin[a] for n, a in attrs.items() if a in builtin}
+    )
 
 
 def apply_project_config(args: argparse.Namespace, root: Path | None) -> ProjectConfig:
     """Settle the project's settings into ``args``: for every setting the command has an
     option for, the built-in default, the repository's file at ``root``, ``TORCHPORT_*``
     and the flag, in that order (``agents.project_config``). Raises ConfigError."""
-    from torchport.agents.project_config import resolve
+    from torchport.agents.project_config import KEYS, resolve
 
     config = resolve(root, project_overrides(args))
     for name, setting in config.settings.items():
-        if hasattr(args, name):
-            setattr(args, name, setting.value)
+        if hasattr(args, KEYS[name].attr):
+            setattr(args, KEYS[name].attr, setting.value)
     return config

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from torchport.agents.project_config import ConfigError, project_root
+from torchport.agents.project_config import SEVERITIES, ConfigError, project_root
 from torchport.tools.atomicfile import atomic_write
 from torchport.tools.baseline import BaselineError, new_findings, read_baseline, render_baseline
 from torchport.tools.catalogue import TARGETS, load_catalogue
@@ -23,15 +23,13 @@ from .options import (
     EXIT_CLEAN,
     EXIT_ERROR,
     EXIT_FINDINGS,
+    BuiltIn,
     add_exclude,
     apply_project_config,
     fail,
     non_negative_int,
     positive_int,
 )
-
-# Severities from the least to the most severe: --fail-on S fails on S and above.
-SEVERITIES = ("info", "warning", "error")
 
 SCAN_EPILOG = f"""\
 exit status:
@@ -107,7 +105,7 @@ def _add_gate(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--fail-on",
         choices=SEVERITIES,
-        default="info",
+        default=BuiltIn("info"),
         help=f"exit {EXIT_FINDINGS} only for findings of this severity or above (info: any)",
     )
     p.add_argument(
@@ -189,7 +187,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         root, files = _where(args.paths)
         apply_project_config(args, root)
-        accepted = read_baseline(Path(args.baseline)) if args.baseline else None
+        wanted = args.baseline and not args.write_baseline
+        accepted = read_baseline(Path(args.baseline)) if wanted else None
     except (ScanError, ConfigError, BaselineError) as exc:
         return fail(str(exc))
     options = ScanOptions(
