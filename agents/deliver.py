@@ -30,13 +30,14 @@ from torchport.tools.safetext import markdown_code, markdown_text
 from torchport.tools.sourcefile import read_exact
 
 from .data_notes import data_notes, interpreter_note
-from .state import State
+from .state import State, scan_filters
 
 
 def options_of(settings: dict[str, Any], dry_run: bool | None = None) -> MigrateOptions:
     return MigrateOptions(
         target=settings["target"],
         select=tuple(settings.get("select") or ()),
+        **scan_filters(settings),
         out=Path(settings["out"]) if settings.get("out") else None,
         in_place=bool(settings.get("in_place")),
         branch=settings.get("branch"),

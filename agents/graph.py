@@ -30,7 +30,15 @@ from .diagnose import diagnose as classify
 from .planner import make_plan
 from .repair_choice import RepairContext, choose_fix, no_fix_reason, tried_fixes
 from .rewrite_round import RewriteRound
-from .state import Best, NextFix, Settings, State, VerificationRecord, decision
+from .state import (
+    Best,
+    NextFix,
+    Settings,
+    State,
+    VerificationRecord,
+    decision,
+    scan_filters,
+)
 from .verify_step import verify_overlay
 
 MAX_CONSTRUCT_REPAIRS = 8
@@ -71,7 +79,7 @@ def plan(state: State, ctx: Runtime) -> dict[str, Any]:
     ctx.say("planning: scanning the repository")
     source = Path(s["source"])
     # kept: the rewrite node's migration reads the same scan instead of scanning again
-    options = ScanOptions(target=s["target"], select=tuple(s.get("select", [])))
+    options = ScanOptions(target=s["target"], select=tuple(s.get("select", [])), **scan_filters(s))
     scanned = remembered_scan(source, options, ctx.run_id)
     p = make_plan(source, scanned, s["target"], s.get("entry"))
     ctx.say(

@@ -254,7 +254,7 @@ def compare_tensor(label: str, ref: dict[str, Any], port: dict[str, Any], policy
     if not out["holds"]:
         out["why"] = (
             f"differs from the original's by up to {worst:.3g} (rel {worst_rel:.3g}) at "
-            f"{out['index']} under the {policy.name} policy"
+            f"{out['index']} under the {policy.label} policy"
         )
     return out
 

@@ -18,7 +18,7 @@ from typing import Any
 from torchport.tools.catalogue import load_catalogue
 
 from . import kernel_lane, rewriter
-from .state import NextFix, State
+from .state import NextFix, State, scan_filters
 
 Tried = set[tuple[Any, Any, Any, Any]]
 
@@ -96,7 +96,7 @@ def rerun_rules(c: RepairContext) -> NextFix | None:
         return None
     overlay = c.state.get("overlay") or {}
     updated = rewriter.apply_rules(
-        Path(s["source"]), overlay, c.scratch / "rules", s["target"], rules
+        Path(s["source"]), overlay, c.scratch / "rules", s["target"], rules, scan_filters(s)
     )
     changed = {k: v for k, v in updated.items() if overlay.get(k) != v}
     return {"kind": "rules", "rules": rules, "files": changed} if changed else None

@@ -13,8 +13,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from torchport.tools.repowalk import exclude_spec, is_excluded
+
 from . import kernel_lane, rewriter
-from .state import Settings, decision
+from .state import Settings, decision, scan_filters
 
 
 @dataclass
@@ -39,6 +41,7 @@ class RewriteRound:
             s.get("select", []),
             s.get("annotate", False),
             run=s.get("run_id"),
+            filters=scan_filters(s),
         )
         self.log.append(decision("rewrite", "codemods", **summary))
 
@@ -46,17 +49,31 @@ class RewriteRound:
         """What the codemods refused to port, with why (the LLM's other work)."""
         return rewriter.refusals(self.source, self.settings)
 
+    def excluded(self, rel: str) -> bool:
+        """A file the run leaves alone (``exclude``): no model edits it either."""
+        return is_excluded(exclude_spec(self.settings.get("exclude") or ()), rel)
+
     def ask_llm(self, request: dict[str, Any], why: str) -> None:
+        if self.excluded(request["path"]):
+            excluded = decision("rewrite", "LLM not asked: excluded file", path=request["path"])
+            self.log.append(excluded)
+            return
         if request.get("kind") == "kernel":
             self.kernel_files.add(request["path"])
+        before = self.overlay or {}
         self.overlay, record = rewriter.llm_repair(
             self.client,
             self.source,
-            self.overlay or {},
+            before,
             self.scratch / "llm",
             request,
             max_tokens=self.settings["max_llm_tokens"] - tokens(self.usage),
         )
+        changed = (k for k, v in self.overlay.items() if v != before.get(k))
+        strayed = sorted(k for k in changed if self.excluded(k))
+        if strayed:
+            self.overlay = before
+            rewriter.reject(record, f"edited an excluded file: {', '.join(strayed)}")
         self.usage = add_usage(self.usage, record["usage"])
         self.agent_edits.extend({**e, "by": "llm", "for": why} for e in record["edits"])
         self.log.append(decision("rewrite", f"LLM {record['status']}", **_brief(record)))

@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import difflib
+from collections.abc import Mapping
 from dataclasses import asdict
 from functools import cache
 from pathlib import Path
@@ -31,6 +32,7 @@ from torchport.tools.report.counts import count_constructs
 from torchport.tools.scanner import ScanOptions, scan
 
 from .defaults import MAX_TURNS
+from .state import scan_filters
 from .workspace import changed_files, materialize, python_sources
 
 if TYPE_CHECKING:
@@ -43,22 +45,32 @@ WINDOW = {"construct": 2, "failure": 12, "instruction": 2, "kernel": 2}
 
 
 def _codemod_result(
-    source: Path, target: str, select: list[str], annotate: bool, run: str | None
+    source: Path,
+    target: str,
+    select: list[str],
+    annotate: bool,
+    run: str | None,
+    filters: Mapping[str, tuple[str, ...]],
 ) -> MigrationResult:
-    return computed_migration(
-        source,
-        MigrateOptions(target=target, select=tuple(select), dry_run=True, annotate=annotate),
-        run,
+    options = MigrateOptions(
+        target=target, select=tuple(select), dry_run=True, annotate=annotate, **filters
     )
+    return computed_migration(source, options, run)
 
 
 def codemods(
-    source: Path, target: str, select: list[str], annotate: bool = False, run: str | None = None
+    source: Path,
+    target: str,
+    select: list[str],
+    annotate: bool = False,
+    run: str | None = None,
+    filters: Mapping[str, tuple[str, ...]] | None = None,
 ) -> tuple[dict[str, str], dict[str, Any]]:
-    """The catalogue's automatic fixes for ``target``: the first overlay and a summary.
+    """The catalogue's automatic fixes for ``target``: the first overlay and a summary;
+    ``filters`` (``state.scan_filters``) are the rules and files the run leaves alone.
 
     Computed once for ``run``: the report reads the same result (``agents.deliver``)."""
-    result = _codemod_result(source, target, select, annotate, run)
+    result = _codemod_result(source, target, select, annotate, run, filters or {})
     overlay = {c.path: c.after for c in result.changes}
     totals = count_constructs(result).totals()
     summary = {
@@ -72,16 +84,23 @@ def codemods(
 
 
 def apply_rules(
-    source: Path, overlay: dict[str, str], work: Path, target: str, rules: list[str]
+    source: Path,
+    overlay: dict[str, str],
+    work: Path,
+    target: str,
+    rules: list[str],
+    filters: Mapping[str, tuple[str, ...]] | None = None,
 ) -> dict[str, str]:
     """Run the named rules' codemods again over the current migration.
 
     A runtime failure can point at a construct the first pass left (a rule
     deselected with ``--rules``, a file it could not rewrite); the result is the
-    new overlay, equal to the old one when the codemods find nothing more.
+    new overlay, equal to the old one when the codemods find nothing more. Rules the
+    run skips and files it excludes (``filters``) stay as they are.
     """
     materialize(source, overlay, work)
-    result = migrate(work, MigrateOptions(target=target, select=tuple(rules), dry_run=True))
+    options = MigrateOptions(target=target, select=tuple(rules), dry_run=True, **(filters or {}))
+    result = migrate(work, options)
     updated = dict(overlay)
     for change in result.changes:
         updated[change.path] = change.after
@@ -132,7 +151,7 @@ def llm_repair(
         before, after, request["start_line"], request["end_line"], WINDOW[request["kind"]]
     )
     if strayed:  # the scratch copy is rebuilt from the overlay next time: nothing to undo
-        return overlay, _rejected(record, f"edit outside the problem's lines: {strayed}")
+        return overlay, reject(record, f"edit outside the problem's lines: {strayed}")
     return _guarded(source, overlay, work, {e.path for e in outcome.edits}, record)
 
 
@@ -154,11 +173,12 @@ def _guarded(
         source, overlay, updated, work
     )
     if broken:
-        return overlay, _rejected(record, f"refused by the semantic guard: {broken}")
+        return overlay, reject(record, f"refused by the semantic guard: {broken}")
     return updated, record
 
 
-def _rejected(record: dict[str, Any], why: str) -> dict[str, Any]:
+def reject(record: dict[str, Any], why: str) -> dict[str, Any]:
+    """Mark a repair's record as refused, with why; its edits are kept as rejected ones."""
     record.update(status="rejected", error=why)
     record["rejected_edits"], record["edits"] = record["edits"], []
     return record
@@ -260,6 +280,7 @@ def refusals(source: Path, settings: dict[str, Any]) -> Refusals:
         list(settings.get("select") or ()),
         bool(settings.get("annotate", False)),
         settings.get("run_id"),
+        scan_filters(settings),
     )
     return {(f.path, f.rule, f.snippet.strip()): why for f, why in result.unapplied}
 
@@ -283,7 +304,8 @@ def llm_constructs(
     a model may port what a rule cannot say is the same, and the verifier checks it."""
     materialize(source, overlay, work)
     target = settings["target"]
-    scanned = scan(work, ScanOptions(target=target, select=tuple(settings.get("select") or ())))
+    select = tuple(settings.get("select") or ())
+    scanned = scan(work, ScanOptions(target=target, select=select, **scan_filters(settings)))
     items = []
     for f in scanned.findings:
         kind, hint = f.fix[target]["kind"], f.fix[target]["hint"]

@@ -15,6 +15,8 @@ class Settings(TypedDict, total=False):
     source: str  # the original repository (read only)
     target: str
     select: list[str]  # --rules
+    skip: list[str]  # --skip and the project's config: rules never applied nor reported
+    exclude: list[str]  # --exclude and the project's config: files never reported nor rewritten
     entry: str | None  # --entry
     verify: bool
     steps: int
@@ -22,6 +24,7 @@ class Settings(TypedDict, total=False):
     memory_mb: int
     isolation: str
     deps: str  # --deps: auto, none, or a requirements file
+    tolerance: dict[str, Any]  # --tolerance and the project's config (verifier.policy_for)
     python: str | None  # --python: an interpreter whose packages the runs may use
     max_iterations: int  # rewrite -> verify rounds after the first
     max_llm_tokens: int
@@ -34,6 +37,12 @@ class Settings(TypedDict, total=False):
     force: bool
     annotate: bool
     dry_run: bool
+
+
+def scan_filters(settings: Any) -> dict[str, tuple[str, ...]]:
+    """The rules and files a run leaves alone (``skip``, ``exclude``), as the scanner's and
+    the migration's options take them: every scan of a run reads the same files."""
+    return {k: tuple(settings.get(k) or ()) for k in ("skip", "exclude")}
 
 
 class PlanRecord(TypedDict, total=False):

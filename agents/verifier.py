@@ -86,6 +86,15 @@ class Policy:
     rtol: float
     atol: float
     max_steps: int
+    note: str = ""  # what the project's ``tolerance`` changed, said with the name
+
+    @property
+    def label(self) -> str:
+        """The name as verdicts say it: with the project's change, when there is one."""
+        return f"{self.name} ({self.note})" if self.note else self.name
+
+
+POLICY_FIELDS = {"rtol": float, "atol": float, "max_steps": int}
 
 
 @cache
@@ -95,8 +104,30 @@ def policies() -> dict[str, Policy]:
     return {name: Policy(name, **values) for name, values in data.items()}
 
 
-def choose_policy(migrated_sources: Iterable[str]) -> Policy:
-    """bf16 when the migrated program may compute in reduced precision on the target.
+def policies_for(tolerance: Mapping[str, Any] | None) -> dict[str, Policy]:
+    """The policies under a project's ``tolerance`` setting (``agents.project_config``):
+    its numbers for a policy replace the file's, and a policy it names (not ``auto``)
+    is the one every comparison uses, whatever the program computes in."""
+    tolerance = tolerance or {}
+    chosen = {}
+    for name, base in policies().items():
+        numbers = {k: v for k, v in (tolerance.get(name) or {}).items() if k in POLICY_FIELDS}
+        said = ", ".join(f"{k} {v:g}" for k, v in numbers.items())
+        chosen[name] = replace(base, **numbers, note=f"{said} from the project" if said else "")
+    forced = tolerance.get("policy", "auto")
+    if forced != "auto":
+        picked = chosen[forced]
+        note = f"{picked.note}; " if picked.note else ""
+        picked = replace(picked, note=f"{note}chosen by the project")
+        chosen = dict.fromkeys(chosen, picked)
+    return chosen
+
+
+def choose_policy(
+    migrated_sources: Iterable[str], tolerance: Mapping[str, Any] | None = None
+) -> Policy:
+    """bf16 when the migrated program may compute in reduced precision on the target
+    (unless the project's ``tolerance`` names the policy: ``policies_for``).
 
     The reference shim disables CUDA autocast (as a CPU-only torch does), so an
     original that autocasts ran in fp32 while its migration autocasts on the
@@ -104,7 +135,7 @@ def choose_policy(migrated_sources: Iterable[str]) -> Policy:
     files means the two runs differ by rounding, and the looser policy applies.
     """
     uses_low_precision = any(_BF16.search(text) for text in migrated_sources)
-    return policies()["bf16" if uses_low_precision else "fp32"]
+    return policies_for(tolerance)["bf16" if uses_low_precision else "fp32"]
 
 
 @dataclass
@@ -178,7 +209,7 @@ def compare_ranks(reference: dict[str, Any], target: dict[str, Any], policy: Pol
     )
     if not parity.holds and not parity.note:
         parity.note = (
-            f"rank {worst_rank} differs under the {policy.name} policy: worst at step "
+            f"rank {worst_rank} differs under the {policy.label} policy: worst at step "
             f"{worst.worst_step}, abs {worst.max_abs:.3g}, rel {worst.max_rel:.3g}"
         )
     return parity
@@ -198,7 +229,7 @@ def compare_outputs(
         for key in ("mean", "std", "abs_max"):
             flat_ref.append(float(r.get(key, 0.0)))
             flat_tgt.append(float(t.get(key, 0.0)))
-    every = Policy(policy.name, policy.rtol, policy.atol, max_steps=10**6)
+    every = replace(policy, max_steps=10**6)
     parity = compare_series(flat_ref, flat_tgt, every)
     parity.compared, parity.steps = "outputs", min(len(reference), len(target))
     parity.per_step = []
@@ -310,7 +341,7 @@ def judge(
         v.verdict = "verified"
         v.reason = (
             f"{parity.steps} {'steps' if parity.compared == 'losses' else 'outputs'} match the "
-            f"original within the {policy.name} policy (max abs {parity.max_abs:.3g}, "
+            f"original within the {policy.label} policy (max abs {parity.max_abs:.3g}, "
             f"max rel {parity.max_rel:.3g})"
         )
         if parity.ranks > 1:
@@ -327,7 +358,7 @@ def judge(
     else:
         v.verdict = "failed"
         v.reason = parity.note or (
-            f"parity does not hold under the {policy.name} policy: worst at "
+            f"parity does not hold under the {policy.label} policy: worst at "
             f"{'step' if parity.compared == 'losses' else 'output'} {parity.worst_step}, "
             f"abs {parity.max_abs:.3g}, rel {parity.max_rel:.3g}"
         )
@@ -449,7 +480,7 @@ def _judge_failed_original(
         v.verdict, v.parity = "verified", parity
         v.caveat = f"both runs then fail the same way at {failure}"
         v.reason = (
-            f"{parity.steps} steps match the original within the {policy.name} policy "
+            f"{parity.steps} steps match the original within the {policy.label} policy "
             f"(max abs {parity.max_abs:.3g}, max rel {parity.max_rel:.3g}); {v.caveat}"
         )
         return v
@@ -600,8 +631,10 @@ def verify_tree(
     say: Callable[[str], None] = lambda message: None,
     environment: dict[str, Any] | None = None,
     together: bool | None = None,
+    tolerance: Mapping[str, Any] | None = None,
 ) -> tuple[Verification, dict[str, Any] | None]:
-    """Run the original (``reference``, if not given) and ``tree`` on the target; judge.
+    """Run the original (``reference``, if not given) and ``tree`` on the target; judge
+    under the tolerance policy (``tolerance``: the project's setting, ``policies_for``).
 
     ``environment`` is the dependency overlay the runs use (``tools.depinstall``'s
     record): its folder goes on the programs' sys.path, and a package it could not
@@ -612,9 +645,7 @@ def verify_tree(
     """
     started = time.perf_counter()
     environment = environment or {}
-    site_paths = tuple(
-        p for p in [environment.get("path"), *environment.get("site_paths", [])] if p
-    )
+    site_paths = _site_paths(environment)
     why = unsupported_target(target)
     if why:
         return Verification("not-runnable", why), reference
@@ -639,15 +670,20 @@ def verify_tree(
     pair = verify_pair.run_both(original, migrated, plan.together and given is None)
     reference, run = pair.reference, pair.migrated
     ran = time.perf_counter()
-    policy = choose_policy(
-        f.read_text(encoding="utf-8", errors="replace") for f in tree.rglob("*.py")
-    )
+    texts = (f.read_text(encoding="utf-8", errors="replace") for f in tree.rglob("*.py"))
+    policy = choose_policy(texts, tolerance)
     v = name_missing_dependency(judge(reference, run, policy, mode), environment)
-    v = _sites_checked(v, source, tree, (reference, run), mode, budget, site_paths, plan, say)
+    checks = (plan, policies_for(tolerance))
+    v = _sites_checked(v, source, tree, (reference, run), mode, budget, site_paths, checks, say)
     done = time.perf_counter()
     got = "given" if given is not None else ("cache" if reference.get("cached") else "run")
     v.timings = verify_pair.timings(pair, got, done - ran, done - started, plan)
     return v, reference
+
+
+def _site_paths(environment: dict[str, Any]) -> tuple[str, ...]:
+    """The dependency overlay's folders, as the programs' sys.path gets them."""
+    return tuple(p for p in [environment.get("path"), *environment.get("site_paths", [])] if p)
 
 
 def _sites_checked(
@@ -658,17 +694,18 @@ def _sites_checked(
     mode: str,
     budget: RunLimits,
     site_paths: tuple[str, ...],
-    plan: verify_pair.Schedule,
+    checks: tuple[verify_pair.Schedule, dict[str, Policy]],
     say: Callable[[str], None],
 ) -> Verification:
     """``v`` with the differential check at the kernel call sites the migration changed,
-    when both programs ran (``with_kernel_check``); ``v`` as it is otherwise."""
+    when both programs ran (``with_kernel_check``); ``v`` as it is otherwise. ``checks``:
+    how the check's runs are scheduled, and the tolerance policies it judges by."""
     reference, run = runs
     replaced = kernel_check.replaced(source, tree, kernel_check.discover(source))
     if not replaced or v.verdict not in ("verified", "failed") or not _both_ran(reference, run):
         return v
     say("verifying: the differential check at the kernel call sites")
-    checked = _check_sites(source, tree, replaced, reference, mode, budget, site_paths, plan)
+    checked = _check_sites(source, tree, replaced, reference, mode, budget, site_paths, checks)
     return with_kernel_check(v, checked, run)
 
 
@@ -680,11 +717,12 @@ def _check_sites(
     mode: str,
     budget: RunLimits,
     site_paths: tuple[str, ...],
-    plan: verify_pair.Schedule,
+    checks: tuple[verify_pair.Schedule, dict[str, Policy]],
 ) -> kernel_check.KernelCheck:
     """The differential check's two sandboxed runs: the verifier's limits, no step budget
     (the driver trains nothing), together when the machine has room for both."""
     unbudgeted = replace(budget, steps=None, forwards=None)
+    plan, policy_set = checks
 
     def runner(root: Path, run_mode: str) -> dict[str, Any]:
         return run_program(root, kernel_check.DRIVER, run_mode, unbudgeted, site_paths=site_paths)
@@ -693,7 +731,7 @@ def _check_sites(
         pair = verify_pair.run_both(original, port, plan.together)
         return pair.reference, pair.migrated
 
-    return kernel_check.check(source, tree, sites, reference, mode, runner, policies(), both)
+    return kernel_check.check(source, tree, sites, reference, mode, runner, policy_set, both)
 
 
 def _both_ran(reference: dict[str, Any], target: dict[str, Any]) -> bool:

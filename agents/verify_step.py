@@ -69,5 +69,6 @@ def verify_overlay(
         reference=reference,
         say=say,
         environment=environment,
+        tolerance=settings.get("tolerance"),
     )
     return VerifyOutcome(verification, ran, environment)

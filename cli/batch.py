@@ -8,6 +8,7 @@ is found before the first job starts, and exits 2.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import signal
 from pathlib import Path
 from typing import Any
@@ -16,11 +17,15 @@ from torchport.tools.catalogue import TARGETS
 
 from .options import (
     add_agent_limits,
+    add_exclude,
     add_llm,
     add_run_budget,
+    add_tolerance,
+    apply_project_config,
     budget_settings,
     fail,
     positive_int,
+    project_overrides,
 )
 
 EXIT_VERIFIED, EXIT_NOT_ALL, EXIT_ERROR = 0, 1, 2
@@ -55,6 +60,11 @@ redone; one that was running when the batch was killed is redone from scratch.
 Delete results/NAME.json to redo one repository. One repository's failure (even a
 crash of its process) is recorded as its verdict `error`; the batch carries on.
 
+configuration: each repository's own [tool.torchport] (pyproject.toml) or
+torchport.toml applies to its job (entry, steps, exclude, skip, tolerance, deps), under
+TORCHPORT_* variables and the flags given here; --target is the batch's, for all.
+A repository whose configuration is bad is recorded as `error`, saying why.
+
 memory: at most --jobs repositories are migrated at once, each in a fresh process
 (or Ray worker); each needs up to --memory MiB for its sandboxed runs and about
 1 GiB for its agent process, so plan for about jobs x (memory + 1024) MiB.
@@ -83,7 +93,13 @@ def add_parser(sub: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     b.add_argument("sources", metavar="SOURCES", help="a folder of repositories or a list file")
-    b.add_argument("--target", "-t", choices=TARGETS, required=True, help="where the code goes")
+    b.add_argument(
+        "--target",
+        "-t",
+        choices=TARGETS,
+        required=True,
+        help="where the code goes, for every repository (required)",
+    )
     b.add_argument("--out", "-o", metavar="DIR", required=True, help="the batch's folder")
     b.add_argument(
         "--jobs",
@@ -104,11 +120,13 @@ def add_parser(sub: Any) -> None:
         metavar="HOST:PORT",
         help="the Ray cluster to use (default: $RAY_ADDRESS, else a local Ray instance)",
     )
+    add_exclude(b)
     verify = b.add_argument_group("verification (per repository)")
     verify.add_argument(
         "--no-verify", action="store_true", help="skip running the programs; codemods only"
     )
     add_run_budget(verify, deps=True)
+    add_tolerance(verify)
     agent = b.add_argument_group("agents")
     add_llm(
         agent,
@@ -122,6 +140,10 @@ def add_parser(sub: Any) -> None:
 
 
 def _settings(args: argparse.Namespace) -> dict[str, Any]:
+    """The batch's settings: what the summary shows, and what every job starts from; each
+    job puts its repository's own file under ``overrides`` (``agents.batch.job``)."""
+    overrides = project_overrides(args)
+    apply_project_config(args, None)  # the batch's own: defaults, TORCHPORT_*, flags
     return {
         "target": args.target,
         "verify": not args.no_verify,
@@ -129,6 +151,7 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
         "max_iterations": args.max_iterations,
         "max_llm_tokens": args.max_llm_tokens,
         "llm": args.llm,
+        "overrides": dataclasses.asdict(overrides),
     }
 
 
@@ -144,10 +167,12 @@ def run(args: argparse.Namespace) -> int:
     from torchport.agents.batch.sources import SourcesError, read_sources
     from torchport.agents.batch.store import StoreError
     from torchport.agents.llm.config import LLMConfigError, resolve
+    from torchport.agents.project_config import ConfigError
 
     try:
         resolve(args.llm, os.environ)  # a bad --llm fails here, not in every job
-    except LLMConfigError as exc:
+        settings = _settings(args)  # and a bad TORCHPORT_* variable
+    except (LLMConfigError, ConfigError) as exc:
         return fail(str(exc))
     out = Path(args.out).expanduser().resolve()
     # `kill PID` (a scheduler's stop) unwinds like Ctrl-C: the running jobs are stopped
@@ -155,7 +180,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         sources = read_sources(args.sources, exclude=out)
         executor = make_executor(args.executor, args.jobs, args.ray_address)
-        summary = run_batch(sources, out, _settings(args), executor, quiet=args.quiet)
+        summary = run_batch(sources, out, settings, executor, quiet=args.quiet)
     except (SourcesError, ExecutorError, StoreError) as exc:
         return fail(str(exc))
     except OSError as exc:

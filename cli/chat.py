@@ -14,7 +14,16 @@ from typing import Any
 
 from torchport.tools.catalogue import TARGETS
 
-from .options import add_llm, add_run_budget, budget_settings, fail
+from .options import (
+    BuiltIn,
+    add_exclude,
+    add_llm,
+    add_run_budget,
+    add_tolerance,
+    apply_project_config,
+    budget_settings,
+    fail,
+)
 
 EXIT_OK, EXIT_INTERRUPTED, EXIT_ERROR = 0, 130, 2
 PROMPT = "torchport> "
@@ -51,18 +60,27 @@ def add_parser(sub: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     c.add_argument("path", nargs="?", help="repository folder to port")
-    c.add_argument("--target", "-t", choices=TARGETS, default="tpu", help="default: tpu")
+    c.add_argument(
+        "--target",
+        "-t",
+        choices=TARGETS,
+        default=BuiltIn("tpu"),
+        help="where the code goes (or, when set, TORCHPORT_TARGET or the repository's "
+        "`target` setting)",
+    )
     add_llm(c, "auto", "; with --resume, the session's own unless given")
     c.set_defaults(llm=None)  # None: not given (a new session takes auto)
     c.add_argument("--resume", metavar="SESSION", help="continue a saved session")
-    verify = c.add_argument_group("verification (/verify)")
-    verify.add_argument(
+    add_exclude(c)
+    verification = c.add_argument_group("verification (/verify)")
+    verification.add_argument(
         "--entry",
         metavar="CMD",
         help="how /verify runs the program, as migrate's --entry, e.g. \"python train.py "
         "--lr 0.1\" (default: the planner's choice; /verify CMD changes it in the session)",
     )
-    add_run_budget(verify, deps=True)
+    add_run_budget(verification, deps=True)
+    add_tolerance(verification)
     c.add_argument(
         "--plain", action="store_true", help="plain text even on a terminal (no colour, no boxes)"
     )
@@ -76,6 +94,7 @@ def run(args: argparse.Namespace) -> int:
     from torchport.agents.chat.state import ChatRuntime, new_state
     from torchport.agents.checkpoints import open_checkpointer
     from torchport.agents.llm.factory import llm_factory
+    from torchport.agents.project_config import ConfigError
 
     renderer = renderer_for(plain=args.plain)
     _line_editor()
@@ -95,6 +114,10 @@ def run(args: argparse.Namespace) -> int:
         source = Path(args.path).resolve()
         if not source.is_dir():
             return fail(f"{args.path}: not a folder")
+        try:  # the repository's settings; `entry` reaches args.entry where chat has --entry
+            apply_project_config(args, source)
+        except ConfigError as exc:
+            return fail(str(exc))
         session_id = runs.new_run_id()
     config = {"configurable": {"thread_id": f"chat-{session_id}"}, "recursion_limit": 200}
     runtime = ChatRuntime(session_id, llm_factory(say), llm_flag=args.llm if args.resume else None)
@@ -102,7 +125,7 @@ def run(args: argparse.Namespace) -> int:
         app = session.build(runtime).compile(checkpointer=saver)
         snapshot = app.get_state(config)
         if not args.resume:
-            budget = budget_settings(args)
+            budget = {**budget_settings(args), "skip": args.skip, "exclude": args.exclude}
             first = new_state(
                 session_id, source, args.target, args.llm or "auto", budget, args.entry
             )

@@ -17,7 +17,16 @@ from torchport.agents.data_notes import data_notes
 from torchport.tools.catalogue import TARGETS, load_catalogue
 from torchport.tools.safetext import terminal_line, terminal_text
 
-from .options import add_agent_limits, add_llm, add_run_budget, budget_settings, fail
+from .options import (
+    add_agent_limits,
+    add_exclude,
+    add_llm,
+    add_run_budget,
+    add_tolerance,
+    apply_project_config,
+    budget_settings,
+    fail,
+)
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
@@ -43,6 +52,11 @@ examples:
   torchport migrate repo/ -t tpu --entry "python train.py --epochs 1"
   torchport migrate repo/ -t tpu --llm local        lets the embedded model fix the long tail
   torchport migrate --resume 20261130-101500-ab12cd continues a killed run
+  torchport migrate repo/ -t tpu --exclude 'third_party/' --skip TPP   leaves them alone
+
+The repository's [tool.torchport] (pyproject.toml) or torchport.toml sets target, entry,
+steps, exclude, skip, tolerance and deps; TORCHPORT_TARGET, TORCHPORT_ENTRY, ... override
+it, and flags override both (`torchport config PATH` shows what applies, and why).
 
 Runs are checkpointed in $TORCHPORT_HOME/checkpoints.sqlite (default ~/.cache/torchport).
 LLM endpoints: --llm URL, or TORCHPORT_LLM_BASE_URL / TORCHPORT_LLM_MODEL, with the key
@@ -63,7 +77,13 @@ def add_parser(sub: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     m.add_argument("path", nargs="?", help="repository folder to migrate")
-    m.add_argument("--target", "-t", choices=TARGETS, help="where the code goes (required)")
+    m.add_argument(
+        "--target",
+        "-t",
+        choices=TARGETS,
+        help="where the code goes (required unless --resume: this flag, TORCHPORT_TARGET or "
+        "the repository's `target` setting)",
+    )
     _add_output(m)
     _add_verification(m)
     m.add_argument("--format", "-f", choices=["text", "json"], default="text")
@@ -98,6 +118,7 @@ def _add_output(m: argparse.ArgumentParser) -> None:
     m.add_argument(
         "--rules", metavar="CODES", help="only these rule codes or prefixes (e.g. TPD,TPA001)"
     )
+    add_exclude(m)
     m.add_argument(
         "--dry-run", action="store_true", help="write nothing; print the diff and the summary"
     )
@@ -126,6 +147,7 @@ def _add_verification(m: argparse.ArgumentParser) -> None:
         "--entry", metavar="CMD", help='how to run the program, e.g. "python train.py --lr 0.1"'
     )
     add_run_budget(verify, deps=True)
+    add_tolerance(verify)
     agent = m.add_argument_group("agents")
     add_llm(agent, "auto")
     add_agent_limits(agent, "for the run")
@@ -137,6 +159,8 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
         "source": str(Path(args.path).resolve()),
         "target": args.target,
         "select": [c.strip() for c in (args.rules or "").split(",") if c.strip()],
+        "skip": list(args.skip),
+        "exclude": list(args.exclude),
         "entry": args.entry,
         "verify": not args.no_verify,
         **budget_settings(args),
@@ -156,6 +180,7 @@ def run(args: argparse.Namespace) -> int:
     from torchport.agents import graph, runs
     from torchport.agents.deliver import migration_result, options_of, verification_record
     from torchport.agents.llm.factory import LLMSetupError, llm_factory
+    from torchport.agents.project_config import ConfigError
     from torchport.tools.migrate import MigrateError, check_options  # codemods: ~0.3 s
 
     def say(message: str) -> None:
@@ -168,8 +193,14 @@ def run(args: argparse.Namespace) -> int:
             runtime = graph.Runtime(args.resume, say, llm_factory(say))
             final = graph.resume(runtime)
         else:
-            if not args.path or not args.target:
+            if not args.path:
                 return fail("migrate needs PATH and --target (or --resume RUN_ID)")
+            apply_project_config(args, Path(args.path))
+            if not args.target:
+                return fail(
+                    "migrate needs --target (or TORCHPORT_TARGET, or `target` in the "
+                    "repository's [tool.torchport] or torchport.toml)"
+                )
             if args.rules and not load_catalogue().select(args.rules.split(",")):
                 return fail(f"--rules {args.rules!r} matches no rule (see `torchport rules`)")
             settings = _settings(args)
@@ -178,7 +209,7 @@ def run(args: argparse.Namespace) -> int:
             settings["run_id"] = run_id
             say(f"run {run_id} (resume with: torchport migrate --resume {run_id})")
             final = graph.start(settings, graph.Runtime(run_id, say, llm_factory(say)))
-    except (MigrateError, graph.GraphError, LLMSetupError) as exc:
+    except (MigrateError, graph.GraphError, LLMSetupError, ConfigError) as exc:
         return fail(str(exc))
     except OSError as exc:
         return fail(f"cannot write the migration: {exc}")

@@ -68,7 +68,7 @@ def migrate(
     root = Path(path).resolve()
     _check_options(root, options)
     say(f"scanning {root}")
-    scan_options = ScanOptions(target=options.target, select=options.select)
+    scan_options = scan_options_of(options)
     scanned = scan(root, scan_options) if run is None else remembered_scan(root, scan_options, run)
     result = MigrationResult(root, options.target, scanned)
     say(f"rewriting {len({f.path for f in scanned.findings})} files with findings")
@@ -92,6 +92,13 @@ def computed_migration(
     options = dataclasses.replace(options, dry_run=True)
     root = Path(path).resolve()
     return remembered(key_of(root, options, run), lambda: migrate(root, options, run=run))
+
+
+def scan_options_of(options: MigrateOptions) -> ScanOptions:
+    """The scan a migration with ``options`` starts from: the same rules and files."""
+    return ScanOptions(
+        target=options.target, select=options.select, skip=options.skip, exclude=options.exclude
+    )
 
 
 def check_options(root: Path, options: MigrateOptions) -> None:
@@ -252,7 +259,7 @@ def scan_source_findings(text: str, rel: str, options: MigrateOptions) -> list[F
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / Path(rel).name
         path.write_text(text, encoding="utf-8")
-        found = scan(path, ScanOptions(target=options.target, select=options.select)).findings
+        found = scan(path, dataclasses.replace(scan_options_of(options), exclude=())).findings
     return [f for f in found if f.fix[options.target]["kind"] != "auto"]
 
 

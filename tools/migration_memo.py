@@ -57,6 +57,8 @@ def key_of(root: Path, options: MigrateOptions, run: str | None) -> Hashable:
         str(root),
         options.target,
         options.select,
+        options.skip,
+        options.exclude,
         options.annotate,
         tree_fingerprint(root),
     )

@@ -21,6 +21,8 @@ if TYPE_CHECKING:
 class MigrateOptions:
     target: str
     select: tuple[str, ...] = ()
+    skip: tuple[str, ...] = ()  # rules never applied nor reported (the project's ``skip``)
+    exclude: tuple[str, ...] = ()  # files neither reported nor rewritten (gitignore patterns)
     out: Path | None = None
     in_place: bool = False
     branch: str | None = None

@@ -4,12 +4,17 @@ The walk honours ``.gitignore`` files (git's own pattern semantics, through
 pathspec), skips virtual environments, build output and caches, and never
 follows a symbolic link: a link is either reported (pointing out of the
 repository, or broken) or left to be scanned at its real path.
+
+``--exclude`` patterns (and the project's ``exclude`` setting) are read the same way,
+as one more ignore file at the repository's root: gitignore syntax, relative to the
+root, later patterns winning, ``!PATTERN`` taking back what an earlier one excluded.
+An excluded folder is not entered, so, as in git, nothing inside it can be taken back.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -121,10 +126,40 @@ class _IgnoreStack:
         return False
 
 
-def walk_repo(root: Path, skipped: list[Skipped]) -> Iterator[RepoFile]:
-    """Yield scannable files under ``root`` in a stable order; append skips to ``skipped``."""
+class ExcludeError(ValueError):
+    """An exclude pattern git's syntax cannot read (the message names it)."""
+
+
+def exclude_spec(patterns: Iterable[str]) -> pathspec.PathSpec | None:
+    """The exclude patterns as one gitignore-style spec (None when there are none)."""
+    patterns = [p for p in patterns if p.strip()]
+    for pattern in patterns:
+        try:
+            pathspec.GitIgnoreSpec.from_lines([pattern])
+        except (ValueError, TypeError) as exc:
+            raise ExcludeError(f"bad exclude pattern {pattern!r}: {exc}") from None
+    return pathspec.GitIgnoreSpec.from_lines(patterns) if patterns else None
+
+
+def is_excluded(spec: pathspec.PathSpec | None, rel: str, is_dir: bool = False) -> bool:
+    """Whether ``rel`` (relative to the root, '/'-separated) or a folder above it is excluded."""
+    if spec is None:
+        return False
+    parts = rel.split("/")
+    folders = ("/".join(parts[:i]) + "/" for i in range(1, len(parts)))
+    return any(spec.match_file(f) for f in folders) or spec.match_file(rel + "/" * is_dir)
+
+
+def walk_repo(
+    root: Path, skipped: list[Skipped], exclude: Iterable[str] = ()
+) -> Iterator[RepoFile]:
+    """Yield scannable files under ``root`` in a stable order; append skips to ``skipped``.
+    Files and folders ``exclude`` matches are left out silently, as ignored ones are."""
     root = root.resolve()
     ignores = _IgnoreStack()
+    spec = exclude_spec(exclude)
+    if spec is not None:
+        ignores.specs.append(("", spec))
     yield from _walk_dir(root, root, "", ignores, skipped)
 
 

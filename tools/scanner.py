@@ -27,7 +27,7 @@ from .entrypoints import EntryPointFinder, may_be_entry_point
 from .findings import SNIPPET_CHARS, Dependency, Finding, ScanResult, Skipped
 from .notebooks import code_cells
 from .pymatch import CompiledRules, analyze_module
-from .repowalk import RepoFile, walk_repo
+from .repowalk import ExcludeError, RepoFile, exclude_spec, file_kind, is_excluded, walk_repo
 from .sourcefile import DEFAULT_MAX_BYTES, Unscannable, parse_python, read_text
 from .textscan import TextHit, TextRules, scan_lines
 
@@ -43,6 +43,8 @@ class ScanError(Exception):
 class ScanOptions:
     target: str | None = None
     select: tuple[str, ...] = ()
+    skip: tuple[str, ...] = ()  # rule codes or prefixes never reported (after ``select``)
+    exclude: tuple[str, ...] = ()  # gitignore-style patterns, relative to the root
     max_bytes: int = DEFAULT_MAX_BYTES
     jobs: int = 0  # 0: one per CPU
     prefilter: bool = True
@@ -69,7 +71,8 @@ class _Engine:
     def __init__(self, options: ScanOptions) -> None:
         catalogue = load_catalogue()
         rules = catalogue.select(list(options.select))
-        rules = [r for r in rules if r.applies_to(options.target)]
+        skipped = {r.code for r in catalogue.select(list(options.skip))} if options.skip else ()
+        rules = [r for r in rules if r.applies_to(options.target) and r.code not in skipped]
         self.options = options
         self.by_code: dict[str, Rule] = {r.code: r for r in rules}
         self.python = CompiledRules.build(rules, list(catalogue))
@@ -206,24 +209,74 @@ def scan(
     options: ScanOptions | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> ScanResult:
+    """Scan a folder (its files as the repo walk finds them) or one file."""
     options = options or ScanOptions()
+    root = _checked(path, options)
+    skipped: list[Skipped] = []
+    if root.is_file():
+        if file_kind(root.name) is None:
+            raise ScanError(f"{root}: not a file type torchport scans")
+        real = root.resolve()
+        return scan_files(real.parent, [real], options, progress)
+    try:
+        files = list(walk_repo(root, skipped, options.exclude))
+    except ExcludeError as exc:
+        raise ScanError(str(exc)) from None
+    return _scan_list(root, files, skipped, options, progress)
+
+
+def scan_files(
+    root: str | os.PathLike,
+    paths: Iterable[str | os.PathLike],
+    options: ScanOptions | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> ScanResult:
+    """Scan the given files (a pre-commit hook's), named relative to ``root``, the
+    repository's root: findings read as a scan of the whole repository would name them.
+    Files of a kind the scanner does not read, and excluded ones, are left out silently;
+    a symbolic link is not followed (its target is scanned where it lives)."""
+    options = options or ScanOptions()
+    root = _checked(root, options).resolve()
+    try:
+        spec = exclude_spec(options.exclude)
+    except ExcludeError as exc:
+        raise ScanError(str(exc)) from None
+    files, skipped = [], []
+    for given in paths:
+        path = Path(given).absolute()
+        if not path.exists() and not path.is_symlink():
+            raise ScanError(f"no such file or directory: {given}")
+        try:
+            rel = path.relative_to(root).as_posix()
+        except ValueError:
+            raise ScanError(f"{given}: not inside {root}") from None
+        kind = file_kind(rel)
+        if kind is None or is_excluded(spec, rel) or path.is_dir():
+            continue
+        if path.is_symlink():
+            skipped.append(Skipped(rel, "symlink (not followed)"))
+            continue
+        files.append(RepoFile(path, rel, kind, path.stat().st_size))
+    return _scan_list(root, files, skipped, options, progress)
+
+
+def _checked(path: str | os.PathLike, options: ScanOptions) -> Path:
     if options.target is not None and options.target not in TARGETS:
         raise ScanError(f"unknown target {options.target!r}; choose one of {', '.join(TARGETS)}")
     root = Path(path)
     if not root.exists():
         raise ScanError(f"no such file or directory: {root}")
-    started = time.perf_counter()
-    skipped: list[Skipped] = []
-    if root.is_file():
-        from .repowalk import file_kind
+    return root
 
-        kind = file_kind(root.name)
-        if kind is None:
-            raise ScanError(f"{root}: not a file type torchport scans")
-        files = [RepoFile(root.resolve(), root.name, kind, root.stat().st_size)]
-        root = root.resolve().parent
-    else:
-        files = list(walk_repo(root, skipped))
+
+def _scan_list(
+    root: Path,
+    files: list[RepoFile],
+    skipped: list[Skipped],
+    options: ScanOptions,
+    progress: Callable[[int, int], None] | None,
+) -> ScanResult:
+    started = time.perf_counter()
     engine = _Engine(options)
     results = _run(engine, files, options, progress)
     scan_result = _assemble(root, options, results, files, skipped)

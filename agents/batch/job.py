@@ -150,6 +150,7 @@ def _migrate(spec: JobSpec, source: Path, out: Path, run_id: str) -> dict[str, A
 
     settings = {
         **{k: spec.settings[k] for k in SHARED_SETTINGS if k in spec.settings},
+        **project_settings(spec, source),
         "source": str(source),
         "out": str(out),
         "force": True,  # replaces what a killed attempt left
@@ -158,6 +159,21 @@ def _migrate(spec: JobSpec, source: Path, out: Path, run_id: str) -> dict[str, A
     }
     say(f"{spec.name}: run {run_id}, {source} -> {out}")
     return graph.start(settings, graph.Runtime(run_id, say, llm_factory(say)))
+
+
+def project_settings(spec: JobSpec, source: Path) -> dict[str, Any]:
+    """The repository's own configuration under the batch's ``TORCHPORT_*`` variables and
+    flags (``agents.project_config``); a Source that names an entry (a list's column, if
+    it has one) counts as a flag. Raises ConfigError, which makes the record ``error``."""
+    from torchport.agents.project_config import Overrides, resolve
+
+    given = spec.settings.get("overrides") or {}
+    above = Overrides(**given)
+    entry = getattr(spec.source, "entry", None)
+    if entry:
+        above = Overrides(above.env, {**above.flags, "entry": entry}, above.defaults)
+    config = resolve(source, above)
+    return {name: setting.value for name, setting in config.settings.items()}
 
 
 def outcome(final: dict[str, Any], migrated: Path, out_dir: str) -> dict[str, Any]:

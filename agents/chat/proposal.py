@@ -16,6 +16,7 @@ from torchport.tools.report.counts import count_constructs
 from torchport.tools.sourcefile import read_exact
 
 from ..defaults import DEFAULTS
+from ..state import scan_filters
 from ..verify_step import verify_overlay
 from . import changes as ch
 from . import verify_args
@@ -39,6 +40,7 @@ def migrate_node(state: ChatState, chat: ChatRuntime) -> dict[str, Any]:
         "llm": state.get("llm", "none"),
         "run_id": f"chat-{state['session_id']}",
         "entry": state.get("entry"),
+        **{k: list(v) for k, v in scan_filters(state.get("budget") or {}).items()},
     }
 
     inner = graph.Runtime(settings["run_id"], progress(), lambda s: chat.llm(s["llm"]))

@@ -10,7 +10,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypedDict
 
+from torchport.tools.scanner import ScanOptions
+
 from .. import runs
+from ..state import scan_filters
 from . import changes as ch
 
 
@@ -19,7 +22,9 @@ class ChatState(TypedDict, total=False):
     source: str
     target: str
     llm: str
-    budget: dict[str, Any]  # steps, timeout_s, memory_mb, isolation
+    # steps, timeout_s, memory_mb, isolation, deps, tolerance, and the files and rules the
+    # session leaves alone (exclude, skip: ``state.scan_filters``)
+    budget: dict[str, Any]
     entry: str | None  # how /verify runs the program (--entry, /verify CMD); None: the planner's
     command: dict[str, str]  # the latest, parsed
     plan: dict[str, Any] | None
@@ -73,6 +78,11 @@ class ChatRuntime:
     @property
     def scratch(self) -> Path:
         return runs.run_dir(f"chat-{self.session_id}")
+
+
+def scan_options(state: ChatState) -> ScanOptions:
+    """What the session's scans read: its target, less the files and rules it leaves alone."""
+    return ScanOptions(target=state["target"], **scan_filters(state.get("budget") or {}))
 
 
 def overlay_of(state: ChatState) -> dict[str, str]:

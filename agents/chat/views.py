@@ -13,17 +13,17 @@ from torchport.tools.catalogue.doc_sections import target_notes
 from torchport.tools.report.counts import ADVISORY_CATEGORY
 from torchport.tools.report.linemap import line_map
 from torchport.tools.safetext import terminal_line
-from torchport.tools.scanner import ScanOptions, scan
+from torchport.tools.scanner import scan
 
 from ..planner import make_plan
 from . import changes as ch
 from .events import emit, table
 from .slash_commands import help_rows, hidden
-from .state import ChatRuntime, ChatState, digest, overlay_of
+from .state import ChatRuntime, ChatState, digest, overlay_of, scan_options
 
 
 def scan_node(state: ChatState, chat: ChatRuntime) -> dict[str, Any]:
-    found = scan(Path(state["source"]), ScanOptions(target=state["target"])).findings
+    found = scan(Path(state["source"]), scan_options(state)).findings
     rows = [
         [f.rule, f"{f.path}:{f.line}", f.fix[state["target"]]["kind"], f.message] for f in found
     ]
@@ -48,7 +48,7 @@ def plan_node(state: ChatState, chat: ChatRuntime) -> dict[str, Any]:
 def plan_of(state: ChatState) -> dict[str, Any]:
     """The plan for the session's target, with its entry command (--entry, /verify CMD)."""
     source = Path(state["source"])
-    found = scan(source, ScanOptions(target=state["target"]))
+    found = scan(source, scan_options(state))
     return make_plan(source, found, state["target"], state.get("entry")).to_json()
 
 
