@@ -12,8 +12,8 @@ STAMP := $(VENV)/.torchport-installed
 # `torchport batch --executor ray` (~70 MB; without it those tests skip). `reference` is the
 # CUDA-only libraries that also run on a CPU (bitsandbytes), for the reference run. `triton`
 # is Triton's interpreter for the reference run of an original's kernels (~250 MB wheel;
-# without it those tests skip, naming the extra).
-EXTRAS ?= dev,local,cluster,reference,triton
+# without it those tests skip, naming the extra). `mcp` is the SDK of `torchport mcp`.
+EXTRAS ?= dev,mcp,local,cluster,reference,triton
 # llama.cpp compiled for the build machine's CPU (its default) uses AMX tile kernels on
 # CPUs that have them, and those fault on the virtual machines here (see
 # scripts/ensure-portable-llama): build it for AVX2 instead, which every x86-64 CPU

@@ -13,10 +13,10 @@ from torchport.tools import __version__
 from torchport.tools.catalogue import CatalogueError
 from torchport.tools.filenames import PRINTABLE_ERRORS
 
-from . import batch, chat, config, doctor, evaluate, migrate, rules, run, scan
+from . import batch, chat, config, doctor, evaluate, mcp, migrate, rules, run, scan
 from .options import EXIT_ERROR, OneLineParser, fail
 
-COMMANDS = (scan, migrate, batch, evaluate, chat, config, doctor, run, rules)
+COMMANDS = (scan, migrate, batch, evaluate, chat, mcp, config, doctor, run, rules)
 
 
 def _build_parser() -> argparse.ArgumentParser:

@@ -38,21 +38,17 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_CLEAN
 
 
+SUMMARY = ("code", "name", "title", "category", "severity")
+
+
 def _summary(rule: Rule) -> dict[str, Any]:
-    """What both JSON forms say of a rule."""
-    return {
-        "code": rule.code,
-        "name": rule.name,
-        "title": rule.title,
-        "category": rule.category,
-        "severity": rule.severity.value,
-    }
+    """What the listing says of each rule (``torchport rules CODE --format json`` says all)."""
+    data = rule.to_json()
+    return {key: data[key] for key in SUMMARY}
 
 
 def _show_json(rule: Rule) -> None:
-    fixes = {t: f.to_json() for t, f in rule.fixes.items()}
-    shown = {**_summary(rule), "message": rule.message, "fix": fixes, "doc": rule.doc}
-    print(json.dumps(shown, indent=2))
+    print(json.dumps(rule.to_json(), indent=2))
 
 
 def _show_text(rule: Rule) -> None:

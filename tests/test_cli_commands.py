@@ -13,6 +13,7 @@ ARGV = {
     "batch": ["batch", "repo", "-t", "tpu", "-o", "out"],
     "eval": ["eval"],
     "chat": ["chat", "repo"],
+    "mcp": ["mcp", "repo"],
     "config": ["config", "repo"],
     "doctor": ["doctor"],
     "run": ["run", "--", "python", "train.py"],

@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import shlex
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,23 +28,34 @@ from .views import file_list, list_changes, made_by, plan_of, where
 YES = ("y", "yes")
 
 
-def migrate_node(state: ChatState, chat: ChatRuntime) -> dict[str, Any]:
+def propose(
+    source: Path,
+    target: str,
+    llm: str,
+    run_id: str,
+    say: Callable[[str], None],
+    make_llm: Any,
+    options: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The migration of ``source`` for ``target`` as a proposal, written nowhere: the
+    original text of each changed file (``base``), its proposed text, the changes numbered
+    from 1 and what made them. Chat's /migrate and the MCP server's ``migrate`` both call
+    it, so the two propose the same thing. ``make_llm``: settings -> client or None;
+    ``options``: more of the run's settings (its entry, the files and rules it leaves)."""
     from .. import graph
     from ..deliver import migration_result
 
     settings = {
         **DEFAULTS,
-        "source": state["source"],
-        "target": state["target"],
-        "verify": False,  # /verify is its own step here
+        "source": str(source),
+        "target": target,
+        "verify": False,  # verification is its own step in both callers
         "dry_run": True,
-        "llm": state.get("llm", "none"),
-        "run_id": f"chat-{state['session_id']}",
-        "entry": state.get("entry"),
-        **{k: list(v) for k, v in scan_filters(state.get("budget") or {}).items()},
+        "llm": llm,
+        "run_id": run_id,
+        **(options or {}),
     }
-
-    inner = graph.Runtime(settings["run_id"], progress(), lambda s: chat.llm(s["llm"]))
+    inner = graph.Runtime(run_id, say, make_llm)
     # Nothing of this inner run is checkpointed. Without a mode of its own it inherits the
     # session's durability ("sync"), which langgraph 1.2 cannot honour without a
     # checkpointer (AttributeError on its missing save), so it gets one.
@@ -53,14 +65,37 @@ def migrate_node(state: ChatState, chat: ChatRuntime) -> dict[str, Any]:
         warnings.filterwarnings("ignore", message="`durability` has no effect")
         final = app.invoke({"settings": settings}, durability="async")
     proposal = final.get("overlay") or {}
-    source = Path(state["source"])
     base = {rel: _read(source / rel) or "" for rel in proposal}
     result = migration_result(final)
     edits = [dataclasses.asdict(e) for e in result.edits]
     edits += [{**e, "by": "llm"} for e in final.get("agent_edits") or []]
-    found = ch.split(base, proposal, edits)
+    return {
+        "plan": final.get("plan"),
+        "base": base,
+        "proposal": proposal,
+        "changes": ch.split(base, proposal, edits),
+        "edits": edits,
+        "totals": count_constructs(result).totals(),
+        "llm_usage": final.get("llm_usage") or {},
+    }
+
+
+def migrate_node(state: ChatState, chat: ChatRuntime) -> dict[str, Any]:
+    run_id = f"chat-{state['session_id']}"
+    made = propose(
+        Path(state["source"]),
+        state["target"],
+        state.get("llm", "none"),
+        run_id,
+        progress(),
+        lambda s: chat.llm(s["llm"]),
+        {
+            "entry": state.get("entry"),
+            **{k: list(v) for k, v in scan_filters(state.get("budget") or {}).items()},
+        },
+    )
+    proposal, found, totals = made["proposal"], made["changes"], made["totals"]
     by_llm = sum(1 for c in found if c["by"] == "llm")
-    totals = count_constructs(result).totals()
     emit(
         "text",
         f"proposed {len(found)} changes in {len(proposal)} files "
@@ -73,15 +108,15 @@ def migrate_node(state: ChatState, chat: ChatRuntime) -> dict[str, Any]:
         emit("text", f"left undone as you asked ({', '.join(sorted(kept))}): /redo to add")
     list_changes(found, set(undone))
     return {
-        "plan": final.get("plan"),
-        "base": base,
+        "plan": made["plan"],
+        "base": made["base"],
         "proposal": proposal,
         "changes": found,
-        "edits": edits,
+        "edits": made["edits"],
         "undone": undone,
         "verification": None,
         "verified": None,
-        "llm_usage": final.get("llm_usage") or state.get("llm_usage") or {},
+        "llm_usage": made["llm_usage"] or state.get("llm_usage") or {},
     }
 
 
@@ -247,9 +282,7 @@ def apply(state: ChatState, chat: ChatRuntime) -> dict[str, Any]:
         emit("text", "Nothing to apply.")
         return {}
     source = Path(state["source"])
-    stale = [
-        rel for rel in overlay if _read(source / rel) not in (state["base"].get(rel), overlay[rel])
-    ]
+    stale = stale_files(source, state["base"], overlay)
     if stale:
         emit("error", f"changed on disk since /migrate: {file_list(stale)}; /migrate again")
         return {}
@@ -268,21 +301,11 @@ def apply(state: ChatState, chat: ChatRuntime) -> dict[str, Any]:
     if str(answer).strip().lower() not in YES:
         emit("text", "Not applied; the proposal is kept.")
         return {}
-    from torchport.tools.output import nofollow
-
     applied = list(state.get("applied") or [])
     backup = chat.scratch / f"backup-{len(applied) + 1}"
-    written = []
-    for rel, text in sorted(overlay.items()):
-        why = nofollow.symlink_on_path(source, rel)
-        if why is not None:
-            emit("error", f"not applied: {why}")
-            continue
-        saved = backup / rel
-        saved.parent.mkdir(parents=True, exist_ok=True)
-        saved.write_bytes(state["base"][rel].encode("utf-8", "surrogateescape"))
-        nofollow.write_text(source, rel, text)
-        written.append(rel)
+    written, refused = write_proposal(source, state["base"], overlay, backup)
+    for why in refused:
+        emit("error", f"not applied: {why}")
     emit("text", f"Applied to {len(written)} files; the originals are in {backup}.")
     applied.append({"files": written, "backup": str(backup), "status": status})
     return {
@@ -292,6 +315,34 @@ def apply(state: ChatState, chat: ChatRuntime) -> dict[str, Any]:
         "changes": [],
         "undone": [],
     }
+
+
+def stale_files(source: Path, base: dict[str, str], overlay: dict[str, str]) -> list[str]:
+    """Files of the proposal that changed on disk since it was made (neither the original
+    it was made from nor the proposed text): writing them would lose someone's edit."""
+    return [rel for rel in overlay if _read(source / rel) not in (base.get(rel), overlay[rel])]
+
+
+def write_proposal(
+    source: Path, base: dict[str, str], overlay: dict[str, str], backup: Path
+) -> tuple[list[str], list[str]]:
+    """Write ``overlay`` into ``source``: each original first saved under ``backup``, each
+    file replaced atomically and never through a symlink. Returns the files written and,
+    for those refused, why. Chat's /apply and the MCP server's ``apply`` share it."""
+    from torchport.tools.output import nofollow
+
+    written, refused = [], []
+    for rel, text in sorted(overlay.items()):
+        why = nofollow.symlink_on_path(source, rel)
+        if why is not None:
+            refused.append(why)
+            continue
+        saved = backup / rel
+        saved.parent.mkdir(parents=True, exist_ok=True)
+        saved.write_bytes(base[rel].encode("utf-8", "surrogateescape"))
+        nofollow.write_text(source, rel, text)
+        written.append(rel)
+    return written, refused
 
 
 def _diagnose(record: dict[str, Any], target: str) -> None:

@@ -113,6 +113,20 @@ class Rule:
     # (an XLA step boundary), reported only when scanning for a target that needs it.
     scope: str = "cuda"
 
+    def to_json(self) -> dict[str, Any]:
+        """The rule as data: what ``torchport rules CODE --format json`` prints and the MCP
+        server's ``explain_rule`` answers."""
+        return {
+            "code": self.code,
+            "name": self.name,
+            "title": self.title,
+            "category": self.category,
+            "severity": self.severity.value,
+            "message": self.message,
+            "fix": {target: fix.to_json() for target, fix in self.fixes.items()},
+            "doc": self.doc,
+        }
+
     def fixes_for(self, in_text: bool) -> dict[str, Fix]:
         return {**self.fixes, **self.text_fixes} if in_text else self.fixes
 
