@@ -140,3 +140,26 @@ def test_no_model_is_asked_about_an_excluded_file(tmp_path):
     work.ask_llm({"path": "vendor/lib.py", "kind": "failure"}, "failure")
     assert work.overlay == {} and work.agent_edits == []
     assert work.log[-1]["decision"] == "LLM not asked: excluded file"
+
+
+def test_chat_takes_the_projects_entry_unless_given_one(tmp_path):
+    """The project's `entry` is chat's --entry: /plan shows the command /verify would run."""
+    repo = make_repo(tmp_path / "repo", 'entry = "python train.py --from-the-file"\n')
+    env = {**os.environ, "TORCHPORT_HOME": str(tmp_path / "home")}
+
+    def plan(*flags: str) -> str:
+        done = subprocess.run(
+            [sys.executable, "-m", "torchport.cli", "chat", str(repo), "--llm", "none", "--plain",
+             *flags],
+            input="/plan\n/quit\n",
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=300,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    assert "python train.py --from-the-file" in plan()
+    given = plan("--entry", "python train.py --from-the-flag")
+    assert "--from-the-flag" in given and "--from-the-file" not in given
