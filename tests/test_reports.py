@@ -170,6 +170,12 @@ def test_text_report_shows_only_the_selected_targets_fix_unless_all_targets(repo
     }
 
 
+def test_text_report_of_a_clean_repository_counts_nothing_by_severity(tmp_path: Path):
+    (tmp_path / "a.py").write_text("x = 1\n")
+    text = render_text(scan(tmp_path, ScanOptions(target="tpu")))
+    assert "\n  findings: 0\n" in text and "error (" not in text
+
+
 def test_scan_all_targets_from_the_command_line(repo: Path, capsys):
     assert main(["scan", str(repo), "-q", "-t", "xla"]) == 1
     assert "tpu,neuron:auto" not in capsys.readouterr().out

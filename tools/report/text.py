@@ -96,10 +96,7 @@ def render_summary(result: ScanResult) -> list[str]:
         "Summary",
         f"  files scanned: {s['files_scanned']} ({s['loc']} lines); "
         f"with CUDA constructs: {s['files_with_findings']}; skipped: {s['skipped']}",
-        f"  findings: {s['findings']} "
-        + "("
-        + ", ".join(f"{k} {s['by_severity'][k]}" for k in _by_rank(s["by_severity"]))
-        + ")",
+        f"  findings: {s['findings']}{_severities(s['by_severity'])}",
     ]
     if s["by_category"]:
         lines.append("  constructs by category:")
@@ -133,3 +130,10 @@ def render_summary(result: ScanResult) -> list[str]:
             lines.append(f"    ... and {len(result.skipped) - 20} more (see --format json)")
     lines.append(f"  time: {s['elapsed_s']:.2f}s")
     return lines
+
+
+def _severities(counts: dict[str, int]) -> str:
+    """`` (error 2, warning 1)``, most severe first; nothing when there are no findings."""
+    if not counts:
+        return ""
+    return " (" + ", ".join(f"{k} {counts[k]}" for k in _by_rank(counts)) + ")"
