@@ -259,12 +259,18 @@ def test_a_repositorys_entry_from_the_list_is_how_its_program_runs(tmp_path, cap
     program without one has no command that can run (the planner sees the required
     argument), so the entry is what made the difference."""
     shutil.copytree(Path(__file__).parent / "fixtures" / "needs_lr", tmp_path / "prog")
-    (tmp_path / "list.txt").write_text("prog - given -- python train.py --lr 0.1\nprog - guessed\n")
+    # the same program whose own torchport.toml names the entry (the list names none)
+    shutil.copytree(tmp_path / "prog", tmp_path / "configured")
+    (tmp_path / "configured" / "torchport.toml").write_text('entry = "python train.py --lr 0.1"\n')
+    (tmp_path / "list.txt").write_text(
+        "prog - given -- python train.py --lr 0.1\nprog - guessed\nconfigured\n"
+    )
     out = tmp_path / "out"
     args = ["batch", str(tmp_path / "list.txt"), "-t", "tpu", "--out", str(out), *FAST]
     assert main(args) == 1  # "guessed" is not verified
     rows = {r["name"]: r for r in json.loads((out / "summary.json").read_text())["repos"]}
     assert rows["given"]["verdict"] == "verified", rows["given"]["reason"]
+    assert rows["configured"]["verdict"] == "verified", rows["configured"]["reason"]
     assert rows["guessed"]["verdict"] == "not-runnable"
     assert "--lr" in rows["guessed"]["reason"] and "--entry" in rows["guessed"]["reason"]
     record = json.loads((out / "results" / "given.json").read_text())

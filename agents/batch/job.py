@@ -155,7 +155,6 @@ def _migrate(spec: JobSpec, source: Path, out: Path, run_id: str) -> dict[str, A
         "out": str(out),
         "force": True,  # replaces what a killed attempt left
         "run_id": run_id,
-        "entry": spec.source.entry,  # the list's ENTRY for this repository, else the planner's
     }
     say(f"{spec.name}: run {run_id}, {source} -> {out}")
     return graph.start(settings, graph.Runtime(run_id, say, llm_factory(say)))
@@ -163,15 +162,15 @@ def _migrate(spec: JobSpec, source: Path, out: Path, run_id: str) -> dict[str, A
 
 def project_settings(spec: JobSpec, source: Path) -> dict[str, Any]:
     """The repository's own configuration under the batch's ``TORCHPORT_*`` variables and
-    flags (``agents.project_config``); a Source that names an entry (a list's column, if
-    it has one) counts as a flag. Raises ConfigError, which makes the record ``error``."""
+    flags (``agents.project_config``); the list's entry for it counts as a flag, so it wins
+    over the repository's file, which wins over the planner's choice. Raises ConfigError,
+    which makes the record ``error``."""
     from torchport.agents.project_config import Overrides, resolve
 
     given = spec.settings.get("overrides") or {}
     above = Overrides(**given)
-    entry = getattr(spec.source, "entry", None)
-    if entry:
-        above = Overrides(above.env, {**above.flags, "entry": entry}, above.defaults)
+    if spec.source.entry:
+        above = Overrides(above.env, {**above.flags, "entry": spec.source.entry}, above.defaults)
     config = resolve(source, above)
     return {name: setting.value for name, setting in config.settings.items()}
 
