@@ -54,13 +54,15 @@ def _target(value: Any) -> str:
     return value
 
 
-def _entry(value: Any) -> str:
+def entry_command(value: Any) -> str:
+    """An entry command as the planner takes it (split as a shell would), else ValueError
+    saying why: every front door that takes one (flag, file, batch list) checks it so."""
     if not isinstance(value, str) or not value.strip():
         raise ValueError(f'must be a command line such as "python train.py", not {value!r}')
     try:
         shlex.split(value)
     except ValueError as exc:
-        raise ValueError(f"cannot be split as a shell would: {exc}") from None
+        raise ValueError(f"does not parse as a command: {exc}") from None
     return value
 
 
@@ -217,7 +219,9 @@ class Key:
 
 KEYS: dict[str, Key] = {
     "target": Key(None, "TORCHPORT_TARGET", "--target", _anywhere(_target), _target),
-    "entry": Key(None, "TORCHPORT_ENTRY", "--entry", _anywhere(_entry), _entry, _entry),
+    "entry": Key(
+        None, "TORCHPORT_ENTRY", "--entry", _anywhere(entry_command), entry_command, entry_command
+    ),
     "steps": Key(VERIFY_STEPS, "TORCHPORT_STEPS", "--steps", _anywhere(_steps), _steps),
     # gitignore patterns relative to the repository's root: files neither reported nor rewritten
     "exclude": Key(

@@ -16,6 +16,8 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..project_config import entry_command
+
 # scheme://... (https, ssh, git, file) or scp-like user@host:path
 _GIT_URL = re.compile(r"^(?:[A-Za-z][A-Za-z0-9+.-]*://|[\w.-]+@[\w.-]+:)")
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
@@ -188,10 +190,9 @@ def _checked_command(command: str | None, where: str) -> str | None:
     if not command or not command.strip():
         return None
     try:
-        shlex.split(command)
+        return entry_command(command.strip())
     except ValueError as exc:
-        raise SourcesError(f"{where}: entry {command!r} does not parse: {exc}") from exc
-    return command.strip()
+        raise SourcesError(f"{where}: entry {command!r} {exc}") from exc
 
 
 def _basename(location: str) -> str:
