@@ -198,11 +198,12 @@ def test_server_env_has_no_secrets_nor_server_settings():
 def test_command_binds_loopback_only(tmp_path):
     server = LocalServer(tmp_path / "m.gguf", n_threads=3)
     cmd = server.command(tmp_path / "m.gguf", 12345)
-    args = dict(zip(cmd[5::2], cmd[6::2], strict=True))
+    code = cmd.index("-c") + 1  # python -I -u -c BOOT PARENT_PID LOG ARGS...
+    args = dict(zip(cmd[code + 3 :: 2], cmd[code + 4 :: 2], strict=True))
     assert args["--host"] == "127.0.0.1" and args["--port"] == "12345"
     assert args["--n_ctx"] == "8192" and args["--n_threads"] == "3"
     assert args["--logits_all"] == "False" and args["--model_alias"] == server.model
-    assert 'run_module("llama_cpp.server"' in cmd[2]
+    assert 'run_module("llama_cpp.server"' in cmd[code] and cmd[1:3] == ["-I", "-u"]
 
 
 def test_server_not_installed_is_a_clear_error(monkeypatch, tmp_path):

@@ -18,6 +18,8 @@ import signal
 import subprocess
 from collections.abc import Callable
 
+from ..sandbox.hostpython import private_cwd
+
 PR_SET_PDEATHSIG = 1
 
 
@@ -45,6 +47,7 @@ def run_bounded(
     proc = subprocess.Popen(
         argv,
         env=env,
+        cwd=private_cwd(),  # the user's folder may be a repository: nothing resolves there
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

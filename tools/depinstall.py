@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..sandbox.hostpython import python_command
 from .catalogue import load_catalogue
 from .childproc import run_bounded
 from .depfiles import CUDA_ONLY_RULES, dependencies_in_text
@@ -57,7 +58,8 @@ PIP_PASSTHROUGH = (
     "SSL_CERT_FILE",
     "REQUESTS_CA_BUNDLE",
 )
-PIP = [sys.executable, "-m", "pip", "--disable-pip-version-check", "--no-input"]
+# -I: a repository's own pip/ (the working folder) or PYTHONPATH never stands in for pip
+PIP = python_command("-m", "pip", "--disable-pip-version-check", "--no-input")
 WHEELS_ONLY = "--only-binary=:all:"
 COMPLETE = ".complete"
 # A staging folder: "<overlay key>.<pid of the torchport making it>.tmp".

@@ -22,6 +22,8 @@ from collections.abc import Callable, Generator, Sequence
 from multiprocessing.connection import Connection, wait
 from typing import Any, Protocol
 
+from torchport.sandbox.hostpython import spawn_children_safely
+
 from . import job
 from .job import JobSpec
 
@@ -50,6 +52,7 @@ class LocalExecutor:
         self.jobs = max(1, jobs)
 
     def run(self, specs: Sequence[JobSpec], started: Started) -> Jobs:
+        spawn_children_safely()  # no module of the working folder stands in for the stdlib's
         context = multiprocessing.get_context("spawn")
         queue = list(specs)
         running: dict[Connection, tuple[JobSpec, Any]] = {}

@@ -48,6 +48,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
+from torchport.sandbox.hostpython import private_cwd, python_command
+
 __all__ = [
     "DEFAULT_MODEL",
     "INSTALL_HINT",
@@ -325,7 +327,7 @@ def server_env(environ: dict[str, str] | None = None) -> dict[str, str]:
         for k, v in (os.environ if environ is None else environ).items()
         if (k in _ENV_KEEP or k.startswith(_ENV_KEEP_PREFIXES)) and not _SECRET.search(k)
     }
-    env["PYTHONUNBUFFERED"] = "1"
+    env["PYTHONUNBUFFERED"] = "1"  # for a server started without -I (tests build their own)
     env["PYTHONNOUSERSITE"] = "1"
     return env
 
@@ -423,9 +425,7 @@ class LocalServer:
     def command(self, model_path: Path, port: int, log: Path | str = os.devnull) -> list[str]:
         """The server's command line: ``python -c BOOT PARENT_PID LOG <llama_cpp.server args>``."""
         return [
-            self.python,
-            "-c",
-            _BOOT,
+            *python_command("-c", _BOOT, python=self.python, unbuffered=True),
             str(os.getpid()),
             str(log),
             "--model", str(model_path),
@@ -514,7 +514,7 @@ class LocalServer:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 env=env,
-                cwd=tempfile.gettempdir(),
+                cwd=private_cwd(),  # -I and a folder of torchport's: no llama_cpp/ of others
                 start_new_session=True,  # the terminal's Ctrl-C is ours to handle, not its
             )
         self.process, self.port, self.log_path = proc, port, log_path

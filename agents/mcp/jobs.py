@@ -21,9 +21,11 @@ from typing import Any
 
 import anyio
 from anyio.abc import ByteReceiveStream, Process
+from torchport.sandbox.hostpython import private_cwd, python_command
 from torchport.sandbox.isolation import owner
 
-WORKER = [sys.executable, "-m", "torchport.agents.mcp.worker"]
+# -I: the served repository (often the working folder) cannot stand in for torchport
+WORKER = python_command("-m", "torchport.agents.mcp.worker")
 # How long the runs of a killed worker may take to go (their watchdogs kill and clean up).
 CLEANUP_S = 60.0
 
@@ -40,6 +42,7 @@ async def run_job(job: dict[str, Any], report: Callable[[str], Awaitable[None]])
         stdout=subprocess.PIPE,
         stderr=None,  # the server's own standard error: the client's log
         start_new_session=True,  # one process group, killed as one
+        cwd=private_cwd(),
     )
     tag = _tag(process.pid)
     answer: dict[str, Any] | None = None

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..hostpython import private_cwd, python_command
 from . import owner, probe_program
 from .api import BACKENDS, backend_status, choose_backend, run_isolated
 from .cgroup import make_cgroup
@@ -96,10 +97,10 @@ def _host_sockets() -> list[str]:
 def _start_holder(secret: str) -> subprocess.Popen[bytes]:
     """A torchport process holding ``secret`` in a credential-like variable, once it has
     hidden it as every torchport process does (it imports torchport as this one does)."""
-    path = os.pathsep.join(p for p in sys.path if p)
-    env = {**safe_env(), "PYTHONPATH": path, _SECRET_NAME: secret}
+    env = {**safe_env(), _SECRET_NAME: secret}
     pipes = {"stdin": subprocess.PIPE, "stdout": subprocess.PIPE}
-    holder = subprocess.Popen([sys.executable, "-c", _HOLDER], env=env, **pipes)
+    # -I, in a folder of torchport's: the working folder (a repository?) cannot stand in
+    holder = subprocess.Popen(python_command("-c", _HOLDER), env=env, cwd=private_cwd(), **pipes)
     if holder.stdout is None or holder.stdout.readline().strip() != b"ready":
         holder.kill()
         holder.wait()

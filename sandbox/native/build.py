@@ -27,6 +27,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from ..hostpython import python_command
+
 SOURCE = Path(__file__).with_name("emulator.cpp")
 MODULE = "torchport_emulator"
 CACHE_ENV = "TORCHPORT_EMULATOR_CACHE"
@@ -113,11 +115,12 @@ def _compile_into(final: Path) -> None:
     started = time.monotonic()
     try:
         proc = subprocess.run(
-            [sys.executable, "-m", f"{__package__}.compile", str(work)],
+            python_command("-m", f"{__package__}.compile", str(work)),
             capture_output=True,
             text=True,
             timeout=BUILD_TIMEOUT_S,
             env={**os.environ, "MAX_JOBS": os.environ.get("MAX_JOBS", "1")},
+            cwd=work,  # torchport's own folder, not the user's (a repository's)
         )
         if proc.returncode != 0:
             lines = [ln for ln in (proc.stderr + proc.stdout).splitlines() if "error" in ln]
