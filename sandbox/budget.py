@@ -51,6 +51,10 @@ class Budget:
     # Told when the budget is spent, before StepBudgetReached is raised: a child process
     # writes its result and exits there (see ``sandbox.session``).
     on_limit: Callable[[str], None] | None = None
+    # Told each number the moment it is recorded ("loss", "step", "forward", "output"):
+    # the results channel's sender (sandbox.channel), so that what reaches the verdict
+    # is what was recorded, not what this object holds when the program ends.
+    journal: Callable[..., None] | None = None
     optimizers: int = 0  # constructed so far: a program that has one is training
     _depth: int = 0
     _in_backward: bool = False
@@ -62,6 +66,23 @@ class Budget:
         if self.max_forwards is None or not self.optimizers:
             return self.max_forwards
         return self.max_forwards * TRAINING_FORWARDS
+
+    def record_loss(self, value: float) -> None:
+        self.losses.append(value)
+        if self.journal is not None:
+            self.journal("loss", v=value)
+
+    def count(self, name: str) -> int:
+        """One more optimizer step ("steps") or top-level forward call ("forwards")."""
+        setattr(self, name, getattr(self, name) + 1)
+        if self.journal is not None:
+            self.journal("step" if name == "steps" else "forward", n=getattr(self, name))
+        return getattr(self, name)
+
+    def record_output(self, summary: dict[str, Any]) -> None:
+        self.outputs.append(summary)
+        if self.journal is not None:
+            self.journal("output", s=summary)
 
     def stop(self, reason: str) -> None:
         if self.on_limit is not None:
@@ -140,7 +161,7 @@ def install(budget: Budget) -> Budget:
         # torch's override machinery: record the outermost call only.
         outer = not budget._in_backward
         if outer and self.numel() == 1 and not replays.capturing():
-            budget.losses.append(_scalar(self))
+            budget.record_loss(_scalar(self))
         budget._in_backward = True
         try:
             return original_backward(self, *args, **kwargs)
@@ -151,7 +172,7 @@ def install(budget: Budget) -> Budget:
     patching.patch(torch.Tensor, "backward", backward, by="budget")
 
     def count_step() -> None:
-        budget.steps += 1
+        budget.count("steps")
         if budget.on_step is not None:
             budget.on_step(budget.steps, budget.losses[-1] if budget.losses else None)
         if budget.max_steps is not None and budget.steps >= budget.max_steps:
@@ -162,7 +183,8 @@ def install(budget: Budget) -> Budget:
             count_step()
 
     def after_replay(losses: list[torch.Tensor], steps: int) -> None:
-        budget.losses.extend(_scalar(t) for t in losses)
+        for t in losses:
+            budget.record_loss(_scalar(t))
         for _ in range(steps):
             count_step()
 
@@ -176,13 +198,13 @@ def install(budget: Budget) -> Budget:
         budget._depth -= 1
         if budget._depth or not _has_weights(module):
             return  # a submodule, a transform or a loss: only the program's models count
-        budget.forwards += 1
+        budget.count("forwards")
         if budget.steps or budget.losses:
             return  # training: the optimizer steps are the budget
         if len(budget.outputs) < 64:
             summary = summarize(output)
             if summary is not None:
-                budget.outputs.append(summary)
+                budget.record_output(summary)
         limit = budget.forward_limit()
         if limit is not None and budget.forwards >= limit:
             budget.stop(f"{budget.forwards} forward calls")

@@ -2,27 +2,25 @@
 
 The parent side of a run: copy the program, start ``torchport.sandbox.launch``
 inside the strongest isolation available (see ``sandbox.isolation``) with an
-allowlisted environment, enforce the wall-clock and memory limits, and read back
-the JSON result the launcher wrote. A run that was killed (timeout, memory) has
-no result file; that is reported as what it is.
+allowlisted environment, enforce the wall-clock and memory limits, and collect what
+the run's processes sent on the results channel (``sandbox.channel``) as they ran.
+A run that was killed (timeout, memory) sent no end report; that is reported as what
+it is.
 """
 
 from __future__ import annotations
 
-import contextvars
-import json
 import shutil
 import sys
-import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 from . import rendezvous
+from .channel import Collector, ProcessRecord
 from .commandline import rewrite
 from .cudacpu import pch as cudacpu_pch
 from .isolation import BackendUnavailable, owner, run_isolated
@@ -242,14 +240,22 @@ def split_program_args(command: list[str]) -> tuple[list[str], list[str]]:
     return command[:cut], command[cut:]
 
 
-def launcher_argv(spec: RunSpec, result_file: Path, program_dir: Path) -> list[str]:
+# -P -s, and the program's folders out of PYTHONPATH: the launcher imports torchport before
+# they are on its path, so a repository's own torchport/ package cannot stand in for it
+# (sandbox.launch says why not -I).
+SAFE_PATH = ("-P", "-s")
+LAUNCHER = [sys.executable, *SAFE_PATH, "-m", "torchport.sandbox.launch"]
+
+
+def launcher_argv(spec: RunSpec, results: Path, program_dir: Path) -> list[str]:
     """The launcher's command line; under torchrun, torchrun's, running the launcher
-    (with ``--per-rank``) once per rank."""
+    (with ``--per-rank``) once per rank, itself with ``-I`` (``--no-python``)."""
     dist = torchrun_parts(spec.command)
-    head = [sys.executable, "-m", "torchport.sandbox.launch"]
+    head = list(LAUNCHER)
     if dist is not None:
-        head = [sys.executable, "-m", TORCHRUN_MODULES[0], *dist.options]
-        head += ["-m", "torchport.sandbox.launch", "--per-rank"]
+        head = [sys.executable, *SAFE_PATH, "-m", TORCHRUN_MODULES[0], *dist.options]
+        head += ["--no-python"]
+        head += [*LAUNCHER, "--per-rank"]
     argv = [
         *head,
         "--mode",
@@ -258,8 +264,8 @@ def launcher_argv(spec: RunSpec, result_file: Path, program_dir: Path) -> list[s
         str(spec.seed),
         "--devices",
         str(spec.devices),
-        "--result",
-        str(result_file),
+        "--results",
+        str(results),
         "--chdir",
         str(program_dir),
     ]
@@ -271,8 +277,6 @@ def launcher_argv(spec: RunSpec, result_file: Path, program_dir: Path) -> list[s
         argv += ["--preload", module]
     for site in spec.record_sites:
         argv += ["--record-site", site]
-    if spec.progress is not None:
-        argv += ["--progress", str(result_file.with_name("progress.jsonl"))]
     program = dist.program if dist is not None else program_argv(spec.command)
     return [*argv, "--", *program]
 
@@ -313,44 +317,6 @@ def _execute(
     return outcome.returncode, outcome.stdout, outcome.stderr, outcome.backend, reason
 
 
-@contextmanager
-def _tail_progress(path: Path, report: Callable[[dict[str, Any]], None] | None) -> Iterator[None]:
-    """While the body runs, pass each new line of ``path`` to ``report`` (twice a second)."""
-    if report is None:
-        yield
-        return
-    stop = threading.Event()
-    seen = 0
-
-    def drain() -> None:
-        nonlocal seen
-        try:
-            lines = path.read_text(encoding="utf-8").splitlines()
-        except OSError:
-            return
-        for line in lines[seen:]:
-            try:
-                report(json.loads(line))
-            except ValueError:
-                break  # a line still being written: read it next time
-            seen += 1
-
-    def watch() -> None:
-        while not stop.wait(0.5):
-            drain()
-
-    # the caller's context (contextvars) goes with the callback: a langgraph node's
-    # stream writer, for one, only works inside its run's context
-    watcher = threading.Thread(target=contextvars.copy_context().run, args=(watch,), daemon=True)
-    watcher.start()
-    try:
-        yield
-    finally:
-        stop.set()
-        watcher.join()
-        drain()
-
-
 def run(spec: RunSpec) -> RunResult:
     if spec.mode not in MODES:
         raise RunError(f"unknown mode {spec.mode!r}; choose one of {', '.join(MODES)}")
@@ -366,15 +332,20 @@ def run(spec: RunSpec) -> RunResult:
         head, args = split_program_args(spec.command)
         fitted = rewrite(args, scratch, spec.devices)
         spec = replace(spec, command=[*head, *fitted.args])
-        result_file = Path(tmp) / "result.json"
-        argv = launcher_argv(spec, result_file, scratch)
-        with _tail_progress(Path(tmp) / "progress.jsonl", spec.progress):
+        argv = launcher_argv(spec, Path(tmp), scratch)
+        dist = torchrun_parts(spec.command)
+        # listening before the sandbox starts: the launcher's is the first connection
+        collector = Collector(Path(tmp), spec.progress)
+        try:
             marks["spawned"] = time.time()
             code, out, err, isolation, killed = _execute(argv, Path(tmp), spec)
-        dist = torchrun_parts(spec.command)
-        data = collect_results(Path(tmp), dist.nproc if dist is not None else None)
+        finally:
+            records = collector.close()  # every process of the run is gone by now
+        data = collect_results(records, dist is None, dist.nproc if dist is not None else None)
     marks["returned"] = time.time()  # the results read, the program's copy removed
     result = RunResult(status="failed", exit_code=code, isolation=isolation, mode=spec.mode)
+    if killed and _unfinished(data):
+        data = None  # stopped from outside before it could report its end: the stop says why
     if data is not None:
         for key in (
             "status",
@@ -413,20 +384,29 @@ def run(spec: RunSpec) -> RunResult:
     return result
 
 
-def _load(path: Path) -> dict[str, Any]:
-    data = json.loads(path.read_text())
-    if "rank" not in data and ".rank" in path.stem:
-        data["rank"] = int(path.stem.rpartition(".rank")[2])
-    return data
+def _unfinished(data: dict[str, Any] | None) -> bool:
+    return data is None or (data.get("error") or {}).get("type") == "NoResult"
 
 
-def collect_results(folder: Path, expected_ranks: int | None) -> dict[str, Any] | None:
-    """The run's result from every file its processes wrote: the launcher's
-    ``result.json``, torchrun's ``result.rank<R>.json`` (``expected_ranks`` of them), and
-    ``result.child.<pid>.json`` from each child process that did any work."""
-    main = _load(folder / "result.json") if (folder / "result.json").is_file() else None
-    ranks = [_load(p) for p in sorted(folder.glob("result.rank*.json"))]
-    children = [_load(p) for p in sorted(folder.glob("result.child.*.json"))]
+def collect_results(
+    records: list[ProcessRecord], launcher: bool, expected_ranks: int | None
+) -> dict[str, Any] | None:
+    """The run's result from what its processes sent: the launcher's (the first
+    connection, when ``launcher``), torchrun's ranks (``expected_ranks`` of them), and each
+    child process that did any work. A second process claiming to be the launcher is a
+    process of the program's: the run fails, naming it."""
+    if not records:
+        return None
+    main = records[0].result() if launcher and records[0].role == "launcher" else None
+    others = records[1:] if main is not None else records
+    impostors = [r for r in others if r.role == "launcher"]
+    for record in impostors:
+        record.problems.append("claimed to be torchport's launcher, which had already reported")
+    ranks = [r.result() for r in others if r.role == "rank" or r in impostors]
+    # a connection that sent something malformed before saying who it was fails the run
+    children = [r.result() for r in others if r.role == "child" or (not r.role and r.problems)]
+    if main is None and not ranks and not children:
+        return None
     if not ranks and not children:
         return main
     return merge_processes(main, [*ranks, *children], expected_ranks if ranks else None)

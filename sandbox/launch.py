@@ -1,12 +1,20 @@
 """The process a sandboxed run starts: activate the emulated device (or the CUDA
 reference shim), fix seeds, watch the program with a step budget, run it as
-``python`` would, and write a JSON result however it ends.
+``python`` would, and report what it did on the results channel however it ends.
 
-    python -m torchport.sandbox.launch --mode tpu --steps 20 --result r.json -- train.py --lr 1
-    python -m torchport.sandbox.launch --mode reference --result r.json -- -m mypkg.train
+    python -P -s -m torchport.sandbox.launch --mode tpu --steps 20 --results DIR -- train.py
+    python -P -s -m torchport.sandbox.launch --mode reference --results DIR -- -m mypkg.train
 
-Under torchrun each rank runs this launcher (``--per-rank`` gives each its own result
-file), and datasets asked of torchvision, torchaudio or HF ``datasets`` are synthetic
+``-P``, and the program's folders given in ``TORCHPORT_PROGRAM_PATH`` rather than
+``PYTHONPATH``: nothing of the program is on the path while torchport's own modules are
+imported (a repository's ``torchport/`` package cannot stand in for them). The launcher
+connects to the results channel (``sandbox.channel``, a socket in DIR that torchport
+listens on) before anything of the program runs, and adds the program's folders to the
+path only then. (Not ``-I``: its ``-E`` would pass to ``mp.spawn``'s children, which
+need ``PYTHONPATH`` for torchport's bootstrap.)
+
+Under torchrun each rank runs this launcher (``--per-rank``: each reports as a rank),
+and datasets asked of torchvision, torchaudio or HF ``datasets`` are synthetic
 unless ``--real-data`` (see ``sandbox.synthetic``). In ``reference`` mode, flash-attn,
 xformers and apex are pure-PyTorch stand-ins when not installed (see
 ``sandbox.shim.standins``; the result lists those used as ``reference_standins``).
@@ -30,13 +38,22 @@ import traceback
 from pathlib import Path
 from typing import Any, NoReturn
 
-from torchport.sandbox.pythonpath import place_site_paths
+from torchport.sandbox.pythonpath import installed_overlays, place_site_paths, program_path
 
+from .channel import Reporter
 from .limits import DEFAULT_DEVICES
 from .modes import MODES
 from .session import OWN_CODE, RunConfig, error_of, export, start, user_frame
 
-__all__ = ["MODES", "OWN_CODE", "main", "notebook_cells", "result_path", "user_frame"]
+__all__ = ["MODES", "OWN_CODE", "main", "notebook_cells", "program_paths", "user_frame"]
+# The launcher's exit status when it cannot report at all (the program was not started).
+CANNOT_REPORT = 3
+
+
+def own_rank() -> int | None:
+    """torchrun's RANK for this process, when it has one."""
+    rank = os.environ.get("RANK", "")
+    return int(rank) if rank.isdigit() else None
 
 
 def _parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
@@ -49,12 +66,12 @@ def _parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     parser.add_argument("--steps", type=int, default=None)
     parser.add_argument("--forwards", type=int, default=None)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--result", required=True)
+    parser.add_argument(
+        "--results", required=True, help="the run's folder, holding the results channel's socket"
+    )
     parser.add_argument("--chdir", help="the program's folder (its working directory)")
     parser.add_argument(
-        "--per-rank",
-        action="store_true",
-        help="one result per distributed rank: RESULT's stem gets .rank<RANK> (torchrun)",
+        "--per-rank", action="store_true", help="report as one rank of several (torchrun)"
     )
     parser.add_argument(
         "--preload",
@@ -62,11 +79,6 @@ def _parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
         default=[],
         metavar="MODULE",
         help="import MODULE after activating the mode, before the program (a runtime patch)",
-    )
-    parser.add_argument(
-        "--progress",
-        metavar="FILE",
-        help="append one JSON line per optimizer step to FILE (rank 0 only), for a live view",
     )
     parser.add_argument(
         "--record-site",
@@ -81,18 +93,6 @@ def _parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
         help="do not substitute synthetic data for torchvision/torchaudio/HF datasets",
     )
     return parser.parse_args(argv[:split]), argv[split + 1 :]
-
-
-def _progress_writer(path: str | None) -> Any:
-    """Append ``{"step", "loss"}`` lines to ``path``; the host tails it while we run."""
-    if not path or int(os.environ.get("RANK", "0")) != 0:
-        return None
-
-    def write(step: int, loss: float | None) -> None:
-        with open(path, "a", encoding="utf-8") as f:
-            f.write(json.dumps({"step": step, "loss": loss}) + "\n")
-
-    return write
 
 
 def notebook_cells(path: Path) -> list[tuple[int, str]]:
@@ -145,12 +145,11 @@ def _run_program(program: list[str]) -> None:
         runpy.run_path(script, run_name="__main__")
 
 
-def result_path(result: str, per_rank: bool) -> Path:
-    """Where this process writes its result: ``r.json``, or ``r.rank1.json`` per rank."""
-    path = Path(result)
-    if not per_rank:
-        return path
-    return path.with_name(f"{path.stem}.rank{os.environ.get('RANK', '0')}{path.suffix}")
+def program_paths() -> list[str]:
+    """The program's own folders (its root, ``src/``), kept off this process's path until
+    torchport is loaded: the dependency overlays (``place_site_paths``) are not among them."""
+    overlays = set(installed_overlays())
+    return [p for p in program_path() if p not in overlays]
 
 
 def process_started() -> float | None:
@@ -170,17 +169,24 @@ def main(argv: list[str] | None = None) -> int:
     # wall-clock marks between the phases of the run (harness.PHASES), set as it passes them
     clock = {"process": process_started(), "entered": time.time()}
     options, program = _parse(list(sys.argv[1:] if argv is None else argv))
+    # First of all, before anything of the program can run: the channel the numbers go on.
+    reporter = Reporter(options.results, "rank" if options.per_rank else "launcher", own_rank)
+    try:
+        reporter.connect()
+    except OSError as exc:
+        print(f"torchport: the results channel cannot be reached: {exc}", file=sys.stderr)
+        return CANNOT_REPORT
     result: dict[str, Any] = {"mode": options.mode, "program": program, "status": "failed"}
     result["clock"] = clock
     if options.per_rank:
-        result["rank"] = int(os.environ.get("RANK", "0"))
+        result["rank"] = own_rank()
     started = time.perf_counter()
     session = None
     if options.chdir:
         os.chdir(options.chdir)
     config = RunConfig(
         mode=options.mode,
-        results=str(Path(options.result).resolve().parent),
+        results=str(Path(options.results).resolve()),
         devices=options.devices,
         steps=options.steps,
         forwards=options.forwards,
@@ -189,12 +195,13 @@ def main(argv: list[str] | None = None) -> int:
         real_data=options.real_data,
         record_sites=tuple(options.record_site),
     )
-    place_site_paths()
+    place_site_paths()  # after site-packages: torchport's own and torch's always win
     try:
-        session = start(config, on_step=_progress_writer(options.progress))
+        session = start(config, reporter)
         export(config)  # every Python process the program starts runs the same session
         from torchport.sandbox.budget import StepBudgetReached
 
+        sys.path[:0] = program_paths()  # as PYTHONPATH would have, now torchport is loaded
         clock["activated"] = time.time()
 
         try:
@@ -216,9 +223,7 @@ def main(argv: list[str] | None = None) -> int:
         result["ended_at"] = time.time()  # across ranks, the first to fail is the cause
         if session is not None:
             result.update(session.report())
-        result_path(options.result, options.per_rank).write_text(
-            json.dumps(result, indent=2, default=str)
-        )
+        reporter.end(result)
     return 0 if result["status"] == "ok" else 1
 
 

@@ -8,6 +8,11 @@ dependency overlays (``site_paths``) go there as well, for those processes, and 
 launcher moves them after torchport's site-packages (``place_site_paths``) so that
 torch and what torchport has always win; an overlay never holds a distribution that
 torchport's environment has, so the order only matters as a second guard.
+
+The launcher itself must import torchport before any of these folders is on its path (a
+repository's ``torchport/`` package would stand in for it), so the harness hands them
+over in ``TORCHPORT_PROGRAM_PATH``, not ``PYTHONPATH``; the launcher adds them to its
+path once torchport is loaded, and to ``PYTHONPATH`` for the processes the program starts.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 SITE_VARIABLE = "TORCHPORT_SITE_PATHS"
+PROGRAM_VARIABLE = "TORCHPORT_PROGRAM_PATH"
 
 
 def layout_paths(program_dir: Path) -> list[Path]:
@@ -35,10 +41,15 @@ def layout_paths(program_dir: Path) -> list[Path]:
 def program_environment(program_dir: Path, site_paths: Sequence[Path]) -> dict[str, str]:
     """The variables that make the layout and the overlays importable in every process."""
     entries = [*layout_paths(program_dir), *site_paths]
-    env = {"PYTHONPATH": os.pathsep.join(str(p) for p in entries)}
+    env = {PROGRAM_VARIABLE: os.pathsep.join(str(p) for p in entries)}
     if site_paths:
         env[SITE_VARIABLE] = os.pathsep.join(str(p) for p in site_paths)
     return env
+
+
+def program_path() -> list[str]:
+    """Inside a run: the program's folders and the overlays, in ``PYTHONPATH``'s order."""
+    return [p for p in os.environ.get(PROGRAM_VARIABLE, "").split(os.pathsep) if p]
 
 
 def installed_overlays() -> list[str]:

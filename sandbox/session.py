@@ -6,8 +6,9 @@ The launcher starts a session for the program's own process and exports its sett
 Python process the program starts (``mp.spawn`` ranks, ``multiprocessing`` spawn or
 forkserver children, ``subprocess`` calls of ``python``) starts the same session the
 moment it imports torch (see ``sandbox.bootstrap.sitecustomize``). A forked child
-inherits the session and starts counting from zero. Each child that did any work writes
-``result.child.<pid>.json`` next to the launcher's result; the harness merges them.
+inherits the session and starts counting from zero. Every process sends its numbers on
+the run's results channel (``sandbox.channel``) as they are recorded, and its end report
+there; the host merges them.
 """
 
 from __future__ import annotations
@@ -25,13 +26,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .channel import Reporter
 from .modes import EMULATED
-from .pythonpath import installed_overlays
+from .pythonpath import installed_overlays, program_path
 
 OWN_CODE = str(Path(__file__).resolve().parents[1])
 ENV = "TORCHPORT_RUN"
 BOOTSTRAP = str(Path(__file__).resolve().parent / "bootstrap")
-CHILD_RESULT = "result.child.{pid}.json"
 
 
 @dataclass(frozen=True)
@@ -39,7 +40,7 @@ class RunConfig:
     """The settings every process of one run shares (travels as JSON in ``TORCHPORT_RUN``)."""
 
     mode: str
-    results: str  # the folder where children write their results
+    results: str  # the run's own folder: the results channel's socket, scratch builds
     devices: int = 2
     steps: int | None = None
     forwards: int | None = None
@@ -68,7 +69,8 @@ class Session:
     standins: Any = None
     interpreters: Any = None  # reference mode: kernels run in an interpreter (Triton's)
     site_calls: Any = None  # reference mode: the kernel call sites' arguments (site_calls)
-    child: bool = False  # not the launcher's process: writes its own result file
+    reporter: Reporter | None = None  # this process's sender on the results channel
+    child: bool = False  # not the launcher's process: sends its own end report
     rank: int | None = None
     error: dict[str, Any] | None = None
     written: bool = False
@@ -151,16 +153,12 @@ def _seed(seed: int) -> None:
         pass
 
 
-def start(
-    config: RunConfig,
-    on_step: Callable[[int, float | None], None] | None = None,
-    *,
-    child: bool = False,
-) -> Session:
+def start(config: RunConfig, reporter: Reporter, *, child: bool = False) -> Session:
     """Activate the mode, stand-ins, preloads, seeds, synthetic data and the step budget
-    in this process; the launcher's process and every child go through here."""
+    in this process; the launcher's process and every child go through here. Each number
+    the budget records goes to ``reporter`` as it is recorded."""
     global _current
-    session = _current = Session(config, child=child)
+    session = _current = Session(config, reporter=reporter, child=child)
     # a real wandb, if installed, must not try its server (the sandbox has no network)
     os.environ["WANDB_MODE"] = "disabled"
     session.watcher = _activate(config.mode, config.devices, config.results)
@@ -200,17 +198,30 @@ def start(
     from torchport.sandbox.budget import Budget, install
 
     session.budget = install(
-        Budget(max_steps=config.steps, max_forwards=config.forwards, on_step=on_step)
+        Budget(max_steps=config.steps, max_forwards=config.forwards, journal=_journal(session))
     )
     os.register_at_fork(after_in_child=_forked)
     return session
+
+
+def _journal(session: Session) -> Callable[..., None]:
+    """The budget's numbers to the results channel; a DataLoader worker's never (its
+    forward calls are not the program's training)."""
+
+    def send(kind: str, **fields: Any) -> None:
+        if session.reporter is not None and not (session.child and _in_dataloader_worker()):
+            session.reporter.send(kind, **fields)
+
+    return send
 
 
 def export(config: RunConfig) -> None:
     """Make every Python process started from now on start the same session."""
     os.environ[ENV] = config.to_env()
     path = os.environ.get("PYTHONPATH", "")
-    os.environ["PYTHONPATH"] = os.pathsep.join([BOOTSTRAP, *([path] if path else [])])
+    # the program's folders and the overlays (TORCHPORT_PROGRAM_PATH) after the bootstrap
+    entries = [BOOTSTRAP, *program_path(), *([path] if path else [])]
+    os.environ["PYTHONPATH"] = os.pathsep.join(entries)
 
 
 def distributed_rank() -> int | None:
@@ -267,7 +278,8 @@ def start_child() -> None:
     soon as torch is imported); a no-op where a session already runs."""
     if _current is not None or not os.environ.get(ENV):
         return
-    session = start(RunConfig.from_env(os.environ[ENV]), child=True)
+    config = RunConfig.from_env(os.environ[ENV])
+    session = start(config, Reporter(config.results, "child", distributed_rank), child=True)
     _become_child(session)
     hook = sys.excepthook
 
@@ -294,6 +306,9 @@ def _forked() -> None:
     budget = session.budget
     budget.steps = budget.forwards = 0
     budget.losses, budget.outputs = [], []
+    if session.reporter is not None:
+        session.reporter.role = "child"
+        session.reporter.after_fork()
     reset = getattr(session.watcher, "reset", None) or getattr(
         session.watcher, "reset_intercepted", None
     )
@@ -326,7 +341,7 @@ def _in_dataloader_worker() -> bool:
 
 
 def write_child_result(exit_code: int | None = None, stopped: str | None = None) -> None:
-    """This child's result file, once, if it did any work (a DataLoader worker never)."""
+    """This child's end report, once, if it did any work (a DataLoader worker never)."""
     session = _current
     if session is None or not session.child or session.written:
         return
@@ -348,8 +363,8 @@ def write_child_result(exit_code: int | None = None, stopped: str | None = None)
         result["error"] = session.error
     if stopped:
         result["stopped"] = stopped
-    path = Path(session.config.results) / CHILD_RESULT.format(pid=os.getpid())
-    path.write_text(json.dumps(result, indent=2, default=str))
+    if session.reporter is not None:
+        session.reporter.end(result)
 
 
 def _wrap_process_entry() -> None:

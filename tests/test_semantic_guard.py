@@ -237,3 +237,28 @@ def test_the_rewriter_refuses_such_an_edit_reading_the_other_files_of_the_tree(t
     # the same round also took the re-export out of __init__: nothing imports it any more
     both = {**updated, "tinylm/__init__.py": ""}
     assert dropped_names(source, {}, both, source) == ""
+
+
+HONEST = "import torch\nloss = torch.zeros(1)\nloss.backward()\n"
+REACHING = {
+    "from torchport.sandbox import session\n": "imports torchport's own package",
+    "import torchport.sandbox.channel\n": "imports torchport's own package",
+    "import os\nrun = os.environ['TORCHPORT_RUN']\n": "TORCHPORT_RUN",
+    "import importlib\nimportlib.import_module('torchport.sandbox')\n": "'torchport.sandbox'",
+    "import os\nos._exit(0)\n": "os._exit",
+}
+
+
+@pytest.mark.parametrize("added", list(REACHING))
+def test_an_edit_that_reaches_torchports_machinery_is_refused(tmp_path, added: str) -> None:
+    """What an LLM edit may not do to the program it ports: reach what the verdict rests on
+    (torchport's package, its variables, an exit past the launcher's report). The rewriter's
+    own check of an edit's files, on a file of the tree."""
+    from torchport.agents.rewriter import introduced_by_edit
+
+    (tmp_path / "train.py").write_text(HONEST)
+    found = introduced_by_edit(tmp_path, {}, {"train.py": HONEST + added})
+    assert found.startswith("train.py:") and REACHING[added] in found
+    # the same code already in the original is the program's own, not the edit's
+    (tmp_path / "train.py").write_text(HONEST + added)
+    assert introduced_by_edit(tmp_path, {}, {"train.py": HONEST + added + "x = 1\n"}) == ""

@@ -16,9 +16,10 @@ import pytest
 from torchport.agents import verify_pair
 from torchport.agents.deliver import verification_markdown, verification_record
 from torchport.agents.verifier import RunLimits, verify_tree
-from torchport.sandbox.harness import PHASES, phases
+from torchport.sandbox.channel import Collector
+from torchport.sandbox.harness import LAUNCHER, PHASES, phases
 
-LAUNCH = [sys.executable, "-m", "torchport.sandbox.launch", "--mode", "plain", "--chdir"]
+LAUNCH = [*LAUNCHER, "--mode", "plain", "--chdir"]
 SCHEMA = json.loads((Path(__file__).parent / "data" / "verification.schema.json").read_text())
 TRAIN = (
     "import torch\nm = torch.nn.Linear(2, 1)\no = torch.optim.SGD(m.parameters(), lr=0.1)\n"
@@ -163,26 +164,22 @@ def test_the_launcher_leaves_after_threads_and_atexit_handlers_with_the_exit_cod
         "sys.exit(int(sys.argv[1]))\n"
     )
     for code in (0, 3):
-        launched = subprocess.run(
-            [
-                *LAUNCH,
-                str(tmp_path),
-                "--result",
-                str(tmp_path / "r.json"),
-                "--",
-                "prog.py",
-                str(code),
-            ],
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
+        collector = Collector(tmp_path)
+        try:
+            launched = subprocess.run(
+                [*LAUNCH, str(tmp_path), "--results", str(tmp_path), "--", "prog.py", str(code)],
+                capture_output=True,
+                text=True,
+                timeout=300,
+            )
+        finally:
+            (record,) = collector.close()
         assert launched.returncode == (0 if code == 0 else 1), launched.stderr
         assert launched.stdout.endswith("printed, never flushed by the program")
         assert (tmp_path / "atexit.txt").read_text() == "ran"
         assert (tmp_path / "thread.txt").read_text() == "joined"
-        result = json.loads((tmp_path / "r.json").read_text())
-        assert result["exit_code"] == code
+        result = record.result()
+        assert record.role == "launcher" and result["exit_code"] == code
         assert set(result["clock"]) == {"process", "entered", "activated", "finished"}
         for name in ("atexit.txt", "thread.txt"):
             (tmp_path / name).unlink()

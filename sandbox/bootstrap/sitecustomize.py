@@ -45,7 +45,22 @@ def _run_shadowed_sitecustomize() -> None:
         spec.loader.exec_module(module)
 
 
+def _import_own_package() -> None:
+    """Import torchport's sandbox package from torchport's installation, with the run's
+    PYTHONPATH (the program's folders, this one) off the path for that import: a
+    repository's own ``torchport/`` package must never stand in for it. Once imported,
+    its submodules are found through the package itself, wherever the path points."""
+    named = {os.path.abspath(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p}
+    saved = sys.path[:]
+    sys.path[:] = [p for p in saved if p and os.path.abspath(p) not in named]
+    try:
+        import torchport.sandbox.pythonpath  # noqa: F401
+    finally:
+        sys.path[:] = saved
+
+
 if os.environ.get("TORCHPORT_RUN"):
+    _import_own_package()
     # the dependency overlay after site-packages here too, as in the launcher (light:
     # torchport.sandbox's package imports nothing)
     from torchport.sandbox.pythonpath import place_site_paths

@@ -63,7 +63,7 @@ def _problems(source: str, path: str) -> tuple[Problem, ...]:
         for m in Checker(tree, filename=path).messages
         if not (type(m).__name__ == "UnusedImport" and m.message_args[0] in REGISTERING_IMPORTS)
     ]
-    return (*found, *_keyword_problems(tree))
+    return (*found, *_keyword_problems(tree), *_harness_problems(tree))
 
 
 def introduced(before: str, after: str, path: str = "<migrated>") -> list[Problem]:
@@ -148,6 +148,40 @@ def _keyword_problems(tree: ast.Module) -> list[Problem]:
                 )
                 for name in names
             ]
+    return found
+
+
+# What the verifier's numbers rest on, which no edit of the program has any business
+# touching: torchport's own package, its variables (TORCHPORT_RUN names the results
+# channel), and leaving the process past torchport's report of its end.
+HARNESS_PACKAGE = "torchport"
+HARNESS_VARIABLE_PREFIX = "TORCHPORT_"
+HARNESS_EXITS = frozenset({("os", "_exit")})
+
+
+def _harness_problems(tree: ast.Module) -> list[Problem]:
+    """An edit that reaches torchport's machinery: an import of ``torchport``, a string that
+    names its package or its variables, ``os._exit`` (which skips the launcher's report).
+    Counted like pyflakes' findings: only what an edit introduced refuses it."""
+    found = []
+    for node in ast.walk(tree):
+        what = ""
+        if isinstance(node, ast.Import):
+            if any(a.name.split(".")[0] == HARNESS_PACKAGE for a in node.names):
+                what = "imports torchport's own package"
+        elif isinstance(node, ast.ImportFrom):
+            if (node.module or "").split(".")[0] == HARNESS_PACKAGE:
+                what = "imports torchport's own package"
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            text = node.value
+            if text.startswith(HARNESS_VARIABLE_PREFIX) or text.split(".")[0] == HARNESS_PACKAGE:
+                what = f"names torchport's machinery ({text[:40]!r})"
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            owner = node.func.value
+            if isinstance(owner, ast.Name) and (owner.id, node.func.attr) in HARNESS_EXITS:
+                what = "leaves through os._exit, past torchport's report of the run's end"
+        if what:
+            found.append(Problem("ReachesHarness", what, getattr(node, "lineno", 0), what))
     return found
 
 
