@@ -45,8 +45,10 @@ SOCKET_NAME = "results.sock"
 ROLES = ("launcher", "rank", "child")
 # Bounds on what one run may send: far above any real run's (a few thousand steps of
 # a verification, a few KiB of report), far below what would tire the host.
-MAX_BYTES_PER_PROCESS = 16 * 2**20
-MAX_LINE = 2**20
+# A kernel site check's report (outputs and gradients of each case) is the largest
+# message: a few MiB.
+MAX_BYTES_PER_PROCESS = 64 * 2**20
+MAX_LINE = MAX_BYTES_PER_PROCESS
 MAX_CONNECTIONS = 512
 MAX_LOSSES = 200_000
 MAX_OUTPUTS = 64
@@ -125,7 +127,7 @@ class _Feed:
     """One connection: bytes in, messages applied to its record."""
 
     def __init__(self, record: ProcessRecord, progress: Progress | None) -> None:
-        self.record, self.progress, self.pending = record, progress, b""
+        self.record, self.progress, self.pending = record, progress, bytearray()
         self.closed = False
 
     def take(self, chunk: bytes) -> None:
@@ -134,11 +136,13 @@ class _Feed:
         if record.received > MAX_BYTES_PER_PROCESS:
             self.fail(f"sent over {MAX_BYTES_PER_PROCESS} bytes on the results channel")
             return
-        self.pending += chunk
-        *lines, self.pending = self.pending.split(b"\n")
-        if len(self.pending) > MAX_LINE:
-            self.fail("sent a message longer than the results channel allows")
+        if b"\n" not in chunk:  # a long message arrives in many chunks: no re-split each time
+            self.pending += chunk
+            if len(self.pending) > MAX_LINE:
+                self.fail("sent a message longer than the results channel allows")
             return
+        *lines, last = (bytes(self.pending) + chunk).split(b"\n")
+        self.pending = bytearray(last)
         for line in lines:
             if self.closed:
                 return

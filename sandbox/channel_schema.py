@@ -15,7 +15,7 @@ from typing import Any
 
 # JSON nested deeper than this, or with more items, is not something torchport sent.
 MAX_DEPTH = 12
-MAX_ITEMS = 100_000
+MAX_ITEMS = 2_000_000
 
 
 def _json(value: Any, depth: int = 0, budget: list[int] | None = None) -> bool:

@@ -38,7 +38,12 @@ import traceback
 from pathlib import Path
 from typing import Any, NoReturn
 
-from torchport.sandbox.pythonpath import installed_overlays, place_site_paths, program_path
+from torchport.sandbox.pythonpath import (
+    installed_overlays,
+    pin_own_package,
+    place_site_paths,
+    program_path,
+)
 
 from .channel import Reporter
 from .limits import DEFAULT_DEVICES
@@ -168,6 +173,7 @@ def process_started() -> float | None:
 def main(argv: list[str] | None = None) -> int:
     # wall-clock marks between the phases of the run (harness.PHASES), set as it passes them
     clock = {"process": process_started(), "entered": time.time()}
+    pin_own_package()  # before any folder of the program's is on the path
     options, program = _parse(list(sys.argv[1:] if argv is None else argv))
     # First of all, before anything of the program can run: the channel the numbers go on.
     reporter = Reporter(options.results, "rank" if options.per_rank else "launcher", own_rank)

@@ -47,6 +47,18 @@ def program_environment(program_dir: Path, site_paths: Sequence[Path]) -> dict[s
     return env
 
 
+def pin_own_package() -> None:
+    """Fix ``torchport``'s package path as it is now, before the program's folders are on
+    ``sys.path``. ``torchport`` is a namespace package: left alone, its path is recomputed
+    from ``sys.path`` at each import, and a program's ``torchport/tools/`` folder (no
+    ``__init__.py`` beside it) would become where ``torchport.tools`` is found when
+    torchport first imports it, inside the run."""
+    package = sys.modules.get("torchport")
+    path = getattr(package, "__path__", None)
+    if path is not None and not isinstance(path, list):
+        package.__path__ = list(path)  # type: ignore[union-attr]
+
+
 def program_path() -> list[str]:
     """Inside a run: the program's folders and the overlays, in ``PYTHONPATH``'s order."""
     return [p for p in os.environ.get(PROGRAM_VARIABLE, "").split(os.pathsep) if p]

@@ -129,6 +129,29 @@ def test_a_repositorys_torchport_package_never_stands_in_for_the_launcher(
     assert result.losses == honest_losses(tmp_path)
 
 
+@pytest.mark.slow
+def test_a_namespace_folder_named_torchport_never_holds_torchports_modules(
+    backend: str, tmp_path: Path
+) -> None:
+    """``torchport/tools/`` without an ``__init__.py`` above it joins torchport's namespace
+    package wherever it is on the path, unless torchport's package path is pinned first:
+    torchport's own later imports (and the program's) must find the real modules, in the
+    launcher's process and in a child's."""
+    planted = "raise SystemExit('planted torchport module ran')\n"
+    files = {f"torchport/{name}/__init__.py": planted for name in ("tools", "agents", "evals")}
+    show = (
+        "\nimport subprocess, sys\n"
+        "import torchport.tools\n"
+        "print('launcher:', torchport.tools.__file__)\n"
+        "code = 'import torch, torchport.tools; print(\"child:\", torchport.tools.__file__)'\n"
+        "subprocess.run([sys.executable, '-c', code], check=True)\n"
+    )
+    result = sandboxed(backend, program(tmp_path, show, files))
+    assert result.status == "ok", (result.error, result.stderr_tail)
+    own = str(Path(__file__).resolve().parents[1] / "tools" / "__init__.py")
+    assert f"launcher: {own}" in result.stdout_tail and f"child: {own}" in result.stdout_tail
+
+
 # --- the channel itself, against a program that talks to it ------------------------------
 
 

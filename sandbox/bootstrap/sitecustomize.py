@@ -54,7 +54,9 @@ def _import_own_package() -> None:
     saved = sys.path[:]
     sys.path[:] = [p for p in saved if p and os.path.abspath(p) not in named]
     try:
-        import torchport.sandbox.pythonpath  # noqa: F401
+        import torchport.sandbox.pythonpath
+
+        torchport.sandbox.pythonpath.pin_own_package()
     finally:
         sys.path[:] = saved
 
