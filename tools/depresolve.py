@@ -31,6 +31,7 @@ from .depfiles import CUDA_ONLY_RULES, dependencies_in_setup_py, dependencies_in
 from .findings import Dependency
 from .reachable import Reached, lazy_imports, reachable_files
 from .repowalk import walk_repo
+from .safepath import read_regular
 from .sourcefile import Unscannable, parse_python, read_text
 
 # Import names whose distribution is named otherwise (the common mismatches).
@@ -284,7 +285,7 @@ def resolve(root: Path, program: list[str] | None = None) -> Resolution:
     trees: dict[Path, ast.Module] = {}
     for f in walk_repo(root, []):
         try:
-            text = read_text(f.path.read_bytes(), f.kind).text
+            text = read_text(read_regular(f.path), f.kind).text
         except (OSError, Unscannable):
             continue
         if f.kind in DEPENDENCY_FILE_KINDS:
