@@ -23,6 +23,8 @@ from torchport.agents import kernel_check
 from torchport.agents.workspace import materialize
 from torchport.cli.main import main
 from torchport.sandbox.synthetic import files
+from torchport.tools import depinstall
+from torchport.tools.depresolve import Resolution, resolve
 from torchport.tools.output.nofollow import SymlinkInPath
 from torchport.tools.safepath import Refused
 
@@ -164,6 +166,51 @@ def test_migrate_writes_no_stand_in_through_a_repository_symlink(tmp_path, capsy
     entry = "python train.py --data escape/x/corpus.txt"
     args = ["-t", "tpu", "--llm", "none", "--steps", "1", "--out", str(tmp_path / "out")]
     main(["migrate", str(repo), *args, "--entry", entry, "--exit-zero"])
+    printed = capsys.readouterr()
+    assert "verdict:" in printed.out, printed.out + printed.err
+    assert _everything(host) == []
+
+
+# -- 4. the repository's name and version never make a path ---------------------------------
+
+TRAVERSAL = "1/../../../../../host/planted"  # from <home>/envs/<key>.tmp/site/x-1 to tmp_path
+
+
+def test_a_version_with_dot_dot_plants_no_dist_info(tmp_path):
+    host = _host(tmp_path)
+    repo = _repo(
+        tmp_path / "repo",
+        {"pyproject.toml": f'[project]\nname = "x"\nversion = "{TRAVERSAL}"\n', "a.py": ""},
+    )
+    resolution = resolve(repo)
+    assert resolution.project is None
+    (skipped,) = [w for w in resolution.skipped if w.source == "pyproject.toml"]
+    assert "is not a PEP 440 version" in skipped.reason
+    # a Resolution made by hand (a library caller) is checked again where the path is made
+    home = tmp_path / "home"
+    for project in (("x", TRAVERSAL), ("../../../../host/named", "1.0")):
+        overlay = depinstall.prepare(Resolution(project=project), home)
+        assert any(s["name"] == "(the repository itself)" for s in overlay.skipped)
+    assert _everything(host) == []
+    site = Path(depinstall.prepare(Resolution(project=("my.pkg", "1.0-post1")), home).path)
+    assert (site / "my_pkg-1.0.post1.dist-info" / "METADATA").is_file()
+
+
+@pytest.mark.slow
+def test_migrate_of_a_version_with_dot_dot_plants_nothing(tmp_path, monkeypatch, capsys):
+    """A plain migrate (dependencies auto, so the repository's metadata is made) with the
+    overlay cache where the traversal is aimed from."""
+    host = _host(tmp_path)
+    monkeypatch.setenv("TORCHPORT_HOME", str(tmp_path / "home"))
+    repo = _repo(
+        tmp_path / "repo",
+        {
+            "pyproject.toml": f'[project]\nname = "x"\nversion = "{TRAVERSAL}"\n',
+            "train.py": CUDA_TRAIN,
+        },
+    )
+    args = ["-t", "tpu", "--llm", "none", "--steps", "1", "--out", str(tmp_path / "out")]
+    main(["migrate", str(repo), *args, "--exit-zero"])
     printed = capsys.readouterr()
     assert "verdict:" in printed.out, printed.out + printed.err
     assert _everything(host) == []

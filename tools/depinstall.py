@@ -34,10 +34,13 @@ from .depresolve import (
     CUDA_ONLY,
     TORCH_DISTRIBUTIONS,
     TORCH_OWN,
+    InvalidIdentity,
     Resolution,
     canonical,
+    checked_identity,
     installed_version,
 )
+from .safepath import Refused, confined
 from .safetext import REASON_CHARS
 
 # pip's own settings and the network's, passed through when set; nothing else is.
@@ -209,10 +212,16 @@ def _keep(name: str, version: str, overlay: Overlay) -> bool:
 
 def _write_project_metadata(folder: Path, project: tuple[str, str]) -> None:
     """A ``.dist-info`` for the repository itself, so ``importlib.metadata.version(name)``
-    answers as it would after ``pip install .``; its code is the run's own copy."""
-    name, version = project
-    info = folder / f"{canonical(name).replace('-', '_')}-{version}.dist-info"
-    info.mkdir(parents=True, exist_ok=True)
+    answers as it would after ``pip install .``; its code is the run's own copy. The name
+    and version are checked again (``depresolve.checked_identity``: a PEP 508 name, a PEP
+    440 version) and the folder must be one directly in ``folder``: they come from the
+    repository, and they make a path."""
+    name, version = checked_identity(*project, "the repository's metadata")
+    wanted = f"{canonical(name).replace('-', '_')}-{version}.dist-info"
+    info = confined(folder, wanted, "the dependency overlay")
+    if info.parent != folder.resolve():
+        raise Refused(wanted, "is not a folder of the dependency overlay's own")
+    info.mkdir(exist_ok=True)
     (info / "METADATA").write_text(
         f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n", encoding="utf-8"
     )
@@ -319,7 +328,11 @@ def prepare(
     except TimeLimit as exc:
         _stopped(overlay, requirements, exc, time.monotonic() - started, time_limit_s, say)
     if resolution.project is not None:
-        _write_project_metadata(staging / "site", resolution.project)
+        try:
+            _write_project_metadata(staging / "site", resolution.project)
+        except (InvalidIdentity, Refused) as exc:  # a Resolution not made by resolve()
+            itself = {"name": "(the repository itself)", "requirement": "", "source": ""}
+            overlay.skipped.append({**itself, "reason": str(exc)})
     overlay.elapsed_s = round(time.monotonic() - started, 3)
     overlay.path = str(final / "site")
     (staging / RECORD).write_text(json.dumps(overlay.to_json(), indent=2), encoding="utf-8")

@@ -25,13 +25,14 @@ from pathlib import Path
 from typing import Any
 
 from packaging.requirements import InvalidRequirement, Requirement
+from packaging.version import InvalidVersion, Version
 
 from .catalogue import load_catalogue
 from .depfiles import CUDA_ONLY_RULES, dependencies_in_setup_py, dependencies_in_text
 from .findings import Dependency
 from .reachable import Reached, lazy_imports, reachable_files
 from .repowalk import walk_repo
-from .safepath import read_regular
+from .safepath import read_inside, read_regular
 from .sourcefile import Unscannable, parse_python, read_text
 
 # Import names whose distribution is named otherwise (the common mismatches).
@@ -82,6 +83,8 @@ LAZY_ONLY = (
 NOT_FOR_THE_PORT = (CUDA_ONLY, TORCH_OWN, TARGET_RUNTIME)
 DEPENDENCY_FILE_KINDS = ("requirements", "pyproject", "setup", "conda")
 _URL = re.compile(r"(://|^\s*@|\s@\s|^(git|hg|svn|bzr)\+)")
+# A distribution's name as PEP 508 spells it (the packaging specification's own pattern).
+PEP508_NAME = re.compile(r"^([A-Z0-9]|[A-Z0-9][A-Z0-9._-]*[A-Z0-9])$", re.IGNORECASE)
 _EDITABLE_OR_PATH = re.compile(r"^\s*(-e\s|--editable\b|\.{1,2}/|/|file:)")
 
 
@@ -169,29 +172,71 @@ def _raw_requirement_skips(text: str, path: str) -> list[Wanted]:
     return found
 
 
+class InvalidIdentity(ValueError):
+    """The repository's own name or version is not what packaging allows; it is used in a
+    path (the overlay's ``<name>-<version>.dist-info``), so it is refused, never cleaned."""
+
+    def __init__(self, source: str, name: str, version: str, why: str) -> None:
+        super().__init__(f"{source}: {why}")
+        self.wanted = Wanted(
+            canonical(name) if PEP508_NAME.match(name) else "(the repository itself)",
+            f"{name}=={version}",
+            source,
+            f"the repository's own {why}: no distribution metadata is made for it",
+        )
+
+
+def checked_identity(name: object, version: object, source: str) -> tuple[str, str]:
+    """``(name, version)`` when ``name`` is a PEP 508 name and ``version`` a PEP 440
+    version (returned normalised: ``1.0-post1`` -> ``1.0.post1``), else InvalidIdentity."""
+    name, version = str(name), str(version)
+    if not PEP508_NAME.match(name):
+        raise InvalidIdentity(source, name, version, f"name {name!r} is not a PEP 508 name")
+    try:
+        return name, str(Version(version))
+    except InvalidVersion:
+        raise InvalidIdentity(
+            source, name, version, f"version {version!r} is not a PEP 440 version"
+        ) from None
+
+
+def _repository_text(root: Path, name: str) -> str | None:
+    """A metadata file at the repository's root, read as ``safepath`` allows (a regular
+    file inside it, of a bounded size), or None."""
+    try:
+        return read_inside(root, name).decode("utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
 def project_identity(root: Path) -> tuple[str, str] | None:
-    """The repository's own distribution (name, version), when it declares one."""
-    pyproject = root / "pyproject.toml"
-    if pyproject.is_file():
+    """The repository's own distribution (name, version), when it declares one;
+    InvalidIdentity when the name or version it declares is not a valid one."""
+    text = _repository_text(root, "pyproject.toml")
+    if text is not None:
         try:
-            data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError:
             data = {}
         for table in (data.get("project", {}), data.get("tool", {}).get("poetry", {})):
-            if isinstance(table.get("name"), str):
-                return table["name"], str(table.get("version") or "0.0.0")
-    cfg = configparser.ConfigParser()
-    with contextlib.suppress(configparser.Error, UnicodeDecodeError):
-        cfg.read(root / "setup.cfg", encoding="utf-8")
+            if isinstance(table, dict) and isinstance(table.get("name"), str):
+                version = table.get("version") or "0.0.0"
+                return checked_identity(table["name"], version, "pyproject.toml")
+    cfg = configparser.ConfigParser(interpolation=None)
+    with contextlib.suppress(configparser.Error):
+        cfg.read_string(_repository_text(root, "setup.cfg") or "")
     if cfg.get("metadata", "name", fallback=""):
-        return cfg.get("metadata", "name"), cfg.get("metadata", "version", fallback="0.0.0")
-    return _setup_py_identity(root / "setup.py")
+        version = cfg.get("metadata", "version", fallback="0.0.0")
+        if version.startswith(("attr:", "file:")):  # computed when built: as if not given
+            version = "0.0.0"
+        return checked_identity(cfg.get("metadata", "name"), version, "setup.cfg")
+    return _setup_py_identity(root)
 
 
-def _setup_py_identity(path: Path) -> tuple[str, str] | None:
+def _setup_py_identity(root: Path) -> tuple[str, str] | None:
     try:
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-    except (OSError, SyntaxError, UnicodeDecodeError, ValueError):
+        tree = ast.parse(_repository_text(root, "setup.py") or "")
+    except (SyntaxError, ValueError):
         return None
     for node in ast.walk(tree):
         if isinstance(node, ast.Call):
@@ -201,7 +246,7 @@ def _setup_py_identity(path: Path) -> tuple[str, str] | None:
                 if isinstance(kw.value, ast.Constant) and isinstance(kw.value.value, str)
             }
             if "name" in values:
-                return values["name"], values.get("version", "0.0.0")
+                return checked_identity(values["name"], values.get("version", "0.0.0"), "setup.py")
     return None
 
 
@@ -279,7 +324,11 @@ def resolve(root: Path, program: list[str] | None = None) -> Resolution:
     catalogue = load_catalogue()
     rules = [catalogue.by_code[c] for c in CUDA_ONLY_RULES]
     cuda_imports = list(catalogue.by_code["TPP001"].match.get("import", []))
-    resolution = Resolution(project=project_identity(root))
+    resolution = Resolution()
+    try:
+        resolution.project = project_identity(root)
+    except InvalidIdentity as exc:
+        resolution.skipped.append(exc.wanted)
     declared: list[tuple[Dependency, str]] = []
     python: list[tuple[str, ast.Module]] = []
     trees: dict[Path, ast.Module] = {}
