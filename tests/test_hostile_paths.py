@@ -20,6 +20,8 @@ from pathlib import Path
 import pytest
 from test_environment import TRAIN
 from torchport.agents import kernel_check
+from torchport.agents.batch.clone import CloneError, checkout
+from torchport.agents.batch.sources import Source
 from torchport.agents.workspace import materialize
 from torchport.cli.main import main
 from torchport.sandbox.synthetic import files
@@ -214,6 +216,46 @@ def test_migrate_of_a_version_with_dot_dot_plants_nothing(tmp_path, monkeypatch,
     printed = capsys.readouterr()
     assert "verdict:" in printed.out, printed.out + printed.err
     assert _everything(host) == []
+
+
+# -- 5. a batch list's ref never reaches git as an option ----------------------------------
+
+
+def _git_repo(path: Path) -> None:
+    path.mkdir()
+    (path / "train.py").write_text("import torch\nx = torch.zeros(2).cuda()\n")
+    ident = ["-c", "user.name=t", "-c", "user.email=t@example.invalid"]
+    for args in (["init", "-q"], ["add", "train.py"], [*ident, "commit", "-q", "-m", "one"]):
+        subprocess.run(["git", *args], cwd=path, check=True, capture_output=True)
+
+
+@pytest.mark.parametrize("kind", ["txt", "csv"])
+def test_a_batch_ref_that_is_an_option_is_refused_before_git_sees_it(tmp_path, capsys, kind):
+    """``--pathspec-from-file=SECRET`` as the ref: git read the file and its line reached
+    the summaries and the log. Now the list is refused, naming the line, and no job runs."""
+    secret = _host(tmp_path) / "shadow"
+    secret.write_text("root:SECRET-LINE-4711:19000:0:99999:7:::\n")
+    _git_repo(tmp_path / "prog")
+    ref = f"--pathspec-from-file={secret}"
+    listed = tmp_path / f"list.{kind}"
+    text = f"prog {ref} prog-x\n" if kind == "txt" else f"source,ref,name\nprog,{ref},prog-x\n"
+    listed.write_text(text)
+    out = tmp_path / "out"
+    code = main(["batch", str(listed), "-t", "tpu", "--out", str(out), "--no-verify"])
+    printed = capsys.readouterr()
+    assert code == 2, printed.out + printed.err
+    line = "1" if kind == "txt" else "2"
+    assert f"list.{kind}:{line}: ref '{ref}' starts with '-'" in printed.err
+    assert "SECRET-LINE" not in printed.out + printed.err
+    assert not (out / "results").exists()
+
+
+def test_clone_refuses_an_option_as_a_ref(tmp_path):
+    """A library caller's Source is checked where git runs, too."""
+    _git_repo(tmp_path / "prog")
+    source = Source("prog", str(tmp_path / "prog"), "--orphan=x", git=True)
+    with pytest.raises(CloneError, match="starts with '-'"):
+        checkout(source, tmp_path / "dest")
 
 
 # -- 8. no unbounded read of what a repository names ---------------------------------------
