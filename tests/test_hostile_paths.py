@@ -12,13 +12,14 @@ limit, so a regression is a failed test, not a machine out of memory.
 
 from __future__ import annotations
 
+import hashlib
 import resource
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from test_environment import TRAIN
+from test_environment import TRAIN, build_wheel
 from torchport.agents import kernel_check
 from torchport.agents.batch.clone import CloneError, checkout
 from torchport.agents.batch.sources import Source
@@ -316,3 +317,53 @@ def test_migrate_of_a_repository_with_a_py_link_to_dev_zero(tmp_path):
     args = ["-t", "tpu", "--llm", "none", "--steps", "1", "--out", str(tmp_path / "out")]
     done = _cli_limited("migrate", str(repo), *args, "--exit-zero")
     assert "verdict: verified" in done.stdout, done.stdout + done.stderr
+
+
+# -- 9. requirement lines keep their pins and hashes -----------------------------------------
+
+
+def test_hash_options_and_continuations_keep_the_pin(tmp_path):
+    sha = "sha256:" + "ab" * 32
+    repo = _repo(
+        tmp_path / "repo",
+        {
+            "requirements.txt": f"tinydepa==0.1 --hash={sha}\n"
+            f"tinydepb==0.2 \\\n    --hash={sha} \\\n    --hash=sha256:{'CD' * 32}\n"
+            'tinydepc==0.3 \\\n    ; python_version > "3"\n'
+            "tinydepd>=1 --hash=sha256:00\n"
+            "tinydepe==1 --global-option=--evil\n"
+            "tinydepf==1 --hash=md5:00\n",
+            "a.py": "",
+        },
+    )
+    resolution = resolve(repo)
+    needed = {w.name: w for w in resolution.needed}
+    assert needed["tinydepa"].requirement == "tinydepa==0.1"
+    assert needed["tinydepa"].hashes == (sha,)
+    assert needed["tinydepb"].requirement == "tinydepb==0.2"
+    assert needed["tinydepb"].hashes == (sha, f"sha256:{'cd' * 32}")
+    assert needed["tinydepb"].source == "requirements.txt:2"
+    assert needed["tinydepc"].requirement.startswith("tinydepc==0.3")
+    skipped = {w.name: w.reason for w in resolution.skipped}
+    assert "needs one exact == pin" in skipped["tinydepd"]
+    assert "--global-option is not one torchport gives pip" in skipped["tinydepe"]
+    assert "is not ALGORITHM:HEX" in skipped["tinydepf"]
+
+
+@pytest.mark.slow
+def test_a_hashed_requirement_is_installed_only_with_its_hash(tmp_path, monkeypatch):
+    """pip checks the hash: the right one installs the wheel, a wrong one installs nothing
+    (today the hash and the pin were dropped and any tinydep went in)."""
+    wheels = tmp_path / "wheels"
+    wheel = build_wheel(wheels, "tinydep", "0.1", "VALUE = 0.5\n")
+    build_wheel(wheels, "tinydep", "0.2", "VALUE = 2.0\n")
+    monkeypatch.setenv("PIP_FIND_LINKS", str(wheels))
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    right = "sha256:" + hashlib.sha256(wheel.read_bytes()).hexdigest()
+    for name, digest in (("good", right), ("bad", "sha256:" + "0" * 64)):
+        repo = _repo(tmp_path / name, {"requirements.txt": f"tinydep==0.1 \\\n  --hash={digest}\n"})
+        overlay = depinstall.prepare(resolve(repo), tmp_path / "cache")
+        if name == "good":
+            assert overlay.installed == ["tinydep==0.1"], overlay.unavailable
+        else:
+            assert overlay.installed == [] and "hash" in overlay.unavailable["tinydep"].lower()

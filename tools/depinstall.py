@@ -115,7 +115,9 @@ def overlay_key(resolution: Resolution) -> str:
     """What the overlay's contents depend on: the requirements, the repository's own
     name, and the interpreter and torch they are installed against."""
     parts = [
-        sorted(w.requirement for w in resolution.needed),
+        sorted(
+            w.requirement + "".join(f" --hash={h}" for h in w.hashes) for w in resolution.needed
+        ),
         resolution.project,
         sys.version_info[:2],
         platform.machine(),
@@ -208,6 +210,19 @@ def _keep(name: str, version: str, overlay: Overlay) -> bool:
             }
         )
     return not why
+
+
+def _pinned(pin: str, hashes: tuple[str, ...], work: Path) -> list[str]:
+    """pip's arguments for one pin: the pin itself, or, when the repository's requirements
+    file gave hashes for it, a requirements file of the pin with its hashes and
+    ``--require-hashes``, so pip refuses a wheel whose hash is not one of them. The pin
+    comes from pip's own resolution and the hashes were checked as ALGORITHM:HEX
+    (``depresolve.requirement_options``): the file holds nothing else."""
+    if not hashes:
+        return [pin]
+    listed = work / "hashed-requirement.txt"
+    listed.write_text(pin + "".join(f" --hash={h}" for h in hashes) + "\n", encoding="utf-8")
+    return ["--require-hashes", "-r", str(listed)]
 
 
 def _write_project_metadata(folder: Path, project: tuple[str, str]) -> None:
@@ -308,6 +323,7 @@ def prepare(
     env = pip_environment(staging)
     deadline = started + time_limit_s
     requirements = {w.name: w.requirement for w in resolution.needed}
+    hashes = {w.name: w.hashes for w in resolution.needed if w.hashes}
     try:
         if requirements:
             say(f"dependencies: resolving {', '.join(sorted(requirements))}")
@@ -320,7 +336,10 @@ def prepare(
                 say(f"dependencies: installing {number}/{len(pins)}: {name}=={version}")
                 args = ["install", "--quiet", "--no-deps", WHEELS_ONLY, "--target"]
                 pin = f"{name}=={version}"
-                done = _pip([*args, str(staging / "site"), pin], env, deadline, f"installing {pin}")
+                what = _pinned(pin, hashes.get(canonical(name), ()), staging)
+                done = _pip(
+                    [*args, str(staging / "site"), *what], env, deadline, f"installing {pin}"
+                )
                 if done.returncode == 0:
                     overlay.installed.append(f"{name}=={version}")
                 else:

@@ -28,7 +28,12 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion, Version
 
 from .catalogue import load_catalogue
-from .depfiles import CUDA_ONLY_RULES, dependencies_in_setup_py, dependencies_in_text
+from .depfiles import (
+    CUDA_ONLY_RULES,
+    dependencies_in_setup_py,
+    dependencies_in_text,
+    requirement_lines,
+)
 from .findings import Dependency
 from .reachable import Reached, lazy_imports, reachable_files
 from .repowalk import walk_repo
@@ -86,6 +91,8 @@ _URL = re.compile(r"(://|^\s*@|\s@\s|^(git|hg|svn|bzr)\+)")
 # A distribution's name as PEP 508 spells it (the packaging specification's own pattern).
 PEP508_NAME = re.compile(r"^([A-Z0-9]|[A-Z0-9][A-Z0-9._-]*[A-Z0-9])$", re.IGNORECASE)
 _EDITABLE_OR_PATH = re.compile(r"^\s*(-e\s|--editable\b|\.{1,2}/|/|file:)")
+# A requirements file's --hash value, as pip takes it (its allowed algorithms).
+_HASH = re.compile(r"^(sha256|sha384|sha512):[0-9a-fA-F]+$")
 
 
 def canonical(name: str) -> str:
@@ -101,6 +108,7 @@ class Wanted:
     requirement: str  # as pip takes it: "timm>=0.9"
     source: str  # "requirements.txt:3" or "import in train.py:5"
     reason: str = ""
+    hashes: tuple[str, ...] = ()  # a requirements file's --hash values: "sha256:HEX"
 
 
 @dataclass
@@ -142,10 +150,15 @@ def _classify(dep: Dependency, source: str) -> tuple[str, Wanted]:
         return "skipped", Wanted(name, text, source, "part of the environment itself")
     if _URL.search(dep.spec) or _URL.search(dep.name):
         return "skipped", Wanted(name, text, source, "a URL or VCS requirement: not installed")
+    pinned, hashes, refused = requirement_options(text)
+    if refused:
+        return "skipped", Wanted(name, text, source, refused)
+    if hashes:
+        return _hashed(name, pinned, hashes, source)
     try:
         requirement = Requirement(text)
     except InvalidRequirement:
-        if dep.spec.strip().startswith("="):  # conda's "numpy=1.26"
+        if re.match(r"=[^=]", dep.spec.strip()):  # conda's "numpy=1.26"
             requirement = Requirement(dep.name)
             text = dep.name
         else:
@@ -162,10 +175,55 @@ def _classify(dep: Dependency, source: str) -> tuple[str, Wanted]:
     )
 
 
+def requirement_options(text: str) -> tuple[str, tuple[str, ...], str]:
+    """A requirements-file line split as pip splits it (the requirement, then options from
+    the first word that starts with ``-``): the requirement, its ``--hash`` values, and why
+    the line is refused ("" when it is not). Any other per-requirement option
+    (``--config-settings``, ``--global-option``) changes how pip builds a package, and a
+    hash that is not ``ALGORITHM:HEX`` is no hash pip can check."""
+    words = text.split()
+    at = next((i for i, word in enumerate(words) if word.startswith("-")), len(words))
+    if at == len(words):
+        return text, (), ""
+    options, hashes = iter(words[at:]), []
+    for word in options:
+        option, eq, value = word.partition("=")
+        if option != "--hash":
+            return text, (), f"its option {option} is not one torchport gives pip (only --hash)"
+        value = value if eq else next(options, "")
+        if not _HASH.match(value):
+            return text, (), f"--hash {value!r} is not ALGORITHM:HEX (sha256, sha384, sha512)"
+        hashes.append(value.lower())
+    return " ".join(words[:at]), tuple(hashes), ""
+
+
+def _hashed(name: str, text: str, hashes: tuple[str, ...], source: str) -> tuple[str, Wanted]:
+    """A requirement with ``--hash`` values: kept with them (pip checks them when it
+    installs the pin, ``depinstall``) when it pins one version with ``==``, as pip's hash
+    checking requires; refused with the reason otherwise, never installed unchecked."""
+    try:
+        requirement = Requirement(text)
+    except InvalidRequirement:
+        return "skipped", Wanted(name, text, source, "not a requirement pip can read")
+    specs = list(requirement.specifier)
+    if len(specs) != 1 or specs[0].operator not in ("==", "===") or "*" in specs[0].version:
+        why = "--hash needs one exact == pin (pip checks hashes of pinned versions only)"
+        return "skipped", Wanted(name, text, source, why, hashes)
+    if requirement.marker is not None and not requirement.marker.evaluate():
+        return "skipped", Wanted(name, text, source, "its environment marker excludes this one")
+    have = installed_version(name)
+    if have is None:
+        return "needed", Wanted(name, text, source, "", hashes)
+    if requirement.specifier.contains(have, prereleases=True):
+        return "present", Wanted(name, text, source, f"torchport's environment has {have}")
+    why = f"torchport's environment has {have}, which the run uses"
+    return "skipped", Wanted(name, text, source, why, hashes)
+
+
 def _raw_requirement_skips(text: str, path: str) -> list[Wanted]:
     """Editable installs and local paths in a requirements file (depfiles drops them)."""
     found = []
-    for number, line in enumerate(text.splitlines(), start=1):
+    for number, line in requirement_lines(text):
         if _EDITABLE_OR_PATH.match(line):
             reason = "an editable install or a local path: it would build repository code"
             found.append(Wanted(line.strip(), line.strip(), f"{path}:{number}", reason))
