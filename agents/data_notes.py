@@ -55,10 +55,14 @@ def data_notes(run: dict[str, Any] | None) -> list[str]:
     lines = []
     standins = run.get("synthetic_data") or []
     weights = [e for e in standins if isinstance(e, dict) and e.get("dataset") == WEIGHTS]
-    data = [e for e in standins if e not in weights]
+    refused = [e for e in standins if isinstance(e, dict) and e.get("refused")]
+    data = [e for e in standins if e not in weights and e not in refused]
     if data:
         used = "; ".join(_standin(e) for e in data)
         lines.append(f"synthetic data used instead of the real data: {used}")
+    if refused:
+        why = "; ".join(f"{e.get('path')}: {e.get('refused')}" for e in refused)
+        lines.append(f"no stand-in made (the program ran without one): {why}")
     if weights:
         urls = ", ".join(str(e.get("path")) for e in weights)
         lines.append(

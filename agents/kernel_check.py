@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import math
 import re
-import shutil
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -43,8 +42,9 @@ from torchport.tools.kernel_sites import (
     parameters,
     source_reader,
 )
+from torchport.tools.safepath import read_text_regular
 
-from .workspace import materialize
+from .workspace import materialize, write_over
 
 CASES_FILE = ".torchport-site-check.pt"
 DRIVER = ["python", "-m", "torchport.sandbox.site_check", CASES_FILE]
@@ -83,8 +83,8 @@ def discover(root: Path) -> list[KernelSite]:
         rel = path.relative_to(root)
         if _SKIP_DIRS.intersection(rel.parts) or path.is_symlink():
             continue
-        try:
-            text = path.read_text(encoding="utf-8")
+        try:  # a regular file (a FIFO named x.py would block the read)
+            text = read_text_regular(path)
         except (OSError, UnicodeDecodeError):
             continue
         if MENTIONS.search(text):
@@ -201,7 +201,8 @@ def run_site_check(root: Path, cases_file: Path, mode: str, runner: Runner) -> d
     """``sandbox.site_check`` over ``cases_file`` in a copy of ``root``, by ``runner``."""
     with owner.temp_dir() as tmp:
         copy = materialize(root, {}, Path(tmp) / "program")
-        shutil.copyfile(cases_file, copy / CASES_FILE)
+        # the copy keeps the repository's links: a committed CASES_FILE link is replaced
+        write_over(copy, CASES_FILE, cases_file.read_bytes())
         return runner(copy, mode)
 
 

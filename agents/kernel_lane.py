@@ -30,6 +30,7 @@ from torchport.tools.kernel_sites import (
     source_reader,
 )
 from torchport.tools.kernel_sites import remove_unused_kernels as _remove_unused
+from torchport.tools.safepath import read_text_regular
 
 from .kernel_check import describe_signature
 from .workspace import materialize, python_files
@@ -47,8 +48,8 @@ def _sites_of(work: Path, rel: str) -> list[KernelSite]:
 
 
 def _read(path: Path) -> str | None:
-    try:
-        return path.read_text(encoding="utf-8")
+    try:  # a regular file (python_files leaves links out; a FIFO would block the read)
+        return read_text_regular(path)
     except (OSError, UnicodeDecodeError):
         return None
 

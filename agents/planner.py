@@ -21,6 +21,7 @@ from typing import Any
 
 from torchport.sandbox.commandline import fillable
 from torchport.tools.findings import EntryPoint, ScanResult
+from torchport.tools.safepath import read_inside
 
 _PLACEHOLDER = re.compile(r"[$<>{}]|\.\.\.|/path/to|PATH_TO", re.IGNORECASE)
 _LAUNCHERS = ("python", "python3", "torchrun")
@@ -131,7 +132,7 @@ def _unfilled_placeholder(argv: list[str]) -> bool:
 def command_for(root: Path, entry: EntryPoint) -> tuple[list[str] | None, str]:
     """A runnable argv for one ranked entry point, or None and why not."""
     try:
-        source = (root / entry.path).read_text(encoding="utf-8", errors="replace")
+        source = read_inside(root, entry.path).decode("utf-8", "replace")
     except OSError as exc:
         return None, f"cannot read {entry.path}: {exc}"
     launched = any(r in _RUNS_SOMETHING or r.startswith("launched in ") for r in entry.reasons)

@@ -29,6 +29,7 @@ from typing import Any
 from torchport.sandbox.limits import LIMITS
 from torchport.tools.catalogue import TARGETS, load_catalogue
 from torchport.tools.repowalk import ExcludeError, exclude_spec
+from torchport.tools.safepath import Refused, confined
 
 from .defaults import VERIFY_STEPS
 
@@ -173,8 +174,14 @@ def _baseline(value: Any) -> str:
 
 
 def _baseline_file(value: Any, root: Path) -> str:
-    """``baseline`` in a repository's file: relative to the repository's root."""
-    return str(root / _baseline(value))
+    """``baseline`` in a repository's file: a file inside the repository, relative to its
+    root. One that leads out (an absolute path, ``..``, a symlink) is refused with the same
+    words whether or not anything is there, so a repository cannot probe the host's files
+    (``--baseline`` and ``TORCHPORT_BASELINE`` are the user's: they may name any file)."""
+    try:
+        return str(confined(root, _baseline(value)))
+    except Refused:
+        raise ValueError(f"must be a file inside the repository, not {value!r}") from None
 
 
 def _fail_on(value: Any) -> str:

@@ -21,7 +21,7 @@ import os
 import re
 import time
 import tomllib
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from functools import cache
 from pathlib import Path
@@ -39,6 +39,7 @@ from torchport.tools.atomicfile import atomic_write
 from torchport.tools.catalogue import TARGETS
 from torchport.tools.depinstall import HOW_TO_PROVIDE
 from torchport.tools.depresolve import NOT_FOR_THE_PORT
+from torchport.tools.safepath import digest_regular, read_inside
 
 from . import kernel_check, verify_pair
 from .data_notes import interpreter_note
@@ -546,6 +547,16 @@ def run_program(
         }
 
 
+def _python_texts(tree: Path) -> Iterator[str]:
+    """The text of each Python file of ``tree`` (a copy of the repository, on the host) that
+    ``safepath`` reads: a ``.py`` link out of the tree or to ``/dev/zero`` is no source."""
+    for path in tree.rglob("*.py"):
+        try:
+            yield read_inside(tree, path.relative_to(tree)).decode("utf-8", "replace")
+        except OSError:
+            continue
+
+
 def tree_digest(root: Path) -> str:
     """A digest of every file's path and bytes under ``root`` (what a run can see).
 
@@ -557,7 +568,9 @@ def tree_digest(root: Path) -> str:
         if _NOT_COPIED.intersection(rel.parts):
             continue  # the harness does not copy these into the run either
         digest.update(os.fsencode(rel) + b"\0")
-        digest.update(hashlib.sha256(path.read_bytes()).digest())
+        file_digest = hashlib.sha256()
+        digest_regular(path, file_digest)  # streamed: a file of any size, not held whole
+        digest.update(file_digest.digest())
     return digest.hexdigest()
 
 
@@ -670,8 +683,7 @@ def verify_tree(
     pair = verify_pair.run_both(original, migrated, plan.together and given is None)
     reference, run = pair.reference, pair.migrated
     ran = time.perf_counter()
-    texts = (f.read_text(encoding="utf-8", errors="replace") for f in tree.rglob("*.py"))
-    policy = choose_policy(texts, tolerance)
+    policy = choose_policy(_python_texts(tree), tolerance)
     v = name_missing_dependency(judge(reference, run, policy, mode), environment)
     checks = (plan, policies_for(tolerance))
     v = _sites_checked(v, source, tree, (reference, run), mode, budget, site_paths, checks, say)

@@ -7,7 +7,10 @@ same result) the harness passes the program's arguments through :func:`rewrite`,
 
 - points data arguments that are placeholders, or that name a path missing from the tree,
   at synthetic stand-ins it writes into the scratch copy (an ImageFolder tree, an llm.c
-  token shard, a text file; see ``sandbox.synthetic.files``), and
+  token shard, a text file; see ``sandbox.synthetic.files``), only ever creating them: a
+  path that leads out of the copy through one of the repository's symlinks, or one the
+  repository already has, gets none (the program runs as it would without it, and the
+  record says why), and
 - shrinks size and time arguments to small values (a table, below).
 
 Only the command changes, never the code; every change is returned for the report.
@@ -22,6 +25,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
+
+from torchport.tools.safepath import Refused
 
 from .synthetic import files
 
@@ -169,32 +174,30 @@ PLACEHOLDER = re.compile(r"(^|/)path/to(/|$)|^\$\{?[A-Za-z_]\w*\}?(/|$)|^<[^<>/]
 GLOB = re.compile(r"[*?\[]")
 
 
-def _image_folder(path: Path) -> tuple[str, int]:
-    return "image folder (ImageFolder layout: train/ and val/)", files.write_image_folder(path)
+@dataclass(frozen=True)
+class Maker:
+    """A kind of stand-in: what the report calls it, and what writes it at a path (the
+    number of items written)."""
+
+    kind: str
+    write: Callable[[Path], int]
 
 
-def _token_shard(path: Path) -> tuple[str, int]:
-    return "token shard (llm.c .bin: int32 header, uint16 tokens)", files.write_llmc_shard(path)
-
-
-def _text(path: Path) -> tuple[str, int]:
-    return "text file", files.write_text(path)
-
-
-def _coco(path: Path) -> tuple[str, int]:
-    layout = "COCO detection layout: train2017/, val2017/, annotations/instances_*.json"
-    return f"image folder ({layout})", files.write_coco(path)
-
-
+IMAGE_FOLDER = Maker("image folder (ImageFolder layout: train/ and val/)", files.write_image_folder)
 # A stand-in's kind by the path's suffix ("" for a folder); other suffixes are left alone.
-MAKERS: dict[str, Callable[[Path], tuple[str, int]]] = {
-    "": _image_folder,
-    ".bin": _token_shard,
-    ".txt": _text,
+MAKERS: dict[str, Maker] = {
+    "": IMAGE_FOLDER,
+    ".bin": Maker("token shard (llm.c .bin: int32 header, uint16 tokens)", files.write_llmc_shard),
+    ".txt": Maker("text file", files.write_text),
 }
 # A folder's layout by a word in the option's name or the folder's own name (``--coco_path``,
 # ``--data-path /path/to/coco``); any other folder is an ImageFolder.
-FOLDER_LAYOUTS: dict[str, Callable[[Path], tuple[str, int]]] = {"coco": _coco}
+FOLDER_LAYOUTS: dict[str, Maker] = {
+    "coco": Maker(
+        "image folder (COCO detection layout: train2017/, val2017/, annotations/instances_*.json)",
+        files.write_coco,
+    )
+}
 
 
 def normalized(option: str) -> str:
@@ -227,7 +230,7 @@ def fillable(option: str | None, value: str) -> bool:
     return name in DATA_DIRS and ("/" in value or suffix != "")
 
 
-def _maker(option: str | None, value: str) -> Callable[[Path], tuple[str, int]]:
+def _maker(option: str | None, value: str) -> Maker:
     suffix = _suffix(value)
     if suffix == "":
         names = f"{normalized(option or '')} {Path(value).name.lower()}"
@@ -252,6 +255,7 @@ class _Rewriter:
         self.root, self.devices = root, max(devices, DEFAULT_DEVICES)
         self.rewrites: list[Rewrite] = []
         self.standins: list[dict[str, Any]] = []
+        self.made: dict[Path, int] = {}  # a stand-in asked for twice is made once
 
     def number(self, option: str, value: str) -> str:
         name = normalized(option)
@@ -279,13 +283,31 @@ class _Rewriter:
             return value
         name = GLOB.sub("0", value)
         in_place = not (placeholder or value.startswith("~"))
-        target = files.standin_path(self.root, name, in_place=in_place)
-        kind, size = _maker(option, value)(target)
+        make = _maker(option, value)
+        try:
+            target = self._place(name, in_place)
+        except Refused as exc:
+            # not made: the program runs as it would without it, and the report says why
+            refused = {"dataset": make.kind, "size": 0, "path": value, "refused": exc.strerror}
+            self.standins.append({"library": "torchport", **refused})
+            return value
+        if target not in self.made:
+            self.made[target] = make.write(target)
+        kind, size = make.kind, self.made[target]
         where = target.relative_to(self.root.resolve()).as_posix()
         self.standins.append({"library": "torchport", "dataset": kind, "size": size, "path": where})
         if Path(where).parts[0] != files.STANDIN_DIR:
             return value  # written where the program looks: the command is unchanged
         return self._changed(option or "argument", value, where, f"synthetic {kind}")
+
+    def _place(self, name: str, in_place: bool) -> Path:
+        """Where the stand-in for ``name`` goes (``files.standin_path``): a path that leads
+        out of the copy, or one the repository already has there, is Refused. A stand-in
+        is only ever written where nothing is, so it never writes through a symlink."""
+        target = files.standin_path(self.root, name, in_place=in_place)
+        if target not in self.made and (target.exists() or target.is_symlink()):
+            raise Refused(name, "already exists in the repository; a stand-in only creates")
+        return target
 
     def _changed(self, option: str, before: str, after: str, why: str) -> str:
         self.rewrites.append(Rewrite(option, before, after, why))

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from .findings import Finding, ScanResult
+from .safepath import read_regular
 
 FORMAT = "torchport-baseline"
 VERSION = 1
@@ -55,11 +56,14 @@ def render_baseline(result: ScanResult) -> str:
 
 
 def read_baseline(path: Path) -> Counter[Key]:
-    """How many findings of each (rule, file, fingerprint) the baseline accepts."""
+    """How many findings of each (rule, file, fingerprint) the baseline accepts.
+
+    ``path`` is read as the user named it (a link is followed) but only when it is a
+    regular file of at most MAX_BYTES: not ``/dev/zero``, a FIFO or a device. One named
+    by a repository's own configuration is confined to the repository before it gets
+    here (``agents.project_config``)."""
     try:
-        if path.stat().st_size > MAX_BYTES:
-            raise BaselineError(f"baseline {path}: larger than {MAX_BYTES} bytes")
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(read_regular(path.resolve(), MAX_BYTES).decode("utf-8"))
     except OSError as exc:
         raise BaselineError(f"cannot read baseline {path}: {exc.strerror or exc}") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:

@@ -54,10 +54,29 @@ def _entry(text: str, path: str, line: int, rules: list[Rule]) -> Dependency | N
     return Dependency(m.group(1), spec, path, line, _is_cuda_only(text, rules))
 
 
+def requirement_lines(text: str) -> Iterator[tuple[int, str]]:
+    """A requirements file's lines as pip reads them: one that ends in a backslash goes on
+    on the next (``rich==13.7 \\`` then ``--hash=sha256:...``), numbered as its first line;
+    a comment line never continues."""
+    first, pending = 0, ""
+    for number, raw in enumerate(text.splitlines(), start=1):
+        if raw.endswith("\\") and not raw.lstrip().startswith("#"):
+            first = first if pending else number
+            pending += raw[:-1]
+            continue
+        if pending:
+            yield first, pending + raw
+            pending = ""
+        else:
+            yield number, raw
+    if pending:
+        yield first, pending
+
+
 def _requirements(
     text: str, path: str, rules: list[Rule], main_only: bool = False
 ) -> Iterator[Dependency]:
-    for number, raw in enumerate(text.splitlines(), start=1):
+    for number, raw in requirement_lines(text):
         dep = _entry(normalise_dependency_line(raw), path, number, rules)
         if dep:
             yield dep

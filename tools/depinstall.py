@@ -35,10 +35,13 @@ from .depresolve import (
     CUDA_ONLY,
     TORCH_DISTRIBUTIONS,
     TORCH_OWN,
+    InvalidIdentity,
     Resolution,
     canonical,
+    checked_identity,
     installed_version,
 )
+from .safepath import Refused, confined
 from .safetext import REASON_CHARS
 
 # pip's own settings and the network's, passed through when set; nothing else is.
@@ -114,7 +117,9 @@ def overlay_key(resolution: Resolution) -> str:
     """What the overlay's contents depend on: the requirements, the repository's own
     name, and the interpreter and torch they are installed against."""
     parts = [
-        sorted(w.requirement for w in resolution.needed),
+        sorted(
+            w.requirement + "".join(f" --hash={h}" for h in w.hashes) for w in resolution.needed
+        ),
         resolution.project,
         sys.version_info[:2],
         platform.machine(),
@@ -209,12 +214,31 @@ def _keep(name: str, version: str, overlay: Overlay) -> bool:
     return not why
 
 
+def _pinned(pin: str, hashes: tuple[str, ...], work: Path) -> list[str]:
+    """pip's arguments for one pin: the pin itself, or, when the repository's requirements
+    file gave hashes for it, a requirements file of the pin with its hashes and
+    ``--require-hashes``, so pip refuses a wheel whose hash is not one of them. The pin
+    comes from pip's own resolution and the hashes were checked as ALGORITHM:HEX
+    (``depresolve.requirement_options``): the file holds nothing else."""
+    if not hashes:
+        return [pin]
+    listed = work / "hashed-requirement.txt"
+    listed.write_text(pin + "".join(f" --hash={h}" for h in hashes) + "\n", encoding="utf-8")
+    return ["--require-hashes", "-r", str(listed)]
+
+
 def _write_project_metadata(folder: Path, project: tuple[str, str]) -> None:
     """A ``.dist-info`` for the repository itself, so ``importlib.metadata.version(name)``
-    answers as it would after ``pip install .``; its code is the run's own copy."""
-    name, version = project
-    info = folder / f"{canonical(name).replace('-', '_')}-{version}.dist-info"
-    info.mkdir(parents=True, exist_ok=True)
+    answers as it would after ``pip install .``; its code is the run's own copy. The name
+    and version are checked again (``depresolve.checked_identity``: a PEP 508 name, a PEP
+    440 version) and the folder must be one directly in ``folder``: they come from the
+    repository, and they make a path."""
+    name, version = checked_identity(*project, "the repository's metadata")
+    wanted = f"{canonical(name).replace('-', '_')}-{version}.dist-info"
+    info = confined(folder, wanted, "the dependency overlay")
+    if info.parent != folder.resolve():
+        raise Refused(wanted, "is not a folder of the dependency overlay's own")
+    info.mkdir(exist_ok=True)
     (info / "METADATA").write_text(
         f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n", encoding="utf-8"
     )
@@ -301,6 +325,7 @@ def prepare(
     env = pip_environment(staging)
     deadline = started + time_limit_s
     requirements = {w.name: w.requirement for w in resolution.needed}
+    hashes = {w.name: w.hashes for w in resolution.needed if w.hashes}
     try:
         if requirements:
             say(f"dependencies: resolving {', '.join(sorted(requirements))}")
@@ -313,7 +338,10 @@ def prepare(
                 say(f"dependencies: installing {number}/{len(pins)}: {name}=={version}")
                 args = ["install", "--quiet", "--no-deps", WHEELS_ONLY, "--target"]
                 pin = f"{name}=={version}"
-                done = _pip([*args, str(staging / "site"), pin], env, deadline, f"installing {pin}")
+                what = _pinned(pin, hashes.get(canonical(name), ()), staging)
+                done = _pip(
+                    [*args, str(staging / "site"), *what], env, deadline, f"installing {pin}"
+                )
                 if done.returncode == 0:
                     overlay.installed.append(f"{name}=={version}")
                 else:
@@ -321,7 +349,11 @@ def prepare(
     except TimeLimit as exc:
         _stopped(overlay, requirements, exc, time.monotonic() - started, time_limit_s, say)
     if resolution.project is not None:
-        _write_project_metadata(staging / "site", resolution.project)
+        try:
+            _write_project_metadata(staging / "site", resolution.project)
+        except (InvalidIdentity, Refused) as exc:  # a Resolution not made by resolve()
+            itself = {"name": "(the repository itself)", "requirement": "", "source": ""}
+            overlay.skipped.append({**itself, "reason": str(exc)})
     overlay.elapsed_s = round(time.monotonic() - started, 3)
     overlay.path = str(final / "site")
     (staging / RECORD).write_text(json.dumps(overlay.to_json(), indent=2), encoding="utf-8")

@@ -25,12 +25,19 @@ from pathlib import Path
 from typing import Any
 
 from packaging.requirements import InvalidRequirement, Requirement
+from packaging.version import InvalidVersion, Version
 
 from .catalogue import load_catalogue
-from .depfiles import CUDA_ONLY_RULES, dependencies_in_setup_py, dependencies_in_text
+from .depfiles import (
+    CUDA_ONLY_RULES,
+    dependencies_in_setup_py,
+    dependencies_in_text,
+    requirement_lines,
+)
 from .findings import Dependency
 from .reachable import Reached, lazy_imports, reachable_files
 from .repowalk import walk_repo
+from .safepath import read_inside, read_regular
 from .sourcefile import Unscannable, parse_python, read_text
 
 # Import names whose distribution is named otherwise (the common mismatches).
@@ -81,7 +88,11 @@ LAZY_ONLY = (
 NOT_FOR_THE_PORT = (CUDA_ONLY, TORCH_OWN, TARGET_RUNTIME)
 DEPENDENCY_FILE_KINDS = ("requirements", "pyproject", "setup", "conda")
 _URL = re.compile(r"(://|^\s*@|\s@\s|^(git|hg|svn|bzr)\+)")
+# A distribution's name as PEP 508 spells it (the packaging specification's own pattern).
+PEP508_NAME = re.compile(r"^([A-Z0-9]|[A-Z0-9][A-Z0-9._-]*[A-Z0-9])$", re.IGNORECASE)
 _EDITABLE_OR_PATH = re.compile(r"^\s*(-e\s|--editable\b|\.{1,2}/|/|file:)")
+# A requirements file's --hash value, as pip takes it (its allowed algorithms).
+_HASH = re.compile(r"^(sha256|sha384|sha512):[0-9a-fA-F]+$")
 
 
 def canonical(name: str) -> str:
@@ -97,6 +108,7 @@ class Wanted:
     requirement: str  # as pip takes it: "timm>=0.9"
     source: str  # "requirements.txt:3" or "import in train.py:5"
     reason: str = ""
+    hashes: tuple[str, ...] = ()  # a requirements file's --hash values: "sha256:HEX"
 
 
 @dataclass
@@ -138,10 +150,15 @@ def _classify(dep: Dependency, source: str) -> tuple[str, Wanted]:
         return "skipped", Wanted(name, text, source, "part of the environment itself")
     if _URL.search(dep.spec) or _URL.search(dep.name):
         return "skipped", Wanted(name, text, source, "a URL or VCS requirement: not installed")
+    pinned, hashes, refused = requirement_options(text)
+    if refused:
+        return "skipped", Wanted(name, text, source, refused)
+    if hashes:
+        return _hashed(name, pinned, hashes, source)
     try:
         requirement = Requirement(text)
     except InvalidRequirement:
-        if dep.spec.strip().startswith("="):  # conda's "numpy=1.26"
+        if re.match(r"=[^=]", dep.spec.strip()):  # conda's "numpy=1.26"
             requirement = Requirement(dep.name)
             text = dep.name
         else:
@@ -158,39 +175,126 @@ def _classify(dep: Dependency, source: str) -> tuple[str, Wanted]:
     )
 
 
+def requirement_options(text: str) -> tuple[str, tuple[str, ...], str]:
+    """A requirements-file line split as pip splits it (the requirement, then options from
+    the first word that starts with ``-``): the requirement, its ``--hash`` values, and why
+    the line is refused ("" when it is not). Any other per-requirement option
+    (``--config-settings``, ``--global-option``) changes how pip builds a package, and a
+    hash that is not ``ALGORITHM:HEX`` is no hash pip can check."""
+    words = text.split()
+    at = next((i for i, word in enumerate(words) if word.startswith("-")), len(words))
+    if at == len(words):
+        return text, (), ""
+    options, hashes = iter(words[at:]), []
+    for word in options:
+        option, eq, value = word.partition("=")
+        if option != "--hash":
+            return text, (), f"its option {option} is not one torchport gives pip (only --hash)"
+        value = value if eq else next(options, "")
+        if not _HASH.match(value):
+            return text, (), f"--hash {value!r} is not ALGORITHM:HEX (sha256, sha384, sha512)"
+        hashes.append(value.lower())
+    return " ".join(words[:at]), tuple(hashes), ""
+
+
+def _hashed(name: str, text: str, hashes: tuple[str, ...], source: str) -> tuple[str, Wanted]:
+    """A requirement with ``--hash`` values: kept with them (pip checks them when it
+    installs the pin, ``depinstall``) when it pins one version with ``==``, as pip's hash
+    checking requires; refused with the reason otherwise, never installed unchecked."""
+    try:
+        requirement = Requirement(text)
+    except InvalidRequirement:
+        return "skipped", Wanted(name, text, source, "not a requirement pip can read")
+    specs = list(requirement.specifier)
+    if len(specs) != 1 or specs[0].operator not in ("==", "===") or "*" in specs[0].version:
+        why = "--hash needs one exact == pin (pip checks hashes of pinned versions only)"
+        return "skipped", Wanted(name, text, source, why, hashes)
+    if requirement.marker is not None and not requirement.marker.evaluate():
+        return "skipped", Wanted(name, text, source, "its environment marker excludes this one")
+    have = installed_version(name)
+    if have is None:
+        return "needed", Wanted(name, text, source, "", hashes)
+    if requirement.specifier.contains(have, prereleases=True):
+        return "present", Wanted(name, text, source, f"torchport's environment has {have}")
+    why = f"torchport's environment has {have}, which the run uses"
+    return "skipped", Wanted(name, text, source, why, hashes)
+
+
 def _raw_requirement_skips(text: str, path: str) -> list[Wanted]:
     """Editable installs and local paths in a requirements file (depfiles drops them)."""
     found = []
-    for number, line in enumerate(text.splitlines(), start=1):
+    for number, line in requirement_lines(text):
         if _EDITABLE_OR_PATH.match(line):
             reason = "an editable install or a local path: it would build repository code"
             found.append(Wanted(line.strip(), line.strip(), f"{path}:{number}", reason))
     return found
 
 
+class InvalidIdentity(ValueError):
+    """The repository's own name or version is not what packaging allows; it is used in a
+    path (the overlay's ``<name>-<version>.dist-info``), so it is refused, never cleaned."""
+
+    def __init__(self, source: str, name: str, version: str, why: str) -> None:
+        super().__init__(f"{source}: {why}")
+        self.wanted = Wanted(
+            canonical(name) if PEP508_NAME.match(name) else "(the repository itself)",
+            f"{name}=={version}",
+            source,
+            f"the repository's own {why}: no distribution metadata is made for it",
+        )
+
+
+def checked_identity(name: object, version: object, source: str) -> tuple[str, str]:
+    """``(name, version)`` when ``name`` is a PEP 508 name and ``version`` a PEP 440
+    version (returned normalised: ``1.0-post1`` -> ``1.0.post1``), else InvalidIdentity."""
+    name, version = str(name), str(version)
+    if not PEP508_NAME.match(name):
+        raise InvalidIdentity(source, name, version, f"name {name!r} is not a PEP 508 name")
+    try:
+        return name, str(Version(version))
+    except InvalidVersion:
+        raise InvalidIdentity(
+            source, name, version, f"version {version!r} is not a PEP 440 version"
+        ) from None
+
+
+def _repository_text(root: Path, name: str) -> str | None:
+    """A metadata file at the repository's root, read as ``safepath`` allows (a regular
+    file inside it, of a bounded size), or None."""
+    try:
+        return read_inside(root, name).decode("utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
 def project_identity(root: Path) -> tuple[str, str] | None:
-    """The repository's own distribution (name, version), when it declares one."""
-    pyproject = root / "pyproject.toml"
-    if pyproject.is_file():
+    """The repository's own distribution (name, version), when it declares one;
+    InvalidIdentity when the name or version it declares is not a valid one."""
+    text = _repository_text(root, "pyproject.toml")
+    if text is not None:
         try:
-            data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError:
             data = {}
         for table in (data.get("project", {}), data.get("tool", {}).get("poetry", {})):
-            if isinstance(table.get("name"), str):
-                return table["name"], str(table.get("version") or "0.0.0")
-    cfg = configparser.ConfigParser()
-    with contextlib.suppress(configparser.Error, UnicodeDecodeError):
-        cfg.read(root / "setup.cfg", encoding="utf-8")
+            if isinstance(table, dict) and isinstance(table.get("name"), str):
+                version = table.get("version") or "0.0.0"
+                return checked_identity(table["name"], version, "pyproject.toml")
+    cfg = configparser.ConfigParser(interpolation=None)
+    with contextlib.suppress(configparser.Error):
+        cfg.read_string(_repository_text(root, "setup.cfg") or "")
     if cfg.get("metadata", "name", fallback=""):
-        return cfg.get("metadata", "name"), cfg.get("metadata", "version", fallback="0.0.0")
-    return _setup_py_identity(root / "setup.py")
+        version = cfg.get("metadata", "version", fallback="0.0.0")
+        if version.startswith(("attr:", "file:")):  # computed when built: as if not given
+            version = "0.0.0"
+        return checked_identity(cfg.get("metadata", "name"), version, "setup.cfg")
+    return _setup_py_identity(root)
 
 
-def _setup_py_identity(path: Path) -> tuple[str, str] | None:
+def _setup_py_identity(root: Path) -> tuple[str, str] | None:
     try:
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-    except (OSError, SyntaxError, UnicodeDecodeError, ValueError):
+        tree = ast.parse(_repository_text(root, "setup.py") or "")
+    except (SyntaxError, ValueError):
         return None
     for node in ast.walk(tree):
         if isinstance(node, ast.Call):
@@ -200,7 +304,7 @@ def _setup_py_identity(path: Path) -> tuple[str, str] | None:
                 if isinstance(kw.value, ast.Constant) and isinstance(kw.value.value, str)
             }
             if "name" in values:
-                return values["name"], values.get("version", "0.0.0")
+                return checked_identity(values["name"], values.get("version", "0.0.0"), "setup.py")
     return None
 
 
@@ -278,13 +382,17 @@ def resolve(root: Path, program: list[str] | None = None) -> Resolution:
     catalogue = load_catalogue()
     rules = [catalogue.by_code[c] for c in CUDA_ONLY_RULES]
     cuda_imports = list(catalogue.by_code["TPP001"].match.get("import", []))
-    resolution = Resolution(project=project_identity(root))
+    resolution = Resolution()
+    try:
+        resolution.project = project_identity(root)
+    except InvalidIdentity as exc:
+        resolution.skipped.append(exc.wanted)
     declared: list[tuple[Dependency, str]] = []
     python: list[tuple[str, ast.Module]] = []
     trees: dict[Path, ast.Module] = {}
     for f in walk_repo(root, []):
         try:
-            text = read_text(f.path.read_bytes(), f.kind).text
+            text = read_text(read_regular(f.path), f.kind).text
         except (OSError, Unscannable):
             continue
         if f.kind in DEPENDENCY_FILE_KINDS:

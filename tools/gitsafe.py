@@ -68,6 +68,17 @@ def _config_args(pairs: list[tuple[str, str]]) -> list[str]:
     return [arg for key, value in pairs for arg in ("-c", f"{key}={value}")]
 
 
+def not_an_option(value: str, what: str = "ref") -> str:
+    """``value`` (a ref, a path, a URL from a list, a config or a repository) as it is, or
+    GitError when git would read it as an option (``--pathspec-from-file=/etc/shadow``).
+
+    ``--end-of-options`` is not enough everywhere: git 2.39's ``checkout`` still counts it
+    as a revision, so a value that starts with ``-`` is refused outright."""
+    if value.startswith("-"):
+        raise GitError(f"{what} {value!r} starts with '-': git would read it as an option")
+    return value
+
+
 class Git:
     """git in one folder (a repository, or None for a clone), hardened as above."""
 

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from torchport.tools.pyimports import collect_aliases, qualified_name
+from torchport.tools.safepath import read_inside
 
 # The catalogue's kernel rules, each a way of writing a kernel (tools/catalogue/data/kernels.toml).
 KERNEL_RULES = ("TPK002", "TPK003", "TPK004", "TPK005")
@@ -182,8 +183,8 @@ def source_reader(root: Path, path: str) -> Callable[[str], str | None]:
             candidates = [p for p in root.rglob(Path(rel).name) if ".git" not in p.parts][:2]
             candidates = candidates if len(candidates) == 1 else []
         for candidate in candidates:
-            try:
-                return candidate.read_text(encoding="utf-8")
+            try:  # the name is the repository's: only a regular file inside it is read
+                return read_inside(root, candidate).decode("utf-8")
             except (OSError, UnicodeDecodeError):
                 continue
         return None

@@ -25,6 +25,7 @@ from pathlib import Path
 from .findings import ScanResult, Skipped
 from .migration_result import FileChange, MigrateOptions, MigrationResult
 from .repowalk import walk_repo
+from .safepath import digest_regular
 from .scanner import ScanOptions, scan
 
 KEEP = 8  # results held at once: a batch runs jobs in one process, one at a time
@@ -41,7 +42,7 @@ def tree_fingerprint(root: Path) -> str:
     for file in walk_repo(root, skipped):
         digest.update(file.rel.encode("utf-8", "surrogateescape") + b"\0")
         try:
-            digest.update(file.path.read_bytes())
+            digest_regular(file.path, digest)  # streamed: a file of any size, not held whole
         except OSError as exc:
             digest.update(f"unreadable: {exc.strerror}".encode())
         digest.update(b"\0")

@@ -21,6 +21,7 @@ from pathlib import Path
 import pathspec
 
 from .findings import Skipped
+from .safepath import read_regular
 
 SKIP_DIRS = frozenset(
     {
@@ -105,13 +106,11 @@ class _IgnoreStack:
         self.specs: list[tuple[str, pathspec.PathSpec]] = []
 
     def push(self, rel_dir: str, directory: Path) -> bool:
-        gi = directory / ".gitignore"
-        if not gi.is_file() or gi.is_symlink():
-            return False
-        try:
-            lines = gi.read_text(encoding="utf-8", errors="replace").splitlines()
+        try:  # a regular file of the scanner's size at most: not a link, FIFO or device
+            data = read_regular(directory / ".gitignore")
         except OSError:
             return False
+        lines = data.decode("utf-8", "replace").splitlines()
         self.specs.append((rel_dir, pathspec.GitIgnoreSpec.from_lines(lines)))
         return True
 

@@ -28,6 +28,7 @@ from .findings import SNIPPET_CHARS, Dependency, Finding, ScanResult, Skipped
 from .notebooks import code_cells
 from .pymatch import CompiledRules, analyze_module
 from .repowalk import ExcludeError, RepoFile, exclude_spec, file_kind, is_excluded, walk_repo
+from .safepath import read_regular
 from .sourcefile import DEFAULT_MAX_BYTES, Unscannable, parse_python, read_text
 from .textscan import TextHit, TextRules, scan_lines
 
@@ -105,7 +106,7 @@ class _Engine:
         try:
             if f.size > self.options.max_bytes:
                 raise Unscannable(f"larger than {self.options.max_bytes} bytes ({f.size})")
-            data = f.path.read_bytes()
+            data = read_regular(f.path, self.options.max_bytes)  # no FIFO, device or link
             result.loc = data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
             if f.kind == "python":
                 self._python(f, data, result)

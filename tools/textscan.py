@@ -56,7 +56,9 @@ def normalise_dependency_line(line: str) -> str:
     if text.startswith("#"):
         return ""
     text = re.sub(r"\s+#.*$", "", text)
-    text = text.removeprefix("- ").strip().rstrip(",").strip().strip("\"'")
+    text = text.removeprefix("- ").strip().rstrip(",").strip()
+    if len(text) > 1 and text[0] == text[-1] and text[0] in "\"'":  # a quoted list item
+        text = text[1:-1].strip()
     return text
 
 

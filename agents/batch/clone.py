@@ -3,7 +3,8 @@
 Runs inside the job (so a slow or failing clone is that repository's problem and
 time, not the batch's), always from scratch: a clone a killed job left half-done
 is removed first. Git never prompts (a batch has nobody to answer) and runs none of
-the source's hooks or configured programs (``tools.gitsafe``).
+the source's hooks or configured programs (``tools.gitsafe``); a ref that git would read
+as an option is refused (``gitsafe.not_an_option``).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import os
 import shutil
 from pathlib import Path
 
-from torchport.tools.gitsafe import Git, GitError, GitNotFound
+from torchport.tools.gitsafe import Git, GitError, GitNotFound, not_an_option
 
 from .sources import Source
 
@@ -35,7 +36,7 @@ def checkout(source: Source, dest: Path) -> tuple[Path, str | None]:
         Git(None).run("clone", "--quiet", "--", source.location, str(partial))
         cloned = Git(partial)
         if source.ref:
-            cloned.run("checkout", "--quiet", source.ref, "--")
+            cloned.run("checkout", "--quiet", not_an_option(source.ref), "--")
         commit = cloned.text("rev-parse", "HEAD")
     except GitNotFound as exc:
         raise CloneError("git is not installed; it is needed for git sources") from exc

@@ -16,6 +16,8 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
+from torchport.tools.gitsafe import GitError, not_an_option
+
 from ..project_config import entry_command
 
 # scheme://... (https, ssh, git, file) or scp-like user@host:path
@@ -156,6 +158,11 @@ def _entry(
     command: str | None = None,
 ) -> tuple[Source, str]:
     ref = ref or None
+    if ref is not None:
+        try:
+            not_an_option(ref)
+        except GitError as exc:
+            raise SourcesError(f"{where}: {exc}") from None
     command = _checked_command(command, where)
     if is_git_url(text):
         location, git = text, True

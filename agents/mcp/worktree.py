@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from torchport.tools.gitsafe import Git, GitError
+from torchport.tools.safepath import read_inside
 
 from ..workspace import materialize
 
@@ -53,6 +54,8 @@ def original_of(repo: Path, scratch: Path) -> Original:
         why = "not a git repository with a commit" if committed is None else "nothing modified"
         return Original(repo, {}, f"the working tree against itself ({why} since HEAD)")
     source = materialize(repo, committed, scratch / "original")
-    port = {rel: (repo / rel).read_bytes().decode("utf-8", "surrogateescape") for rel in committed}
+    # the working tree's files as safepath reads them: a modified file that became a link
+    # out of the repository, a FIFO or a device is refused (Refused: the tool's error)
+    port = {rel: read_inside(repo, rel).decode("utf-8", "surrogateescape") for rel in committed}
     files = ", ".join(sorted(committed))
     return Original(source, port, f"the working tree against HEAD ({len(port)} modified: {files})")

@@ -28,6 +28,8 @@ import tempfile
 from functools import cache
 from pathlib import Path
 
+from torchport.tools.safepath import read_inside
+
 from .build import INCLUDE, PCH_ENV, RUNNER_CFLAGS, cache_root, runtime_digest
 
 ENV = PCH_ENV
@@ -143,12 +145,15 @@ def _compile(where: Path) -> bool:
 
 
 def uses_extensions(program: Path) -> bool:
-    """Whether the program's Python code mentions torch's cpp_extension at all."""
+    """Whether the program's Python code mentions torch's cpp_extension at all. Read on
+    the host, so only as ``safepath`` reads a repository's files: regular files inside
+    the program's folder, of the scanner's size at most (a ``.py`` link to ``/dev/zero``
+    or out of the folder is not the program's code)."""
     for count, path in enumerate(program.rglob("*.py")):
         if count >= _SCAN_LIMIT:
             return True  # too many to read: assume it may
         try:
-            if _USES_EXTENSIONS.search(path.read_bytes()):
+            if _USES_EXTENSIONS.search(read_inside(program, path.relative_to(program))):
                 return True
         except OSError:
             continue

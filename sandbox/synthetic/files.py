@@ -5,7 +5,8 @@ The harness writes these into the scratch copy for paths named in the command (s
 of a missing file (see ``sandbox.synthetic.numpy_files``). Contents are deterministic (the
 same bytes for the original and the migrated run) and learnable (class patterns, English-ish
 text), so losses go down. Stand-ins are only ever written under ``root``: a path that would
-leave it is redirected into ``root/STANDIN_DIR``.
+leave it is redirected into ``root/STANDIN_DIR``, and one that leaves it through a symlink
+of the repository's is refused (``standin_path``).
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ import re
 from array import array
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from torchport.tools.safepath import Refused, confined
 
 from . import data
 
@@ -34,13 +37,22 @@ IMAGE_SIDE = 32
 def standin_path(root: Path, requested: str, in_place: bool = True) -> Path:
     """Where a stand-in for ``requested`` goes: the path itself when it lies inside ``root``
     (and ``in_place``), else an entry of ``root/STANDIN_DIR`` named after it, so nothing is
-    ever written outside ``root``."""
-    root = root.resolve()
-    wanted = Path(os.path.normpath(root / requested))
-    if in_place and wanted != root and wanted.is_relative_to(root):
-        return wanted
-    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", requested).strip("._") or "data"
-    return root / STANDIN_DIR / slug
+    ever written outside ``root``.
+
+    The path is resolved, the repository's own symlinks followed: one that leads out of
+    ``root`` (``escape/x.txt`` with ``escape -> /etc``, or a committed ``.torchport-data``
+    link) is ``Refused``, and no stand-in is made. What is returned has no symlink in the
+    part that exists, so a writer that only creates what is not there yet (see
+    ``sandbox.commandline``) stays inside ``root``."""
+    base = root.resolve()
+    wanted = Path(os.path.normpath(base / requested))
+    if not (in_place and wanted != base and wanted.is_relative_to(base)):
+        slug = re.sub(r"[^A-Za-z0-9._-]+", "_", requested).strip("._") or "data"
+        wanted = base / STANDIN_DIR / slug
+    target = confined(base, wanted.relative_to(base), "the run's copy of the program")
+    if target == base:
+        raise Refused(requested, "is the run's folder itself")
+    return target
 
 
 def corpus(size: int, *key: object) -> bytes:

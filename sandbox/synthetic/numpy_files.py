@@ -25,8 +25,12 @@ def _standin(filename: Any, dtype: Any, count: int, offset: int) -> Any:
         return filename
     import numpy as np
 
-    target = files.standin_path(_ORIGINAL["root"], os.fspath(filename))
-    if not target.exists():
+    try:
+        target = files.standin_path(_ORIGINAL["root"], os.fspath(filename))
+    except files.Refused as exc:  # out of the run's folder: numpy fails as it would have
+        data.record("numpy", os.fspath(filename), 0, path=os.fspath(filename), refused=exc.strerror)
+        return filename
+    if not target.exists():  # written only where nothing is (standin_path: no link above)
         files.write_tokens(target, np.dtype(dtype).name, count, offset)
     where = target.relative_to(Path(_ORIGINAL["root"]).resolve()).as_posix()
     data.record("numpy", os.fspath(filename), count, path=where, dtype=np.dtype(dtype).name)
