@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from torchport.sandbox.isolation import owner
+from torchport.sandbox.safepath import read_text_regular
 from torchport.tools.kernel_sites import (
     MENTIONS,
     KernelSite,
@@ -42,7 +43,6 @@ from torchport.tools.kernel_sites import (
     parameters,
     source_reader,
 )
-from torchport.tools.safepath import read_text_regular
 
 from .workspace import materialize, write_over
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from torchport.sandbox.safepath import read_text_regular
 from torchport.tools.kernel_sites import (
     KERNEL_RULES,
     KernelSite,
@@ -30,7 +31,6 @@ from torchport.tools.kernel_sites import (
     source_reader,
 )
 from torchport.tools.kernel_sites import remove_unused_kernels as _remove_unused
-from torchport.tools.safepath import read_text_regular
 
 from .kernel_check import describe_signature
 from .workspace import materialize, python_files

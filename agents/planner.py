@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from torchport.sandbox.commandline import fillable
+from torchport.sandbox.safepath import read_inside
 from torchport.tools.findings import EntryPoint, ScanResult
-from torchport.tools.safepath import read_inside
 
 _PLACEHOLDER = re.compile(r"[$<>{}]|\.\.\.|/path/to|PATH_TO", re.IGNORECASE)
 _LAUNCHERS = ("python", "python3", "torchrun")

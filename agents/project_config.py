@@ -27,9 +27,9 @@ from pathlib import Path
 from typing import Any
 
 from torchport.sandbox.limits import LIMITS
+from torchport.sandbox.safepath import Refused, confined
 from torchport.tools.catalogue import TARGETS, load_catalogue
 from torchport.tools.repowalk import ExcludeError, exclude_spec
-from torchport.tools.safepath import Refused, confined
 
 from .defaults import VERIFY_STEPS
 

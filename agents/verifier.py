@@ -35,11 +35,11 @@ from torchport.sandbox.limits import (
     DEFAULT_TIMEOUT_S,
 )
 from torchport.sandbox.modes import EMULATED
+from torchport.sandbox.safepath import digest_regular, read_inside
 from torchport.tools.atomicfile import atomic_write
 from torchport.tools.catalogue import TARGETS
 from torchport.tools.depinstall import HOW_TO_PROVIDE
 from torchport.tools.depresolve import NOT_FOR_THE_PORT
-from torchport.tools.safepath import digest_regular, read_inside
 
 from . import kernel_check, verify_pair
 from .data_notes import interpreter_note

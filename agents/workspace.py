@@ -13,8 +13,8 @@ import stat
 from contextlib import suppress
 from pathlib import Path
 
+from torchport.sandbox.safepath import read_inside, read_text_regular
 from torchport.tools.output import nofollow
-from torchport.tools.safepath import read_inside, read_text_regular
 
 _IGNORE = shutil.ignore_patterns(".git", "__pycache__", ".venv", "venv", "torchport-report")
 _NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from torchport.tools.safepath import Refused
+from torchport.sandbox.safepath import Refused
 
 from .synthetic import files
 

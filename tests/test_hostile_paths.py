@@ -25,11 +25,11 @@ from torchport.agents.batch.clone import CloneError, checkout
 from torchport.agents.batch.sources import Source
 from torchport.agents.workspace import materialize
 from torchport.cli.main import main
+from torchport.sandbox.safepath import Refused
 from torchport.sandbox.synthetic import files
 from torchport.tools import depinstall
 from torchport.tools.depresolve import Resolution, resolve
 from torchport.tools.output.nofollow import SymlinkInPath
-from torchport.tools.safepath import Refused
 
 CLI = [sys.executable, "-m", "torchport.cli"]
 # enough for torchport and a sandboxed torch program; far less than /dev/zero read whole

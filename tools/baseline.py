@@ -17,8 +17,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from ..sandbox.safepath import read_regular
 from .findings import Finding, ScanResult
-from .safepath import read_regular
 
 FORMAT = "torchport-baseline"
 VERSION = 1

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from ..sandbox.hostpython import python_command
+from ..sandbox.safepath import Refused, confined
 from .catalogue import load_catalogue
 from .childproc import run_bounded
 from .depfiles import CUDA_ONLY_RULES, dependencies_in_text
@@ -41,7 +42,6 @@ from .depresolve import (
     checked_identity,
     installed_version,
 )
-from .safepath import Refused, confined
 from .safetext import REASON_CHARS
 
 # pip's own settings and the network's, passed through when set; nothing else is.

@@ -27,6 +27,7 @@ from typing import Any
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion, Version
 
+from ..sandbox.safepath import read_inside, read_regular
 from .catalogue import load_catalogue
 from .depfiles import (
     CUDA_ONLY_RULES,
@@ -37,7 +38,6 @@ from .depfiles import (
 from .findings import Dependency
 from .reachable import Reached, lazy_imports, reachable_files
 from .repowalk import walk_repo
-from .safepath import read_inside, read_regular
 from .sourcefile import Unscannable, parse_python, read_text
 
 # Import names whose distribution is named otherwise (the common mismatches).

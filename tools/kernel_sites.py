@@ -26,8 +26,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from torchport.sandbox.safepath import read_inside
 from torchport.tools.pyimports import collect_aliases, qualified_name
-from torchport.tools.safepath import read_inside
 
 # The catalogue's kernel rules, each a way of writing a kernel (tools/catalogue/data/kernels.toml).
 KERNEL_RULES = ("TPK002", "TPK003", "TPK004", "TPK005")

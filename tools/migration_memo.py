@@ -22,10 +22,10 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from pathlib import Path
 
+from ..sandbox.safepath import digest_regular
 from .findings import ScanResult, Skipped
 from .migration_result import FileChange, MigrateOptions, MigrationResult
 from .repowalk import walk_repo
-from .safepath import digest_regular
 from .scanner import ScanOptions, scan
 
 KEEP = 8  # results held at once: a batch runs jobs in one process, one at a time

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pathspec
 
+from ..sandbox.safepath import read_regular
 from .findings import Skipped
-from .safepath import read_regular
 
 SKIP_DIRS = frozenset(
     {

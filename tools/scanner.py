@@ -16,6 +16,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..sandbox.safepath import read_regular
 from .catalogue import TARGETS, Rule, load_catalogue
 from .depfiles import (
     CUDA_ONLY_RULES,
@@ -28,7 +29,6 @@ from .findings import SNIPPET_CHARS, Dependency, Finding, ScanResult, Skipped
 from .notebooks import code_cells
 from .pymatch import CompiledRules, analyze_module
 from .repowalk import ExcludeError, RepoFile, exclude_spec, file_kind, is_excluded, walk_repo
-from .safepath import read_regular
 from .sourcefile import DEFAULT_MAX_BYTES, Unscannable, parse_python, read_text
 from .textscan import TextHit, TextRules, scan_lines
 

@@ -9,7 +9,7 @@ import tokenize
 from dataclasses import dataclass
 from pathlib import Path
 
-DEFAULT_MAX_BYTES = 2_000_000
+from ..sandbox.safepath import DEFAULT_MAX_BYTES
 
 # Python 2 constructs that are syntax errors in Python 3: a print statement,
 # `except E, e:`, backticks, `exec "..."`, octal literals like 0777, `ur""`.

@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from torchport.sandbox.safepath import read_inside
 from torchport.tools.gitsafe import Git, GitError
-from torchport.tools.safepath import read_inside
 
 from ..workspace import materialize
 

@@ -28,7 +28,7 @@ import tempfile
 from functools import cache
 from pathlib import Path
 
-from torchport.tools.safepath import read_inside
+from torchport.sandbox.safepath import read_inside
 
 from .build import INCLUDE, PCH_ENV, RUNNER_CFLAGS, cache_root, runtime_digest
 

@@ -18,7 +18,7 @@ from array import array
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from torchport.tools.safepath import Refused, confined
+from torchport.sandbox.safepath import Refused, confined
 
 from . import data
 

@@ -31,7 +31,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from .sourcefile import DEFAULT_MAX_BYTES
+# The largest repository file torchport reads on the host (the scanner's limit too:
+# tools.sourcefile takes it from here, so the two cannot drift apart).
+DEFAULT_MAX_BYTES = 2_000_000
 
 _READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
