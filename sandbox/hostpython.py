@@ -29,6 +29,16 @@ def python_command(*args: str, python: str | None = None, unbuffered: bool = Fal
     return [python or sys.executable, *ISOLATED, *(("-u",) if unbuffered else ()), *args]
 
 
+def without_secrets(environ: dict[str, str] | None = None) -> dict[str, str]:
+    """``environ`` (default: this process's) less every credential-like variable: a child
+    that needs no key (a compiler run, a build) is started without one, rather than
+    trusted to leave it alone."""
+    from .isolation.env import looks_secret
+
+    source = os.environ if environ is None else environ
+    return {k: v for k, v in source.items() if not looks_secret(k)}
+
+
 def _home() -> Path:
     return Path(os.environ.get("TORCHPORT_HOME") or Path.home() / ".cache" / "torchport")
 

@@ -50,6 +50,16 @@ def test_every_host_python_child_is_isolated() -> None:
     assert folder.is_dir() and (folder.stat().st_mode & 0o777) == 0o700
 
 
+def test_a_child_that_needs_no_key_gets_none(monkeypatch: pytest.MonkeyPatch) -> None:
+    from torchport.sandbox.hostpython import without_secrets
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    monkeypatch.setenv("TORCHPORT_LLM_API_KEY", "k")
+    env = without_secrets()
+    assert "OPENAI_API_KEY" not in env and "TORCHPORT_LLM_API_KEY" not in env
+    assert env["PATH"] == os.environ["PATH"]
+
+
 @pytest.mark.slow
 def test_migrate_with_deps_auto_inside_a_repository_never_runs_its_pip(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch

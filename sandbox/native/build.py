@@ -27,7 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from ..hostpython import python_command
+from ..hostpython import python_command, without_secrets
 
 SOURCE = Path(__file__).with_name("emulator.cpp")
 MODULE = "torchport_emulator"
@@ -119,7 +119,7 @@ def _compile_into(final: Path) -> None:
             capture_output=True,
             text=True,
             timeout=BUILD_TIMEOUT_S,
-            env={**os.environ, "MAX_JOBS": os.environ.get("MAX_JOBS", "1")},
+            env={**without_secrets(), "MAX_JOBS": os.environ.get("MAX_JOBS", "1")},
             cwd=work,  # torchport's own folder, not the user's (a repository's)
         )
         if proc.returncode != 0:
