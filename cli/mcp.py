@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -35,9 +36,19 @@ symlinks that lead out are refused. The user's code runs only in the sandbox.
 register it with a coding agent (the usual mcpServers entry):
   {"mcpServers": {"torchport": {"command": "torchport", "args": ["mcp", "/path/to/repo"]}}}
 
+--http needs a token: every request must carry the header 'Authorization: Bearer TOKEN',
+or it is answered 401 before any tool runs (any local process can reach loopback). The
+token is TORCHPORT_MCP_TOKEN's value (at least 16 characters), else a random one the server
+prints once on its standard error when it starts. Either way it is removed from the
+environment before the server starts anything: no worker and no sandboxed run sees it.
+A client passes it as a header, e.g. in an mcpServers entry:
+  {"mcpServers": {"torchport": {"url": "http://127.0.0.1:8765/mcp",
+                                "headers": {"Authorization": "Bearer TOKEN"}}}}
+
 examples:
   torchport mcp .                      stdio, for an agent that starts the server
-  torchport mcp repo/ --http 8765      http://127.0.0.1:8765/mcp (loopback only)
+  torchport mcp repo/ --http 8765      http://127.0.0.1:8765/mcp (loopback only), token printed
+  TORCHPORT_MCP_TOKEN=$(openssl rand -hex 24) torchport mcp repo/ --http 8765
 """
 
 
@@ -58,7 +69,9 @@ def add_parser(sub: Any) -> None:
         "--http",
         type=positive_int,
         metavar="PORT",
-        help="serve streamable HTTP at http://HOST:PORT/mcp instead of stdio",
+        help="serve streamable HTTP at http://HOST:PORT/mcp instead of stdio; every request "
+        "needs 'Authorization: Bearer TOKEN' (TORCHPORT_MCP_TOKEN, else a random token printed "
+        "on standard error)",
     )
     m.add_argument(
         "--host",
@@ -79,12 +92,17 @@ def run(args: argparse.Namespace) -> int:
         return fail(f"{args.repo}: not a folder")
     try:
         from torchport.agents.mcp import server
+        from torchport.agents.mcp.http_auth import TokenError, server_token
     except ImportError as exc:
         return fail(f"torchport mcp needs the mcp package: pip install 'torchport[mcp]' ({exc})")
     if args.http is not None and not server.is_loopback(args.host):
         return fail(
             f"--host {args.host}: not a loopback address; the server listens on loopback only"
         )
+    try:  # out of the environment first, whatever the transport: no child may inherit it
+        token, given = server_token()
+    except TokenError as exc:
+        return fail(str(exc))
     from torchport.agents.project_config import ConfigError
 
     try:  # the repository's [tool.torchport]: its entry and target are the tools' defaults
@@ -99,5 +117,29 @@ def run(args: argparse.Namespace) -> int:
         "entry": config["entry"],
         "target": config["target"],
     }
-    server.serve(server.build(repo, settings), args.http, args.host)
+    built = server.build(repo, settings)
+    bound = None
+    if args.http is not None:
+        try:
+            bound = server.listen(args.host, args.http)
+        except OSError as exc:  # the port is taken, or the address is not this machine's
+            return fail(f"--http {args.http} on {args.host}: cannot listen: {exc.strerror or exc}")
+        _announce(args.host, args.http, token, given)
+    server.serve(built, bound, token)
     return 0
+
+
+def _announce(host: str, port: int, token: str, given: bool) -> None:
+    """Where the server listens and how to authenticate, once, on standard error (the
+    user's terminal or log, which no program the server runs can read: their output is
+    piped, and the worker runs no repository code). A token the user gave is not echoed."""
+    from torchport.agents.mcp.http_auth import TOKEN_VARIABLE
+
+    shown = f"the value of {TOKEN_VARIABLE}" if given else token
+    url_host = f"[{host}]" if ":" in host else host
+    print(
+        f"torchport mcp: serving http://{url_host}:{port}/mcp; every request needs the "
+        f"header 'Authorization: Bearer TOKEN', TOKEN: {shown}",
+        file=sys.stderr,
+        flush=True,
+    )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -399,6 +400,7 @@ def free_port() -> int:
 def test_streamable_http_on_loopback_and_nowhere_else(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    import httpx2
     from mcp.client.streamable_http import streamable_http_client
     from torchport.cli.main import main
 
@@ -417,9 +419,11 @@ def test_streamable_http_on_loopback_and_nowhere_else(
 
         async def session() -> set[str]:
             url = f"http://127.0.0.1:{port}/mcp"
-            await until(lambda: _listening(port) or server.poll() is not None, 120, "listening")
+            await until(lambda: _token(tmp_path) or server.poll() is not None, 120, "listening")
+            bearer = {"Authorization": f"Bearer {_token(tmp_path)}"}  # printed at start
             async with (
-                streamable_http_client(url) as (read, write),
+                httpx2.AsyncClient(headers=bearer) as http,
+                streamable_http_client(url, http_client=http) as (read, write),
                 ClientSession(read, write) as client,
             ):
                 await client.initialize()
@@ -431,6 +435,7 @@ def test_streamable_http_on_loopback_and_nowhere_else(
         server.wait(timeout=30)
 
 
-def _listening(port: int) -> bool:
-    with socket.socket() as s:
-        return s.connect_ex(("127.0.0.1", port)) == 0
+def _token(tmp_path: Path) -> str | None:
+    """The token the HTTP server announced on its standard error, once it listens."""
+    found = re.search(r"TOKEN: (\S+)$", (tmp_path / "http.log").read_text(), re.M)
+    return found.group(1) if found else None

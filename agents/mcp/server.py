@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +11,7 @@ from mcp.server.mcpserver import MCPServer
 from torchport.tools import __version__
 
 from . import resources, tools
+from .http_auth import RequireToken
 from .session import Session
 
 LOOPBACK_NAMES = ("localhost",)
@@ -43,11 +45,31 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def serve(server: MCPServer, port: int | None = None, host: str = "127.0.0.1") -> None:
-    """stdio (the default), or streamable HTTP at http://HOST:PORT/mcp on loopback only."""
-    if port is None:
-        server.run("stdio")
-        return
+def listen(host: str, port: int) -> socket.socket:
+    """The bound, listening socket of ``--http PORT`` on ``host`` (loopback only); OSError
+    when the port is taken. Bound before the server starts, so that whoever waits for the
+    announcement can connect at once."""
     if not is_loopback(host):
         raise ValueError(f"{host} is not a loopback address: the server listens on loopback only")
-    server.run("streamable-http", host=host, port=port)
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    return socket.create_server((host.strip("[]"), port), family=family)
+
+
+def serve(server: MCPServer, bound: socket.socket | None = None, token: str = "") -> None:
+    """stdio (``bound`` None), or streamable HTTP at /mcp on the loopback socket ``bound``
+    (``listen``), where every request must carry ``Authorization: Bearer TOKEN``
+    (``http_auth``)."""
+    if bound is None:
+        server.run("stdio")
+        return
+    if not token:
+        raise ValueError("streamable HTTP needs a token: any local process can reach loopback")
+    import anyio
+    import uvicorn
+
+    host = bound.getsockname()[0]
+    # the SDK's own app (its Host and Origin checks for a loopback host included), behind
+    # the token; served by uvicorn as the SDK's run("streamable-http") serves it
+    app = RequireToken(server.streamable_http_app(host=host), token)
+    config = uvicorn.Config(app, log_level="warning")
+    anyio.run(lambda: uvicorn.Server(config).serve(sockets=[bound]))
