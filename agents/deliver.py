@@ -308,11 +308,14 @@ def _agent_edits_markdown(edits: list[dict[str, Any]]) -> list[str]:
 
 
 def _headline_note(verification: dict[str, Any]) -> str:
-    """What the first line must not leave out: the original failing too, or a caveat."""
+    """What the first line must not leave out: a check looser than torchport's own (the
+    repository's or the user's), the original failing too, or a caveat."""
+    loosened = "; ".join(f"under {_md(said)}" for said in verification.get("loosened") or [])
+    head = f" {loosened}" if loosened else ""
     reason = str(verification.get("reason") or "")
     if reason.startswith("the original fails here"):
-        return f" ({_md(reason.partition(':')[0])})"
-    return " (with a caveat)" if verification.get("caveat") else ""
+        return f"{head} ({_md(reason.partition(':')[0])})"
+    return head + (" (with a caveat)" if verification.get("caveat") else "")
 
 
 def environment_markdown(environment: dict[str, Any]) -> list[str]:

@@ -22,7 +22,7 @@ from langgraph.graph import END, START, StateGraph
 from torchport.tools.migration_memo import remembered_scan
 from torchport.tools.scanner import ScanOptions
 
-from . import runs, verifier
+from . import config_record, runs, verifier
 from .checkpoints import DURABILITY, open_checkpointer
 from .defaults import DEFAULTS
 from .deliver import deliver as write_output
@@ -81,7 +81,7 @@ def plan(state: State, ctx: Runtime) -> dict[str, Any]:
     # kept: the rewrite node's migration reads the same scan instead of scanning again
     options = ScanOptions(target=s["target"], select=tuple(s.get("select", [])), **scan_filters(s))
     scanned = remembered_scan(source, options, ctx.run_id)
-    p = make_plan(source, scanned, s["target"], s.get("entry"))
+    p = make_plan(source, scanned, s["target"], s.get("entry"), config_record.entry_reason(s))
     ctx.say(
         f"plan: {p.auto} automatic fixes, {len(p.llm)} for the LLM, {len(p.manual)} for a "
         f"human; entry: {' '.join(p.entry) if p.entry else p.not_runnable}"

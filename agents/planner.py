@@ -178,8 +178,16 @@ def _notebook(root: Path, scan: ScanResult) -> str | None:
     return min(counts, key=lambda path: (-counts[path], path.count("/"), path))
 
 
-def make_plan(root: Path, scan: ScanResult, target: str, entry: str | None = None) -> Plan:
-    """Choose the entry command and sort the findings into auto, LLM and human work."""
+def make_plan(
+    root: Path,
+    scan: ScanResult,
+    target: str,
+    entry: str | None = None,
+    entry_from: str = "given with --entry",
+) -> Plan:
+    """Choose the entry command and sort the findings into auto, LLM and human work.
+    ``entry_from``: where a given ``entry`` came from, as the plan says it (the flag, a
+    variable, the repository's file: ``config_record.entry_reason``)."""
     auto, llm, manual = 0, [], []
     for f in scan.findings:
         kind = f.fix[target]["kind"] if target in f.fix else "manual"
@@ -200,9 +208,9 @@ def make_plan(root: Path, scan: ScanResult, target: str, entry: str | None = Non
     plan = Plan(entry=None, entry_reason="", auto=auto, llm=llm, manual=manual)
     if entry:
         try:
-            plan.entry, plan.entry_reason = shlex.split(entry), "given with --entry"
+            plan.entry, plan.entry_reason = shlex.split(entry), entry_from
         except ValueError as exc:
-            plan.not_runnable = f"--entry does not parse: {exc}"
+            plan.not_runnable = f"the entry ({entry_from}) does not parse: {exc}"
         return plan
     for candidate in scan.entrypoints:
         argv, why = command_for(root, candidate)

@@ -27,11 +27,12 @@ from pathlib import Path
 from typing import Any
 
 from torchport.sandbox.limits import LIMITS
-from torchport.sandbox.safepath import Refused, confined
+from torchport.sandbox.safepath import Refused, confined, read_inside
 from torchport.tools.catalogue import TARGETS, load_catalogue
 from torchport.tools.repowalk import ExcludeError, exclude_spec
 
 from .defaults import VERIFY_STEPS
+from .loosening import check, check_tolerance
 
 CONFIG_FILE = "torchport.toml"
 PYPROJECT = "pyproject.toml"
@@ -74,6 +75,13 @@ def _steps(value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not bound.holds(value):
         raise ValueError(f"must be {bound.describe()}, not {value!r}")
     return value
+
+
+def _repository_steps(value: Any) -> int:
+    """``steps`` in a repository's file: fewer than torchport's own only within bounds."""
+    steps = _steps(value)
+    check("steps", steps, VERIFY_STEPS)
+    return steps
 
 
 def _strings(value: Any) -> list[str]:
@@ -139,6 +147,7 @@ def _tolerance(value: Any) -> dict[str, Any]:
                 least = "an integer of at least 1" if field_name == "max_steps" else "a number >= 0"
                 raise ValueError(f"{name}.{field_name}: must be {least}, not {number!r}")
         tolerance[name] = {k: POLICY_FIELDS[k](v) for k, v in numbers.items()}
+        check_tolerance(name, tolerance[name])  # the file's: tighter, or looser within bounds
     return tolerance
 
 
@@ -229,7 +238,7 @@ KEYS: dict[str, Key] = {
     "entry": Key(
         None, "TORCHPORT_ENTRY", "--entry", _anywhere(entry_command), entry_command, entry_command
     ),
-    "steps": Key(VERIFY_STEPS, "TORCHPORT_STEPS", "--steps", _anywhere(_steps), _steps),
+    "steps": Key(VERIFY_STEPS, "TORCHPORT_STEPS", "--steps", _anywhere(_repository_steps), _steps),
     # gitignore patterns relative to the repository's root: files neither reported nor rewritten
     "exclude": Key(
         [],
@@ -277,11 +286,24 @@ class ConfigFile:
     table: dict[str, Any]
 
 
-def _load(path: Path, lenient: bool) -> dict[str, Any] | None:
+def _load(root: Path, name: str, lenient: bool) -> dict[str, Any] | None:
+    """The TOML of the configuration file ``name`` at ``root``; None when there is none
+    (or, ``lenient``, when it cannot be read or parsed and does not mention torchport).
+
+    The repository chooses what its file is, so it is read only as a regular file inside
+    the repository of at most MAX_FILE_BYTES (``sandbox.safepath``): a symlink out of it, a
+    FIFO or device, or a huge file is refused (ConfigError), lenient or not, never followed.
+    """
+    path = root / name
+    if not os.path.lexists(path):
+        return None
     try:
-        if path.stat().st_size > MAX_FILE_BYTES:
-            raise ConfigError(f"{path}: larger than {MAX_FILE_BYTES} bytes; not a config file")
-        text = path.read_text(encoding="utf-8")
+        text = read_inside(root, name, MAX_FILE_BYTES).decode("utf-8")
+    except Refused as exc:
+        raise ConfigError(
+            f"{path}: refused: {exc.strerror}; a configuration file must be a regular file "
+            f"inside the repository, of at most {MAX_FILE_BYTES} bytes"
+        ) from None
     except (OSError, UnicodeDecodeError) as exc:
         if lenient:
             return None
@@ -299,15 +321,13 @@ def _load(path: Path, lenient: bool) -> dict[str, Any] | None:
 def config_file(root: Path) -> ConfigFile | None:
     """The repository's torchport configuration, or None when it has none."""
     found = []
-    own = root / CONFIG_FILE
-    if own.is_file():
-        found.append(ConfigFile(own, str(own), _load(own, lenient=False) or {}))
+    own = _load(root, CONFIG_FILE, lenient=False)
+    if own is not None:
+        found.append(ConfigFile(root / CONFIG_FILE, str(root / CONFIG_FILE), own))
     pyproject = root / PYPROJECT
-    if pyproject.is_file():
-        data = _load(pyproject, lenient=True) or {}
-        tool = data.get("tool")
-        if isinstance(tool, dict) and "torchport" in tool:
-            found.append(ConfigFile(pyproject, f"{pyproject} {SECTION}", tool["torchport"]))
+    tool = (_load(root, PYPROJECT, lenient=True) or {}).get("tool")
+    if isinstance(tool, dict) and "torchport" in tool:
+        found.append(ConfigFile(pyproject, f"{pyproject} {SECTION}", tool["torchport"]))
     if len(found) > 1:
         raise ConfigError(
             f"{root}: both {CONFIG_FILE} and {SECTION} in {PYPROJECT} configure torchport; keep one"
@@ -453,9 +473,10 @@ def project_root(paths: Iterable[Path]) -> Path:
     for folder in (common, *common.parents):
         if any((folder / marker).exists() for marker in ROOT_MARKERS):
             return folder
-        pyproject = folder / PYPROJECT
-        if pyproject.is_file():
-            tool = (_load(pyproject, lenient=True) or {}).get("tool")
-            if isinstance(tool, dict) and "torchport" in tool:
-                return folder
+        try:
+            tool = (_load(folder, PYPROJECT, lenient=True) or {}).get("tool")
+        except ConfigError:  # not a file to read (a link out, a FIFO): not this folder's
+            continue
+        if isinstance(tool, dict) and "torchport" in tool:
+            return folder
     return common

@@ -88,6 +88,7 @@ class Policy:
     atol: float
     max_steps: int
     note: str = ""  # what the project's ``tolerance`` changed, said with the name
+    own: str = ""  # the policy torchport itself would choose for the program (choose_policy)
 
     @property
     def label(self) -> str:
@@ -136,7 +137,8 @@ def choose_policy(
     files means the two runs differ by rounding, and the looser policy applies.
     """
     uses_low_precision = any(_BF16.search(text) for text in migrated_sources)
-    return policies_for(tolerance)["bf16" if uses_low_precision else "fp32"]
+    own = "bf16" if uses_low_precision else "fp32"
+    return replace(policies_for(tolerance)[own], own=own)
 
 
 @dataclass
@@ -253,6 +255,11 @@ class Verification:
     # The differential check at the kernel call sites the migration replaced
     # (agents.kernel_check); None when it replaced none
     kernel_check: dict[str, Any] | None = None
+    # The policy torchport would have chosen (``policy`` may be one the configuration named)
+    own_policy: str = ""
+    # What the verdict was judged under that is looser than torchport's defaults, and who
+    # set it (agents.loosening); also at the head of ``reason`` for a ``verified``
+    loosened: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -313,6 +320,7 @@ def judge(
 ) -> Verification:
     """The verdict for one pair of runs (``reference`` None: the original was not run)."""
     v = Verification("failed", "", policy=policy.name, reference=_brief(reference))
+    v.own_policy = policy.own
     v.target = _brief(target)
     if reference is not None and reference.get("status") != "ok":
         return _judge_failed_original(v, reference, target, policy, mode)

@@ -81,23 +81,8 @@ def add_parser(sub: Any) -> None:
     c.set_defaults(func=run)
 
 
-def shown(name: str, value: Any) -> str:
-    """A setting's value on one line, as a person reads it."""
-    if value is None or value == []:
-        return "-"
-    if isinstance(value, list):
-        return ", ".join(value)
-    if name == "tolerance":
-        numbers = [
-            f"{policy}: " + ", ".join(f"{k} {v:g}" for k, v in fields.items())
-            for policy, fields in value.items()
-            if policy != "policy"
-        ]
-        return "; ".join([value.get("policy", "auto"), *numbers])
-    return str(value)
-
-
 def run(args: argparse.Namespace) -> int:
+    from torchport.agents.config_record import shown
     from torchport.agents.project_config import SECTION, ConfigError
 
     root = Path(args.path)

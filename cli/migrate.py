@@ -177,7 +177,7 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from torchport.agents import graph, runs
+    from torchport.agents import config_record, graph, runs
     from torchport.agents.deliver import migration_result, options_of, verification_record
     from torchport.agents.llm.factory import LLMSetupError, llm_factory
     from torchport.agents.project_config import ConfigError
@@ -208,6 +208,7 @@ def run(args: argparse.Namespace) -> int:
             run_id = runs.new_run_id()
             settings["run_id"] = run_id
             say(f"run {run_id} (resume with: torchport migrate --resume {run_id})")
+            say(config_record.summary(settings.get(config_record.KEY)))
             final = graph.start(settings, graph.Runtime(run_id, say, llm_factory(say)))
     except (MigrateError, graph.GraphError, LLMSetupError, ConfigError) as exc:
         return fail(str(exc))
@@ -217,6 +218,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _print(args: argparse.Namespace, final: dict[str, Any], migration_result, record) -> int:
+    from torchport.agents import config_record
     from torchport.agents.deliver import sandbox_used
     from torchport.agents.environment import summary_line
     from torchport.tools.filenames import printable_data
@@ -237,6 +239,7 @@ def _print(args: argparse.Namespace, final: dict[str, Any], migration_result, re
         data = migration_to_dict(result)
         data.update(output=written.get("output"), branch=written.get("branch"))
         data["verification"] = record(final, verdict)
+        data["configuration"] = settings.get(config_record.KEY)
         if settings.get("dry_run"):
             data["diff"] = unified_diff(result)
         print(json.dumps(printable_data(data), indent=2, default=str))
@@ -247,6 +250,8 @@ def _print(args: argparse.Namespace, final: dict[str, Any], migration_result, re
         edits = len(final.get("agent_edits", []))
         llm = f"; {edits} LLM edits" if edits else ""
         print(f"{result.target}: {one_line_summary(result)}{llm}")
+        if settings.get(config_record.KEY):  # a run resumed from before it was kept: none
+            print(terminal_line(config_record.summary(settings[config_record.KEY])))
         v = final.get("verification") or {}
         reason = f" — {terminal_line(v['reason'])}" if v.get("reason") else ""
         print(f"verdict: {terminal_line(verdict)}{reason}")

@@ -293,6 +293,8 @@ def budget_settings(args: Any) -> dict[str, Any]:
         "devices": args.devices,
         **({"deps": args.deps, "python": args.python} if hasattr(args, "deps") else {}),
         **({"tolerance": args.tolerance} if hasattr(args, "tolerance") else {}),
+        # which file was applied, and each value's source (agents.config_record)
+        **({"configuration": args.configuration} if hasattr(args, "configuration") else {}),
     }
 
 
@@ -355,10 +357,12 @@ def apply_project_config(args: argparse.Namespace, root: Path | None) -> Project
     """Settle the project's settings into ``args``: for every setting the command has an
     option for, the built-in default, the repository's file at ``root``, ``TORCHPORT_*``
     and the flag, in that order (``agents.project_config``). Raises ConfigError."""
+    from torchport.agents.config_record import record
     from torchport.agents.project_config import KEYS, resolve
 
     config = resolve(root, project_overrides(args))
     for name, setting in config.settings.items():
         if hasattr(args, KEYS[name].attr):
             setattr(args, KEYS[name].attr, setting.value)
+    args.configuration = record(config)  # said by every front door, carried in the settings
     return config

@@ -130,7 +130,11 @@ def test_chat_neither_lists_nor_proposes_excluded_files(tmp_path):
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert "train.py:3" in done.stdout and "train.py:4" in done.stdout
-    assert "vendor/" not in done.stdout and "gen/" not in done.stdout
+    # the configuration line names the patterns (and where each came from); nothing else
+    said = [line for line in done.stdout.splitlines() if "configuration: " in line]
+    assert len(said) == 1 and "exclude gen/, vendor/" in said[0]
+    listed = done.stdout.replace(said[0], "")
+    assert "vendor/" not in listed and "gen/" not in listed
     assert "proposed" in done.stdout and "in 1 files" in done.stdout
 
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from torchport.agents import runs
+from torchport.agents import config_record, runs
 from torchport.sandbox.isolation import hide_own_secrets
 
 from .clone import checkout
@@ -101,6 +101,8 @@ def run_job(spec: JobSpec) -> dict[str, Any]:
         record["run_id"] = run_id
         final = _migrate(spec, source, where["migrated"], run_id)
         record.update(outcome(final, where["migrated"], spec.out_dir))
+        kept = final["settings"].get(config_record.KEY)
+        record["configuration"] = portable(config_record.summary(kept), spec.out_dir)
     except Exception as exc:  # one repository's failure is its record, not the batch's end
         record.update(verdict="error", reason=f"{type(exc).__name__}: {exc}")
         record["error"] = traceback.format_exc(limit=8)
@@ -123,6 +125,7 @@ def base_record(spec: JobSpec) -> dict[str, Any]:
         "commit": None,
         "verdict": "error",
         "reason": "",
+        "configuration": None,
         "constructs": 0,
         "converted": 0,
         "converted_share": None,
@@ -157,6 +160,7 @@ def _migrate(spec: JobSpec, source: Path, out: Path, run_id: str) -> dict[str, A
         "run_id": run_id,
     }
     say(f"{spec.name}: run {run_id}, {source} -> {out}")
+    say(f"{spec.name}: {config_record.summary(settings[config_record.KEY])}")
     return graph.start(settings, graph.Runtime(run_id, say, llm_factory(say)))
 
 
@@ -172,7 +176,11 @@ def project_settings(spec: JobSpec, source: Path) -> dict[str, Any]:
     if spec.source.entry:
         above = Overrides(above.env, {**above.flags, "entry": spec.source.entry}, above.defaults)
     config = resolve(source, above)
-    return {name: setting.value for name, setting in config.settings.items()}
+    settings = {name: setting.value for name, setting in config.settings.items()}
+    settings[config_record.KEY] = config_record.record(config)
+    if spec.source.entry:  # a flag to the configuration, the list's to whoever reads it
+        settings = config_record.given(settings, "entry", spec.source.entry, "the batch list")
+    return settings
 
 
 def outcome(final: dict[str, Any], migrated: Path, out_dir: str) -> dict[str, Any]:

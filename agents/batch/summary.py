@@ -33,6 +33,7 @@ FIELDS = (
     "commit",
     "verdict",
     "reason",
+    "configuration",
     "constructs",
     "converted",
     "converted_share",
@@ -116,6 +117,8 @@ def to_markdown(summary: dict[str, Any]) -> str:
     for r in summary["repos"]:
         name = f"{r['name']} @ {r['ref']}" if r["ref"] else r["name"]
         details = _cell(r["reason"] or "")
+        if r.get("configuration"):  # the repository's torchport.toml, and who set what
+            details += f"; {_cell(r['configuration'])}"
         if r["report"]:
             details += f" ([report]({uri_path(r['report'] + '/summary.md')}))"
         lines.append(

@@ -16,6 +16,7 @@ from torchport.tools.catalogue import TARGETS
 from torchport.tools.report.counts import count_constructs
 from torchport.tools.sourcefile import read_exact
 
+from .. import config_record
 from ..defaults import DEFAULTS
 from ..state import scan_filters
 from ..verify_step import verify_overlay
@@ -203,8 +204,13 @@ def _run_settings(state: ChatState, asked: verify_args.VerifyArgs) -> dict[str, 
     """The entry and budget /verify ARGS asks for, kept for later /verify (said once)."""
     if not asked.budget and asked.entry is verify_args.KEEP:
         return {}
-    budget = {**(state.get("budget") or {}), **asked.budget}
+    budget = dict(state.get("budget") or {})
+    for name, value in asked.budget.items():  # said as the user's, where it loosens a check
+        budget = config_record.given(budget, name, value, f"/verify {verify_args.FLAGS[name]}")
     entry = state.get("entry") if asked.entry is verify_args.KEEP else asked.entry
+    if asked.entry is not verify_args.KEEP:
+        budget = config_record.given(budget, "entry", entry, "/verify")
+        budget.pop("entry")  # the session's entry is the state's, not the budget's
     emit(
         "text",
         f"/verify now runs {entry or 'what the planner chooses (/plan)'} with "

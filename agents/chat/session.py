@@ -18,6 +18,7 @@ from langgraph.errors import GraphBubbleUp
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import interrupt
 
+from .. import config_record
 from ..llm.factory import LLMSetupError
 from . import proposal, views
 from .events import emit
@@ -56,6 +57,8 @@ def greet(state: ChatState, chat: ChatRuntime) -> dict[str, Any]:
         f"torchport chat: {state['source']} -> {state['target']} (session "
         f"{state['session_id']}; {n} changes proposed). Type /help for commands.",
     )
+    # which torchport.toml or [tool.torchport] applies, and where each setting came from
+    emit("text", config_record.summary((state.get("budget") or {}).get(config_record.KEY)))
     return {"greeted": True}
 
 

@@ -19,6 +19,7 @@ from torchport.sandbox.limits import LIMITS
 USAGE = "/verify [--steps N] [--timeout S] [--memory MIB] [CMD ...|auto]"
 # option -> the budget setting it changes (the chat state's, as ``budget_settings`` names them)
 OPTIONS = {"--steps": "steps", "--timeout": "timeout_s", "--memory": "memory_mb"}
+FLAGS = {setting: flag for flag, setting in OPTIONS.items()}
 KEEP = object()  # no command given: the session's entry stays as it is
 
 

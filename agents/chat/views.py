@@ -15,6 +15,7 @@ from torchport.tools.report.linemap import line_map
 from torchport.tools.safetext import terminal_line
 from torchport.tools.scanner import scan
 
+from .. import config_record
 from ..planner import make_plan
 from . import changes as ch
 from .events import emit, table
@@ -49,7 +50,8 @@ def plan_of(state: ChatState) -> dict[str, Any]:
     """The plan for the session's target, with its entry command (--entry, /verify CMD)."""
     source = Path(state["source"])
     found = scan(source, scan_options(state))
-    return make_plan(source, found, state["target"], state.get("entry")).to_json()
+    said = config_record.entry_reason(state.get("budget") or {})
+    return make_plan(source, found, state["target"], state.get("entry"), said).to_json()
 
 
 def diff_node(state: ChatState, chat: ChatRuntime) -> dict[str, Any]:

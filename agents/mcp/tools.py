@@ -28,6 +28,7 @@ from torchport.tools.filenames import printable_data
 from torchport.tools.report.json_report import scan_to_dict
 from torchport.tools.scanner import ScanError, ScanOptions, scan
 
+from .. import config_record
 from ..chat import changes as ch
 from ..chat.state import digest
 from ..planner import make_plan
@@ -106,7 +107,7 @@ class Tools:
             filters = scan_filters(self.session.settings)
             options = ScanOptions(target=target, select=tuple(select or ()), **filters)
             found = await anyio.to_thread.run_sync(lambda: scan(root, options))
-        return {"path": rel, **printable_data(scan_to_dict(found))}
+        return {"path": rel, **printable_data({**scan_to_dict(found), **self._configuration()})}
 
     async def explain_rule(
         self, code: Annotated[str, Field(description="a rule code (TPD001) or name")]
@@ -126,11 +127,19 @@ class Tools:
 
         def planned(chosen: str) -> dict[str, Any]:
             found = scan(s.repo, ScanOptions(target=chosen, **scan_filters(s.settings)))
-            return make_plan(s.repo, found, chosen, entry or s.settings.get("entry")).to_json()
+            said = config_record.entry_reason(s.settings, given_here=bool(entry))
+            made = make_plan(s.repo, found, chosen, entry or s.settings.get("entry"), said)
+            return {**made.to_json(), **self._configuration()}
 
         with told():
             chosen = self._target(target)
             return printable_data(await anyio.to_thread.run_sync(planned, chosen))
+
+    def _configuration(self) -> dict[str, Any]:
+        """What every answer says about the settings: the repository's configuration file
+        applied (or none), each value that is not the default and where it came from."""
+        kept = self.session.settings.get(config_record.KEY) or {}
+        return {"configuration": {**kept, "summary": config_record.summary(kept)}}
 
     def _target(self, target: str | None) -> str:
         """The call's target, else the repository's configured one."""
@@ -167,6 +176,7 @@ class Tools:
             for c in p.changes
         ]
         answer = {
+            **self._configuration(),
             "proposal_id": p.id,
             "target": target,
             "files": sorted(p.proposal),
@@ -207,7 +217,10 @@ class Tools:
             scratch = s.scratch / f"verify-{self.calls}"
             job.update(source=str(s.repo), scratch=str(scratch))
             job["entry"] = entry or s.settings.get("entry")
-            job["settings"] = {**s.settings, **({"steps": steps} if steps else {})}
+            job["entry_from"] = config_record.entry_reason(s.settings, given_here=bool(entry))
+            job["settings"] = dict(s.settings)
+            if steps:  # the caller's: a verdict under fewer steps than torchport's says so
+                job["settings"] = config_record.given(s.settings, "steps", steps, "verify's steps")
             try:
                 done = await run_job(job, progress_of(ctx))
             finally:
@@ -219,6 +232,7 @@ class Tools:
             p.verification, p.verified = record, digest(job["overlay"])
         s.last_report = {"kind": "verify", "proposal_id": proposal_id, **done}
         answer = {"verdict": record["verdict"], "reason": record["reason"], **done}
+        answer.update(self._configuration())
         return printable_data(answer)
 
     def _verification(

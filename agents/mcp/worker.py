@@ -50,7 +50,8 @@ def verify_job(job: dict[str, Any], say: Say) -> dict[str, Any]:
         original = Original(source, job["overlay"], "the proposal against the repository")
     filters = scan_filters(job["settings"])
     found = scan(original.source, ScanOptions(target=target, **filters))
-    plan = make_plan(original.source, found, target, job.get("entry")).to_json()
+    said = job.get("entry_from", "given with --entry")
+    plan = make_plan(original.source, found, target, job.get("entry"), said).to_json()
     say(f"verifying {original.compared}")
     outcome = verify_overlay(
         original.source, original.overlay, plan, target, job["settings"], scratch, say
