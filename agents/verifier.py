@@ -319,9 +319,8 @@ def judge(
     reference: dict[str, Any] | None, target: dict[str, Any], policy: Policy, mode: str
 ) -> Verification:
     """The verdict for one pair of runs (``reference`` None: the original was not run)."""
-    v = Verification("failed", "", policy=policy.name, reference=_brief(reference))
-    v.own_policy = policy.own
-    v.target = _brief(target)
+    v = Verification("failed", "", policy=policy.name, own_policy=policy.own)
+    v.reference, v.target = _brief(reference), _brief(target)
     if reference is not None and reference.get("status") != "ok":
         return _judge_failed_original(v, reference, target, policy, mode)
     if target.get("status") != "ok":
