@@ -20,12 +20,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import config_record
 from .defaults import VERIFY_STEPS
 
+if TYPE_CHECKING:
+    from .verifier import Policy, Verification
+
 BOUNDS_FILE = "agents/data/loosening.toml"
+NUMBERS = ("rtol", "atol", "max_steps")  # a tolerance policy's (verifier.POLICY_FIELDS)
 
 
 @dataclass(frozen=True)
@@ -100,17 +104,17 @@ class Loosened:
     what: str  # "steps 3 (torchport's: 5)"
 
 
-def _tolerance_items(verification: Any, settings: Mapping[str, Any]) -> list[Loosened]:
+def _tolerance_items(verification: Verification, settings: Mapping[str, Any]) -> list[Loosened]:
     """The tolerance the verdict was judged by, where looser than torchport's own: a policy
     named instead of torchport's choice, and a policy's numbers changed by the file."""
     from .verifier import policies, policies_for
 
-    name = getattr(verification, "policy", "")
-    if not name:
+    name = verification.policy
+    if not name:  # nothing was compared
         return []
     tolerance = settings.get("tolerance") or {}
     used, base = policies_for(tolerance)[name], policies()[name]
-    own = policies()[getattr(verification, "own_policy", "") or name]
+    own = policies()[verification.own_policy or name]
     items = []
     if name != own.name and _looser_anywhere(base, own):
         items.append(
@@ -121,7 +125,7 @@ def _tolerance_items(verification: Any, settings: Mapping[str, Any]) -> list[Loo
         )
     changed = [
         f"{name} {f} {getattr(used, f):g} (torchport's: {getattr(base, f):g})"
-        for f in ("rtol", "atol", "max_steps")
+        for f in NUMBERS
         if bounds()[f].is_looser(getattr(used, f), getattr(base, f))
     ]
     if changed:
@@ -131,14 +135,11 @@ def _tolerance_items(verification: Any, settings: Mapping[str, Any]) -> list[Loo
     return items
 
 
-def _looser_anywhere(policy: Any, own: Any) -> bool:
-    return any(
-        bounds()[f].is_looser(getattr(policy, f), getattr(own, f))
-        for f in ("rtol", "atol", "max_steps")
-    )
+def _looser_anywhere(policy: Policy, own: Policy) -> bool:
+    return any(bounds()[f].is_looser(getattr(policy, f), getattr(own, f)) for f in NUMBERS)
 
 
-def loosened(verification: Any, settings: Mapping[str, Any]) -> list[str]:
+def loosened(verification: Verification, settings: Mapping[str, Any]) -> list[str]:
     """What the verdict was judged under that is looser than torchport's defaults, one
     phrase per source: "this repository's own steps 3 (torchport's: 5), in torchport.toml"."""
     items = _tolerance_items(verification, settings)
@@ -157,16 +158,20 @@ def loosened(verification: Any, settings: Mapping[str, Any]) -> list[str]:
 
 
 def _owner(source: str, record: Mapping[str, Any]) -> str:
-    return "this repository's own" if config_record.is_file(source, record) else "the user's"
+    if config_record.is_file(source, record):
+        return "this repository's own"
+    return "the run's" if source == "default" else "the user's"
 
 
 def _where(source: str, record: Mapping[str, Any]) -> str:
     if config_record.is_file(source, record):
         return f"set in {Path(source).name}"
+    if source == "default":  # a run checkpointed before its settings' sources were kept
+        return "from a run that did not record where its settings came from"
     return f"set with {source}"
 
 
-def said(verification: Any, settings: Mapping[str, Any]) -> Any:
+def said(verification: Verification, settings: Mapping[str, Any]) -> Verification:
     """``verification`` with what loosened its checks (``loosened``) in ``loosened`` and at
     the head of its reason, when its verdict is ``verified``: the claim those checks made."""
     found = loosened(verification, settings)

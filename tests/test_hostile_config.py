@@ -307,3 +307,37 @@ def test_mcp_returns_which_file_was_applied(tmp_path: Path) -> None:
     assert plan["configuration"]["summary"] == (
         f"configuration: {file} (target xla, entry python train.py)"
     )
+
+
+def test_who_loosened_what_is_said_for_every_source() -> None:
+    """``loosening.loosened`` on a verdict, for each kind of source a setting can have."""
+    from torchport.agents import config_record, loosening, verifier
+
+    assert set(loosening.NUMBERS) == set(verifier.POLICY_FIELDS) <= set(loosening.bounds())
+    file = "/r/pyproject.toml"
+    kept = {"file": file, "set": {"tolerance": {"value": {}, "source": f"{file} + --tolerance"}}}
+    settings = {
+        "steps": 5,
+        "tolerance": {"policy": "bf16", "bf16": {"rtol": 0.1}},
+        "configuration": kept,
+    }
+    v = verifier.Verification("verified", "5 steps match", policy="bf16", own_policy="fp32")
+    assert loosening.loosened(v, settings) == [
+        "the user's tolerance policy bf16 (torchport's: fp32 for this program), set with "
+        "--tolerance",
+        "this repository's own tolerance bf16 rtol 0.1 (torchport's: 0.05), set in pyproject.toml",
+    ]
+    # an MCP call's steps, then chat's /verify --steps: the user's, each named
+    called = config_record.given(settings, "steps", 2, "verify's steps")
+    assert "the user's steps 2 (torchport's: 5), set with verify's steps" in (
+        loosening.loosened(v, called)
+    )
+    # a tighter choice, or a verdict that is not verified, says nothing more
+    tight = {"steps": 50, "tolerance": {"policy": "auto", "fp32": {"rtol": 1e-6}}}
+    fp32 = verifier.Verification("verified", "50 steps match", policy="fp32", own_policy="fp32")
+    assert loosening.said(fp32, tight) is fp32 and not fp32.loosened
+    failed = verifier.Verification("failed", "parity does not hold", policy="bf16")
+    assert loosening.said(failed, called).reason == "parity does not hold"
+    # a run resumed from a checkpoint that kept no sources still says what it ran under
+    old = loosening.said(fp32, {"steps": 2})
+    assert old.reason.startswith("under the run's steps 2 (torchport's: 5), from a run that")
