@@ -178,6 +178,7 @@ def test_tighter_values_and_a_named_policy_are_the_repositorys_to_choose(tmp_pat
 # --- hole 9: which file, where each value came from, and what a file may be --------------
 
 
+@pytest.mark.slow
 def test_migrate_says_which_file_was_applied_and_an_entry_from_it_is_from_it(
     tmp_path: Path,
 ) -> None:

@@ -31,7 +31,12 @@ from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from test_mcp import cuda_mnist, files_of, free_port, git, server_env, text_of
-from torchport.agents.mcp.http_auth import TOKEN_VARIABLE, RequireToken, server_token
+from torchport.agents.mcp.http_auth import (
+    TOKEN_VARIABLE,
+    RequireToken,
+    TokenError,
+    server_token,
+)
 
 CANARY = "DATABASE_PASSWORD=canary-7f3e9a1b"  # an untracked .env the caller must not see
 ANNOUNCED = re.compile(r"serving (http://\S+/mcp); .*TOKEN: (.+)$")
@@ -218,18 +223,20 @@ def test_the_token_leaves_the_environment_before_any_child(
 
 
 def test_a_weak_token_is_refused_without_echoing_it(tmp_path: Path) -> None:
-    cmd = [sys.executable, "-m", "torchport.cli", "mcp", str(tmp_path), "--http"]
-    for weak in ("short-token", "has a space in it somewhere", "tab\tin-the-token-0123456"):
-        done = subprocess.run(
-            [*cmd, str(free_port())],
-            env={**os.environ, TOKEN_VARIABLE: weak},
-            capture_output=True,
-            text=True,
-            timeout=120,  # a server that took it would serve until killed
-        )
-        assert done.returncode == 2, done.stderr
-        assert f"{TOKEN_VARIABLE}: must be at least 16 visible ASCII characters" in done.stderr
-        assert weak not in done.stderr and "Traceback" not in done.stderr
+    done = subprocess.run(
+        [sys.executable, "-m", "torchport.cli", "mcp", str(tmp_path), "--http", str(free_port())],
+        env={**os.environ, TOKEN_VARIABLE: "short-token"},
+        capture_output=True,
+        text=True,
+        timeout=120,  # a server that took it would serve until killed
+    )
+    refusal = f"{TOKEN_VARIABLE}: must be at least 16 visible ASCII characters"
+    assert done.returncode == 2 and refusal in done.stderr, done.stderr
+    assert "short-token" not in done.stderr and "Traceback" not in done.stderr
+    for weak in ("has a space in it somewhere", "tab\tin-the-token-0123456", "é" * 20):
+        with pytest.raises(TokenError, match=refusal) as refused:
+            server_token({TOKEN_VARIABLE: weak})
+        assert weak not in str(refused.value)
 
 
 class Inner:
