@@ -43,10 +43,9 @@ from .channel_schema import STREAMED, check_end, check_summary
 
 SOCKET_NAME = "results.sock"
 ROLES = ("launcher", "rank", "child")
-# Bounds on what one run may send: far above any real run's (a few thousand steps of
-# a verification, a few KiB of report), far below what would tire the host.
-# A kernel site check's report (outputs and gradients of each case) is the largest
-# message: a few MiB.
+# Bounds on what one run may send: far above any real run's (a few thousand steps of a
+# verification; the largest report, a kernel site check's outputs and gradients, is about
+# 4 MiB), far below what would tire the host.
 MAX_BYTES_PER_PROCESS = 64 * 2**20
 MAX_LINE = MAX_BYTES_PER_PROCESS
 MAX_CONNECTIONS = 512
@@ -111,7 +110,7 @@ class ProcessRecord:
             out["error"] = {
                 "type": "NoResult",
                 "message": (
-                    "the process ended before torchport's launcher reported its end "
+                    "the process ended before torchport could report its end "
                     "(killed, or left through os._exit)"
                 ),
                 "frame": None,
