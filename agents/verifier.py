@@ -27,7 +27,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from torchport.sandbox.harness import RunError, RunSpec, run, torchrun_parts
+from torchport.sandbox.harness import SANDBOX_ERROR, RunError, RunSpec, run, torchrun_parts
 from torchport.sandbox.limits import (
     DEFAULT_DEVICES,
     DEFAULT_ISOLATION,
@@ -463,6 +463,10 @@ def _judge_failed_original(
     """
     where = _failure_site(reference)
     failure = f"{f'{where}: ' if where else ''}{_error_text(reference)}"
+    if (reference.get("error") or {}).get("type") == SANDBOX_ERROR:
+        # the original never started: nothing here is the original's doing
+        v.verdict, v.reason = "not-runnable", f"torchport could not run the original: {failure}"
+        return v
     if target.get("status") == "ok" and RUNNER_REFUSAL in _error_text(reference):
         # The original's kernels are beyond torchport's CPU runner: no reference numbers,
         # as for an original that was not run; the runner's reason says what it refused.

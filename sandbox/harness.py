@@ -62,6 +62,10 @@ def phases(marks: dict[str, Any]) -> dict[str, float]:
     return timed
 
 
+# A run that failed before the program started: torchport's own failure, never the program's.
+SANDBOX_ERROR = "SandboxError"
+
+
 class RunError(ValueError):
     """The run could not be started (bad command, bad mode)."""
 
@@ -371,9 +375,15 @@ def run(spec: RunSpec) -> RunResult:
         result.status = "timeout" if killed == "timeout" else "killed"
         result.error = {"type": killed, "message": f"the run was stopped: {killed}", "frame": None}
     else:
+        # The launcher connects before the program's first line: with nothing on the channel,
+        # the program never ran, and what failed is torchport's sandbox, not the program.
+        last = next((ln for ln in reversed(err.splitlines()) if ln.strip()), "no output")
         result.error = {
-            "type": "NoResult",
-            "message": f"the program ended without a result (exit code {code})",
+            "type": SANDBOX_ERROR,
+            "message": (
+                f"torchport's launcher never reported, so the program did not run (exit code "
+                f"{code}): torchport's sandbox failed, not the program: {last[:300]}"
+            ),
             "frame": None,
         }
     result.synthetic_data = [*fitted.standins, *result.synthetic_data]

@@ -278,3 +278,28 @@ def test_a_port_that_hides_what_it_computes_is_not_verified(tmp_path: Path, how:
     assert main(["migrate", str(repo), *args]) == 0
     record = json.loads((out / "torchport-report" / "verification.json").read_text())
     assert record["verdict"] != "verified", record["verification"]
+
+
+def test_a_sandbox_that_cannot_start_the_program_is_blamed_on_torchport(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The launcher connects before the program's first line: a run with nothing on the
+    channel never ran the program, and its failure is torchport's, never "the original
+    fails here too" (here the socket is gone before the sandbox starts)."""
+    from torchport.agents.verifier import judge, policies
+    from torchport.sandbox import harness
+
+    class Unreachable(Collector):
+        def __init__(self, folder: Path, progress: object = None) -> None:
+            super().__init__(folder, progress)
+            (folder / SOCKET_NAME).unlink()
+
+    monkeypatch.setattr(harness, "Collector", Unreachable)
+    result = sandboxed("process", program(tmp_path, ""))
+    assert result.status == "failed" and result.error["type"] == "SandboxError"
+    assert "torchport's sandbox failed, not the program" in result.error["message"]
+    assert "results channel cannot be reached" in result.error["message"]
+    verdict = judge(result.to_json(), result.to_json(), policies()["fp32"], "tpu")
+    assert verdict.verdict == "not-runnable"
+    assert verdict.reason.startswith("torchport could not run the original")
+    assert "fails here too" not in verdict.reason
