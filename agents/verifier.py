@@ -463,8 +463,7 @@ def _judge_failed_original(
     """
     where = _failure_site(reference)
     failure = f"{f'{where}: ' if where else ''}{_error_text(reference)}"
-    if (reference.get("error") or {}).get("type") == SANDBOX_ERROR:
-        # the original never started: nothing here is the original's doing
+    if (reference.get("error") or {}).get("type") == SANDBOX_ERROR:  # it never started
         v.verdict, v.reason = "not-runnable", f"torchport could not run the original: {failure}"
         return v
     if target.get("status") == "ok" and RUNNER_REFUSAL in _error_text(reference):

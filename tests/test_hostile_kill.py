@@ -292,14 +292,17 @@ def test_the_sweep_removes_only_dead_owners_leftovers(tmp_path: Path) -> None:
         assert (temp / f"torchport-run-{dead}-link").is_symlink()
         assert (outside / "keep.txt").read_text() == "x"
         assert (temp / f"torchport-run-{dead}-file").is_file()
+        # Cgroups and containers are the machine's, not this folder's: any torchport's first
+        # sandboxed run sweeps them (a CLI another test starts on another worker), and one
+        # took the dead owner's cgroup before this sweep once (a fresh clone's make test).
+        # So: the dead owner's are gone, whoever swept them, and this sweep took none of ours.
         if groups[0] is not None:
-            assert groups[0].dirs[0].name in swept.cgroups
             assert groups[1].dirs[0].name not in swept.cgroups
             assert not any(d.exists() for d in groups[0].dirs)
             assert all(d.exists() for d in groups[1].dirs)
             assert inside.wait(timeout=CLEANUP_S) == -signal.SIGKILL
         if labelled:
-            assert labelled[0] in swept.containers and labelled[1] not in swept.containers
+            assert labelled[1] not in swept.containers
             assert containers_of(dead) == [] and containers_of(mine) == [labelled[1]]
     finally:
         for path in kept:
