@@ -83,9 +83,6 @@ class ProcessRecord:
     problems: list[str] = field(default_factory=list)
     received: int = 0
 
-    def did_work(self) -> bool:
-        return bool(self.steps or self.forwards or self.losses)
-
     def result(self) -> dict[str, Any]:
         """The process's result as the harness merges them: the report's fields, the
         numbers from the stream (never the report's), a failure when something was wrong."""
@@ -384,13 +381,6 @@ class Reporter:
             with contextlib.suppress(OSError):
                 self._sock.close()  # this process's copy only: no shutdown, the parent's stays
         self._sock, self.broken = None, None
-
-    def close(self) -> None:
-        with self._lock:
-            if self._sock is not None:
-                with contextlib.suppress(OSError):
-                    self._sock.close()
-                self._sock = None
 
 
 def _line(message: dict[str, Any]) -> bytes:

@@ -253,7 +253,7 @@ LAUNCHER = [sys.executable, *SAFE_PATH, "-m", "torchport.sandbox.launch"]
 
 def launcher_argv(spec: RunSpec, results: Path, program_dir: Path) -> list[str]:
     """The launcher's command line; under torchrun, torchrun's, running the launcher
-    (with ``--per-rank``) once per rank, itself with ``-I`` (``--no-python``)."""
+    (with ``--per-rank``) once per rank, with the same flags (``--no-python``)."""
     dist = torchrun_parts(spec.command)
     head = list(LAUNCHER)
     if dist is not None:

@@ -38,19 +38,14 @@ import traceback
 from pathlib import Path
 from typing import Any, NoReturn
 
-from torchport.sandbox.pythonpath import (
-    installed_overlays,
-    pin_own_package,
-    place_site_paths,
-    program_path,
-)
+from torchport.sandbox.pythonpath import pin_own_package, place_site_paths, program_folders
 
 from .channel import Reporter
 from .limits import DEFAULT_DEVICES
 from .modes import MODES
 from .session import OWN_CODE, RunConfig, error_of, export, start, user_frame
 
-__all__ = ["MODES", "OWN_CODE", "main", "notebook_cells", "program_paths", "user_frame"]
+__all__ = ["MODES", "OWN_CODE", "main", "notebook_cells", "user_frame"]
 # The launcher's exit status when it cannot report at all (the program was not started).
 CANNOT_REPORT = 3
 
@@ -150,13 +145,6 @@ def _run_program(program: list[str]) -> None:
         runpy.run_path(script, run_name="__main__")
 
 
-def program_paths() -> list[str]:
-    """The program's own folders (its root, ``src/``), kept off this process's path until
-    torchport is loaded: the dependency overlays (``place_site_paths``) are not among them."""
-    overlays = set(installed_overlays())
-    return [p for p in program_path() if p not in overlays]
-
-
 def process_started() -> float | None:
     """When this process began, on the wall clock (the kernel's record in /proc, in 10 ms
     steps), or None where /proc does not say: the harness tells the sandbox's start-up
@@ -207,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
         export(config)  # every Python process the program starts runs the same session
         from torchport.sandbox.budget import StepBudgetReached
 
-        sys.path[:0] = program_paths()  # as PYTHONPATH would have, now torchport is loaded
+        sys.path[:0] = program_folders()  # as PYTHONPATH would have, now torchport is loaded
         clock["activated"] = time.time()
 
         try:

@@ -64,6 +64,13 @@ def program_path() -> list[str]:
     return [p for p in os.environ.get(PROGRAM_VARIABLE, "").split(os.pathsep) if p]
 
 
+def program_folders() -> list[str]:
+    """Inside a run: the program's own folders (its root, ``src/``), without the overlays
+    (``place_site_paths`` puts those after site-packages)."""
+    overlays = set(installed_overlays())
+    return [p for p in program_path() if p not in overlays]
+
+
 def installed_overlays() -> list[str]:
     """Inside a run: the dependency overlays' folders (installed packages, not the user's)."""
     return [p for p in os.environ.get(SITE_VARIABLE, "").split(os.pathsep) if p]
