@@ -28,6 +28,23 @@ NOT_BACK: dict[str, dict[str, tuple[str, ...]]] = {
         "neuron": ('("xpu", "neuron"', '{"neuron"', 'CUDA = "neuron"'),
         "accelerator": ('SUPPORTED = ("xpu", (', "CUDA = ("),
     },
+    # a torchrun worker's rank-indexed device, device selection, streams and RNG state: on
+    # TorchTPU a process sees one device (tpu:0), and these torch.tpu APIs are internal
+    "rank_devices": {
+        "tpu": (
+            'torch.device("tpu", local_rank)',
+            'f"tpu:{local_rank}"',
+            "set_device_index(local_rank)",
+            "device_index(local_rank)",
+            "torch.tpu.current_stream",
+            "torch.tpu.get_rng_state",
+            "TPU_VISIBLE_CHIPS",
+            "_BOUNDS",
+            "device_ids=",
+        ),
+        "xla": ('torch.device("xla", local_rank)', "device_ids="),
+        "neuron": ("device_ids=",),
+    },
 }
 CASES = [(path, target) for path in review_inputs() for target in TARGETS]
 

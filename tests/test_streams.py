@@ -75,7 +75,10 @@ def test_a_side_stream_prefetcher_verifies_on_tpu(tmp_path: Path) -> None:
     ported = (port / "train.py").read_text()
     assert "torch.cuda" not in ported, ported
     assert "partial(torch.tpu.stream, stream=stream)" in ported
-    assert "torch.tpu.current_stream(device=self.device).wait_stream(stream)" in ported
+    # current_stream is internal to TorchTPU on every torch it allows: torch.accelerator's,
+    # whose device is positional-only
+    assert "torch.accelerator.current_stream(self.device).wait_stream(stream)" in ported
+    assert "torch.tpu.current_stream" not in ported
 
     budget = RunLimits(steps=4, timeout_s=120, memory_mb=2048)
     v, reference = verify_tree(original, port, ["python", "train.py"], "tpu", budget, None)
@@ -91,24 +94,25 @@ def test_the_emulated_tpu_runs_what_the_port_calls_and_refuses_record_stream() -
     result = run_snippet(
         """
         from functools import partial
-        dev = torch.device("tpu:1")
+        dev = torch.device("tpu:0")
         s = torch.tpu.Stream(device=dev)
         with partial(torch.tpu.stream, stream=s)():
             x = torch.arange(4.0).to(device=dev, non_blocking=True)
         with torch.tpu.stream(torch.tpu.Stream()):
-            y = (x * 2).to("tpu:1", non_blocking=True)
-        torch.tpu.current_stream(device=dev).wait_stream(s)
+            y = (x * 2).to("tpu:0", non_blocking=True)
+        torch.accelerator.current_stream(dev).wait_stream(s)
         torch.tpu.default_stream(dev).wait_stream(s)
+        torch.accelerator.set_stream(torch.accelerator.current_stream())
         s.synchronize()
-        torch.tpu.current_stream().synchronize()
+        torch.accelerator.current_stream().synchronize()
         result["stream_device"] = str(s.device)
         result["y"] = [str(y.device), y.cpu().tolist()]
         try:
-            y.record_stream(torch.tpu.current_stream(dev))
+            y.record_stream(torch.accelerator.current_stream(dev))
         except NotImplementedError as e:
             result["record_stream"] = str(e)
         """
     )
-    assert result["stream_device"] == "tpu:1"
-    assert result["y"] == ["tpu:1", [0.0, 2.0, 4.0, 6.0]]
+    assert result["stream_device"] == "tpu:0"
+    assert result["y"] == ["tpu:0", [0.0, 2.0, 4.0, 6.0]]
     assert result["record_stream"].startswith("Tensor.record_stream is not emulated")

@@ -1,4 +1,12 @@
-"""Codemods for device placement (TPD rules)."""
+"""Codemods for device placement (TPD rules).
+
+TorchTPU shows each process one device, its own core, as ``tpu:0``: any other index is refused
+and ``torch.tpu.set_device`` cannot switch (sandbox/data/torch_tpu.toml; TARGETS.md, "One device
+per process"). On tpu a rank-indexed device (``torch.device("cuda", local_rank)``,
+``f"cuda:{local_rank}"``, ``.cuda(local_rank)``) therefore becomes the process's device,
+``"tpu"``, and selecting a device (``set_device``, ``with torch.cuda.device(i)``) goes: the
+process already runs on the only device it has.
+"""
 
 from __future__ import annotations
 
@@ -16,6 +24,7 @@ from .base import (
     FixContext,
     NotApplicable,
     arg_named,
+    body_of,
     code_of,
     dotted,
     follow_up,
@@ -44,7 +53,7 @@ def cuda_method(node: cst.Call, ctx: FixContext):
     index = arg_named(node, "device", 0)
     if index is not None and isinstance(index.value, cst.Call):
         device = index.value  # already a device (TPD005 rewrote the integer id)
-    elif index is not None and ctx.device_name is None and ctx.target in ("tpu", "neuron"):
+    elif index is not None and ctx.device_name is None and ctx.target == "neuron":
         device = ctx.expr(f'torch.device("{ctx.target}", {code_of(index.value)})')
     else:
         device = ctx.device_expr()
@@ -74,7 +83,44 @@ def device_string(node: cst.SimpleString, ctx: FixContext):
         return ctx.expr(ACCELERATOR_TYPE)
     if ctx.target == "xla":
         ctx.need("torch_xla")  # importing torch_xla registers the "xla" device type
+    if ctx.target in DEVICE_CALL_INDEX_DROPPED:
+        _drop_index_of_device_call(ctx)
+    if ctx.target in ONE_DEVICE_PER_PROCESS:
+        index = index if index == "0" else None  # tpu:0 is the process's device; no other is
     return with_string(node, _target_string(ctx, index))
+
+
+# Targets where a process sees only its own device, as index 0 (see the module's docstring).
+ONE_DEVICE_PER_PROCESS = frozenset({"tpu"})
+# ``torch.device("cuda", i)`` names the process's device by its rank: on tpu, and on xla, whose
+# other device fixes already use the process's one device (torch_xla.device(), TPD003/TPD005),
+# the index goes. A literal "cuda:1" stays "xla:1" there (one process may drive several).
+DEVICE_CALL_INDEX_DROPPED = ONE_DEVICE_PER_PROCESS | {"xla"}
+DROP_INDEX = "device_call_index_dropped"
+
+
+def _drop_index_of_device_call(ctx: FixContext) -> None:
+    """``torch.device("cuda", local_rank)``: the follow-up drops the index (not a literal 0)."""
+    arg = ctx.parent(ctx.original)
+    call = ctx.parent(arg) if isinstance(arg, cst.Arg) else None
+    if not (isinstance(call, cst.Call) and _is_device_call(call) and call.args[0] is arg):
+        return
+    index = arg_named(call, "index", 1)
+    zero = index is not None and isinstance(index.value, cst.Integer) and index.value.value == "0"
+    if index is not None and not zero:
+        ctx.state.setdefault(DROP_INDEX, set()).add(id(call))
+
+
+@follow_up("TPD002")
+def drop_device_index(original: cst.CSTNode, node: cst.CSTNode, ctx: FixContext):
+    calls = ctx.state.get(DROP_INDEX)
+    if not calls or id(original) not in calls or not isinstance(node, cst.Call):
+        return None
+    calls.discard(id(original))
+    index = arg_named(original, "index", 1)
+    args = [a for a, o in zip(node.args, original.args, strict=True) if o is not index]
+    args[-1] = args[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+    return node.with_changes(args=args)
 
 
 @register("TPD003")
@@ -85,6 +131,8 @@ def built_device_string(node: cst.BaseExpression, ctx: FixContext):
         raise NotApplicable("cannot find the literal head of the built string")
     if ctx.target == "xla":  # one device per process: the index is torch_xla's business
         return ctx.expr("torch_xla.device()")
+    if ctx.target in ONE_DEVICE_PER_PROCESS:  # the index names a device it cannot see
+        return cst.SimpleString(f'"{DEVICE_STRING[ctx.target]}"')
     if ctx.target == "accelerator":
         kind = ACCELERATOR_TYPE.replace('"', "'")
         if isinstance(node, cst.FormattedString):
@@ -187,6 +235,8 @@ def _indexed_device(index: cst.BaseExpression, ctx: FixContext) -> cst.BaseExpre
         return ctx.expr("torch_xla.device()")
     if ctx.target == "accelerator":
         return ctx.expr(f"torch.device({ACCELERATOR_TYPE}, {code_of(index)})")
+    if ctx.target in ONE_DEVICE_PER_PROCESS:
+        return ctx.expr(f'torch.device("{ctx.target}")')
     return ctx.expr(f'torch.device("{ctx.target}", {code_of(index)})')
 
 
@@ -232,8 +282,14 @@ RENAMES = {
     "TPD017": ("torch.accelerator.device_index", None),
 }
 
+# Selecting a device: nothing to select where a process has one (tpu), or removed (xla).
+SELECTS_DEVICE = frozenset({"TPD010", "TPD017"})
+
 for _code_, (_portable, _xla) in RENAMES.items():
-    register(_code_, {"tpu", "neuron", "accelerator"})(_simple_call(_portable))
+    _selects = _code_ in SELECTS_DEVICE
+    register(_code_, {"neuron", "accelerator"} | (set() if _selects else {"tpu"}))(
+        _simple_call(_portable)
+    )
     if _xla:
         register(_code_, {"xla"})(_simple_call(_xla))
 
@@ -243,9 +299,44 @@ def cuda_available_xla(node: cst.Call, ctx: FixContext):
     return cst.Name("True")
 
 
-@register("TPD010", {"xla"})
+@register("TPD010", {"xla", "tpu"})
 def set_device_xla(node: cst.Call, ctx: FixContext):
+    """torch_xla assigns one device per process; TorchTPU's process has one, tpu:0, and its
+    set_device is internal (and refuses any other index): the statement goes."""
+    if not isinstance(node, cst.Call):
+        raise NotApplicable("a reference to set_device, not a call: remove it by hand")
     return REMOVE_STATEMENT
+
+
+DEVICE_CONTEXT = "device_context_dropped"
+
+
+@register("TPD017", ONE_DEVICE_PER_PROCESS)
+def device_context_one_device(node: cst.CSTNode, ctx: FixContext):
+    """``with torch.cuda.device(i):`` selects the device the process already has: the block
+    becomes its body (TPD017's follow-up); elsewhere the call is a context that does nothing."""
+    if not isinstance(node, cst.Call):
+        raise NotApplicable("torch.cuda.device used without a call; check by hand")
+    item = ctx.parent(ctx.original)
+    if isinstance(item, cst.WithItem) and item.asname is None:
+        ctx.state.setdefault(DEVICE_CONTEXT, set()).add(id(item))
+        return node
+    return ctx.expr("contextlib.nullcontext()")
+
+
+@follow_up("TPD017")
+def device_context_block(original: cst.CSTNode, node: cst.CSTNode, ctx: FixContext):
+    dropped = ctx.state.get(DEVICE_CONTEXT)
+    if not dropped or not isinstance(original, cst.With) or not isinstance(node, cst.With):
+        return None
+    keep = [n for n, o in zip(node.items, original.items, strict=True) if id(o) not in dropped]
+    if len(keep) == len(node.items):
+        return None
+    dropped.difference_update(id(o) for o in original.items)
+    if keep:
+        keep[-1] = keep[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+        return node.with_changes(items=keep)
+    return body_of(node)
 
 
 @register("TPD011")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import libcst as cst
 
+from ...sandbox import torchtpu_facts
+from . import torchtpu
 from .base import (
     REMOVE_STATEMENT,
     FixContext,
@@ -160,12 +162,37 @@ RNG_STATE_MODULE = {
     "xla": "torch_xla.core.xla_model",
     "neuron": 'torch.get_device_module("neuron")',
 }
+# TorchTPU: a process sees one device, tpu:0, so its default generator is the first. Where the
+# wheel makes torch.tpu.<name> internal on some torch it allows (get_rng_state from 2.13), the
+# port reads that generator instead: default_generators is public (experimental) on every
+# allowed torch, and the replacement the wheel's message names (torch.accelerator.random) is
+# not in every allowed torch (2.13 lacks it). See docs/TPR002.md.
+TPU_GENERATOR = "torch.tpu.default_generators[0]"
+TPU_GENERATOR_METHOD = {"get_rng_state": "get_state", "set_rng_state": "set_state"}
+
+
+def _tpu_rng_callee(name: str) -> str:
+    if torchtpu.keeps(name):
+        return f"torch.tpu.{name}"
+    if not torchtpu.keeps("default_generators"):
+        raise NotApplicable(f"torch.tpu.{name} is internal and default_generators is not public")
+    return f"{TPU_GENERATOR}.{TPU_GENERATOR_METHOD[name]}"
 
 
 @register("TPR002", set(RNG_STATE_MODULE))
 def rng_state(node: cst.Call, ctx: FixContext):
     name = _last_name(node).removesuffix("_all")
-    return node.with_changes(func=ctx.expr(f"{RNG_STATE_MODULE[ctx.target]}.{name}"))
+    if ctx.target != "tpu":
+        return node.with_changes(func=ctx.expr(f"{RNG_STATE_MODULE[ctx.target]}.{name}"))
+    # one device per process: a device argument names this process's device or one it
+    # cannot use (TorchTPU refuses any other index), so it goes
+    keep = 1 if name == "set_rng_state" else 0
+    if any(a.star for a in node.args[:keep]):
+        raise NotApplicable("the state is passed with * or **")
+    args = [a for a in node.args if not (a.keyword and a.keyword.value == "device")][:keep]
+    if args:
+        args[-1] = args[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+    return node.with_changes(func=ctx.expr(_tpu_rng_callee(name)), args=args)
 
 
 @register("TPT004")
@@ -181,10 +208,8 @@ def nvtx(node: cst.CSTNode, ctx: FixContext):
     raise NotApplicable(f"no equivalent for torch.cuda.nvtx.{name}")
 
 
-# Where each CUDA stream API lives on a target that has streams (TPT003). TorchTPU's are
-# placeholders with torch.cuda's signatures (TARGETS.md, "tpu"): renaming keeps the code's
-# ordering (one queue orders everything) while overlapping nothing. The device-agnostic ones
-# take the device positionally (``torch.accelerator.current_stream(device=None, /)``);
+# Where each CUDA stream API lives on a target that has streams (TPT003). The device-agnostic
+# ones take the device positionally (``torch.accelerator.current_stream(device=None, /)``);
 # TorchNeuron supports them ("torch.neuron and torch.accelerator reference", AWS Neuron
 # docs: stream and event functions, and "code written against torch.accelerator needs no
 # change"). xla has no stream API: TPT003 stays manual there.
@@ -193,14 +218,29 @@ DEVICE_AGNOSTIC_STREAMS = {
     "current_stream": "torch.accelerator.current_stream",
     "set_stream": "torch.accelerator.set_stream",
 }
+CUDA_STREAM_FUNCTIONS = ("Stream", "stream", "current_stream", "default_stream", "set_stream")
+
+
+def _tpu_streams() -> dict[str, str]:
+    """TorchTPU's streams are placeholders with torch.cuda's signatures (one ordered queue:
+    renaming keeps the code's ordering while overlapping nothing). A name the wheel makes
+    internal on some torch it allows (current_stream, set_stream) moves to the replacement
+    the wheel names; the rest stay torch.tpu's (sandbox/data/torch_tpu.toml decides)."""
+    internal = torchtpu_facts.internal_for(torchtpu.newest_allowed_torch())
+    return {
+        name: f"torch.tpu.{name}" if torchtpu.keeps(name) else internal[name].prefer
+        for name in CUDA_STREAM_FUNCTIONS
+        if torchtpu.keeps(name) or name in internal
+    }
+
+
 STREAM_APIS: dict[str, dict[str, str]] = {
-    "tpu": {
-        name: f"torch.tpu.{name}"
-        for name in ("Stream", "stream", "current_stream", "default_stream", "set_stream")
-    },
+    "tpu": _tpu_streams(),
     "neuron": DEVICE_AGNOSTIC_STREAMS,
     "accelerator": DEVICE_AGNOSTIC_STREAMS,
 }
+# torch.accelerator's stream functions take the device positionally only.
+POSITIONAL_DEVICE = frozenset({"torch.accelerator.current_stream"})
 
 # Names that are types: referenced without a call (isinstance, annotations), they stay manual.
 STREAM_TYPES = frozenset({"Stream", "ExternalStream", "StreamContext"})
@@ -220,17 +260,16 @@ def cuda_stream(node: cst.CSTNode, ctx: FixContext):
     if not isinstance(node, cst.Call):
         # A function passed on (``partial(torch.cuda.stream, stream=s)``) is renamed; a type,
         # or a device-agnostic function (no ``stream(s)``; a CPU guard), is left to a human.
-        if agnostic or name in STREAM_TYPES or name not in apis:
+        to = apis.get(name, "")
+        if agnostic or name in STREAM_TYPES or not to or to.startswith("torch.accelerator."):
             raise NotApplicable(f"torch.cuda.{name} used without a call; check by hand")
-        return ctx.expr(apis[name])
+        return ctx.expr(to)
     if agnostic and name == "stream" and len(node.args) == 1:
         return node.args[0].value
     if name not in apis:
         raise NotApplicable(f"no {ctx.target} equivalent of torch.cuda.{name}")
     call = node.with_changes(func=ctx.expr(apis[name]))
-    if not agnostic:
-        return call
-    if name == "current_stream":
+    if apis[name] in POSITIONAL_DEVICE:
         call = call.with_changes(args=[_positional(a) for a in node.args])
     if ctx.target != "accelerator":
         return call

@@ -8,9 +8,10 @@ from collections.abc import Callable
 
 from ..findings import Finding
 from .base import DEVICE_STRING, DIST_BACKEND
+from .device import ONE_DEVICE_PER_PROCESS
 from .engine import Edit, SourceResult
 from .torchbuild import torch_build_line
-from .visible_devices import LEFT_FOR_TPU, visible_devices_line
+from .visible_devices import visible_devices_line
 
 PORTABLE_COUNT = '$(python -c "import torch; print(torch.accelerator.device_count())")'
 
@@ -18,6 +19,8 @@ PORTABLE_COUNT = '$(python -c "import torch; print(torch.accelerator.device_coun
 def _device(match: str, target: str) -> str | None:
     if target not in DEVICE_STRING:
         return None
+    if target in ONE_DEVICE_PER_PROCESS:  # "cuda:1" names a device the process cannot see
+        match = re.sub(r"(?i)(cuda):(?!0\b)\d+", r"\1", match, count=1)
     return re.sub(r"cuda", DEVICE_STRING[target], match, count=1, flags=re.IGNORECASE)
 
 
@@ -48,7 +51,7 @@ LINE_FIXES: dict[str, Callable[[str, str, str], str | None]] = {
 TEXT_CODEMODS = frozenset(TEXT_FIXES) | LINE_REMOVALS | frozenset(LINE_FIXES)
 LINE_LEFT = {  # why a line LINE_FIXES could not rewrite is left for a human
     "TPP003": "no line rewrite for this form: change the pin by hand",
-    "TPD024": f"this form, or {LEFT_FOR_TPU}",
+    "TPD024": "no rewrite of this form: rename the variable by hand",
 }
 
 
