@@ -686,3 +686,58 @@ def cuda_graph_capture(node: ast.With, ctx: MatchContext) -> bool:
         and bool(call.args)
         and isinstance(call.args[0], ast.Name)
     )
+
+
+# -- a multi-process launch without TorchTPU's launch step (TPN010) ------------------------
+
+SPAWNERS = frozenset({"torch.multiprocessing.spawn", "torch.multiprocessing.start_processes"})
+SUBPROCESS_LAUNCHERS = frozenset(
+    {
+        "subprocess.run",
+        "subprocess.Popen",
+        "subprocess.call",
+        "subprocess.check_call",
+        "subprocess.check_output",
+        "os.system",
+    }
+)
+TORCHRUN_COMMAND = re.compile(r"^(?:torchrun|python3?\s+-m\s+torch\.distributed\.(?:run|launch))\b")
+LAUNCH_STEP = "set_tpu_launch_env"
+
+
+def _launches_torchrun(call: ast.Call) -> bool:
+    first = call.args[0] if call.args else None
+    words = first.elts if isinstance(first, ast.List | ast.Tuple) else [first]
+    head = words[0] if words else None
+    return (
+        isinstance(head, ast.Constant)
+        and isinstance(head.value, str)
+        and bool(TORCHRUN_COMMAND.match(head.value))
+    )
+
+
+def _module_of(node: ast.AST, ctx: MatchContext) -> ast.AST:
+    while (parent := ctx.parents.get(id(node))) is not None:
+        node = parent
+    return node
+
+
+def _has_launch_step(module: ast.AST) -> bool:
+    return any(
+        isinstance(sub, ast.Attribute | ast.Name)
+        and (sub.attr if isinstance(sub, ast.Attribute) else sub.id) == LAUNCH_STEP
+        for sub in ast.walk(module)
+    )
+
+
+@custom(
+    "multiprocess_launch",
+    ast.Call,
+    prefilter=r"spawn|start_processes|torchrun|torch\.distributed\.(?:run|launch)",
+)
+def multiprocess_launch(node: ast.Call, ctx: MatchContext) -> bool:
+    """Workers started from this process (``mp.spawn``, ``start_processes``, a ``torchrun``
+    subprocess) in a file that never takes TorchTPU's launch step first."""
+    name = ctx.qualname(node.func)
+    starts = name in SPAWNERS or (name in SUBPROCESS_LAUNCHERS and _launches_torchrun(node))
+    return starts and not _has_launch_step(_module_of(node, ctx))

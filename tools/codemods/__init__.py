@@ -22,6 +22,7 @@ from . import (  # noqa: F401 - registration
     runtime,
     scaler,
     tensor_alias,
+    tpu_launch,
     triton_fallback,
     visible_devices,
     xformers,

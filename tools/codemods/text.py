@@ -11,7 +11,9 @@ from .base import DEVICE_STRING, DIST_BACKEND
 from .device import ONE_DEVICE_PER_PROCESS
 from .engine import Edit, SourceResult
 from .torchbuild import torch_build_line
-from .visible_devices import visible_devices_line
+from .tpu_launch import LEFT as LAUNCH_LEFT
+from .tpu_launch import launch_step_line
+from .visible_devices import LEFT_FOR_TPU, visible_devices_line
 
 PORTABLE_COUNT = '$(python -c "import torch; print(torch.accelerator.device_count())")'
 
@@ -46,12 +48,14 @@ LINE_REMOVALS = frozenset({"TPN006"})  # settings that mean nothing on the targe
 LINE_FIXES: dict[str, Callable[[str, str, str], str | None]] = {
     "TPP003": torch_build_line,
     "TPD024": visible_devices_line,
+    "TPN010": launch_step_line,
 }
 # every rule some text codemod handles (checked against the catalogue's kinds)
 TEXT_CODEMODS = frozenset(TEXT_FIXES) | LINE_REMOVALS | frozenset(LINE_FIXES)
 LINE_LEFT = {  # why a line LINE_FIXES could not rewrite is left for a human
     "TPP003": "no line rewrite for this form: change the pin by hand",
-    "TPD024": "no rewrite of this form: rename the variable by hand",
+    "TPD024": f"this form, or {LEFT_FOR_TPU}",
+    "TPN010": LAUNCH_LEFT,
 }
 
 

@@ -24,6 +24,8 @@ from .base import fixer as register
 
 CUDA = "CUDA_VISIBLE_DEVICES"
 RENAMED = {"tpu": torchtpu.visible_devices_variable(), "neuron": "NEURON_RT_VISIBLE_CORES"}
+# why a line is left (text.py's LINE_LEFT says "this form, or ..."): the name is glued to others
+LEFT_FOR_TPU = f"a name that is not a whole word: rename it to {RENAMED['tpu']} by hand"
 if RENAMED["tpu"] in torchtpu.written_by_torchtpu():  # a wheel that changed its mind
     raise RuntimeError(f"{RENAMED['tpu']} is written by TorchTPU itself; TPD024 cannot set it")
 

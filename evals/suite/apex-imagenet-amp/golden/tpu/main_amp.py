@@ -42,7 +42,6 @@ def main():
     args = parse()
     args.distributed = int(os.environ.get("WORLD_SIZE", 1)) > 1
     if args.distributed:
-        torch.accelerator.set_device_index(args.local_rank)
         torch.distributed.init_process_group(backend="tpu", init_method="env://")
 
     torch.manual_seed(0)

@@ -27,8 +27,7 @@ def parse_args():
 
 def setup_distributed():
     dist.init_process_group("tpu")
-    local_rank = int(os.environ["LOCAL_RANK"])
-    torch.accelerator.set_device_index(local_rank)
+    local_rank = int(os.environ["LOCAL_RANK"])  # TorchTPU shows this rank its own core as tpu:0
     return local_rank
 
 
@@ -56,7 +55,7 @@ def main():
     local_rank = setup_distributed()
     rank, world_size = dist.get_rank(), dist.get_world_size()
     torch.manual_seed(args.seed)
-    device = torch.device("tpu", local_rank)
+    device = torch.device("tpu")
 
     model = build_model().to(device)
     if args.resume:

@@ -66,11 +66,10 @@ def main():
     # a plain `python train.py` trains on one chip
     distributed = "LOCAL_RANK" in os.environ
     if distributed:
-        torch.accelerator.set_device_index(int(os.environ["LOCAL_RANK"]))
         dist.init_process_group(backend="tpu")
     world_size = dist.get_world_size() if distributed else 1
     rank = dist.get_rank() if distributed else 0
-    device = torch.device("tpu", torch.accelerator.current_device_index())
+    device = torch.device("tpu")  # each process sees its own chip as tpu:0
     print("Process {} of {} on {}".format(rank, world_size, device))
     batch_size = args.batch_size_per_gpu  # per process: the global batch is still per-chip * chips
 

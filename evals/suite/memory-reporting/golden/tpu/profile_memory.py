@@ -71,7 +71,7 @@ def main():
 
     if not torch.accelerator.is_available():
         raise SystemExit("this profiler needs an accelerator")
-    device = torch.device(f"tpu:{args.gpu}")
+    device = torch.device("tpu")
     torch.manual_seed(0)
 
     model = AutoEncoder().to(device)

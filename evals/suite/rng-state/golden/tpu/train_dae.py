@@ -25,7 +25,7 @@ def capture_rng_state(noise_gen: torch.Generator) -> dict:
         "python": random.getstate(),
         "numpy": np.random.get_state(),
         "cpu": torch.get_rng_state(),
-        "tpu": torch.tpu.get_rng_state(),
+        "tpu": torch.tpu.default_generators[0].get_state(),
         "noise": noise_gen.get_state(),
     }
 

@@ -23,7 +23,7 @@ class CudaPrefetcher:
         it = iter(self.loader)
         nxt = self._preload(it)
         while nxt is not None:
-            torch.tpu.current_stream().wait_stream(self.stream)
+            torch.accelerator.current_stream().wait_stream(self.stream)
             x, y = nxt
             nxt = self._preload(it)
             yield x, y

@@ -19,8 +19,7 @@ def seed_everything(seed: int) -> None:
 def get_device(local_rank: int = 0) -> torch.device:
     """The GPU this process owns (or the CPU on a machine without one)."""
     if torch.accelerator.is_available():
-        torch.accelerator.set_device_index(local_rank)
-        return torch.device(f"tpu:{local_rank}")
+        return torch.device("tpu")  # TorchTPU shows each process its own core as tpu:0
     log.warning("CUDA is not available, falling back to the CPU")
     return torch.device("cpu")
 
