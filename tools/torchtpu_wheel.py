@@ -668,73 +668,54 @@ def _comment(text: str) -> list[str]:
     ]
 
 
-def render(wheel: Wheel) -> str:
-    """The complete text of sandbox/data/torch_tpu.toml for ``wheel``."""
-    meta = wheel_section(wheel)
-    modules = public_modules(wheel)
-    tpu = next(m for m in modules if m.module == "torch.tpu")
-    launcher = next(m for m in modules if m.main == DISTRIBUTED[:-3].replace("/", "."))
-    launch_name = next(n for n, t in launcher.targets.items() if t.endswith(":set_tpu_launch_env"))
-    single, multi = launch_sets(wheel)
-    registered = backends(wheel)
-    constants, read = glue_variables(wheel)
-    reads = python_reads(wheel)
-    for constant in read:
-        reads.setdefault(constants[constant], set()).add(GLUE)
-    written = sorted(v for c, v in constants.items() if c not in read)
-    heads, conditions, fallback, unused = sdpa_statements(wheel)
-    policy = autocast_policy(wheel)
-    cm_phrase = "float32 matrix multiplications are natively executed in bfloat16"
-    override_phrase = "This setting overrides `torch.set_float32_matmul_precision`"
+HEADER = (
+    "What the torch-tpu wheel says about TorchTPU, derived from the wheel FILE by"
+    " tools/torchtpu_wheel.py (its Python layer read as syntax, its libraries' strings and"
+    " symbols): the authority the emulator, the rule catalogue's tpu fixes and the codemods are"
+    " checked against (tests/test_torchtpu_conformance.py). Do not edit by hand; for a newer"
+    " wheel: scripts/derive-torch-tpu-facts --wheel PATH (prints the difference), then --write."
+)
 
-    out = [
-        *_comment(
-            "What the torch-tpu wheel says about TorchTPU, derived from the wheel FILE by"
-            " tools/torchtpu_wheel.py (its Python layer read as syntax, its libraries' strings"
-            " and symbols): the authority the emulator, the rule catalogue's tpu fixes and the"
-            " codemods are checked against (tests/test_torchtpu_conformance.py). Do not edit by"
-            " hand; for a newer wheel: scripts/derive-torch-tpu-facts --wheel PATH (prints the"
-            " difference), then --write."
-        ),
-        "",
+
+def _wheel_lines(wheel: Wheel) -> list[str]:
+    return [
         *_comment(
             "The wheel (its METADATA); make test's set-up fetches this file and checks its"
             " sha256 (scripts/fetch-torch-tpu)."
         ),
         "[wheel]",
-        *(f"{k} = {_value(v)}" for k, v in meta.items()),
-        "",
-        *_comment(
-            "torch.tpu.<name> raises RuntimeError from user code on torch >= since_torch, naming"
-            f" prefer ({DEVICE_MODULE}, @annotations.internal_or_experimental); error_name is the"
-            " decorated definition's own name, the {error_name} of"
-            " [device_module].internal_error."
-        ),
+        *(f"{k} = {_value(v)}" for k, v in wheel_section(wheel).items()),
     ]
+
+
+def _internal_lines(wheel: Wheel) -> list[str]:
+    out = _comment(
+        "torch.tpu.<name> raises RuntimeError from user code on torch >= since_torch, naming"
+        f" prefer ({DEVICE_MODULE}, @annotations.internal_or_experimental); error_name is the"
+        " decorated definition's own name, the {error_name} of [device_module].internal_error."
+    )
     for api in internal_apis(wheel):
-        out += [
-            "[[internal]]",
-            f"name = {_value(api.name)}",
-            f"since_torch = {_value(api.since)}",
-            f"prefer = {_value(api.prefer)}",
-            f"error_name = {_value(api.error_name)}",
-            "",
-        ]
-    out += _comment(
+        out += ["[[internal]]", f"name = {_value(api.name)}", f"since_torch = {_value(api.since)}"]
+        out += [f"prefer = {_value(api.prefer)}", f"error_name = {_value(api.error_name)}", ""]
+    return out[:-1]
+
+
+def _public_lines(wheel: Wheel) -> list[str]:
+    out = _comment(
         f"The public modules and their names ({PUBLIC_API}, _PUBLIC_MODULES; the internal names"
         " above are listed there too, for torch to find); properties are set by assignment"
         " (torch.tpu.eager_mode = ...), not called; runs_as_module: `python -m MODULE` runs it."
     )
-    for m in modules:
-        out += [
-            "[[public]]",
-            f"module = {_value(m.module)}",
-            f"names = {_value(list(m.names))}",
-            f"properties = {_value(list(m.properties))}",
-            f"runs_as_module = {_value(m.main is not None)}",
-            "",
-        ]
-    out += [
+    for m in public_modules(wheel):
+        out += ["[[public]]", f"module = {_value(m.module)}", f"names = {_value(list(m.names))}"]
+        out += [f"properties = {_value(list(m.properties))}"]
+        out += [f"runs_as_module = {_value(m.main is not None)}", ""]
+    return out[:-1]
+
+
+def _device_module_lines(wheel: Wheel) -> list[str]:
+    tpu = next(m for m in public_modules(wheel) if m.module == "torch.tpu")
+    return [
         "[device_module]",
         *_comment(
             "Stage EXPERIMENTAL names (warn, work): torch.tpu.<name> in the __tt_api_stages__ of"
@@ -755,7 +736,13 @@ def render(wheel: Wheel) -> str:
             f" enum member of the same name in {EAGER_SO.rsplit('/', 1)[1]}."
         ),
         f"members = {_value(eager_modes(wheel))}",
-        "",
+    ]
+
+
+def _precision_lines(wheel: Wheel) -> list[str]:
+    native = "float32 matrix multiplications are natively executed in bfloat16"
+    override = "This setting overrides `torch.set_float32_matmul_precision`"
+    return [
         "[precision]",
         *_comment(
             f"torch.tpu.Precision: what torch.tpu.precision(mode) accepts ({PRECISION_PY},"
@@ -770,20 +757,28 @@ def render(wheel: Wheel) -> str:
         f"float32_matmul_precision = {_value(float32_matmul_mapping(wheel))}",
         *_comment(
             "The global precision before any setting: the docstring of precision.precision says"
-            f' "{_docstring_says(wheel, PRECISION_PY, "precision", cm_phrase)}", which is'
+            f' "{_docstring_says(wheel, PRECISION_PY, "precision", native)}", which is'
             " Precision.DEFAULT (one bf16 pass)."
         ),
         'initial = "DEFAULT"',
         *_comment(
             "torch.tpu.precision(mode) pushes mode for the block; its docstring:"
-            f' "{_docstring_says(wheel, PRECISION_PY, "precision", override_phrase)}".'
+            f' "{_docstring_says(wheel, PRECISION_PY, "precision", override)}".'
         ),
         "context_overrides_global = true",
-        "",
+    ]
+
+
+def _distributed_lines(wheel: Wheel) -> list[str]:
+    launcher = next(
+        m for m in public_modules(wheel) if m.main == DISTRIBUTED[:-3].replace("/", ".")
+    )
+    launch = next(n for n, t in launcher.targets.items() if t.endswith(":set_tpu_launch_env"))
+    single, multi = launch_sets(wheel)
+    registered = backends(wheel)
+    return [
         "[distributed]",
-        *_comment(
-            f"torch.distributed.Backend.register_backend(name, ..., devices=[...]) in {LOADER}."
-        ),
+        *_comment(f"torch.distributed.Backend.register_backend(name, ..., devices) in {LOADER}."),
         f"backends = {_value([name for name, _ in registered])}",
         f"backend_devices = {_value(sorted({d for _, devs in registered for d in devs}))}",
         *_comment(
@@ -791,13 +786,22 @@ def render(wheel: Wheel) -> str:
             f" module whose main is {DISTRIBUTED} (it prints the variables for a shell); the"
             " variables it sets (get_and_set_str_env_once) on one host and on several."
         ),
-        f"launch_function = {_value(launcher.module + '.' + launch_name)}",
+        f"launch_function = {_value(launcher.module + '.' + launch)}",
         f"launch_module = {_value(launcher.module)}",
         f"launch_sets_single_host = {_value(single)}",
         f"launch_sets_multi_host = {_value(multi)}",
         *_comment(f"A forked child that touches the device ({DEVICE_MODULE}, _lazy_init)."),
         f"fork_error = {_value(fork_error(wheel))}",
-        "",
+    ]
+
+
+def _environment_lines(wheel: Wheel) -> list[str]:
+    constants, read = glue_variables(wheel)
+    reads = python_reads(wheel)
+    for constant in read:
+        reads.setdefault(constants[constant], set()).add(GLUE)
+    written = sorted(v for c, v in constants.items() if c not in read)
+    return [
         "[environment]",
         *_comment(f"Read by the glue library through its Get*EnvOnce readers ({GLUE})."),
         *(f"{role} = {_value(_env_name(c))}" for role, c in ENV_ROLES.items()),
@@ -818,7 +822,12 @@ def render(wheel: Wheel) -> str:
         "read = [",
         *(f"    {_value({'name': n, 'files': sorted(reads[n])})}," for n in sorted(reads)),
         "]",
-        "",
+    ]
+
+
+def _stream_and_sdpa_lines(wheel: Wheel) -> list[str]:
+    heads, conditions, fallback, unused = sdpa_statements(wheel)
+    return [
         "[stream]",
         *_comment(
             "Event.elapsed_time's refusals: both events need enable_timing=True, record() and"
@@ -836,7 +845,12 @@ def render(wheel: Wheel) -> str:
         f"no_backend_error = {_value(fallback[0] if fallback else '')}",
         *_comment('Argument lists of SDPA kernels whose cache key marks dropout_p "Unused".'),
         *_long_list("kernels_ignoring_dropout", unused),
-        "",
+    ]
+
+
+def _autocast_lines(wheel: Wheel) -> list[str]:
+    policy = autocast_policy(wheel)
+    out = [
         "[autocast]",
         *_comment(
             "torch's CastPolicy of each op TorchTPU registers for AutocastPrivateUse1 (at::_ops"
@@ -847,7 +861,27 @@ def render(wheel: Wheel) -> str:
     ]
     for name in CAST_POLICIES:
         out += _long_list(name, policy[name])
-    return "\n".join(out) + "\n"
+    return out
+
+
+# The file's sections, in order: each renders its facts with the comment saying where from.
+SECTIONS = (
+    _wheel_lines,
+    _internal_lines,
+    _public_lines,
+    _device_module_lines,
+    _precision_lines,
+    _distributed_lines,
+    _environment_lines,
+    _stream_and_sdpa_lines,
+    _autocast_lines,
+)
+
+
+def render(wheel: Wheel) -> str:
+    """The complete text of sandbox/data/torch_tpu.toml for ``wheel``."""
+    blocks = [_comment(HEADER), *(section(wheel) for section in SECTIONS)]
+    return "\n\n".join("\n".join(block) for block in blocks) + "\n"
 
 
 def cache_dir() -> Path:
