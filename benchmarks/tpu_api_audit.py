@@ -69,6 +69,10 @@ DDP_NAMES = frozenset(
 )
 DDP_DEVICE_KEYWORDS = ("device_ids", "output_device")
 INDEXED_STRING = re.compile(r"^tpu:(\d+)$")
+# the process's own device index: always 0 on TorchTPU, so not a rank-indexed device
+CURRENT_INDEX = frozenset(
+    {"torch.accelerator.current_device_index", "torch.accelerator.current_device_idx"}
+)
 
 
 @dataclass(frozen=True)
@@ -169,6 +173,13 @@ def _literal_zero(node: ast.AST | None) -> bool:
     return node is None or (isinstance(node, ast.Constant) and node.value in (0, None))
 
 
+def _process_index(node: ast.AST | None, aliases: dict[str, str]) -> bool:
+    """0, None, or the process's current index (``torch.accelerator.current_device_index()``)."""
+    if isinstance(node, ast.Call):
+        return _dotted(node.func, aliases) in CURRENT_INDEX
+    return _literal_zero(node)
+
+
 def _docstrings(tree: ast.AST) -> set[int]:
     return {
         id(node.value)
@@ -200,7 +211,7 @@ class _PythonAudit:
                     yield "internal-api", node
             elif isinstance(node, ast.Call):
                 yield from self._call(node)
-            elif self._built_indexed(node):
+            elif self._built_indexed(node, self.aliases):
                 yield "indexed-device", node
             elif isinstance(node, ast.Constant) and isinstance(node.value, str):
                 if id(node) in self.skip:
@@ -217,11 +228,12 @@ class _PythonAudit:
         if name == "torch.device":
             kind = node.args[0] if node.args else keywords.get("type")
             index = node.args[1] if len(node.args) > 1 else keywords.get("index")
-            if isinstance(kind, ast.Constant) and kind.value == "tpu" and not _literal_zero(index):
+            tpu = isinstance(kind, ast.Constant) and kind.value == "tpu"
+            if tpu and not _process_index(index, self.aliases):
                 yield "indexed-device", node
         elif name in INDEX_SETTERS:
             index = node.args[0] if node.args else keywords.get("device")
-            if not _literal_zero(index):
+            if not _process_index(index, self.aliases):
                 yield "indexed-device", node
         elif name in DDP_NAMES or name.rsplit(".", 1)[-1] == "DistributedDataParallel":
             given = [keywords.get(k) for k in DDP_DEVICE_KEYWORDS] + node.args[1:3]
@@ -233,13 +245,14 @@ class _PythonAudit:
                 yield "indexed-device", node
 
     @staticmethod
-    def _built_indexed(node: ast.AST) -> bool:
+    def _built_indexed(node: ast.AST, aliases: dict[str, str]) -> bool:
         """``f"tpu:{r}"``, ``"tpu:" + str(r)``, ``"tpu:%d" % r``."""
         if isinstance(node, ast.JoinedStr):
             return any(
                 isinstance(part, ast.Constant)
                 and str(part.value).endswith("tpu:")
                 and isinstance(after, ast.FormattedValue)
+                and not _process_index(after.value, aliases)
                 for part, after in itertools.pairwise(node.values)
             )
         if not isinstance(node, ast.BinOp):

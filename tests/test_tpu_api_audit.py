@@ -200,6 +200,8 @@ def test_a_clean_port_passes(tmp_path):
                 'zero = torch.device("tpu", 0)\n'
                 'x = torch.ones(2, device="tpu:0")\n'
                 "torch.accelerator.set_device_index(0)\n"
+                'own = torch.device("tpu", torch.accelerator.current_device_index())\n'
+                'own2 = f"tpu:{torch.accelerator.current_device_index()}"\n'
                 "torch.accelerator.synchronize()\n"
                 "torch.tpu.manual_seed(0)\n"
                 "model = DDP(model)\n"
