@@ -182,7 +182,8 @@ def profiler_sort_key(node: cst.SimpleString, ctx: FixContext):
     return with_string(node, value.replace("cuda", "device"))
 
 
-@register("TPL001")
+# Not on tpu: TorchTPU implements pinned host memory, so the program's pinning stays.
+@register("TPL001", {"neuron", "xla", "accelerator"})
 def pin_memory_flag(node: cst.Arg, ctx: FixContext):
     if ctx.target == "accelerator":
         return node.with_changes(value=ctx.expr("torch.accelerator.is_available()"))
@@ -192,7 +193,7 @@ def pin_memory_flag(node: cst.Arg, ctx: FixContext):
 UNPINNED = "pin_memory_removed"
 
 
-@register("TPL002")
+@register("TPL002", {"neuron", "xla", "accelerator"})
 def pin_memory_call(node: cst.Call, ctx: FixContext):
     if not isinstance(node.func, cst.Attribute):
         raise NotApplicable("unexpected pin_memory form")
