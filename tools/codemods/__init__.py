@@ -17,6 +17,7 @@ from . import (  # noqa: F401 - registration
     events,
     flash_attn,
     graphs,
+    launch_blocking,
     matmul_precision,
     optimizer_move,
     parallel,

@@ -112,6 +112,7 @@ def replace_statement(original: cst.CSTNode, node: cst.CSTNode, ctx: FixContext)
 
 # tpu keeps the choice where TorchTPU honours it (sdpa_backends.py).
 @register("TPB003", {"neuron", "xla"})
+@register("TPB005", {"neuron", "xla"})
 def sdpa_selection(node: cst.CSTNode, ctx: FixContext):
     """Kernel choices the target lacks: backends become MATH (the one torch's SDPA allows
     on a device it has no fused kernel for), the legacy ``sdp_kernel(...)`` context a no-op,

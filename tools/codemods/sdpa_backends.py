@@ -6,8 +6,9 @@ TorchTPU reads three of torch's SDPA switches (the glue library calls
 for TorchTPU" when none is left): ``SDPBackend.FLASH_ATTENTION`` selects its fused kernel,
 ``MATH`` its decomposition. The memory-efficient and cuDNN kernels are CUDA's own fused
 kernels; TorchTPU reads neither switch, and a selection of only them leaves no viable
-backend. So FLASH, MATH and OVERRIDEABLE stay, EFFICIENT and CUDNN become FLASH (the fused
-kernel the program asked for, in the form TorchTPU has), and the switches nothing reads go.
+backend. So FLASH, MATH and OVERRIDEABLE stay (TPB005, no finding on tpu), EFFICIENT and
+CUDNN become FLASH (the fused kernel the program asked for, in the form TorchTPU has), the
+switches nothing reads go, and a read of one answers False.
 The deprecated ``torch.backends.cuda.sdp_kernel(enable_*=...)`` becomes the
 ``torch.nn.attention.sdpa_kernel([...])`` it stands for, in those terms.
 """
@@ -29,8 +30,6 @@ LEGACY = {
     "enable_mem_efficient": FLASH,
     "enable_cudnn": FLASH,
 }
-# torch.backends.cuda switches TorchTPU reads (kept); the others' setters go, reads stay
-HONOURED = frozenset({"enable_flash_sdp", "enable_math_sdp", "flash_sdp_enabled"})
 DEDUPE = "sdpa_backend_lists"  # state: ids of the lists whose members this fix changed
 
 
@@ -38,15 +37,13 @@ DEDUPE = "sdpa_backend_lists"  # state: ids of the lists whose members this fix 
 def tpu_backends(node: cst.CSTNode, ctx: FixContext):
     name = (dotted(node.func) if isinstance(node, cst.Call) else dotted(node)) or ""
     last = name.rsplit(".", 1)[-1]
-    if isinstance(node, cst.Attribute) and last.endswith("_ATTENTION"):
-        if last not in MEMBERS:
-            return node
+    if isinstance(node, cst.Attribute) and last in MEMBERS:
         _note_list(ctx)
         return node.with_changes(attr=cst.Name(MEMBERS[last]))
     if last == "sdp_kernel" and isinstance(node, cst.Call):
         return _sdpa_kernel(node, ctx)
-    if last in HONOURED or last.endswith("_enabled"):
-        return node  # torch's global switch: TorchTPU reads flash/math; a read stays a read
+    if last.endswith("_enabled"):
+        return cst.Name("False")  # is CUDA's own kernel on? TorchTPU never runs it
     if last.startswith("enable_"):
         return REMOVE_STATEMENT
     raise NotApplicable(f"no codemod for {name}")
