@@ -106,3 +106,44 @@ def test_launch_blocking_takes_torchtpus_name_everywhere(tmp_path):
     for path, text in files.items():
         ported = (out / path).read_text()
         assert ported == text.replace("CUDA_LAUNCH_BLOCKING", name), path
+
+
+ATTENTION_CALLS = """\
+import torch.nn.functional as F
+from flash_attn import flash_attn_func, flash_attn_varlen_func
+
+
+def f(q, k, v, p, cu, n, training):
+    a = F.scaled_dot_product_attention(q, k, v, dropout_p=p if training else 0.0)
+    b = F.scaled_dot_product_attention(q, k, v, None, 0.0)
+    c = flash_attn_func(q, k, v, 0.1)
+    d = flash_attn_varlen_func(q, k, v, cu, cu, n, n)
+    return a, b, c, d
+"""
+
+
+def test_attention_the_tpu_kernel_treats_differently_is_reported_for_tpu_only(tmp_path):
+    from torchport.tools.scanner import ScanOptions, scan
+
+    path = tmp_path / "attn.py"
+    path.write_text(ATTENTION_CALLS, encoding="utf-8")
+    tpu = {(f.line, f.rule) for f in scan(path, ScanOptions(target="tpu")).findings}
+    assert {(6, "TPH006"), (8, "TPH006"), (9, "TPH007")} <= tpu
+    assert (7, "TPH006") not in tpu  # a literal 0: nothing is dropped on CUDA either
+    for target in ("neuron", "xla", "accelerator", None):
+        rules = {f.rule for f in scan(path, ScanOptions(target=target)).findings}
+        assert not rules & {"TPH006", "TPH007"}, target
+
+
+def test_a_flash_attn_port_keeps_the_dropout_warning_beside_its_sdpa_call(tmp_path):
+    (tmp_path / "repo").mkdir()
+    (tmp_path / "repo" / "attn.py").write_text(ATTENTION_CALLS, encoding="utf-8")
+    options = MigrateOptions(target="tpu", out=tmp_path / "out", annotate=True)
+    migrate(tmp_path / "repo", options)
+    lines = (tmp_path / "out" / "attn.py").read_text().splitlines()
+    assert not any("flash_attn_func(" in line for line in lines)
+    warned = [i for i, line in enumerate(lines) if "TPH006" in line]
+    # each warning sits on an SDPA call that now carries the dropout: the two calls and the
+    # varlen port's helper (it passes its dropout_p on)
+    assert len(warned) == 3, lines
+    assert all("scaled_dot_product_attention" in " ".join(lines[i : i + 3]) for i in warned)
