@@ -10,6 +10,7 @@ from ..findings import Finding
 from .base import DEVICE_STRING, DIST_BACKEND
 from .device import ONE_DEVICE_PER_PROCESS
 from .engine import Edit, SourceResult
+from .launch_blocking import launch_blocking_text
 from .torchbuild import torch_build_line
 from .tpu_launch import LEFT as LAUNCH_LEFT
 from .tpu_launch import launch_step_line
@@ -41,6 +42,7 @@ TEXT_FIXES: dict[str, Callable[[str, str], str | None]] = {
     "TPD002": _device,
     "TPN002": _backend,
     "TPN008": _nproc,
+    "TPD025": launch_blocking_text,
 }
 LINE_REMOVALS = frozenset({"TPN006"})  # settings that mean nothing on the target
 # rule -> how a whole line holding it becomes the target's (several lines, "" to remove it,
