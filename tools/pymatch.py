@@ -36,6 +36,7 @@ import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+from . import pystartmethod  # noqa: F401 - registers its custom matcher
 from .catalogue import Rule
 from .pycustom import (
     CUSTOM_MATCHERS,

@@ -24,6 +24,7 @@ from . import (  # noqa: F401 - registration
     runtime,
     scaler,
     sdpa_backends,
+    start_method,
     tensor_alias,
     tpu_launch,
     triton_fallback,
