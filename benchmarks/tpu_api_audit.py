@@ -174,9 +174,12 @@ def _literal_zero(node: ast.AST | None) -> bool:
 
 
 def _process_index(node: ast.AST | None, aliases: dict[str, str]) -> bool:
-    """0, None, or the process's current index (``torch.accelerator.current_device_index()``)."""
+    """0, None, the process's current index (``torch.accelerator.current_device_index()``) or
+    the device of a tensor that already exists (``x.device``): none of them is a rank's."""
     if isinstance(node, ast.Call):
         return _dotted(node.func, aliases) in CURRENT_INDEX
+    if isinstance(node, ast.Attribute):
+        return node.attr == "device"
     return _literal_zero(node)
 
 

@@ -202,6 +202,8 @@ def test_a_clean_port_passes(tmp_path):
                 "torch.accelerator.set_device_index(0)\n"
                 'own = torch.device("tpu", torch.accelerator.current_device_index())\n'
                 'own2 = f"tpu:{torch.accelerator.current_device_index()}"\n'
+                "with torch.accelerator.device_index(x.device):\n"
+                "    torch.accelerator.set_device_index(weight.device)\n"
                 "torch.accelerator.synchronize()\n"
                 "torch.tpu.manual_seed(0)\n"
                 "model = DDP(model)\n"
