@@ -439,7 +439,7 @@ def merge_processes(
     The numbers are the launcher's process's when it trained itself, else the lowest
     rank's; every process's losses stay in ``ranks``. The run failed if any process
     failed (with the error of the one that failed first: the others mostly lost their
-    peer) or if an expected rank wrote nothing."""
+    peer, or were killed without a result) or if an expected rank wrote nothing."""
     parts = sorted(parts, key=_rank_order)
     primary = main if main is not None and _did_work(main) else parts[0]
     merged = dict(primary)
@@ -461,8 +461,11 @@ def merge_processes(
         for d in parts
     ]
     everyone = [*parts, *([main] if main is not None else [])]
+    # the first to fail is the cause; one that left no result of its own (NoResult: torchrun
+    # killed it once a peer had failed) comes after every process that reported its error
     failed = sorted(
-        (d for d in everyone if d.get("status") != "ok"), key=lambda d: d.get("ended_at", 0.0)
+        (d for d in everyone if d.get("status") != "ok"),
+        key=lambda d: (_unfinished(d), d.get("ended_at", 0.0)),
     )
     present = {d.get("rank") for d in parts}
     missing = sorted(set(range(expected or 0)) - present)

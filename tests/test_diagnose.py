@@ -247,7 +247,7 @@ import torch
 def case_cpu_input():
     torch.nn.Linear(2, 2).to("tpu")(torch.zeros(3, 2))  # <-
 
-def case_two_devices():
+def case_two_devices():  # a second device in one process: TorchTPU's processes have one
     torch.zeros(2, device="tpu:0") + torch.zeros(2, device="tpu:1")  # <-
 
 def case_numpy_on_device():
@@ -331,14 +331,14 @@ CPU_EXPECTED: dict[str, tuple[str, str, set[str]]] = {
 }
 TPU_EXPECTED: dict[str, tuple[str, str, set[str]]] = {
     "cpu_input": ("device-mismatch", "llm", {"TPD007"}),
-    "two_devices": ("device-mismatch", "llm", {"TPD007"}),
+    "two_devices": ("tpu-one-device", "llm", {"TPD010"}),
     "numpy_on_device": ("numpy-on-device", "llm", {"TPH002"}),
     "legacy_synchronize": ("legacy-device-api", "llm", set()),
     "tpu_attribute": ("target-api-missing", "llm", set()),
     "op_missing": ("emulator-op-missing", "human", set()),
     "pinned_factory": ("emulator-hook-missing", "human", {"TPL001"}),
     "cpu_generator": ("device-mismatch", "llm", set()),
-    "ordinal": ("invalid-device-ordinal", "human", set()),
+    "ordinal": ("tpu-one-device", "llm", {"TPD003"}),
     "fp16_scaler": ("cuda-gradscaler", "rules", {"TPA002", "TPA004"}),
     "cuda_leftover": ("cuda-unavailable", "rules", {"TPD001"}),
 }
@@ -348,6 +348,7 @@ OPTIONAL = {"numpy": ("dependency-missing", "human", set())}
 # Signatures proven by the end-to-end harness runs or by texts written out below.
 END_TO_END = {"run-timeout", "run-crashed", "cuda-unavailable", "parity-mismatch"}
 WRITTEN = {"run-memory-limit", "run-killed", "rendezvous-timeout", "kernel-mismatch"}
+WRITTEN |= {"invalid-device-ordinal"}  # the neuron host's text, below
 # Proven by sandboxed runs in tests/test_rendezvous.py.
 END_TO_END |= {"rendezvous-unreachable"}
 
@@ -638,6 +639,21 @@ def test_killed_runs_go_to_a_human(reason: str, signature: str, hint: str) -> No
     d = diagnose(_killed(reason), "tpu")
     assert (d.signature, d.action, d.file, d.line) == (signature, "human", None, None)
     assert hint in d.hint
+
+
+def test_an_ordinal_beyond_the_hosts_devices_is_a_run_limitation() -> None:
+    # Written out: the emulated neuron's text (a TorchNeuron process sees the host's devices,
+    # tests/test_emulator_conformance.py); only the run's --devices can be wrong there.
+    message = "neuron error: invalid device ordinal 2 (the emulator was activated with devices=2)"
+    frame = {"file": "train.py", "line": 3, "function": "<module>", "code": "x.to('neuron:2')"}
+    result = {"status": "failed", "error": {"type": "RuntimeError", "message": message}}
+    d = diagnose({**result, "error": {**result["error"], "frame": frame}}, "neuron")
+    assert (d.signature, d.action, d.limitation) == ("invalid-device-ordinal", "human", True)
+
+
+def test_a_rank_indexed_tpu_device_is_the_programs_bug_not_a_limitation(cases: dict) -> None:
+    d = diagnose(cases["tpu"]["two_devices"], "tpu")
+    assert not d.limitation and "tpu:1" in d.cause and 'torch.device("tpu")' in d.hint
 
 
 def test_a_cuda_build_without_a_driver() -> None:

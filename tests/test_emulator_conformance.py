@@ -20,12 +20,15 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 import test_emulator
+import torch
 from test_emulator import backend_env, run_snippet
+from torchport.sandbox import torchtpu_facts
 
 backend = test_emulator.backend  # the fixture: every test below runs on both emulators
 # each module fixture is a sandboxed run of the whole list, once per emulator backend
@@ -102,45 +105,52 @@ def part(run: dict[str, Any], name: str) -> Any:
 
 
 # ---------------------------------------------------------------------------------------------
-# The main tpu run (3 devices): items 1-4 except what needs another process.
+# Devices: these sections run in both processes, a tpu process (one device, tpu:0, on a host of
+# three: TorchTPU's) and a neuron process that sees the host's three devices. D is the device's
+# name, I and J two of the process's ordinals (1 and 2 where it has three, else 0), BAD the
+# first ordinal out of its range (PLACES below).
 
-TPU_CODE = """
+DEVICE_CODE = """
+def on(obj, *index):  # x.tpu(i) / x.neuron(i)
+    return getattr(obj, D)(*index)
+
 @section
 def item1_devices():
     r = {}
     x = torch.arange(6.0).reshape(2, 3)
-    a, b, c = x.to("tpu"), x.tpu(), x.to("tpu:2")
+    a, b, c = x.to(D), on(x), x.to(f"{D}:{J}")
     r["devices"] = [str(t.device) for t in
-                    (a, b, c, x.tpu(1), x.to(torch.device("tpu", 1)), x.to(device="tpu:2"))]
-    r["flags"] = [a.is_tpu, x.is_tpu, a.is_cpu, a.cpu().is_cpu, a.device.type, a.device.index]
-    r["roundtrip"] = [a.cpu().equal(x), c.to("cpu").equal(x), a.to("tpu:1").cpu().equal(x)]
-    r["same_device_is_self"] = [a.to("tpu:0") is a, a.to("tpu") is a, a.tpu() is a]
-    r["to_dtype"] = [str(a.to(torch.float16).dtype), str(a.to("tpu:1", torch.int32).device),
-                     str(a.to("tpu:1", torch.int32).dtype)]
+                    (a, b, c, on(x, I), x.to(torch.device(D, I)), x.to(device=f"{D}:{J}"))]
+    r["flags"] = [getattr(a, "is_" + D), getattr(x, "is_" + D), a.is_cpu, a.cpu().is_cpu,
+                  a.device.type, a.device.index]
+    r["roundtrip"] = [a.cpu().equal(x), c.to("cpu").equal(x), a.to(f"{D}:{I}").cpu().equal(x)]
+    r["same_device_is_self"] = [a.to(f"{D}:0") is a, a.to(D) is a, on(a) is a]
+    r["to_dtype"] = [str(a.to(torch.float16).dtype), str(a.to(f"{D}:{I}", torch.int32).device),
+                     str(a.to(f"{D}:{I}", torch.int32).dtype)]
     r["item"] = a.sum().item()
-    r["repr"] = repr(torch.ones(2, device="tpu:1"))
-    r["torch_device_any_index"] = str(torch.device("tpu:7"))  # as torch.device("cuda:7")
+    r["repr"] = repr(torch.ones(2, device=f"{D}:{I}"))
+    r["torch_device_any_index"] = str(torch.device(f"{D}:7"))  # as torch.device("cuda:7")
     torch.manual_seed(0)
     ref = nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4))
     m = nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4))
     m.load_state_dict(ref.state_dict())
-    r["module_to_returns_self"] = m.to("tpu:1") is m
+    r["module_to_returns_self"] = m.to(f"{D}:{I}") is m
     r["module_devices"] = sorted({str(t.device) for t in [*m.parameters(), *m.buffers()]})
     r["param"] = [isinstance(m[0].weight, nn.Parameter), m[0].weight.requires_grad]
-    r["module_forward_equal"] = m(x.to("tpu:1")).cpu().equal(ref(x))
-    r["module_tpu"] = [str(nn.Linear(3, 2).tpu().weight.device),
-                       str(nn.Linear(3, 2).tpu(2).weight.device),
-                       str(nn.Linear(3, 2).to(torch.device("tpu:1")).weight.device)]
+    r["module_forward_equal"] = m(x.to(f"{D}:{I}")).cpu().equal(ref(x))
+    r["module_on"] = [str(on(nn.Linear(3, 2)).weight.device),
+                      str(on(nn.Linear(3, 2), J).weight.device),
+                      str(nn.Linear(3, 2).to(torch.device(f"{D}:{I}")).weight.device)]
     r["out_of_range"] = {
-        "factory": outcome(lambda: torch.zeros(1, device="tpu:3")),
-        "to": outcome(lambda: x.to("tpu:3")),
-        "tpu()": outcome(lambda: x.tpu(3)),
-        "device_to_device": outcome(lambda: a.to("tpu:4")),
-        "module_to": outcome(lambda: nn.Linear(1, 1).to("tpu:5")),
-        "set_device_index": outcome(lambda: torch.accelerator.set_device_index(3)),
+        "factory": outcome(lambda: torch.zeros(1, device=f"{D}:{BAD}")),
+        "to": outcome(lambda: x.to(f"{D}:{BAD}")),
+        "method": outcome(lambda: on(x, BAD)),
+        "device_to_device": outcome(lambda: a.to(f"{D}:{BAD + 1}")),
+        "module_to": outcome(lambda: nn.Linear(1, 1).to(f"{D}:{BAD + 2}")),
+        "set_device_index": outcome(lambda: torch.accelerator.set_device_index(BAD)),
         "negative": outcome(lambda: torch.accelerator.set_device_index(-1)),
-        "generator": outcome(lambda: torch.Generator(device="tpu:3")),
-        "synchronize": outcome(lambda: torch.accelerator.synchronize(3)),
+        "generator": outcome(lambda: torch.Generator(device=f"{D}:{BAD}")),
+        "synchronize": outcome(lambda: torch.accelerator.synchronize(BAD)),
     }
     return r
 
@@ -186,22 +196,22 @@ def item1_factories():
         torch.manual_seed(0)
         cpu = make("cpu")
         torch.manual_seed(0)
-        dev = make("tpu")
+        dev = make(D)
         meta = lambda t: [list(t.shape), str(t.dtype), list(t.stride()), t.requires_grad]
         out[name] = {
             "device": str(dev.device),
             "meta_equal": meta(cpu) == meta(dev.cpu()),
             "values_equal": name.startswith("empty") or cpu.equal(dev.cpu()),
         }
-    torch.accelerator.set_device_index(1)
+    torch.accelerator.set_device_index(I)
     out["current_device"] = [str(t.device) for t in (
-        torch.zeros(1, device="tpu"), torch.tensor([1], device="tpu"),
-        torch.as_tensor([1], device="tpu"), torch.ones(1).to("tpu"),
-        torch.ones(1).to(torch.device("tpu")), torch.ones(1, device="tpu:2").to("tpu"),
-        torch.ones(1).tpu(), nn.Linear(1, 1).to("tpu").weight, torch.empty_like(
-            torch.ones(1), device="tpu"), torch.ones(1).new_tensor([1], device="tpu"))]
-    out["requires_grad"] = torch.zeros(2, device="tpu", requires_grad=True).requires_grad
-    src = torch.ones(2, device="tpu:2")
+        torch.zeros(1, device=D), torch.tensor([1], device=D),
+        torch.as_tensor([1], device=D), torch.ones(1).to(D),
+        torch.ones(1).to(torch.device(D)), torch.ones(1, device=f"{D}:{J}").to(D),
+        on(torch.ones(1)), nn.Linear(1, 1).to(D).weight, torch.empty_like(
+            torch.ones(1), device=D), torch.ones(1).new_tensor([1], device=D))]
+    out["requires_grad"] = torch.zeros(2, device=D, requires_grad=True).requires_grad
+    src = torch.ones(2, device=f"{D}:{J}")
     out["like_keeps_device"] = [str(f(src).device) for f in (
         torch.zeros_like, torch.ones_like, torch.empty_like, torch.rand_like, torch.randn_like)]
     return out
@@ -215,17 +225,17 @@ def item1_accelerator():
         "current_accelerator": str(acc.current_accelerator()),
         "index0": acc.current_device_index(),
     }
-    acc.set_device_index(2)
+    acc.set_device_index(J)
     r["index_after_set"] = acc.current_device_index()
-    r["factory_on_current"] = str(torch.zeros(1, device="tpu").device)
-    with acc.device_index(1):
+    r["factory_on_current"] = str(torch.zeros(1, device=D).device)
+    with acc.device_index(I):
         r["inside_device_index"] = acc.current_device_index()
     r["after_device_index"] = acc.current_device_index()
-    acc.set_device_index("tpu:0")
+    acc.set_device_index(f"{D}:0")
     r["set_by_string"] = acc.current_device_index()
-    r["synchronize"] = [acc.synchronize(), acc.synchronize(1), acc.synchronize("tpu:2"),
-                        acc.synchronize(torch.device("tpu", 0))]
-    r["device_module"] = torch.get_device_module("tpu").__name__
+    r["synchronize"] = [acc.synchronize(), acc.synchronize(I), acc.synchronize(f"{D}:{J}"),
+                        acc.synchronize(torch.device(D, 0))]
+    r["device_module"] = torch.get_device_module(D).__name__
     r["current_stream"] = str(acc.current_stream().device)
     # Memory statistics (torch.accelerator.memory_*: all present in torch 2.13).
     mem = {}
@@ -233,21 +243,21 @@ def item1_accelerator():
     gc.collect()
     acc.empty_cache()
     base = acc.memory_allocated()
-    keep = torch.empty(1024, device="tpu")  # 4096 bytes
+    keep = torch.empty(1024, device=D)  # 4096 bytes
     mem["after_alloc"] = acc.memory_allocated() - base
     view = keep[:10].view(2, 5)
     mem["after_view"] = acc.memory_allocated() - base
     acc.reset_peak_memory_stats()
     mem["peak_after_reset"] = acc.max_memory_allocated() - base
-    big = torch.empty(4096, device="tpu") * 2  # 16384 bytes (+ the empty, freed)
+    big = torch.empty(4096, device=D) * 2  # 16384 bytes (+ the empty, freed)
     mem["peak_with_big"] = acc.max_memory_allocated() - base
     del big
     mem["after_del"] = acc.memory_allocated() - base
     mem["peak_after_del"] = acc.max_memory_allocated() - base
-    base1 = acc.memory_allocated(1)
-    other = torch.empty(256, device="tpu:1")
-    mem["device1"] = acc.memory_allocated(1) - base1
-    mem["device1_by_device"] = acc.memory_allocated(torch.device("tpu:1")) - base1
+    base1 = acc.memory_allocated(I)
+    other = torch.empty(256, device=f"{D}:{I}")
+    mem["device1"] = acc.memory_allocated(I) - base1
+    mem["device1_by_device"] = acc.memory_allocated(torch.device(f"{D}:{I}")) - base1
     mem["reserved_ge_allocated"] = acc.memory_reserved() >= acc.memory_allocated()
     mem["max_reserved_ge_reserved"] = acc.max_memory_reserved() >= acc.memory_reserved()
     stats = acc.memory_stats()
@@ -257,66 +267,9 @@ def item1_accelerator():
     free, total = acc.get_memory_info()
     mem["memory_info"] = [isinstance(free, int), 0 < free <= total]
     mem["empty_cache"] = acc.empty_cache()
-    mem["out_of_range"] = outcome(lambda: acc.memory_allocated(5))
+    mem["out_of_range"] = outcome(lambda: acc.memory_allocated(BAD))
     del keep, view, other
     r["memory"] = mem
-    return r
-
-TORCH_TPU_PUBLIC = [
-    "EagerMode", "Event", "Precision", "Stream", "allow_excess_precision", "current_device",
-    "current_stream", "default_generators", "default_stream", "device", "device_count",
-    "device_of", "eager_mode", "get_amp_supported_dtype", "get_device_name",
-    "get_device_properties", "get_rng_state", "initial_seed", "is_available",
-    "is_initialized", "manual_seed", "manual_seed_all", "precision", "set_device",
-    "set_eager_mode", "set_rng_state", "set_stream", "stream", "synchronize",
-    "topology_aware_mesh", "compiler", "distributed", "optimizers", "pallas", "profiler", "ops",
-]
-
-@section
-def item1_torch_tpu_module():
-    t = torch.tpu
-    r = {"missing": [n for n in TORCH_TPU_PUBLIC if not hasattr(t, n)]}
-    r["legacy"] = {n: outcome(getattr(t, n)) for n in
-                   ("synchronize", "is_available", "device_count", "current_device")}
-    r["torch_internal_calls_still_work"] = [torch.accelerator.device_count(),
-                                            outcome(lambda: torch.manual_seed(3))[0]]
-    t.manual_seed(5)
-    a = torch.randn(3, device="tpu")
-    torch.manual_seed(5)
-    r["manual_seed_matches_cpu"] = a.cpu().equal(torch.randn(3))
-    t.manual_seed_all(6)
-    r["initial_seed"] = t.initial_seed()
-    state = t.get_rng_state()
-    first = torch.rand(2, device="tpu").cpu()
-    t.set_rng_state(state)
-    r["rng_state_roundtrip"] = torch.rand(2, device="tpu").cpu().equal(first)
-    r["info"] = [t.is_initialized(), t.get_device_name(), [str(d) for d in
-                 t.get_amp_supported_dtype()], t.get_device_properties(1).index]
-    with t.device(2):
-        r["device_ctx"] = torch.accelerator.current_device_index()
-    with t.device_of(torch.ones(1, device="tpu:1")):
-        r["device_of"] = torch.accelerator.current_device_index()
-    r["stream_devices"] = [str(t.Stream(device="tpu:2").device), str(t.current_stream(1).device)]
-    s = t.Stream()
-    with t.stream(s):
-        pass
-    t.set_stream(s)
-    e1, e2 = t.Event(enable_timing=True), t.Event(enable_timing=True)
-    e1.record()
-    e2.record()
-    r["streams"] = [type(s).__name__, isinstance(s, torch.Stream), str(s.device),
-                    str(t.current_stream().device), str(t.default_stream().device),
-                    e1.elapsed_time(e2) >= 0.0, s.query(), s.synchronize()]
-    with t.precision(t.Precision.HIGHEST), t.allow_excess_precision(False):
-        r["precision_ctx"] = (torch.ones(2, 2, device="tpu") @ torch.ones(2, 2, device="tpu")
-                              ).cpu().tolist()
-    t.set_eager_mode(t.EagerMode.DEFER_NEVER)
-    with t.eager_mode(t.EagerMode.DEFER_NEVER):
-        r["eager_mode"] = t.eager_mode().name
-    r["default_generators"] = [str(g.device) for g in t.default_generators]
-    r["not_emulated"] = [outcome(lambda: t.optimizers.AdamW)[0],
-                         "not emulated" in outcome(lambda: t.optimizers.AdamW)[1],
-                         outcome(t.topology_aware_mesh)[0], hasattr(t.pallas, "kernel")]
     return r
 
 def grads(device):
@@ -371,15 +324,170 @@ def pipeline(first, second):
 
 @section
 def item2_autograd():
-    cpu, dev, dev2 = grads("cpu"), grads("tpu"), grads("tpu:2")
+    cpu, dev, dev2 = grads("cpu"), grads(D), grads(f"{D}:{J}")
     diff = lambda x, y: max((a - b).abs().max().item() for a, b in zip(x, y, strict=True))
-    ref, split = pipeline("cpu", "cpu"), pipeline("tpu:1", "tpu:2")  # model parallel
+    ref, split = pipeline("cpu", "cpu"), pipeline(f"{D}:{I}", f"{D}:{J}")  # model parallel
     return {
         "loss": [cpu["loss"], dev["loss"], dev2["loss"]],
         "max_grad_diff": [diff(cpu["grads"], dev["grads"]), diff(cpu["grads"], dev2["grads"])],
         "devices": [dev["devices"], dev2["devices"]],
         "same": [cpu[k] == dev[k] == dev2[k] for k in ("hooked", "no_grad", "grad_fn")],
         "pipeline": [diff(ref[:2], split[:2]), split[2:]],
+    }
+
+@section
+def item2_save_load():
+    x = torch.randn(2, 3, device=f"{D}:{I}")
+    m = nn.Linear(3, 2).to(D)
+    c = torch.arange(4.0)
+    buf = io.BytesIO()
+    torch.save({"x": x, "w": m.weight, "sd": m.state_dict(), "c": c, "v": c[1:3]}, buf)
+    locations = {
+        "cpu": "cpu", "dev": D, "dev:I": f"{D}:{I}", "device(dev:I)": torch.device(f"{D}:{I}"),
+        "dict_I_to_0": {f"{D}:{I}": f"{D}:0"},
+        "dict_all_to_cpu": {f"{D}:{I}": "cpu", f"{D}:0": "cpu"},
+        "dict_cpu_to_J": {"cpu": f"{D}:{J}"},
+        "callable_identity": lambda storage, loc: storage,
+        "None": None,
+    }
+    out = {}
+    for key, loc in locations.items():
+        for weights_only in (True, False):
+            buf.seek(0)
+            z = torch.load(buf, map_location=loc, weights_only=weights_only)
+            z["v"].add_(10)  # still a view of "c" after loading, as torch keeps sharing
+            out[f"{key}-{weights_only}"] = {
+                "devices": [str(z[k].device) for k in ("x", "w", "c")] + [
+                    str(z["sd"]["weight"].device)],
+                "equal": z["x"].cpu().equal(x.cpu())
+                and z["sd"]["weight"].cpu().equal(m.weight.detach().cpu()),
+                "param": isinstance(z["w"], nn.Parameter) and z["w"].requires_grad,
+                "shared": z["c"].cpu().tolist(),
+            }
+    buf.seek(0)
+    errors = {"bad_ordinal": outcome(lambda: torch.load(buf, map_location=f"{D}:{BAD}"))}
+    model_buf = io.BytesIO()
+    torch.save(m, model_buf)
+    model_buf.seek(0)
+    whole = torch.load(model_buf, map_location=f"{D}:{J}", weights_only=False)
+    m2 = nn.Linear(3, 2).to(f"{D}:{I}")
+    sd_buf = io.BytesIO()
+    torch.save(m.state_dict(), sd_buf)
+    sd_buf.seek(0)
+    m2.load_state_dict(torch.load(sd_buf, map_location=f"{D}:{I}"))
+    return {"out": out, "errors": errors,
+            "whole_module": [str(whole.weight.device), whole.weight.cpu().equal(m.weight.cpu())],
+            "load_state_dict": [str(m2.weight.device), m2.weight.cpu().equal(m.weight.cpu())]}
+"""
+
+# ---------------------------------------------------------------------------------------------
+# The main tpu run (one device per process, on a host of 3): items 1-4 except what needs another
+# process or several devices.
+
+TPU_CODE = """
+TORCH_TPU_PUBLIC = [
+    "EagerMode", "Event", "Precision", "Stream", "allow_excess_precision", "current_device",
+    "current_stream", "default_generators", "default_stream", "device", "device_count",
+    "device_of", "eager_mode", "get_amp_supported_dtype", "get_device_name",
+    "get_device_properties", "get_rng_state", "initial_seed", "is_available",
+    "is_initialized", "manual_seed", "manual_seed_all", "precision", "set_device",
+    "set_eager_mode", "set_rng_state", "set_stream", "stream", "synchronize",
+    "topology_aware_mesh", "compiler", "distributed", "optimizers", "pallas", "profiler", "ops",
+]
+
+@section
+def item1_torch_tpu_module():
+    t = torch.tpu
+    r = {"missing": [n for n in TORCH_TPU_PUBLIC if not hasattr(t, n)]}
+    # TorchTPU's internal APIs (the wheel's facts, for this torch) refuse user code
+    from torchport.sandbox import torchtpu_facts
+    args = {"device": (0,), "set_device": (0,), "set_stream": (None,)}
+    r["internal"] = {n: outcome(lambda n=n: getattr(t, n)(*args.get(n, ())))
+                     for n in torchtpu_facts.internal_for(torch.__version__)}
+    r["torch_internal_calls_still_work"] = [torch.accelerator.device_count(),
+                                            outcome(lambda: torch.manual_seed(3))[0]]
+    t.manual_seed(5)
+    a = torch.randn(3, device="tpu")
+    torch.manual_seed(5)
+    r["manual_seed_matches_cpu"] = a.cpu().equal(torch.randn(3))
+    t.manual_seed_all(6)
+    gen = t.default_generators[0]  # initial_seed and get_rng_state are internal
+    r["initial_seed"] = gen.initial_seed()
+    state = gen.get_state()
+    first = torch.rand(2, device="tpu").cpu()
+    t.set_rng_state(state)
+    r["rng_state_roundtrip"] = torch.rand(2, device="tpu").cpu().equal(first)
+    r["info"] = [t.is_initialized(), t.get_device_name(), [str(d) for d in
+                 t.get_amp_supported_dtype()], t.get_device_properties(0).index]
+    with t.device_of(torch.ones(1, device="tpu")):
+        r["device_of"] = torch.accelerator.current_device_index()
+    r["stream_devices"] = [str(t.Stream(device="tpu:0").device),
+                           str(torch.accelerator.current_stream(0).device)]
+    s = t.Stream()
+    with t.stream(s):
+        pass
+    torch.accelerator.set_stream(s)
+    e1, e2 = t.Event(enable_timing=True), t.Event(enable_timing=True)
+    e1.record()
+    e2.record()
+    r["streams"] = [type(s).__name__, isinstance(s, torch.Stream), str(s.device),
+                    str(torch.accelerator.current_stream().device),
+                    str(t.default_stream().device), e1.elapsed_time(e2) >= 0.0, s.query(),
+                    s.synchronize()]
+    r["excess_precision"] = [t.allow_excess_precision]
+    t.allow_excess_precision = False  # a module property, as on TorchTPU
+    r["excess_precision"].append(t.allow_excess_precision)
+    with t.precision(t.Precision.HIGHEST):
+        r["precision_ctx"] = (torch.ones(2, 2, device="tpu") @ torch.ones(2, 2, device="tpu")
+                              ).cpu().tolist()
+    with t.set_eager_mode(t.EagerMode.DEFER_AND_FUSE):  # a context manager
+        inside = t.eager_mode.name
+    r["eager_mode"] = [inside, t.eager_mode.name]
+    r["default_generators"] = [str(g.device) for g in t.default_generators]
+    r["not_emulated"] = [outcome(lambda: t.optimizers.AdamW)[0],
+                         "not emulated" in outcome(lambda: t.optimizers.AdamW)[1],
+                         outcome(t.topology_aware_mesh)[0], hasattr(t.pallas, "kernel")]
+    return r
+
+@section
+def item1_one_device():
+    # A TorchTPU process sees one device on a host of three: what a multi-device program
+    # does with the others is refused (the ordinal), and so is switching (TorchTPU's
+    # set_device ValueError).
+    def in_block(index):
+        with torch.accelerator.device_index(index):
+            pass
+    buf = io.BytesIO()
+    torch.save(torch.ones(2, device="tpu"), buf)
+    def load(where):
+        buf.seek(0)
+        return torch.load(buf, map_location=where)
+    x = torch.ones(2)
+    return {
+        "count": [torch.accelerator.device_count(), len(torch.tpu.default_generators)],
+        "ordinal": {
+            "factory": outcome(lambda: torch.zeros(1, device="tpu:1")),
+            "to": outcome(lambda: x.to("tpu:2")),
+            "tpu()": outcome(lambda: x.tpu(1)),
+            "module_tpu": outcome(lambda: nn.Linear(1, 1).tpu(2)),
+            "module_to": outcome(lambda: nn.Linear(1, 1).to(torch.device("tpu", 1))),
+            "generator": outcome(lambda: torch.Generator(device="tpu:2")),
+            "synchronize": outcome(lambda: torch.accelerator.synchronize(1)),
+            "memory": outcome(lambda: torch.accelerator.memory_allocated(1)),
+            "load": outcome(lambda: load("tpu:1")),
+            "load_dict": outcome(lambda: load({"tpu:0": "tpu:1"})),
+            "stream": outcome(lambda: torch.tpu.Stream(device="tpu:1")),
+            "current_stream": outcome(lambda: torch.accelerator.current_stream(2)),
+            "properties": outcome(lambda: torch.tpu.get_device_properties(1)),
+        },
+        "switch": {
+            "set_device_index": outcome(lambda: torch.accelerator.set_device_index(2)),
+            "by_string": outcome(lambda: torch.accelerator.set_device_index("tpu:1")),
+            "device_index": outcome(lambda: in_block(1)),
+        },
+        "stay": [outcome(lambda: torch.accelerator.set_device_index(0)),
+                 outcome(lambda: torch.accelerator.set_device_index("tpu")),
+                 outcome(lambda: in_block(0)), torch.accelerator.current_device_index()],
     }
 
 def recurrent(device):
@@ -509,50 +617,6 @@ def item2_inplace_and_views():
     return {"cpu": views("cpu"), "tpu": views("tpu")}
 
 @section
-def item2_save_load():
-    x = torch.randn(2, 3, device="tpu:1")
-    m = nn.Linear(3, 2).to("tpu")
-    c = torch.arange(4.0)
-    buf = io.BytesIO()
-    torch.save({"x": x, "w": m.weight, "sd": m.state_dict(), "c": c, "v": c[1:3]}, buf)
-    locations = {
-        "cpu": "cpu", "tpu": "tpu", "tpu:1": "tpu:1", "device(tpu:1)": torch.device("tpu:1"),
-        "dict_tpu1_to_tpu0": {"tpu:1": "tpu:0"},
-        "dict_all_to_cpu": {"tpu:1": "cpu", "tpu:0": "cpu"},
-        "dict_cpu_to_tpu2": {"cpu": "tpu:2"},
-        "callable_identity": lambda storage, loc: storage,
-        "None": None,
-    }
-    out = {}
-    for key, loc in locations.items():
-        for weights_only in (True, False):
-            buf.seek(0)
-            z = torch.load(buf, map_location=loc, weights_only=weights_only)
-            z["v"].add_(10)  # still a view of "c" after loading, as torch keeps sharing
-            out[f"{key}-{weights_only}"] = {
-                "devices": [str(z[k].device) for k in ("x", "w", "c")] + [
-                    str(z["sd"]["weight"].device)],
-                "equal": z["x"].cpu().equal(x.cpu())
-                and z["sd"]["weight"].cpu().equal(m.weight.detach().cpu()),
-                "param": isinstance(z["w"], nn.Parameter) and z["w"].requires_grad,
-                "shared": z["c"].cpu().tolist(),
-            }
-    buf.seek(0)
-    errors = {"bad_ordinal": outcome(lambda: torch.load(buf, map_location="tpu:3"))}
-    model_buf = io.BytesIO()
-    torch.save(m, model_buf)
-    model_buf.seek(0)
-    whole = torch.load(model_buf, map_location="tpu:2", weights_only=False)
-    m2 = nn.Linear(3, 2).to("tpu:1")
-    sd_buf = io.BytesIO()
-    torch.save(m.state_dict(), sd_buf)
-    sd_buf.seek(0)
-    m2.load_state_dict(torch.load(sd_buf, map_location="tpu:1"))
-    return {"out": out, "errors": errors,
-            "whole_module": [str(whole.weight.device), whole.weight.cpu().equal(m.weight.cpu())],
-            "load_state_dict": [str(m2.weight.device), m2.weight.cpu().equal(m.weight.cpu())]}
-
-@section
 def item2_autocast():
     return autocast_checks("tpu")
 
@@ -585,7 +649,7 @@ def item2_generator():
     r["kind"] = [str(g.device), isinstance(g, torch.Generator), isinstance(c, torch.Generator),
                  isinstance(torch.default_generator, torch.Generator),
                  type(c) is torch._C.Generator,
-                 str(torch.Generator(device="tpu:2").device),
+                 str(torch.Generator(device="tpu:0").device),
                  str(torch.Generator(torch.device("tpu")).device)]
     r["manual_seed_returns_self"] = g.manual_seed(5) is g
     c.manual_seed(5)
@@ -685,7 +749,6 @@ def item3_device_mismatch():
     return {
         "add_cpu": outcome(lambda: a + torch.ones(3)),
         "cpu_add": outcome(lambda: torch.ones(3) + a),
-        "ordinals": outcome(lambda: a + torch.ones(3, device="tpu:1")),
         "sum_then_add": outcome(lambda: m2.sum(1) + torch.ones(3)),
         "cpu_matmul": outcome(lambda: torch.ones(2, 3) @ m2),
         "matmul_cpu": outcome(lambda: torch.ones(2, 3, device="tpu") @ torch.ones(3, 2)),
@@ -801,9 +864,28 @@ def neuron_device():
                                   generator=torch.Generator(device="neuron").manual_seed(1)
                                   ).cpu().equal(torch.randn(3, generator=torch.Generator(
                                       ).manual_seed(1)))],
-        "out_of_range": outcome(lambda: torch.zeros(1, device="neuron:2")),
+        "out_of_range": outcome(lambda: torch.zeros(1, device="neuron:3")),
         "mismatch": outcome(lambda: d + x),
+        "ordinals": outcome(lambda: d + torch.ones(4, device="neuron:1")),
     }
+
+@section
+def neuron_device_module():
+    # torch.neuron's device management across the host's devices (a TorchNeuron process
+    # sees them all; TorchTPU's sees one, so this runs on neuron only).
+    n = torch.neuron
+    r = {"properties": n.get_device_properties(1).index}
+    with n.device(2):
+        r["device_ctx"] = torch.accelerator.current_device_index()
+    with n.device_of(torch.ones(1, device="neuron:1")):
+        r["device_of"] = torch.accelerator.current_device_index()
+    r["after"] = torch.accelerator.current_device_index()
+    r["stream_devices"] = [str(n.Stream(device="neuron:2").device),
+                           str(n.current_stream(1).device),
+                           str(torch.accelerator.current_stream(2).device)]
+    r["generators"] = [str(torch.Generator(device="neuron:2").device),
+                       [str(g.device) for g in n.default_generators]]
+    return r
 
 @section
 def item2_autocast_neuron():
@@ -837,9 +919,40 @@ def item1_legacy_allowed():
 """
 
 
+# The device sections' places in each run: device, two ordinals I and J, the first bad one.
+PLACES = {"tpu": ("tpu", 0, 0, 1), "neuron": ("neuron", 1, 2, 3)}
+HOST_DEVICES = 3  # the emulated host of both runs (--devices): a tpu process sees one of them
+# A TorchTPU process's reason for an ordinal other than 0 (sandbox/emulator/state.py).
+ONE_DEVICE = "(a TorchTPU process sees one device, tpu:0"
+BOUND = (
+    "Cannot set TPU device to index {}, current process is bound to device index 0. "
+    "Changing the active TPU device within a process is not supported."
+)
+
+
+def device_code(name: str) -> str:
+    """DEVICE_CODE with its places for the run of device ``name``."""
+    return f"D, I, J, BAD = {PLACES[name]!r}\n" + DEVICE_CODE
+
+
+@dataclass(frozen=True)
+class Place:
+    """One run of DEVICE_CODE: its device's name, ordinals and results."""
+
+    name: str
+    i: int
+    j: int
+    bad: int
+    run: dict[str, Any]
+
+    def at(self, index: int) -> str:
+        return f"{self.name}:{index}"
+
+
 @pytest.fixture(scope="module")
 def tpu_run(backend: str) -> dict[str, Any]:
-    return run_snippet(HELPERS + TPU_CODE + CUDA_CODE, devices=3, backend=backend)
+    code = HELPERS + device_code("tpu") + TPU_CODE + CUDA_CODE
+    return run_snippet(code, devices=HOST_DEVICES, backend=backend)
 
 
 @pytest.fixture(scope="module")
@@ -849,72 +962,105 @@ def plain_cpu_run() -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def neuron_run(backend: str) -> dict[str, Any]:
-    return run_snippet(HELPERS + NEURON_CODE, name="neuron", devices=2, backend=backend)
+    code = HELPERS + device_code("neuron") + NEURON_CODE
+    return run_snippet(code, name="neuron", devices=HOST_DEVICES, backend=backend)
+
+
+@pytest.fixture(params=sorted(PLACES))
+def place(request: pytest.FixtureRequest, backend: str) -> Place:
+    """The device sections' results in the tpu run (one device) and the neuron run (three),
+    on each emulator ``backend`` (requested so that the runs' own parameter is set)."""
+    name, i, j, bad = PLACES[request.param]
+    return Place(name, i, j, bad, request.getfixturevalue(f"{name}_run"))
 
 
 # ---------------------------------------------------------------------------------------------
 # Item 1: devices, factories, torch.accelerator, torch.tpu / torch.neuron
 
 
-def test_item1_device_strings_to_and_is_tpu(tpu_run: dict[str, Any]) -> None:
-    r = part(tpu_run, "item1_devices")
-    assert r["devices"] == ["tpu:0", "tpu:0", "tpu:2", "tpu:1", "tpu:1", "tpu:2"]
-    assert r["flags"] == [True, False, False, True, "tpu", 0]
+def test_item1_device_strings_to_and_is_device(place: Place) -> None:
+    r, at = part(place.run, "item1_devices"), place.at
+    assert r["devices"] == [at(0), at(0), at(place.j), at(place.i), at(place.i), at(place.j)]
+    assert r["flags"] == [True, False, False, True, place.name, 0]
     assert r["roundtrip"] == [True, True, True]
     assert r["same_device_is_self"] == [True, True, True]
-    assert r["to_dtype"] == ["torch.float16", "tpu:1", "torch.int32"]
+    assert r["to_dtype"] == ["torch.float16", at(place.i), "torch.int32"]
     assert r["item"] == 15.0
-    assert r["repr"] == "tensor([1., 1.], device='tpu:1')"
-    assert r["torch_device_any_index"] == "tpu:7"
+    assert r["repr"] == f"tensor([1., 1.], device='{at(place.i)}')"
+    assert r["torch_device_any_index"] == at(7)  # a torch.device names any index
 
 
-def test_item1_module_to_and_tpu(tpu_run: dict[str, Any]) -> None:
-    r = part(tpu_run, "item1_devices")
+def test_item1_module_to_and_device_method(place: Place) -> None:
+    r, at = part(place.run, "item1_devices"), place.at
     assert r["module_to_returns_self"] is True
-    assert r["module_devices"] == ["tpu:1"]  # parameters and buffers (BatchNorm stats)
+    assert r["module_devices"] == [at(place.i)]  # parameters and buffers (BatchNorm stats)
     assert r["param"] == [True, True]
     assert r["module_forward_equal"] is True
-    assert r["module_tpu"] == ["tpu:0", "tpu:2", "tpu:1"]
+    assert r["module_on"] == [at(0), at(place.j), at(place.i)]
 
 
-def test_item1_out_of_range_device_index_raises(tpu_run: dict[str, Any]) -> None:
-    errors = part(tpu_run, "item1_devices")["out_of_range"]
+def test_item1_out_of_range_device_index_raises(place: Place) -> None:
+    errors = part(place.run, "item1_devices")["out_of_range"]
+    assert len(errors) == 9
     for key, (kind, message) in errors.items():
+        if place.name == "tpu" and key == "set_device_index":  # TorchTPU's set_device
+            assert [kind, message] == ["ValueError", BOUND.format(place.bad)]
+            continue
         assert kind == "RuntimeError", (key, kind, message)
-        assert "invalid device ordinal" in message and "devices=3" in message, (key, message)
+        assert "invalid device ordinal" in message, (key, message)
+        why = ONE_DEVICE if place.name == "tpu" else f"devices={HOST_DEVICES}"
+        assert why in message, (key, message)
 
 
-def test_item1_factory_functions_with_device(tpu_run: dict[str, Any]) -> None:
-    r = part(tpu_run, "item1_factories")
+def test_item1_tpu_process_sees_one_device_of_the_host(tpu_run: dict[str, Any]) -> None:
+    """What the neuron run does with ordinals 1 and 2 is refused in a tpu process: the
+    ordinal (RuntimeError) and switching (TorchTPU's ValueError); staying on 0 works."""
+    r = part(tpu_run, "item1_one_device")
+    assert r["count"] == [1, 1]  # torch.accelerator.device_count(), default_generators
+    assert len(r["ordinal"]) == 13
+    for key, (kind, message) in r["ordinal"].items():
+        assert kind == "RuntimeError", (key, kind, message)
+        assert message.startswith("tpu error: invalid device ordinal "), (key, message)
+        assert ONE_DEVICE in message, (key, message)
+    assert r["switch"] == {
+        "set_device_index": ["ValueError", BOUND.format(2)],
+        "by_string": ["ValueError", BOUND.format(1)],
+        "device_index": ["ValueError", BOUND.format(1)],
+    }
+    assert r["stay"] == [["ok", None], ["ok", None], ["ok", None], 0]
+
+
+def test_item1_factory_functions_with_device(place: Place) -> None:
+    r, at = part(place.run, "item1_factories"), place.at
     factories = {k: v for k, v in r.items() if isinstance(v, dict)}
     assert len(factories) == 32
     for name, v in factories.items():
-        assert v == {"device": "tpu:0", "meta_equal": True, "values_equal": True}, name
-    assert r["current_device"] == ["tpu:1"] * 10  # "tpu" means the current device
+        assert v == {"device": at(0), "meta_equal": True, "values_equal": True}, name
+    assert r["current_device"] == [at(place.i)] * 10  # the bare name means the current device
     assert r["requires_grad"] is True
-    assert r["like_keeps_device"] == ["tpu:2"] * 5
+    assert r["like_keeps_device"] == [at(place.j)] * 5
 
 
-def test_item1_torch_accelerator_api(tpu_run: dict[str, Any]) -> None:
-    r = {k: v for k, v in part(tpu_run, "item1_accelerator").items() if k != "memory"}
+def test_item1_torch_accelerator_api(place: Place) -> None:
+    r = {k: v for k, v in part(place.run, "item1_accelerator").items() if k != "memory"}
     assert r == {
         "is_available": True,
-        "device_count": 3,
-        "current_accelerator": "tpu",
+        "device_count": 1 if place.name == "tpu" else HOST_DEVICES,
+        "current_accelerator": place.name,
         "index0": 0,
-        "index_after_set": 2,
-        "factory_on_current": "tpu:2",
-        "inside_device_index": 1,
-        "after_device_index": 2,
+        "index_after_set": place.j,
+        "factory_on_current": place.at(place.j),
+        "inside_device_index": place.i,
+        "after_device_index": place.j,
         "set_by_string": 0,
         "synchronize": [None, None, None, None],
-        "device_module": "torch.tpu",
-        "current_stream": "tpu:0",
+        "device_module": f"torch.{place.name}",
+        "current_stream": place.at(0),
     }
 
 
-def test_item1_torch_accelerator_memory_statistics(tpu_run: dict[str, Any]) -> None:
-    mem = part(tpu_run, "item1_accelerator")["memory"]
+def test_item1_torch_accelerator_memory_statistics(place: Place) -> None:
+    mem = part(place.run, "item1_accelerator")["memory"]
     assert mem["after_alloc"] == 4096
     assert mem["after_view"] == 4096  # a view allocates nothing
     assert mem["peak_after_reset"] == 4096
@@ -930,40 +1076,44 @@ def test_item1_torch_accelerator_memory_statistics(tpu_run: dict[str, Any]) -> N
     assert mem["out_of_range"][0] == "RuntimeError"
 
 
-def test_item1_torch_tpu_public_names_and_legacy_ban(tpu_run: dict[str, Any]) -> None:
+def test_item1_torch_tpu_public_names_and_internal_apis(tpu_run: dict[str, Any]) -> None:
     r = part(tpu_run, "item1_torch_tpu_module")
     assert r["missing"] == []
-    for name, (kind, message) in r["legacy"].items():
-        assert kind == "RuntimeError", name
-        assert f"torch.tpu.{name} is internal to TorchTPU" in message
-        assert "TORCH_TPU_ALLOW_LEGACY_DEVICE_APIS=1" in message
-    assert "Use torch.accelerator.synchronize instead" in r["legacy"]["synchronize"][1]
-    assert "torch.accelerator.current_device_index" in r["legacy"]["current_device"][1]
-    assert r["torch_internal_calls_still_work"] == [3, "ok"]
+    internal = torchtpu_facts.internal_for(torch.__version__)
+    assert set(r["internal"]) == set(internal) and len(internal) == 10
+    for name, (kind, message) in r["internal"].items():
+        shown = "_DeviceContext" if name == "device" else name  # TorchTPU names the class
+        assert [kind, message] == [
+            "RuntimeError",
+            f"{shown} is internal to TorchTPU and can only be called by the PyTorch framework "
+            f"(torch and torch_tpu). Use {internal[name].prefer} instead.",
+        ]
+    assert r["torch_internal_calls_still_work"] == [1, "ok"]
     assert r["manual_seed_matches_cpu"] is True
     assert r["initial_seed"] == 6
     assert r["rng_state_roundtrip"] is True
-    assert r["info"] == [True, "emulated tpu (CPU)", ["torch.bfloat16", "torch.float16"], 1]
-    assert r["device_ctx"] == 2 and r["device_of"] == 1
-    assert r["stream_devices"] == ["tpu:2", "tpu:1"]
+    assert r["info"] == [True, "emulated tpu (CPU)", ["torch.bfloat16", "torch.float16"], 0]
+    assert r["device_of"] == 0
+    assert r["stream_devices"] == ["tpu:0", "tpu:0"]
     assert r["streams"] == ["Stream", True, "tpu:0", "tpu:0", "tpu:0", True, True, None]
+    assert r["excess_precision"] == [False, False]
     assert r["precision_ctx"] == [[2.0, 2.0], [2.0, 2.0]]
-    assert r["eager_mode"] == "DEFER_NEVER"
-    assert r["default_generators"] == ["tpu:0", "tpu:1", "tpu:2"]
+    assert r["eager_mode"] == ["DEFER_AND_FUSE", "DEFER_NEVER"]
+    assert r["default_generators"] == ["tpu:0"]
     assert r["not_emulated"] == ["AttributeError", True, "NotImplementedError", False]
 
 
 def test_item1_torch_tpu_legacy_apis_allowed_by_env(backend: str) -> None:
     r = run_snippet(
         HELPERS + LEGACY_CODE,
-        devices=3,
-        env={"TORCH_TPU_ALLOW_LEGACY_DEVICE_APIS": "1"},
+        devices=HOST_DEVICES,
+        env={torchtpu_facts.section("environment")["allow_legacy_device_apis"]: "1"},
         backend=backend,
     )
     assert part(r, "item1_legacy_allowed") == {
         "synchronize": ["ok", None],
         "is_available": ["ok", True],
-        "device_count": ["ok", 3],
+        "device_count": ["ok", 1],  # the process's device, not the host's
         "current_device": ["ok", 0],
     }
 
@@ -973,17 +1123,34 @@ def test_item1_neuron_equivalents(neuron_run: dict[str, Any]) -> None:
     assert r["devices"] == ["neuron:0", "neuron:0", "neuron:1", "neuron:0"]
     assert r["flags"] == [True, False, False]
     assert r["values"] == [True, True]
-    assert r["accelerator"] == ["neuron", 2, True]
+    assert r["accelerator"] == ["neuron", HOST_DEVICES, True]
     assert r["module"] == "torch.neuron"
-    assert r["no_legacy_ban"] == [True, 2, True, 0]  # the ban is TorchTPU's, not Neuron's
+    # the ban on device APIs is TorchTPU's, not Neuron's
+    assert r["no_legacy_ban"] == [True, HOST_DEVICES, True, 0]
     assert r["memory"] is True
     assert r["generator"] == ["neuron:0", True]
-    assert r["out_of_range"][0] == "RuntimeError" and "ordinal 2" in r["out_of_range"][1]
+    assert r["out_of_range"][0] == "RuntimeError" and "ordinal 3" in r["out_of_range"][1]
     assert r["mismatch"] == [
         "RuntimeError",
         "Expected all tensors to be on the same device, but found at least two devices, "
         "neuron:0 and cpu!",
     ]
+    assert r["ordinals"] == [
+        "RuntimeError",
+        "Expected all tensors to be on the same device, but found at least two devices, "
+        "neuron:0 and neuron:1!",
+    ]
+
+
+def test_item1_neuron_device_module_across_devices(neuron_run: dict[str, Any]) -> None:
+    assert part(neuron_run, "neuron_device_module") == {
+        "properties": 1,
+        "device_ctx": 2,
+        "device_of": 1,
+        "after": 0,
+        "stream_devices": ["neuron:2", "neuron:1", "neuron:2"],
+        "generators": ["neuron:2", ["neuron:0", "neuron:1", "neuron:2"]],
+    }
 
 
 # ---------------------------------------------------------------------------------------------
@@ -991,13 +1158,13 @@ def test_item1_neuron_equivalents(neuron_run: dict[str, Any]) -> None:
 # distributed
 
 
-def test_item2_autograd_matches_cpu(tpu_run: dict[str, Any]) -> None:
-    r = part(tpu_run, "item2_autograd")
+def test_item2_autograd_matches_cpu(place: Place) -> None:
+    r, at = part(place.run, "item2_autograd"), place.at
     assert r["loss"][0] == r["loss"][1] == r["loss"][2]
     assert r["max_grad_diff"] == [0.0, 0.0]  # incl. accumulation, retain_grad, 2nd order
-    assert r["devices"] == [["tpu:0"], ["tpu:2"]]  # any device index, not only 0
+    assert r["devices"] == [[at(0)], [at(place.j)]]  # any device index, not only 0
     assert r["same"] == [True, True, True]  # hooks, no_grad, grad_fn type
-    assert r["pipeline"] == [0.0, ["tpu:1", "tpu:2"]]  # backward across two devices
+    assert r["pipeline"] == [0.0, [at(place.i), at(place.j)]]  # backward across devices
 
 
 def test_item2_recurrent_layers_match_cpu(tpu_run: dict[str, Any]) -> None:
@@ -1034,19 +1201,19 @@ def test_item2_inplace_ops_and_views(tpu_run: dict[str, Any]) -> None:
     assert "modified by an inplace operation" in cpu["version_check"]
 
 
-def test_item2_save_load_map_location(tpu_run: dict[str, Any]) -> None:
-    r = part(tpu_run, "item2_save_load")
-    # Saved: x on tpu:1, parameter w and state_dict on tpu:0, c (and its view v) on the CPU.
+def test_item2_save_load_map_location(place: Place) -> None:
+    r, at, i, j = part(place.run, "item2_save_load"), place.at, place.i, place.j
+    # Saved: x on I, parameter w and state_dict on 0, c (and its view v) on the CPU.
     expected = {
         "cpu": ["cpu", "cpu", "cpu", "cpu"],
-        "tpu": ["tpu:0", "tpu:0", "tpu:0", "tpu:0"],
-        "tpu:1": ["tpu:1", "tpu:1", "tpu:1", "tpu:1"],
-        "device(tpu:1)": ["tpu:1", "tpu:1", "tpu:1", "tpu:1"],
-        "dict_tpu1_to_tpu0": ["tpu:0", "tpu:0", "cpu", "tpu:0"],
+        "dev": [at(0), at(0), at(0), at(0)],
+        "dev:I": [at(i), at(i), at(i), at(i)],
+        "device(dev:I)": [at(i), at(i), at(i), at(i)],
+        "dict_I_to_0": [at(0), at(0), "cpu", at(0)],
         "dict_all_to_cpu": ["cpu", "cpu", "cpu", "cpu"],
-        "dict_cpu_to_tpu2": ["tpu:1", "tpu:0", "tpu:2", "tpu:0"],
+        "dict_cpu_to_J": [at(i), at(0), at(j), at(0)],
         "callable_identity": ["cpu", "cpu", "cpu", "cpu"],
-        "None": ["tpu:1", "tpu:0", "cpu", "tpu:0"],
+        "None": [at(i), at(0), "cpu", at(0)],
     }
     for key, devices in expected.items():
         for weights_only in (True, False):
@@ -1055,9 +1222,9 @@ def test_item2_save_load_map_location(tpu_run: dict[str, Any]) -> None:
             assert got["equal"] and got["param"], (key, weights_only)
             assert got["shared"] == [0.0, 11.0, 12.0, 3.0], (key, weights_only)
     assert r["errors"]["bad_ordinal"][0] == "RuntimeError"
-    assert "invalid device ordinal 3" in r["errors"]["bad_ordinal"][1]
-    assert r["whole_module"] == ["tpu:2", True]
-    assert r["load_state_dict"] == ["tpu:1", True]
+    assert f"invalid device ordinal {place.bad}" in r["errors"]["bad_ordinal"][1]
+    assert r["whole_module"] == [at(j), True]
+    assert r["load_state_dict"] == [at(i), True]
 
 
 @pytest.mark.parametrize("name", ["tpu", "neuron"])
@@ -1103,7 +1270,7 @@ def test_item2_generator_on_device(tpu_run: dict[str, Any]) -> None:
     generator=g)``) accept the device generator (CUDA would raise there).
     """
     r = part(tpu_run, "item2_generator")
-    assert r["kind"] == ["tpu:0", True, True, True, True, "tpu:2", "tpu:0"]
+    assert r["kind"] == ["tpu:0", True, True, True, True, "tpu:0", "tpu:0"]
     assert r["manual_seed_returns_self"] is True
     assert r["initial_seed"] == [5, 5]
     assert r["same_as_cpu"] == dict.fromkeys(r["same_as_cpu"], True)
@@ -1156,7 +1323,9 @@ name = sys.argv[1]
 emu.activate(name, devices=2)
 dist.init_process_group(backend=name)
 rank = dist.get_rank()
-torch.accelerator.set_device_index(rank)
+if name == "neuron":  # a TorchNeuron process sees the host's devices: the rank picks one
+    torch.accelerator.set_device_index(rank)
+# a TorchTPU process sees one, its own, as tpu:0: the process's accelerator either way
 device = torch.accelerator.current_accelerator()
 t = torch.full((3,), float(rank + 1), device=device)
 dist.all_reduce(t)
@@ -1178,14 +1347,14 @@ for batch in data:
     ref_opt.zero_grad()
     sum(ref(b).pow(2).mean() for b in batch).div(2).backward()
     ref_opt.step()
-w = m.weight.detach().cpu()
+w = m.weight.detach()
 gathered = [torch.zeros_like(w) for _ in range(2)]
-dist.all_gather(gathered, w)
+dist.all_gather(gathered, w)  # device tensors: the tpu process group takes no others
 out = {
     "allreduce": t.cpu().tolist(),
     "device": str(t.device),
-    "same": gathered[0].equal(gathered[1]),
-    "match": (w - ref.weight.detach()).abs().max().item() < 1e-6,
+    "same": gathered[0].cpu().equal(gathered[1].cpu()),
+    "match": (w.cpu() - ref.weight.detach()).abs().max().item() < 1e-6,
 }
 dist.destroy_process_group()
 with open(f"{sys.argv[2]}.{rank}", "w") as f:
@@ -1213,7 +1382,9 @@ def test_item2_distributed_ddp_two_ranks(tmp_path: Path, name: str, backend: str
     assert proc.returncode == 0, proc.stderr[-4000:]
     for rank in (0, 1):
         r = json.loads((tmp_path / f"{name}.{rank}").read_text())
-        assert r["allreduce"] == [3.0, 3.0, 3.0] and r["device"] == f"{name}:{rank}"
+        # each tpu rank on its process's only device; each neuron rank on its own ordinal
+        assert r["allreduce"] == [3.0, 3.0, 3.0]
+        assert r["device"] == ("tpu:0" if name == "tpu" else f"{name}:{rank}")
         assert r["same"] is True and r["match"] is True
 
 
@@ -1228,7 +1399,6 @@ def test_item3_device_mismatch_uses_torch_error_text(tpu_run: dict[str, Any]) ->
     same = "Expected all tensors to be on the same device, but "
     assert r["add_cpu"] == ["RuntimeError", same + "found at least two devices, tpu:0 and cpu!"]
     assert r["cpu_add"] == r["add_cpu"]  # the first non-CPU device is named first
-    assert r["ordinals"] == ["RuntimeError", same + "found at least two devices, tpu:0 and tpu:1!"]
     assert r["sum_then_add"] == r["add_cpu"]
     assert r["cpu_matmul"] == [
         "RuntimeError",

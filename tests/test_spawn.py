@@ -249,6 +249,18 @@ def test_processes_merge_into_the_lowest_ranks_numbers_and_keep_every_rank():
     assert merged["error"]["rank"] == 1
 
 
+def test_a_rank_killed_without_a_result_is_not_the_cause_of_its_peers_failure():
+    # torchrun kills rank 0 once rank 1 raised: rank 0 leaves no result (and no end time)
+    killed = {"type": "NoResult", "message": "the process ended before torchport could report"}
+    error = {"type": "RuntimeError", "message": "invalid device ordinal 1", "frame": None}
+    parts = [
+        {"rank": 0, "status": "failed", "steps": 0, "losses": [], "error": killed},
+        _part(1, [], "failed", 5.0, error=error),
+    ]
+    merged = merge_processes(None, parts, 2)
+    assert merged["status"] == "failed" and merged["error"] == {**error, "rank": 1}
+
+
 def test_ranks_are_compared_one_by_one():
     policy = policies()["fp32"]
     ref = {"losses": [1.0, 0.5], "ranks": [_part(0, [1.0, 0.5]), _part(1, [3.0, 2.0])]}

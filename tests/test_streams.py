@@ -94,7 +94,7 @@ def test_the_emulated_tpu_runs_what_the_port_calls_and_refuses_record_stream() -
     result = run_snippet(
         """
         from functools import partial
-        dev = torch.device("tpu:0")
+        dev = torch.device("tpu")  # the process's one device, as on TorchTPU
         s = torch.tpu.Stream(device=dev)
         with partial(torch.tpu.stream, stream=s)():
             x = torch.arange(4.0).to(device=dev, non_blocking=True)
@@ -111,8 +111,14 @@ def test_the_emulated_tpu_runs_what_the_port_calls_and_refuses_record_stream() -
             y.record_stream(torch.accelerator.current_stream(dev))
         except NotImplementedError as e:
             result["record_stream"] = str(e)
+        try:  # internal on TorchTPU (torch >= 2.11): torch.accelerator's is the public one
+            torch.tpu.current_stream(dev)
+        except RuntimeError as e:
+            result["internal"] = str(e)
         """
     )
     assert result["stream_device"] == "tpu:0"
     assert result["y"] == ["tpu:0", [0.0, 2.0, 4.0, 6.0]]
     assert result["record_stream"].startswith("Tensor.record_stream is not emulated")
+    assert result["internal"].startswith("current_stream is internal to TorchTPU")
+    assert result["internal"].endswith("Use torch.accelerator.current_stream instead.")

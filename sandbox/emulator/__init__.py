@@ -1,6 +1,6 @@
 """CPU-backed emulation of a TorchTPU (``tpu``) or TorchNeuron (``neuron``) device.
 
-``activate("tpu", devices=2)`` makes ``torch.device("tpu:1")``, ``x.to("tpu")``,
+``activate("neuron", devices=2)`` makes ``torch.device("neuron:1")``, ``x.to("neuron")``,
 ``torch.accelerator.*`` and training loops work in this process, with every op
 computed by torch's CPU kernels, so a ported program can be run and compared
 with its CPU run here, on machines that have neither device.
@@ -25,7 +25,10 @@ SUPPORTED = EMULATED
 def activate(
     name: str = "tpu", devices: int = 1, backend: str | None = None, *, build: bool = False
 ) -> torch.device:
-    """Install the emulated device ``name`` with ``devices`` ordinals; return ``name:0``.
+    """Install the emulated device ``name`` on a host of ``devices``; return ``name:0``.
+
+    A ``tpu`` process sees one of them, ``tpu:0``, as on TorchTPU (``state.PER_PROCESS``);
+    a ``neuron`` process sees all ``devices`` ordinals.
 
     ``backend``: ``"native"`` (the C++ PrivateUse1 backend, at about CPU speed),
     ``"python"`` (the tensor-subclass emulator) or ``"auto"``; None reads
@@ -41,9 +44,9 @@ def activate(
     if devices < 1:
         raise ValueError("devices must be at least 1")
     if state.name:
-        if (state.name, state.count) != (name, devices):
+        if (state.name, state.host_count) != (name, devices):
             raise RuntimeError(
-                f"emulator already active as {state.name} x{state.count} in this process"
+                f"emulator already active as {state.name} x{state.host_count} in this process"
             )
         return torch.device(name, 0)
     current = torch._C._get_privateuse1_backend_name()

@@ -18,30 +18,28 @@ from __future__ import annotations
 
 import atexit
 import functools
-import os
-import sys
 import time
 import types
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any
 
 import torch
 from torch.utils import backend_registration
 from torch.utils._pytree import tree_flatten
 
-from .. import patching
-from . import counters, cuda, device_api, generator, memory, serialization, state
+from .. import patching, torchtpu_facts
+from . import (
+    counters,
+    cuda,
+    device_api,
+    generator,
+    internal_api,
+    memory,
+    process_group,
+    serialization,
+    state,
+)
 from .tensor import EmulatedTensor
-
-# torch.tpu.X -> the torch.accelerator API that TorchTPU's error points to.
-_LEGACY = {
-    "synchronize": "torch.accelerator.synchronize",
-    "is_available": "torch.accelerator.is_available",
-    "device_count": "torch.accelerator.device_count",
-    "current_device": "torch.accelerator.current_device_index",
-    "set_device": "torch.accelerator.set_device_index",
-}
 
 
 def _device_index(device: Any) -> int | None:
@@ -55,44 +53,26 @@ def _device_index(device: Any) -> int | None:
     return device.index
 
 
-def _legacy_guarded(fn: Callable[..., Any], public: str) -> Callable[..., Any]:
-    """TorchTPU (torch >= 2.11) refuses ``torch.tpu.<device API>`` from user code.
-
-    torch itself still calls them (``torch.accelerator.device_count`` goes
-    through the device module), so only callers outside torch are refused, and
-    ``TORCH_TPU_ALLOW_LEGACY_DEVICE_APIS=1`` lifts the ban as it does there.
-    """
-
-    @functools.wraps(fn)
-    def guarded(*args: Any, **kwargs: Any) -> Any:
-        caller = sys._getframe(1).f_code.co_filename
-        allowed = os.environ.get("TORCH_TPU_ALLOW_LEGACY_DEVICE_APIS") == "1"
-        if not allowed and not counters.is_internal(caller):
-            raise RuntimeError(
-                f"torch.tpu.{fn.__name__} is internal to TorchTPU and not a public "
-                f"device API. Use {public} instead "
-                "(or set TORCH_TPU_ALLOW_LEGACY_DEVICE_APIS=1)."
-            )
-        return fn(*args, **kwargs)
-
-    return guarded
-
-
 def _synchronize(device: Any = None) -> None:
     # The emulator runs eagerly on the CPU: nothing is ever in flight.
     state.check_index(_device_index(device))
 
 
-@contextmanager
-def _device_ctx(device: Any) -> Iterator[None]:
-    prev = state.current_index()
-    index = _device_index(device)
-    if index is not None:
-        state.set_current_index(index)
-    try:
-        yield
-    finally:
-        state.set_current_index(prev)
+class _DeviceContext:
+    """``with torch.<device>.device(index):`` makes ``index`` current inside the block
+    (a class, named as TorchTPU's: its internal-API error names the class)."""
+
+    def __init__(self, device: Any) -> None:
+        self.idx = _device_index(device)
+        self.prev = -1
+
+    def __enter__(self) -> None:
+        self.prev = state.current_index()
+        if self.idx is not None and self.idx >= 0:
+            state.set_current_index(self.idx)
+
+    def __exit__(self, *exc: object) -> None:
+        state.set_current_index(self.prev)
 
 
 def make_device_module(name: str) -> types.ModuleType:
@@ -116,16 +96,17 @@ def make_device_module(name: str) -> types.ModuleType:
         "set_rng_state": lambda new_state, device=None: torch.set_rng_state(new_state),
         "get_device_name": lambda device=None: f"emulated {name} (CPU)",
         "get_amp_supported_dtype": lambda: [torch.bfloat16, torch.float16],
-        "_is_in_bad_fork": lambda: False,
-        "device": _device_ctx,
+        "_is_in_bad_fork": state.in_bad_fork,
     }
     for key, fn in funcs.items():
         fn.__name__ = key
-        if name == "tpu" and key in _LEGACY:
-            fn = _legacy_guarded(fn, _LEGACY[key])
         setattr(mod, key, fn)
+    mod.device = _DeviceContext
     for key, value in device_api.extra_functions(name).items():
         setattr(mod, key, value)
+    if name == "tpu":
+        mod = device_api.with_properties(mod)
+        internal_api.guard_module(mod)
     return mod
 
 
@@ -331,32 +312,6 @@ def _let_autograd_threads_settle() -> None:
         time.sleep(0.01)
 
 
-def _gloo_creator(store: Any, rank: int, size: int, timeout: Any) -> Any:
-    import torch.distributed as dist
-
-    return dist.ProcessGroupGloo(store, rank, size, timeout)
-
-
-def _register_distributed(name: str) -> None:
-    """``init_process_group(backend=name)`` (TorchTPU also accepts ``tpu_dist``).
-
-    Collectives are dispatcher ops (``c10d::allreduce_``...), so on emulated
-    tensors they reach ``__torch_dispatch__``, which calls them again on the CPU
-    tensors inside: gloo runs them, in place, and the wrappers see the result.
-    """
-    import torch.distributed as dist
-
-    if not dist.is_available():
-        return
-    aliases = (name, "tpu_dist") if name == "tpu" else (name,)
-    for alias in aliases:
-        if (
-            alias.upper() not in dist.Backend.backend_list
-            and alias not in dist.Backend.backend_list
-        ):
-            dist.Backend.register_backend(alias, _gloo_creator, devices=["cpu", name])
-
-
 def _pin_memory(self: torch.Tensor, device: Any = None) -> torch.Tensor:
     """A pinned copy, as torch makes one; pinning itself is a no-op here.
 
@@ -403,9 +358,12 @@ def _sync_reporting(real: Callable[..., Any], kind: str) -> Callable[..., Any]:
 
 
 def register(name: str, devices: int) -> None:
-    """Make ``name`` a working torch device with ``devices`` CPU-backed ordinals."""
+    """Make ``name`` a working torch device on a host of ``devices`` CPU-backed devices
+    (each process sees ``state.visible(name, devices)`` of them)."""
     state.name = name
-    state.count = devices
+    state.count, state.host_count = state.visible(name, devices), devices
+    if name == "tpu":
+        state.install_fork_check(torchtpu_facts.section("distributed")["fork_error"])
     generator.install()
     module = make_device_module(name)
     backend_registration._setup_privateuseone_for_python_backend(name, backend_module=module)
@@ -425,7 +383,8 @@ def register(name: str, devices: int) -> None:
 def install_shared(name: str, module: types.ModuleType) -> None:
     """What both backends (Python and native) add to torch once the device is named:
     generators, backward on the calling thread, torch.accelerator, memory statistics,
-    CUDA-use records, torch.compile, torch.distributed, pinning, the step counter."""
+    CUDA-use records, torch.compile, torch.distributed (process_group.py), pinning, the step
+    counter."""
     module.default_generators = generator.default_generators()  # needs the device name
     atexit.register(_let_autograd_threads_settle)
     import torch.autograd.graph
@@ -437,7 +396,7 @@ def install_shared(name: str, module: types.ModuleType) -> None:
     memory.install()
     cuda.install()
     _patch_compile(name)
-    _register_distributed(name)
+    process_group.install(name)
     patching.patch(torch.Tensor, "pin_memory", _pin_memory, by="emulator.backend")
     patching.patch(torch.Tensor, "is_pinned", _is_pinned, by="emulator.backend")
     for method, kind in (("__repr__", "print"), ("tolist", "tolist")):

@@ -44,21 +44,32 @@ class Stream(torch.Stream):
 
 
 class Event(torch.Event):
-    """``torch.<device>.Event``; ``elapsed_time`` is host time between the two records."""
+    """``torch.<device>.Event``; ``elapsed_time`` is host time between the two records.
+
+    As TorchTPU's ``TpuEvent.elapsed_time``: both events must be created with
+    ``enable_timing=True`` and recorded (and completed: on the emulator, work is done
+    when ``record`` returns), else its RuntimeError.
+    """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self._recorded_at: float | None = None
 
     def __new__(cls, enable_timing: bool = False, **kwargs: Any) -> Event:
         kwargs.pop("device", None)
-        return super().__new__(cls, device=state.device(), enable_timing=enable_timing, **kwargs)
+        kwargs.pop("external", None)  # TorchTPU accepts it for CUDA's API, torch.Event not
+        event = super().__new__(cls, device=state.device(), enable_timing=enable_timing, **kwargs)
+        event._timing = bool(enable_timing)
+        return event
 
-    def record(self, stream: Any = None) -> None:
+    def record(self, stream: Any = None) -> Event:  # type: ignore[override]
         super().record(stream)
         self._recorded_at = time.perf_counter()
+        return self
 
     def elapsed_time(self, end_event: Event) -> float:  # type: ignore[override]
         """Milliseconds between this event's and ``end_event``'s ``record()``."""
+        if not (getattr(self, "_timing", False) and getattr(end_event, "_timing", False)):
+            raise RuntimeError("Both events must be created with argument 'enable_timing=True'.")
         start, end = self._recorded_at, getattr(end_event, "_recorded_at", None)
         if start is None or end is None:
             raise RuntimeError("Both events must be recorded before calculating elapsed time.")
@@ -81,6 +92,10 @@ def _index(device: Any) -> int | None:
 def current_stream(device: Any = None) -> torch.Stream:
     """The (placeholder) stream of ``device``, or of the current device."""
     return _stream(torch.Stream, device)
+
+
+def set_stream(stream: Any) -> None:
+    """The emulator has one (placeholder) stream: nothing to switch."""
 
 
 @contextmanager
@@ -122,16 +137,65 @@ class Precision(enum.Enum):
 
 
 class EagerMode(enum.Enum):
-    """TorchTPU's execution modes; the emulator always runs eagerly."""
+    """TorchTPU's execution modes (``torch_tpu/_internal/execution_mode``); the emulator
+    runs every mode eagerly, op by op."""
 
-    DEFER_NEVER = "defer_never"
     DEFER_AND_FUSE = "defer_and_fuse"
+    DEFER_NEVER = "defer_never"
+    DEFER_NEVER_AND_LAUNCH_BLOCKING = "defer_never_and_launch_blocking"
+    _INTERNAL_COMPILE_FX_GRAPH = "internal_compile_fx_graph"
+
+
+# TorchTPU's execution settings: read and assigned as properties of ``torch.tpu``.
+_modes: dict[str, Any] = {"eager_mode": EagerMode.DEFER_NEVER, "allow_excess_precision": False}
+
+
+def _check_eager_mode(mode: Any) -> EagerMode:
+    if not isinstance(mode, EagerMode):
+        raise TypeError(f"expected a torch.tpu.EagerMode, got {mode!r}")
+    return mode
+
+
+@contextmanager
+def _set_eager_mode(mode: EagerMode) -> Iterator[None]:
+    """``with torch.tpu.set_eager_mode(EagerMode.DEFER_NEVER):`` (TorchTPU's context manager)."""
+    prev = _modes["eager_mode"]
+    _modes["eager_mode"] = _check_eager_mode(mode)
+    try:
+        yield
+    finally:
+        _modes["eager_mode"] = prev
+
+
+class _TpuModule(types.ModuleType):
+    """``torch.tpu`` with TorchTPU's module properties: ``torch.tpu.eager_mode`` and
+    ``torch.tpu.allow_excess_precision`` are read and assigned, not called."""
+
+    @property
+    def eager_mode(self) -> EagerMode:
+        return _modes["eager_mode"]
+
+    @eager_mode.setter
+    def eager_mode(self, value: EagerMode) -> None:
+        _modes["eager_mode"] = _check_eager_mode(value)
+
+    @property
+    def allow_excess_precision(self) -> bool:
+        return _modes["allow_excess_precision"]
+
+    @allow_excess_precision.setter
+    def allow_excess_precision(self, value: bool) -> None:
+        _modes["allow_excess_precision"] = bool(value)
+
+
+def with_properties(module: types.ModuleType) -> types.ModuleType:
+    """Give ``torch.tpu`` its property-shaped settings (as TorchTPU's module class does)."""
+    module.__class__ = _TpuModule
+    return module
 
 
 _settings: dict[str, Any] = {
     "precision": Precision.DEFAULT,
-    "eager_mode": EagerMode.DEFER_NEVER,
-    "excess_precision": True,
 }
 
 
@@ -148,21 +212,6 @@ def _setting(key: str, value: Any) -> Iterator[None]:
 def _precision(level: Precision | str) -> Any:
     """``with torch.tpu.precision(Precision.HIGHEST):`` (no numeric effect here)."""
     return _setting("precision", Precision(level) if isinstance(level, str) else level)
-
-
-def _set_eager_mode(mode: EagerMode | str) -> None:
-    _settings["eager_mode"] = EagerMode(mode) if isinstance(mode, str) else mode
-
-
-def _eager_mode(mode: EagerMode | str | None = None) -> Any:
-    """Current mode, or (given one) a context manager that sets it."""
-    if mode is None:
-        return _settings["eager_mode"]
-    return _setting("eager_mode", EagerMode(mode) if isinstance(mode, str) else mode)
-
-
-def _allow_excess_precision(allow: bool = True) -> Any:
-    return _setting("excess_precision", bool(allow))
 
 
 def _topology_aware_mesh(*args: Any, **kwargs: Any) -> Any:
@@ -193,7 +242,7 @@ def extra_functions(name: str) -> dict[str, Callable[..., Any] | Any]:
         "Event": Event,
         "current_stream": current_stream,
         "default_stream": current_stream,
-        "set_stream": lambda stream: None,
+        "set_stream": set_stream,
         "stream": _stream_ctx,
         "device_of": _device_of,
         "get_device_properties": _device_properties,
@@ -203,9 +252,7 @@ def extra_functions(name: str) -> dict[str, Callable[..., Any] | Any]:
             {
                 "Precision": Precision,
                 "precision": _precision,
-                "allow_excess_precision": _allow_excess_precision,
                 "EagerMode": EagerMode,
-                "eager_mode": _eager_mode,
                 "set_eager_mode": _set_eager_mode,
                 "topology_aware_mesh": _topology_aware_mesh,
             }

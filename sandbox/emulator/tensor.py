@@ -39,6 +39,7 @@ class EmulatedTensor(torch.Tensor):
 
     @staticmethod
     def __new__(cls, elem: torch.Tensor, index: int) -> EmulatedTensor:
+        state.touch()
         r = torch.Tensor._make_wrapper_subclass(
             cls,
             elem.size(),
@@ -182,6 +183,8 @@ NOT_EMULATED = {
 
 def dispatch(func: Any, args: tuple, kwargs: dict) -> Any:
     """Run ``func`` on the CPU tensors behind ``args`` and rewrap the results."""
+    if state.bad_fork:
+        state.touch()  # raises TorchTPU's fork error
     if func in NOT_EMULATED:
         raise NotImplementedError(NOT_EMULATED[func])
     flat, _ = tree_flatten((args, kwargs))

@@ -31,6 +31,8 @@
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/core/impl/alloc_cpu.h>
 
+#include <pthread.h>
+
 #include <atomic>
 #include <map>
 #include <mutex>
@@ -48,11 +50,26 @@ std::string g_name = "privateuseone";  // the device's name (set by configure)
 std::atomic<int> g_count{1};            // how many ordinals
 thread_local int t_current = 0;         // this thread's current ordinal
 
+std::string g_ordinal_note;             // why an ordinal is out of range (set_ordinal_note)
+
 int check_index(int index) {
   int n = g_count.load(std::memory_order_relaxed);
-  TORCH_CHECK(index >= 0 && index < n, g_name, " error: invalid device ordinal ", index,
-              " (the emulator was activated with devices=", n, ")");
+  TORCH_CHECK(index >= 0 && index < n, g_name, " error: invalid device ordinal ", index, " (",
+              g_ordinal_note, ")");
   return index;
+}
+
+// Device use in a forked child (refuse_forked; state.py keeps the Python backend's flags):
+// the child of a process that had used the device raises g_fork_error at its first use.
+std::atomic<bool> g_initialized{false};
+std::atomic<bool> g_bad_fork{false};
+std::string g_fork_error;
+
+void after_fork_in_child() { g_bad_fork = g_initialized.load(); }
+
+inline void touch() {
+  TORCH_CHECK(!g_bad_fork.load(std::memory_order_relaxed), g_fork_error);
+  g_initialized.store(true, std::memory_order_relaxed);
 }
 
 int index_of(const std::optional<c10::Device>& d) {
@@ -165,6 +182,7 @@ void dev_delete(void* ctx) {
 struct DevAllocator final : c10::Allocator {
   int index = 0;
   c10::DataPtr allocate(size_t n) override {
+    touch();
     if (n == 0) return {nullptr, nullptr, &dev_delete, dev(index)};
     void* base = c10::alloc_cpu(n + kHeader);
     auto* h = static_cast<Header*>(base);
@@ -581,6 +599,7 @@ void fallback_to(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const auto& schema = op.schema();
   const size_t nargs = schema.arguments().size();
   const size_t base = stack->size() - nargs;
+  touch();
   Frame f;
   f.index = op_device(op, *stack, base, nargs);
   for (size_t i = 0; i < nargs; ++i) {
@@ -918,6 +937,12 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("refuse", &refuse, "ns::op.overload and the NotImplementedError it raises");
   m.def("current_device", []() { return t_current; });
   m.def("set_device", [](int index) { t_current = check_index(index); });
+  m.def("set_ordinal_note", [](const std::string& note) { g_ordinal_note = note; });
+  m.def("refuse_forked", [](const std::string& error) {
+    g_fork_error = error;
+    pthread_atfork(nullptr, nullptr, &after_fork_in_child);
+  }, "refuse device use in a forked child of a process that used the device, with `error`");
+  m.def("in_bad_fork", []() { return g_bad_fork.load(); });
   m.def("quiet", [](int delta) { t_quiet += delta; });
   m.def("op_counts", &op_counts, "name -> (calls, float64 calls)");
   m.def("ops_total", []() { return g_ops_total.load(); });

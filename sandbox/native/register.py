@@ -19,6 +19,7 @@ from typing import Any
 
 import torch
 
+from .. import torchtpu_facts
 from ..emulator import backend, generator, serialization, state
 from ..emulator.counters import record_sync, record_transfer, reset
 from ..emulator.tensor import _MIXED_DEVICE_OK, NOT_EMULATED
@@ -84,13 +85,18 @@ def _on_sync(kind: str, d2h_bytes: int) -> None:
 
 
 def register(name: str, devices: int, library: Path) -> None:
-    """Make ``name`` a torch device with ``devices`` ordinals, run by the C++ backend."""
+    """Make ``name`` a torch device on a host of ``devices``, run by the C++ backend (a
+    process sees ``state.visible(name, devices)`` of them, as on the Python backend)."""
     ext = load(library)
-    ext.configure(name, devices, [_qualified(op) for op in _MIXED_DEVICE_OK], _on_sync)
+    count = state.visible(name, devices)
+    ext.configure(name, count, [_qualified(op) for op in _MIXED_DEVICE_OK], _on_sync)
+    ext.set_ordinal_note(state.ordinal_note(name, count))
+    if name == "tpu":
+        ext.refuse_forked(torchtpu_facts.section("distributed")["fork_error"])
     ext.route_to_fallback(*_routed(library))
     for op, message in NOT_EMULATED.items():
         ext.refuse(_qualified(op), message)
-    state.name, state.count, state.native = name, devices, ext
+    state.name, state.count, state.host_count, state.native = name, count, devices, ext
     generator.install()
     torch.utils.rename_privateuse1_backend(name)
     module = backend.make_device_module(name)

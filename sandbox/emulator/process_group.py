@@ -1,0 +1,99 @@
+"""The emulated device's ``torch.distributed`` backend: registration and device checks.
+
+Collectives are dispatcher ops (``c10d::allreduce_``...), so on emulated tensors they
+reach the emulator, which runs them again on the CPU tensors inside: gloo runs them, in
+place, and the device tensors see the result. The backend is therefore registered for
+``cpu`` too, which torch would otherwise refuse a CPU tensor with; TorchTPU registers its
+backends (the facts' ``[distributed] backends``) for ``devices=["tpu"]`` only, so for a
+``tpu`` group the collectives themselves refuse non-TPU tensors with torch's own error,
+before the emulator's plumbing is reached. The emulated neuron group takes CPU tensors.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch.utils._pytree import tree_flatten
+
+from .. import patching, torchtpu_facts
+
+# The tensor collectives of torch.distributed (and their process-group parameter's name).
+COLLECTIVES = (
+    "all_reduce",
+    "broadcast",
+    "reduce",
+    "all_gather",
+    "all_gather_into_tensor",
+    "reduce_scatter",
+    "reduce_scatter_tensor",
+    "all_to_all",
+    "all_to_all_single",
+    "gather",
+    "scatter",
+    "send",
+    "recv",
+    "isend",
+    "irecv",
+)
+
+
+def _gloo_creator(store: Any, rank: int, size: int, timeout: Any) -> Any:
+    import torch.distributed as dist
+
+    return dist.ProcessGroupGloo(store, rank, size, timeout)
+
+
+def _group_backend(group: Any) -> str:
+    import torch.distributed as dist
+
+    try:
+        return str(dist.get_backend(group))
+    except (RuntimeError, ValueError):  # no default group yet: torch's own error follows
+        return ""
+
+
+def _device_checked(fn: Callable[..., Any], names: frozenset[str]) -> Callable[..., Any]:
+    signature = inspect.signature(fn)
+
+    @functools.wraps(fn)
+    def collective(*args: Any, **kwargs: Any) -> Any:
+        bound = signature.bind_partial(*args, **kwargs)
+        if _group_backend(bound.arguments.get("group")) in names:
+            for t in tree_flatten((args, kwargs))[0]:
+                if isinstance(t, torch.Tensor) and t.device.type not in _devices():
+                    raise RuntimeError(
+                        f"No backend type associated with device type {t.device.type}"
+                    )
+        return fn(*args, **kwargs)
+
+    return collective
+
+
+@functools.cache
+def _devices() -> frozenset[str]:
+    return frozenset(torchtpu_facts.section("distributed")["backend_devices"])
+
+
+def install(name: str) -> None:
+    """``init_process_group(backend=name)`` (for tpu, each of TorchTPU's backend names)."""
+    import torch.distributed as dist
+    from torch.distributed import distributed_c10d
+
+    if not dist.is_available():
+        return
+    aliases = tuple(torchtpu_facts.section("distributed")["backends"]) if name == "tpu" else (name,)
+    known = dist.Backend.backend_list
+    for alias in aliases:
+        if alias not in known and alias.upper() not in known:
+            dist.Backend.register_backend(alias, _gloo_creator, devices=["cpu", name])
+    if name != "tpu":
+        return
+    names = frozenset(aliases)
+    for fn_name in COLLECTIVES:
+        checked = _device_checked(getattr(distributed_c10d, fn_name), names)
+        for owner in (distributed_c10d, dist):
+            patching.patch(owner, fn_name, checked, by="emulator.process_group")
