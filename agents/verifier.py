@@ -681,7 +681,7 @@ def verify_tree(
     mode = MODE_FOR_TARGET[target] or "plain"
     say = verify_pair.serialised(say)
     plan = _schedule(budget, together)
-    given = reference
+    given, launched = reference, _stepped_launch(tree, argv, mode)
 
     def original() -> dict[str, Any]:
         if given is not None:
@@ -691,13 +691,11 @@ def verify_tree(
         recorded = kernel_check.record_specs(kernel_check.discover(source))
         return reference_run(source, argv, budget, cache, progress, site_paths, recorded)
 
-    launched = _stepped_launch(tree, argv, mode)
-
     def migrated() -> dict[str, Any]:
         say(f"verifying: running the migration on the emulated {mode} device")
         progress = _steps(say, "migration", budget)
-        step = bool(launched)
-        return run_program(tree, argv, mode, budget, preload, progress, site_paths, (), step)
+        launch_step = bool(launched)  # the port's launch line takes TorchTPU's step
+        return run_program(tree, argv, mode, budget, preload, progress, site_paths, (), launch_step)
 
     pair = verify_pair.run_both(original, migrated, plan.together and given is None)
     reference, run = pair.reference, pair.migrated
