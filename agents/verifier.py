@@ -694,8 +694,7 @@ def verify_tree(
     def migrated() -> dict[str, Any]:
         say(f"verifying: running the migration on the emulated {mode} device")
         progress = _steps(say, "migration", budget)
-        launch_step = bool(launched)  # the port's launch line takes TorchTPU's step
-        return run_program(tree, argv, mode, budget, preload, progress, site_paths, (), launch_step)
+        return run_program(tree, argv, mode, budget, preload, progress, site_paths, (), bool(launched))
 
     pair = verify_pair.run_both(original, migrated, plan.together and given is None)
     reference, run = pair.reference, pair.migrated
