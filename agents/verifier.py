@@ -681,7 +681,7 @@ def verify_tree(
     mode = MODE_FOR_TARGET[target] or "plain"
     say = verify_pair.serialised(say)
     plan = _schedule(budget, together)
-    given, launched = reference, _stepped_launch(tree, argv, mode)
+    given, step = reference, _stepped_launch(tree, argv, mode)
 
     def original() -> dict[str, Any]:
         if given is not None:
@@ -694,7 +694,7 @@ def verify_tree(
     def migrated() -> dict[str, Any]:
         say(f"verifying: running the migration on the emulated {mode} device")
         progress = _steps(say, "migration", budget)
-        return run_program(tree, argv, mode, budget, preload, progress, site_paths, (), bool(launched))
+        return run_program(tree, argv, mode, budget, preload, progress, site_paths, (), bool(step))
 
     pair = verify_pair.run_both(original, migrated, plan.together and given is None)
     reference, run = pair.reference, pair.migrated
@@ -706,7 +706,7 @@ def verify_tree(
     done = time.perf_counter()
     got = "given" if given is not None else ("cache" if reference.get("cached") else "run")
     v.timings = verify_pair.timings(pair, got, done - ran, done - started, plan)
-    v.launch = launched
+    v.launch = step
     return v, reference
 
 
