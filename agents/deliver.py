@@ -182,6 +182,11 @@ def _summary_markdown(record: dict[str, Any], v: dict[str, Any]) -> list[str]:
             f"- entry: {markdown_code(' '.join(plan['entry']))} "
             f"({_md(plan.get('entry_reason', ''))})"
         )
+    if v.get("launch"):
+        lines.append(
+            f"- port's command: {markdown_code(v['launch'])} (its launch line takes TorchTPU's "
+            "launch step, so the port's run took it in torchrun's parent too)"
+        )
     if v.get("policy"):
         lines.append(
             f"- tolerance policy: {markdown_code(v['policy'])} (agents/data/tolerance.toml)"

@@ -41,7 +41,7 @@ from torchport.tools.catalogue import TARGETS
 from torchport.tools.depinstall import HOW_TO_PROVIDE
 from torchport.tools.depresolve import NOT_FOR_THE_PORT
 
-from . import kernel_check, verify_pair
+from . import kernel_check, port_launch, verify_pair
 from .data_notes import interpreter_note
 from .defaults import VERIFY_STEPS
 from .diagnose import diagnose, load_signatures
@@ -260,6 +260,9 @@ class Verification:
     # What the verdict was judged under that is looser than torchport's defaults, and who
     # set it (agents.loosening); also at the head of ``reason`` for a ``verified``
     loosened: list[str] = field(default_factory=list)
+    # tpu, torchrun: the port's launch command as its launch line has it, when that line takes
+    # TorchTPU's launch step first (agents.port_launch); the port's run took the step too
+    launch: str = ""
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -527,10 +530,13 @@ def run_program(
     progress: Callable[[dict[str, Any]], None] | None = None,
     site_paths: tuple[str, ...] = (),
     record_sites: tuple[str, ...] = (),
+    launch_step: bool = False,
 ) -> dict[str, Any]:
-    """One sandboxed run as plain data (a harness that cannot start is a failed run)."""
+    """One sandboxed run as plain data (a harness that cannot start is a failed run);
+    ``launch_step``: TorchTPU's launch step runs in torchrun's parent first."""
     dist = torchrun_parts(argv)
     spec = RunSpec(
+        launch_step=launch_step,
         preload=preload,
         # at least one device per local rank, as each rank sets its own
         devices=max(budget.devices, dist.nproc if dist is not None and dist.nproc else 1),
@@ -675,7 +681,7 @@ def verify_tree(
     mode = MODE_FOR_TARGET[target] or "plain"
     say = verify_pair.serialised(say)
     plan = _schedule(budget, together)
-    given = reference
+    given, step = reference, _stepped_launch(tree, argv, mode)
 
     def original() -> dict[str, Any]:
         if given is not None:
@@ -688,7 +694,7 @@ def verify_tree(
     def migrated() -> dict[str, Any]:
         say(f"verifying: running the migration on the emulated {mode} device")
         progress = _steps(say, "migration", budget)
-        return run_program(tree, argv, mode, budget, preload, progress, site_paths)
+        return run_program(tree, argv, mode, budget, preload, progress, site_paths, (), bool(step))
 
     pair = verify_pair.run_both(original, migrated, plan.together and given is None)
     reference, run = pair.reference, pair.migrated
@@ -700,7 +706,21 @@ def verify_tree(
     done = time.perf_counter()
     got = "given" if given is not None else ("cache" if reference.get("cached") else "run")
     v.timings = verify_pair.timings(pair, got, done - ran, done - started, plan)
+    v.launch = step
     return v, reference
+
+
+def _stepped_launch(tree: Path, argv: list[str], mode: str) -> str:
+    """The port's launch command when it is a tpu torchrun whose launch line in ``tree``
+    takes TorchTPU's launch step first (its run then takes it too), else ""."""
+    if mode != "tpu":
+        return ""
+    try:
+        if torchrun_parts(argv) is None:
+            return ""
+    except RunError:
+        return ""  # the run itself says what is wrong with the command
+    return port_launch.port_command(tree, argv) or ""
 
 
 def _site_paths(environment: dict[str, Any]) -> tuple[str, ...]:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from . import rendezvous
+from . import rendezvous, tpu_launch
 from .channel import Collector, ProcessRecord
 from .commandline import rewrite
 from .cudacpu import pch as cudacpu_pch
@@ -97,6 +97,10 @@ class RunSpec:
     # Reference mode: kernel call sites (``path:function``) whose calls' arguments the run
     # records (``sandbox.site_calls``), for the verifier's differential check.
     record_sites: tuple[str, ...] = ()
+    # tpu, torchrun: TorchTPU's launch step runs in torchrun's parent first, as a port's
+    # ``eval "$(python -m torch.tpu.distributed ...)" && torchrun ...`` line does
+    # (``sandbox.launch_step``); without it the ranks fail at their first device use.
+    launch_step: bool = False
 
     def __post_init__(self) -> None:
         """Limits that do not bound (zero steps, a NaN timeout, ...) are refused before the
@@ -110,6 +114,20 @@ class RunSpec:
             seed=self.seed,
             **{name: value for name, value in counts.items() if value is not None},
         )
+        if self.launch_step:
+            _check_launch_step(self)
+
+
+def _check_launch_step(spec: RunSpec) -> None:
+    """The launch step is TorchTPU's, before torchrun, on a host whose chips it can lay out."""
+    if spec.mode != "tpu":
+        raise RunError(f"the launch step is TorchTPU's: it runs in mode tpu, not {spec.mode!r}")
+    if torchrun_parts(spec.command) is None:
+        raise RunError("the launch step runs in torchrun's parent: the command is not torchrun")
+    try:
+        tpu_launch.topology(spec.devices)
+    except tpu_launch.LaunchError as exc:
+        raise RunError(f"TorchTPU's launch step fails on a host of {spec.devices}: {exc}") from None
 
 
 @dataclass
@@ -249,6 +267,7 @@ def split_program_args(command: list[str]) -> tuple[list[str], list[str]]:
 # (sandbox.launch says why not -I).
 SAFE_PATH = ("-P", "-s")
 LAUNCHER = [sys.executable, *SAFE_PATH, "-m", "torchport.sandbox.launch"]
+LAUNCH_STEP = [sys.executable, *SAFE_PATH, "-m", "torchport.sandbox.launch_step"]
 
 
 def launcher_argv(spec: RunSpec, results: Path, program_dir: Path) -> list[str]:
@@ -260,6 +279,8 @@ def launcher_argv(spec: RunSpec, results: Path, program_dir: Path) -> list[str]:
         head = [sys.executable, *SAFE_PATH, "-m", TORCHRUN_MODULES[0], *dist.options]
         head += ["--no-python"]
         head += [*LAUNCHER, "--per-rank"]
+        if spec.launch_step:
+            head = [*LAUNCH_STEP, "--devices", str(spec.devices), "--", *head]
     argv = [
         *head,
         "--mode",

@@ -27,7 +27,7 @@ import torch
 from torch.utils import backend_registration
 from torch.utils._pytree import tree_flatten
 
-from .. import patching, torchtpu_facts
+from .. import patching, torchtpu_facts, tpu_launch
 from . import (
     counters,
     cuda,
@@ -364,6 +364,7 @@ def register(name: str, devices: int) -> None:
     state.count, state.host_count = state.visible(name, devices), devices
     if name == "tpu":
         state.install_fork_check(torchtpu_facts.section("distributed")["fork_error"])
+        state.first_use_check = tpu_launch.worker_error
     generator.install()
     module = make_device_module(name)
     backend_registration._setup_privateuseone_for_python_backend(name, backend_module=module)

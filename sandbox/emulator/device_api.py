@@ -6,8 +6,8 @@ is done with ``torch.accelerator.synchronize()`` + ``time.perf_counter()``),
 ``device_of``, ``get_device_properties``, matmul
 ``precision`` and ``eager_mode`` settings (recorded, with no numeric effect: the
 emulator always computes float32 in float32, i.e. ``Precision.HIGHEST``), and the
-submodules ``compiler``, ``distributed``, ``optimizers``, ``pallas``, ``profiler``,
-``ops``, whose contents are not emulated and say so when used.
+submodules ``compiler``, ``optimizers``, ``pallas``, ``profiler``, ``ops``, whose contents
+are not emulated and say so when used; ``distributed`` is ``tpu_distributed`` (the launch step).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from . import state
+from . import state, tpu_distributed
 
 TOTAL_MEMORY = 16 * 2**30
 
@@ -257,6 +257,7 @@ def extra_functions(name: str) -> dict[str, Callable[..., Any] | Any]:
                 "topology_aware_mesh": _topology_aware_mesh,
             }
         )
-        for sub in ("compiler", "distributed", "optimizers", "pallas", "profiler", "ops"):
+        for sub in ("compiler", "optimizers", "pallas", "profiler", "ops"):
             extras[sub] = _NotEmulated(f"torch.tpu.{sub}", "Not emulated by torchport.")
+        extras["distributed"] = tpu_distributed.install("torch.tpu.distributed")
     return extras

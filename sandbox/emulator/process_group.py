@@ -20,6 +20,7 @@ import torch
 from torch.utils._pytree import tree_flatten
 
 from .. import patching, torchtpu_facts
+from . import state
 
 # The tensor collectives of torch.distributed (and their process-group parameter's name).
 COLLECTIVES = (
@@ -45,6 +46,13 @@ def _gloo_creator(store: Any, rank: int, size: int, timeout: Any) -> Any:
     import torch.distributed as dist
 
     return dist.ProcessGroupGloo(store, rank, size, timeout)
+
+
+def _tpu_creator(store: Any, rank: int, size: int, timeout: Any) -> Any:
+    """A ``tpu`` group starts the device (TorchTPU's ProcessGroupTpu runs on its PJRT
+    client): its first-use checks (the launch step's variables) fail the creation."""
+    state.initialize()
+    return _gloo_creator(store, rank, size, timeout)
 
 
 def _group_backend(group: Any) -> str:
@@ -89,7 +97,8 @@ def install(name: str) -> None:
     known = dist.Backend.backend_list
     for alias in aliases:
         if alias not in known and alias.upper() not in known:
-            dist.Backend.register_backend(alias, _gloo_creator, devices=["cpu", name])
+            creator = _tpu_creator if name == "tpu" else _gloo_creator
+            dist.Backend.register_backend(alias, creator, devices=["cpu", name])
     if name != "tpu":
         return
     names = frozenset(aliases)

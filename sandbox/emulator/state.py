@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -94,13 +95,41 @@ def device(index: int | None = None) -> torch.device:
     return torch.device(name, check_index(index))
 
 
+# What the device's first use in this process checks (TorchTPU reads its distributed worker
+# configuration then: sandbox.tpu_launch.worker_error); "" from it: the device starts.
+first_use_check: Callable[[], str] | None = None
+_first_use_error = ""
+
+
+def first_use_error() -> str:
+    """The error of the device's first use, read once per process ("" when it starts): the
+    worker configuration's variables are read once (TorchTPU's GetEnvOnce), so a failed
+    start fails the same way at every later use."""
+    global _first_use_error, first_use_check
+    if first_use_check is not None:
+        _first_use_error, first_use_check = first_use_check(), None
+    return _first_use_error
+
+
 def touch() -> None:
     """A device tensor is made or used: the device is initialized in this process,
-    unless this is a forked child of a process that had initialized it."""
+    unless this is a forked child of a process that had initialized it, or its first use
+    fails (``first_use_check``)."""
     global initialized
     if bad_fork:
         raise RuntimeError(fork_error)
+    if not initialized and first_use_error():
+        raise RuntimeError(_first_use_error)
     initialized = True
+
+
+def initialize() -> None:
+    """The device starts without a tensor being made (the tpu process group's creation
+    does): the same first-use checks, on either backend."""
+    if native is not None:
+        native.touch()
+    else:
+        touch()
 
 
 def _after_fork_in_child() -> None:

@@ -67,9 +67,26 @@ std::string g_fork_error;
 
 void after_fork_in_child() { g_bad_fork = g_initialized.load(); }
 
+// The device's first use in this process (on_first_use): a Python callable that returns the
+// error of the device's start ("" when it starts: TorchTPU's launch check, state.py); never
+// released, it lives as long as the process.
+PyObject* g_first_use = nullptr;
+
+void first_use() {
+  if (g_first_use != nullptr) {
+    std::string error;
+    {
+      pybind11::gil_scoped_acquire gil;
+      error = pybind11::reinterpret_borrow<pybind11::object>(g_first_use)().cast<std::string>();
+    }
+    TORCH_CHECK(error.empty(), error);
+  }
+  g_initialized.store(true, std::memory_order_relaxed);
+}
+
 inline void touch() {
   TORCH_CHECK(!g_bad_fork.load(std::memory_order_relaxed), g_fork_error);
-  g_initialized.store(true, std::memory_order_relaxed);
+  if (!g_initialized.load(std::memory_order_relaxed)) first_use();
 }
 
 int index_of(const std::optional<c10::Device>& d) {
@@ -943,6 +960,10 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     pthread_atfork(nullptr, nullptr, &after_fork_in_child);
   }, "refuse device use in a forked child of a process that used the device, with `error`");
   m.def("in_bad_fork", []() { return g_bad_fork.load(); });
+  m.def("on_first_use", [](pybind11::object check) {
+    g_first_use = check.release().ptr();
+  }, "call `check` (-> error text, \"\" for none) at the device's first use in this process");
+  m.def("touch", &touch, "the device is used (its first use runs the on_first_use check)");
   m.def("quiet", [](int delta) { t_quiet += delta; });
   m.def("op_counts", &op_counts, "name -> (calls, float64 calls)");
   m.def("ops_total", []() { return g_ops_total.load(); });

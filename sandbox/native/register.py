@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from .. import torchtpu_facts
+from .. import torchtpu_facts, tpu_launch
 from ..emulator import backend, generator, serialization, state
 from ..emulator.counters import record_sync, record_transfer, reset
 from ..emulator.tensor import _MIXED_DEVICE_OK, NOT_EMULATED
@@ -93,6 +93,8 @@ def register(name: str, devices: int, library: Path) -> None:
     ext.set_ordinal_note(state.ordinal_note(name, count))
     if name == "tpu":
         ext.refuse_forked(torchtpu_facts.section("distributed")["fork_error"])
+        state.first_use_check = tpu_launch.worker_error
+        ext.on_first_use(state.first_use_error)
     ext.route_to_fallback(*_routed(library))
     for op, message in NOT_EMULATED.items():
         ext.refuse(_qualified(op), message)

@@ -1,0 +1,73 @@
+"""Whether a tpu port's launch line takes TorchTPU's launch step before its torchrun command.
+
+The verifier runs a port with the original's entry command (``torchrun ... train.py``). On
+TorchTPU the port's own launch line decides whether the ranks get the variables only the
+parent can decide: the tpu codemods (TPN010) write ``eval "$(python -m torch.tpu.distributed
+| sed 's/^/export /')" && `` before the command in shell scripts, Make recipes and YAML. Only
+such a line, naming the same command, makes the verifier's run take the step
+(``RunSpec(launch_step=True)``); a port whose launch line lacks it is run without, and its
+ranks fail at their first device use as on TorchTPU.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Iterable
+from pathlib import Path, PurePosixPath
+
+from torchport.sandbox import torchtpu_facts
+from torchport.sandbox.safepath import read_inside
+
+# Where launch lines are (the files TPN010 writes the step into).
+LAUNCH_SUFFIXES = (".sh", ".bash", ".yaml", ".yml", ".mk")
+LAUNCH_NAMES = ("makefile", "gnumakefile")
+
+
+def _step() -> str:
+    return f"python -m {torchtpu_facts.section('distributed')['launch_module']}"
+
+
+def _words(text: str) -> list[str]:
+    try:
+        return shlex.split(text)
+    except ValueError:
+        return text.split()
+
+
+def stepped_command(line: str, argv: list[str]) -> str | None:
+    """The shell command of ``line`` when it takes the launch step and then (``&&``) runs
+    ``argv`` (extra words after it are the line's own), else None."""
+    at = line.find(_step())
+    joined = line.find("&&", at) if at >= 0 else -1
+    if joined < 0 or not argv:
+        return None
+    if _words(line[joined + 2 :])[: len(argv)] != argv:
+        return None
+    start = line.rfind("eval", 0, at)
+    return " ".join(line[start if start >= 0 else at :].split())
+
+
+def launch_files(tree: Path) -> Iterable[tuple[str, str]]:
+    """(relative path, text) of each shell script, Makefile and YAML file of ``tree``."""
+    for path in sorted(tree.rglob("*")):
+        name = PurePosixPath(path.name.lower())
+        if not (name.suffix in LAUNCH_SUFFIXES or name.name in LAUNCH_NAMES):
+            continue
+        rel = path.relative_to(tree)
+        if ".git" in rel.parts:
+            continue
+        try:
+            yield str(rel), read_inside(tree, rel).decode("utf-8", "replace")
+        except OSError:
+            continue
+
+
+def port_command(tree: Path, argv: list[str]) -> str | None:
+    """The port's launch command with the step (as its file has it), or None when no launch
+    line of ``tree`` takes the step before ``argv``."""
+    for _rel, text in launch_files(tree):
+        for line in text.splitlines():
+            found = stepped_command(line, argv)
+            if found is not None:
+                return found
+    return None
