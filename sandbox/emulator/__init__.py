@@ -72,6 +72,10 @@ def activate(
         factories.register()
     state.backend, state.reason = choice.backend, choice.reason
     precision.pin(matmul_precision)
+    if name == "tpu":  # TorchTPU's matmul arithmetic and its precision settings
+        ext = state.native
+        precision.enable(ext.set_precision_reduced if ext is not None else None)
+        precision.install_torch_settings()
     autocast.register()
     rnn_cells.register()
     return torch.device(name, 0)

@@ -3,9 +3,8 @@
 TorchTPU's public names (see TARGETS.md, "tpu") beyond device management and
 seeding: streams and events (placeholders there too: work is ordered, and timing
 is done with ``torch.accelerator.synchronize()`` + ``time.perf_counter()``),
-``device_of``, ``get_device_properties``, matmul
-``precision`` and ``eager_mode`` settings (recorded, with no numeric effect: the
-emulator always computes float32 in float32, i.e. ``Precision.HIGHEST``), and the
+``device_of``, ``get_device_properties``, matmul ``precision`` (its arithmetic:
+``precision.py``) and ``eager_mode`` settings, and the
 submodules ``compiler``, ``distributed``, ``optimizers``, ``pallas``, ``profiler``,
 ``ops``, whose contents are not emulated and say so when used.
 """
@@ -21,7 +20,7 @@ from typing import Any
 
 import torch
 
-from . import state
+from . import precision, state
 
 TOTAL_MEMORY = 16 * 2**30
 
@@ -113,14 +112,6 @@ def _device_properties(device: Any = None) -> types.SimpleNamespace:
     )
 
 
-class Precision(enum.Enum):
-    """Matmul precision of TorchTPU's matrix unit (float32 inputs)."""
-
-    DEFAULT = "default"  # bf16 passes
-    HIGH = "high"
-    HIGHEST = "highest"
-
-
 class EagerMode(enum.Enum):
     """TorchTPU's execution modes; the emulator always runs eagerly."""
 
@@ -129,7 +120,6 @@ class EagerMode(enum.Enum):
 
 
 _settings: dict[str, Any] = {
-    "precision": Precision.DEFAULT,
     "eager_mode": EagerMode.DEFER_NEVER,
     "excess_precision": True,
 }
@@ -143,11 +133,6 @@ def _setting(key: str, value: Any) -> Iterator[None]:
         yield
     finally:
         _settings[key] = prev
-
-
-def _precision(level: Precision | str) -> Any:
-    """``with torch.tpu.precision(Precision.HIGHEST):`` (no numeric effect here)."""
-    return _setting("precision", Precision(level) if isinstance(level, str) else level)
 
 
 def _set_eager_mode(mode: EagerMode | str) -> None:
@@ -201,8 +186,8 @@ def extra_functions(name: str) -> dict[str, Callable[..., Any] | Any]:
     if name == "tpu":
         extras.update(
             {
-                "Precision": Precision,
-                "precision": _precision,
+                "Precision": precision.Precision,
+                "precision": precision.precision,
                 "allow_excess_precision": _allow_excess_precision,
                 "EagerMode": EagerMode,
                 "eager_mode": _eager_mode,

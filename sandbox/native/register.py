@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from ..emulator import backend, generator, serialization, state
+from ..emulator import backend, generator, precision, serialization, state
 from ..emulator.counters import record_sync, record_transfer, reset
 from ..emulator.tensor import _MIXED_DEVICE_OK, NOT_EMULATED
 from .build import MODULE
@@ -88,6 +88,7 @@ def register(name: str, devices: int, library: Path) -> None:
     ext = load(library)
     ext.configure(name, devices, [_qualified(op) for op in _MIXED_DEVICE_OK], _on_sync)
     ext.route_to_fallback(*_routed(library))
+    ext.set_precision_hook(precision.qualified_names(), precision.run_by_name)
     for op, message in NOT_EMULATED.items():
         ext.refuse(_qualified(op), message)
     state.name, state.count, state.native = name, devices, ext
