@@ -318,3 +318,59 @@ result["exact"] = (out - F.scaled_dot_product_attention(q, k, v)).abs().max().it
 def test_attention_matmuls_follow_the_precision(backend):
     r = run_snippet(SDPA, backend=backend)
     assert r["rounded"] <= ORDER and r["exact"] > 10 * ORDER, r
+
+
+AUTOCAST = """
+dev = {name!r}
+x = torch.randn(8, 16, device=dev)
+w = torch.randn(16, 16, device=dev)
+h = x.bfloat16()
+kinds = {{}}
+with torch.autocast(dev):
+    kinds["matmul"] = x @ w
+    kinds["linear"] = F.linear(x, w)
+    kinds["conv2d"] = F.conv2d(torch.randn(1, 2, 5, 5, device=dev), w.view(4, 4, 4, 4)[:, :2])
+    kinds["sdpa"] = F.scaled_dot_product_attention(*[torch.randn(1, 2, 4, 8, device=dev)] * 3)
+    kinds["softmax_bf16"] = torch.softmax(h, -1)
+    kinds["layer_norm_bf16"] = F.layer_norm(h, (16,))
+    kinds["exp_bf16"] = torch.exp(h)
+    kinds["sum_bf16"] = h.sum()
+    kinds["softmax_f32"] = torch.softmax(x, -1)
+    kinds["mse_loss_bf16"] = F.mse_loss(h, h)
+    kinds["prod_bf16"] = h.prod()
+    kinds["inv_bf16"] = torch.linalg.inv(h[:, :8] + 4 * torch.eye(8, device=dev))
+    if dev == "tpu":  # torch's CPU kernel has no bfloat16 avg_pool3d: fails uncast
+        kinds["avg_pool3d_bf16"] = F.avg_pool3d(h.view(1, 1, 2, 8, 8), 2)
+result.update({{k: str(v.dtype) for k, v in kinds.items()}})
+"""
+
+
+def test_autocast_on_tpu_follows_torchtpus_op_lists(backend):
+    """TorchTPU's AutocastPrivateUse1 lists: matmul/linear/conv/SDPA in bfloat16, float32 for
+    losses, linalg and 3-D pooling, prod given a float32 dtype, and nothing else cast (CUDA's
+    lists would run softmax, layer_norm, exp and sum in float32)."""
+    r = run_snippet(AUTOCAST.format(name="tpu"), backend=backend)
+    bf16 = ("matmul", "linear", "conv2d", "sdpa", "softmax_bf16", "layer_norm_bf16", "exp_bf16",
+            "sum_bf16")  # fmt: skip
+    assert {k: r[k] for k in bf16} == dict.fromkeys(bf16, "torch.bfloat16"), r
+    fp32 = ("softmax_f32", "mse_loss_bf16", "prod_bf16", "inv_bf16", "avg_pool3d_bf16")
+    assert {k: r[k] for k in fp32} == dict.fromkeys(fp32, "torch.float32"), r
+
+
+def test_autocast_on_neuron_keeps_cudas_op_lists(backend):
+    r = run_snippet(AUTOCAST.format(name="neuron"), name="neuron", backend=backend)
+    assert r["matmul"] == "torch.bfloat16" and r["softmax_bf16"] == "torch.float32", r
+
+
+def test_every_autocast_op_torchtpu_registers_is_an_aten_op_here():
+    """The facts name at::_ops structs (``conv1d_padding``); each must resolve, or the
+    emulator would silently leave that op out of autocast."""
+    from torchport.sandbox.emulator import autocast
+    from torchport.sandbox.torchtpu_facts import section
+
+    facts = section("autocast")
+    for kind in ("lower_precision_fp", "fp32", "fp32_set_opt_dtype"):
+        for struct in facts[kind]:
+            qualified = autocast.resolve(struct)
+            assert qualified is not None and qualified.replace(".", "_") == struct, struct
+    assert autocast.resolve("conv1d_padding") == "conv1d.padding"

@@ -3,11 +3,15 @@
 torch 2.13 has autocast kernels for CPU, CUDA, XPU, MPS, MTIA and MAIA, but none
 for PrivateUse1: every op reaching the ``AutocastPrivateUse1`` key then fails
 ("Could not run 'aten::linear' ... from the 'Autocasttpu' backend"). This module
-registers, under that key, a fallthrough for all ops plus casting kernels that
-follow CUDA's autocast op lists (torch/csrc/autocast docs, "CUDA Ops that can
-autocast"): matmul/linear/conv run in the autocast dtype, reductions, softmax and
-norms in float32, and a few multi-input ops at the widest input dtype. The casts
-are done with ``Tensor.to`` above autograd, so backward sees them as real ops.
+registers, under that key, a fallthrough for all ops plus casting kernels. On ``tpu``
+they follow TorchTPU's own AutocastPrivateUse1 registrations (``sandbox/data/
+torch_tpu.toml``, ``[autocast]``, read from the wheel's ``WrapFunction_`` symbols):
+matmul/linear/conv/SDPA in the autocast dtype; float32 only for losses, linalg, FFT,
+3-D pooling, padding and the like; ``prod`` given a float32 dtype; nothing promoted, so
+softmax, layer_norm, exp and sum run in the dtype they are given. Other devices follow
+CUDA's lists (torch/csrc/autocast docs, "CUDA Ops that can autocast"): reductions,
+softmax and norms in float32 too, and a few multi-input ops at the widest input dtype.
+The casts are done with ``Tensor.to`` above autograd, so backward sees them as real ops.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from typing import Any
 import torch
 from torch.utils._pytree import tree_flatten, tree_map
 
+from ..torchtpu_facts import section
 from . import state
 
 _KEY = "AutocastPrivateUse1"
@@ -137,6 +142,38 @@ PROMOTE: tuple[str, ...] = (
 _libs: list[torch.library.Library] = []
 
 
+def resolve(struct_name: str) -> str | None:
+    """``conv1d_padding`` (an ``at::_ops`` struct name: op, then overload) -> ``conv1d.padding``;
+    None when no aten op has that name."""
+    candidates = [(struct_name, "default")]
+    candidates += [
+        (struct_name[:i], struct_name[i + 1 :])
+        for i in range(len(struct_name) - 1, 0, -1)
+        if struct_name[i] == "_"
+    ]
+    for name, overload in candidates:
+        packet = getattr(torch.ops.aten, name, None) if name else None
+        if packet is not None and overload in packet.overloads():
+            return name if overload == "default" else f"{name}.{overload}"
+    return None
+
+
+def tpu_policy() -> dict[str, tuple[str, ...]]:
+    """TorchTPU's autocast op lists by cast policy, as ``name.overload``."""
+    facts = section("autocast")
+    return {
+        kind: tuple(q for q in map(resolve, facts.get(kind, ())) if q is not None)
+        for kind in ("lower_precision_fp", "fp32", "fp32_set_opt_dtype")
+    }
+
+
+def policy(device: str) -> dict[str, tuple[str, ...]]:
+    """The autocast op lists of ``device``: TorchTPU's for ``tpu``, CUDA's otherwise."""
+    if device == "tpu":
+        return tpu_policy()
+    return {"lower_precision_fp": LOWER_PRECISION, "fp32": FLOAT32, "promote": PROMOTE}
+
+
 def _eligible(x: Any) -> bool:
     return (
         isinstance(x, torch.Tensor)
@@ -172,6 +209,17 @@ def _float32(op: Any) -> Any:
     return kernel
 
 
+def _fp32_set_opt_dtype(op: Any) -> Any:
+    """torch's fp32_set_opt_dtype: float32 output when the call names no dtype."""
+
+    def kernel(*args: Any, **kwargs: Any) -> Any:
+        if kwargs.get("dtype") is None and any(map(_eligible, tree_flatten(args)[0])):
+            kwargs = {**kwargs, "dtype": torch.float32}
+        return _run(op, args, kwargs, None)
+
+    return kernel
+
+
 def _promote(op: Any) -> Any:
     def kernel(*args: Any, **kwargs: Any) -> Any:
         dtypes = [x.dtype for x in tree_flatten((args, kwargs))[0] if _eligible(x)]
@@ -188,7 +236,8 @@ def register() -> None:
     fallback = torch.library.Library("_", "IMPL")
     fallback.fallback(torch.library.fallthrough_kernel, _KEY)
     lib = torch.library.Library("aten", "IMPL")
-    for names, make in ((LOWER_PRECISION, _lower), (FLOAT32, _float32), (PROMOTE, _promote)):
+    for kind, names in policy(state.name).items():
+        make = _KERNELS[kind]
         for qualname in names:
             name, _, overload = qualname.partition(".")
             packet = getattr(torch.ops.aten, name, None)
@@ -199,3 +248,11 @@ def register() -> None:
     # TorchTPU and TorchNeuron autocast to bfloat16 by default (torch's PrivateUse1
     # default is float16), so `torch.autocast(device.type)` without a dtype is bf16.
     torch.set_autocast_dtype(torch._C._get_privateuse1_backend_name(), torch.bfloat16)
+
+
+_KERNELS = {
+    "lower_precision_fp": _lower,
+    "fp32": _float32,
+    "fp32_set_opt_dtype": _fp32_set_opt_dtype,
+    "promote": _promote,
+}
