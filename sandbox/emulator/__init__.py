@@ -13,7 +13,7 @@ import torch
 from .. import matmul_precision as _matmul_precision
 from .. import native
 from ..modes import EMULATED
-from . import autocast, factories, precision, rnn_cells, state
+from . import attention, autocast, factories, precision, rnn_cells, state
 from . import backend as _backend
 from .counters import counters, reset
 from .tensor import EmulatedTensor
@@ -77,6 +77,7 @@ def activate(
         precision.enable(ext.set_precision_reduced if ext is not None else None)
         precision.install_torch_settings()
     autocast.register()
+    attention.register()
     rnn_cells.register()
     return torch.device(name, 0)
 
