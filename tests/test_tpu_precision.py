@@ -137,8 +137,8 @@ def test_torchport_run_computes_a_float32_matmul_as_a_tpu_does(
     for name, value in backend_env(backend).items():
         monkeypatch.setenv(name, value)
     root = _program(tmp_path, MATMUL)
-    code = cli(["run", "--target", "tpu", "--root", str(root), "--isolation", "process",
-                "-f", "json", "--", "python", "main.py"])  # fmt: skip
+    code = cli(["run", "--target", "tpu", "--root", str(root), "-f", "json", "--", "python",
+                "main.py"])  # fmt: skip
     result = json.loads(capsys.readouterr().out)
     assert code == 0 and result["status"] == "ok", result["error"]
     got = _numbers(result["stdout_tail"])
@@ -156,7 +156,7 @@ def test_a_run_pinned_at_highest_computes_exactly_whatever_the_program_sets(
         monkeypatch.setenv(name, value)
     root = _program(tmp_path, MATMUL)
     spec = RunSpec(root=root, command=["python", "main.py"], mode="tpu", timeout_s=180,
-                   isolation="process", matmul_precision="highest")  # fmt: skip
+                   matmul_precision="highest")  # fmt: skip
     result = run(spec)
     assert result.status == "ok", (result.error, result.stderr_tail)
     got = _numbers(result.stdout_tail)
