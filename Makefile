@@ -22,7 +22,7 @@ ifeq ($(shell uname -m),x86_64)
 LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
 endif
 
-.PHONY: setup demo test test-fast lint bench sandbox-tools
+.PHONY: setup demo test test-fast lint bench sandbox-tools torch-tpu-wheel
 
 # The native emulator (sandbox/native, a C++ PrivateUse1 backend, about a
 # minute of CPU) is compiled into ~/.cache/torchport/emulator at set-up; without a C++
@@ -60,7 +60,14 @@ sandbox-tools: $(STAMP)
 TEST_WORKERS ?= 4
 PYTEST_PARALLEL = -n $(TEST_WORKERS) --dist loadgroup --durations=15
 
-test: $(STAMP) sandbox-tools
+# The torch-tpu wheel (96 MB), the oracle of tests/test_torchtpu_conformance.py: fetched once
+# into $TORCHPORT_HOME/torch-tpu (default ~/.cache/torchport/torch-tpu) and checked against the
+# sha256 in sandbox/data/torch_tpu.toml, offline after that. Never imported. Where the registry
+# cannot be reached, those tests skip, naming the file.
+torch-tpu-wheel: $(STAMP)
+	@$(BIN)/python scripts/fetch-torch-tpu || echo "the TorchTPU conformance tests will skip (see above)"
+
+test: $(STAMP) sandbox-tools torch-tpu-wheel
 	$(BIN)/python -m pytest -q $(PYTEST_PARALLEL)
 
 # The developer's loop: everything not marked slow (no model server, no corpus runs).

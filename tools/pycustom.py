@@ -686,3 +686,56 @@ def cuda_graph_capture(node: ast.With, ctx: MatchContext) -> bool:
         and bool(call.args)
         and isinstance(call.args[0], ast.Name)
     )
+
+
+# Where TorchTPU's fused SDPA kernel ignores dropout, or is not used (its glue library's
+# conditions: "TorchTPU only supports FLASH_ATTENTION SDPBackend ... when: query rank is at
+# least 4, ..."; the kernel's cache key marks dropout_p "Unused"). Each attention call a
+# port lands on SDPA, with the position of its dropout argument: (keyword, index).
+ATTENTION_DROPOUT = {
+    "torch.nn.functional.scaled_dot_product_attention": ("dropout_p", 4),
+    "flash_attn_func": ("dropout_p", 3),
+    "flash_attn_qkvpacked_func": ("dropout_p", 1),
+    "flash_attn_kvpacked_func": ("dropout_p", 2),
+    "flash_attn_varlen_func": ("dropout_p", 7),
+    "flash_attn_varlen_qkvpacked_func": ("dropout_p", 3),
+    "flash_attn_varlen_kvpacked_func": ("dropout_p", 6),
+    "memory_efficient_attention": ("p", 4),
+}
+
+
+def _attention_form(node: ast.Call, ctx: MatchContext) -> str | None:
+    """The table's key for an SDPA, flash-attn or xformers attention call, else None."""
+    name = ctx.qualname(node.func) or ""
+    last = name.rsplit(".", 1)[-1]
+    if name in ATTENTION_DROPOUT:
+        return name
+    if name.startswith("flash_attn") and last.startswith("flash_attn_"):
+        return last if last in ATTENTION_DROPOUT else None
+    if name.startswith("xformers") and last == "memory_efficient_attention":
+        return last
+    return None
+
+
+@custom("attention_dropout_on_tpu", ast.Call, prefilter="attention|attn")
+def attention_dropout_on_tpu(node: ast.Call, ctx: MatchContext) -> bool:
+    """An attention call with a dropout probability that is not a literal 0: TorchTPU's
+    fused kernel takes the call and drops no attention weights."""
+    form = _attention_form(node, ctx)
+    if form is None:
+        return False
+    keyword, index = ATTENTION_DROPOUT[form]
+    value = next((k.value for k in node.keywords if k.arg == keyword), None)
+    if value is None and len(node.args) > index:
+        value = node.args[index]
+    if value is None or any(isinstance(a, ast.Starred) for a in node.args):
+        return False
+    return not (isinstance(value, ast.Constant) and value.value == 0)
+
+
+@custom("varlen_attention_on_tpu", ast.Call, prefilter="varlen")
+def varlen_attention_on_tpu(node: ast.Call, ctx: MatchContext) -> bool:
+    """flash-attn's varlen forms: the port is one SDPA over (heads, tokens, dim), rank 3,
+    below the rank 4 TorchTPU's fused kernel needs."""
+    form = _attention_form(node, ctx)
+    return form is not None and "varlen" in form

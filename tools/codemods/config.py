@@ -52,14 +52,15 @@ def _statement_or_constant(node: cst.CSTNode, ctx: FixContext):
     return cst.parse_expression(NO_CUDA_ANSWERS.get(name.rsplit(".", 1)[-1], "False"))
 
 
-@register("TPB001", NON_ACCEL)
+# tpu: cudnn.allow_tf32 = False keeps its meaning (matmul_precision.py)
+@register("TPB001", {"neuron", "xla"})
 @register("TPB004")
 def drop_flag_statement(node: cst.CSTNode, ctx: FixContext):
     """cuDNN / CUDA backend settings do nothing on the target."""
     return _statement_or_constant(node, ctx)
 
 
-@register("TPB002", {"tpu", "neuron"})
+@register("TPB002", {"neuron"})
 def drop_tf32(node: cst.CSTNode, ctx: FixContext):
     return _statement_or_constant(node, ctx)
 
@@ -71,7 +72,7 @@ PRECISION_SETTER = {
 
 
 @register("TPB002", {"xla", "accelerator"})
-def tf32_precision(node: cst.CSTNode, ctx: FixContext):
+def tf32_precision(node: cst.CSTNode, ctx: FixContext, setter: str | None = None):
     """``allow_tf32 = x`` -> ``set_..._precision("high" if x else "highest")``; the reduced
     half-precision reduction flags have no counterpart and go."""
     name = dotted(node) or ""
@@ -85,7 +86,7 @@ def tf32_precision(node: cst.CSTNode, ctx: FixContext):
         value, f'"high" if {value} else "highest"'
     )
     ctx.state.setdefault(REPLACE_STATEMENTS, {})[id(assign)] = (
-        f"{PRECISION_SETTER[ctx.target]}({choice})"
+        f"{setter or PRECISION_SETTER[ctx.target]}({choice})"
     )
     ctx.need("torch_xla.backends" if ctx.target == "xla" else "torch")
     return node
@@ -109,10 +110,13 @@ def replace_statement(original: cst.CSTNode, node: cst.CSTNode, ctx: FixContext)
     return node.with_changes(body=body) if changed else None
 
 
-@register("TPB003", NON_ACCEL)
+# tpu keeps the choice where TorchTPU honours it (sdpa_backends.py).
+@register("TPB003", {"neuron", "xla"})
+@register("TPB005", {"neuron", "xla"})
 def sdpa_selection(node: cst.CSTNode, ctx: FixContext):
-    """Kernel choices the target lacks: backends become MATH (available everywhere), the
-    legacy ``sdp_kernel(...)`` context a no-op, ``enable_*_sdp(...)`` calls go."""
+    """Kernel choices the target lacks: backends become MATH (the one torch's SDPA allows
+    on a device it has no fused kernel for), the legacy ``sdp_kernel(...)`` context a no-op,
+    ``enable_*_sdp(...)`` calls go."""
     name = (dotted(node.func) if isinstance(node, cst.Call) else dotted(node)) or ""
     last = name.rsplit(".", 1)[-1]
     if isinstance(node, cst.Attribute) and last.endswith("_ATTENTION"):
@@ -179,7 +183,8 @@ def profiler_sort_key(node: cst.SimpleString, ctx: FixContext):
     return with_string(node, value.replace("cuda", "device"))
 
 
-@register("TPL001")
+# Not on tpu: TorchTPU implements pinned host memory, so the program's pinning stays.
+@register("TPL001", {"neuron", "xla", "accelerator"})
 def pin_memory_flag(node: cst.Arg, ctx: FixContext):
     if ctx.target == "accelerator":
         return node.with_changes(value=ctx.expr("torch.accelerator.is_available()"))
@@ -189,7 +194,7 @@ def pin_memory_flag(node: cst.Arg, ctx: FixContext):
 UNPINNED = "pin_memory_removed"
 
 
-@register("TPL002")
+@register("TPL002", {"neuron", "xla", "accelerator"})
 def pin_memory_call(node: cst.Call, ctx: FixContext):
     if not isinstance(node.func, cst.Attribute):
         raise NotApplicable("unexpected pin_memory form")

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from ..findings import Finding
 from .base import DEVICE_STRING, DIST_BACKEND
 from .engine import Edit, SourceResult
+from .launch_blocking import launch_blocking_text
 from .torchbuild import torch_build_line
 from .visible_devices import LEFT_FOR_TPU, visible_devices_line
 
@@ -36,6 +37,7 @@ TEXT_FIXES: dict[str, Callable[[str, str], str | None]] = {
     "TPD002": _device,
     "TPN002": _backend,
     "TPN008": _nproc,
+    "TPD025": launch_blocking_text,
 }
 LINE_REMOVALS = frozenset({"TPN006"})  # settings that mean nothing on the target
 # rule -> how a whole line holding it becomes the target's (several lines, "" to remove it,

@@ -1,0 +1,56 @@
+"""TF32 switches on tpu (TPB002, and ``cudnn.allow_tf32`` of TPB001): the precision the CUDA
+program asked for, as TorchTPU's global matmul precision.
+
+TorchTPU replaces ``torch.set_float32_matmul_precision`` with a setter of its one global
+``Precision`` (``sandbox.torchtpu_facts.section("precision")``: medium -> DEFAULT, a single
+bf16 pass; high -> HIGH, three passes; highest -> HIGHEST, float32-exact), and that setting
+covers every matmul-class op, convolutions included. So:
+
+- ``allow_tf32 = False`` (matmul or cuDNN): the program asks for full float32 products;
+  ``"highest"`` is the only setting that gives them.
+- ``matmul.allow_tf32 = True``: TF32 keeps 10 mantissa bits. DEFAULT keeps bf16's 7, coarser
+  than what the program was tested with; HIGH (bf16 x 3, about 16 bits) is the nearest
+  setting at least as precise, and PyTorch documents ``"high"`` as ``allow_tf32 = True``.
+- ``cudnn.allow_tf32 = True`` is cuDNN's default and relaxes convolutions only; TorchTPU has
+  no convolution-only setting, so the line goes like the other cuDNN switches.
+- a read of ``matmul.allow_tf32`` asks whether float32 matmuls are reduced:
+  ``torch.get_float32_matmul_precision() != "highest"``, which TorchTPU also answers.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from .base import FixContext, dotted
+from .base import fixer as register
+from .config import REPLACE_STATEMENTS, _statement_or_constant, tf32_precision
+
+SETTER = "torch.set_float32_matmul_precision"
+FULL = '"highest"'
+
+
+@register("TPB002", {"tpu"})
+def tpu_tf32(node: cst.CSTNode, ctx: FixContext):
+    name = dotted(node) or ""
+    assign = ctx.parent(ctx.parent(ctx.original))
+    if name.endswith("allow_tf32") and not isinstance(assign, cst.Assign):
+        return ctx.expr(f"torch.get_float32_matmul_precision() != {FULL}")
+    return tf32_precision(node, ctx, SETTER)
+
+
+@register("TPB001", {"tpu"})
+def tpu_cudnn(node: cst.CSTNode, ctx: FixContext):
+    """cuDNN switches do nothing on a TPU, except ``allow_tf32 = False``: full float32
+    convolutions, which TorchTPU gives under the global ``"highest"`` precision."""
+    assign = ctx.parent(ctx.parent(ctx.original))
+    if (
+        (dotted(node) or "").endswith("allow_tf32")
+        and isinstance(assign, cst.Assign)
+        and len(assign.targets) == 1
+        and isinstance(assign.value, cst.Name)
+        and assign.value.value == "False"
+    ):
+        ctx.state.setdefault(REPLACE_STATEMENTS, {})[id(assign)] = f"{SETTER}({FULL})"
+        ctx.need("torch")
+        return node
+    return _statement_or_constant(node, ctx)
