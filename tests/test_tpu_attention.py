@@ -92,3 +92,19 @@ result["warned"] = any("Head dimension" in str(w.message) for w in caught)
     )
     r = run_snippet(code, backend=backend)
     assert r["dropped"] and r["warned"], r
+
+
+def test_the_warnings_conditions_are_the_wheels_own_lines():
+    """The emulator's two warnings list the wheel's condition lines (the facts' [sdpa]), all
+    of them, and only those: a newer wheel's changed condition shows up here."""
+    from torchport.sandbox.emulator import attention
+    from torchport.sandbox.torchtpu_facts import section
+
+    lines = set(section("sdpa")["conditions"])
+    assert set(attention.FLASH_CONDITIONS) | set(attention.MATH_CONDITIONS) == lines
+    for text, conditions in (
+        (attention._FLASH, attention.FLASH_CONDITIONS),
+        (attention._MATH, attention.MATH_CONDITIONS),
+    ):
+        assert all(f"- {line}" in text for line in conditions), conditions
+    assert section("sdpa")["no_backend_error"] == attention.NO_BACKEND

@@ -5,13 +5,11 @@ library, ``csrc/ops/scaled_dot_product_attention/scaled_dot_product_attention_at
 asks torch for the FLASH, OVERRIDEABLE and MATH switches only (EFFICIENT and cuDNN are not
 TorchTPU's), and runs its fused flash kernel when FLASH or OVERRIDEABLE is enabled and, in its
 own words, "TorchTPU only supports FLASH_ATTENTION SDPBackend for scaled_dot_product_attention
-when these conditions are met": static shapes, ``dropout_p`` in [0.0, 1.0), float32 or
-bfloat16 inputs, query rank at least 4, the same rank for query, key and value, batch size at
-least 1, head dimension below 128 or a multiple of 128, and an ``attn_mask`` that does not
-require gradient. The fused kernel takes the mask and the scale, and ignores ``dropout_p``
-(its cache key: ``IgnoreInCacheKey(dropout_p, "Unused")``). Otherwise it warns with that
-message and takes MATH (warning again when ``dropout_p`` is not 0.0: its optimized MATH
-wants none); with none of the three enabled it raises "no viable SDPBackend found".
+when these conditions are met" (``FLASH_CONDITIONS``; the lines are the facts' ``[sdpa]``).
+The fused kernel takes the mask and the scale, and ignores ``dropout_p`` (its cache key:
+``IgnoreInCacheKey(dropout_p, "Unused")``). Otherwise it warns with that message and takes
+MATH, warning again when its optimized MATH's conditions fail (``MATH_CONDITIONS``: no
+dropout, ...); with none of the three enabled it raises the facts' ``no_backend_error``.
 
 Emulated here below autocast (at ``AutogradPrivateUse1``, so autocast's bfloat16 casts come
 first and autograd records the math decomposition): the fused kernel's result is torch's math
@@ -27,28 +25,59 @@ from typing import Any
 
 import torch
 
+from ..torchtpu_facts import section
 from . import state
 
 aten = torch.ops.aten
+_FACTS = section("sdpa")
+NO_BACKEND = _FACTS["no_backend_error"]
 _PERFORMANCE = "<TorchTpu/Performance/> "
+# The wheel's two performance warnings. The facts hold their condition lines (pooled strings);
+# which warning each line belongs to is the order AtenFusedSdpChoice loads them in
+# (objdump of libpywrap_2_13_0_common.so): FLASH's eight, MATH's four.
+FLASH_CONDITIONS = (
+    "inputs have static shapes",
+    "dropout_p is in [0.0, 1.0)",
+    "inputs are float32 or bfloat16",
+    "inputs have the same rank",
+    "query rank is at least 4",
+    "batch size is at least 1",
+    "Head dimension (dim - 1) is less than 128 or divisible by 128",
+    "attn_mask does not require gradient",
+)
+MATH_CONDITIONS = (
+    "dropout_p is 0.0",
+    "inputs are not complex",
+    "inputs have the same rank",
+    "attn_mask does not require gradient",
+)
 _FLASH = (
     "TorchTPU only supports FLASH_ATTENTION SDPBackend for scaled_dot_product_attention when "
     "these conditions are met:\n- inputs have static shapes\n- dropout_p is in [0.0, 1.0) "
-    "(current: {dropout})\n- inputs are float32 or bfloat16 (current: {dtype})\n- query rank "
-    "is at least 4 (current: {rank})\n- inputs have the same rank (query: {rank}, key: "
-    "{key_rank}, value: {value_rank})\n- batch size is at least 1\n- Head dimension (dim - 1) "
-    "is less than 128 or divisible by 128\n(query shape: {shape})\n- attn_mask does not "
-    "require gradient (current: {mask_grad})"
+    "(current: {dropout})\n- inputs are float32 or bfloat16 (current: {dtype})\n- inputs have "
+    "the same rank (query: {rank}, key: {key_rank}, value: {value_rank})\n- query rank is at "
+    "least 4 (current: {rank})\n- batch size is at least 1\n- Head dimension (dim - 1) is less "
+    "than 128 or divisible by 128\n(query shape: {shape})\n- attn_mask does not require "
+    "gradient (current: {mask_grad})"
 )
 _MATH = (
     "TorchTPU only supports SHLO optimized MATH SDPBackend when these conditions are met:\n"
-    "- dropout_p is 0.0 (current: {dropout})"
+    "- dropout_p is 0.0 (current: {dropout})\n- inputs are not complex (current: {dtype})\n- "
+    "inputs have the same rank (query: {rank}, key: {key_rank}, value: {value_rank})\n- "
+    "attn_mask does not require gradient (current: {mask_grad})"
 )
-NO_BACKEND = (
-    "no viable SDPBackend found: all supported backends are disabled, including the fallback "
-    "MATH backend; enable at least one of FLASH, OVERRIDEABLE, or MATH for TorchTPU"
-)
+# c10's names of the dtypes the messages print
+_SCALAR_TYPE = {
+    torch.float32: "Float", torch.bfloat16: "BFloat16", torch.float16: "Half",
+    torch.float64: "Double", torch.complex64: "ComplexFloat", torch.complex128: "ComplexDouble",
+}  # fmt: skip
 _libs: list[torch.library.Library] = []
+
+
+def _mask_grad(attn_mask: Any) -> bool:
+    return (
+        isinstance(attn_mask, torch.Tensor) and attn_mask.requires_grad and torch.is_grad_enabled()
+    )
 
 
 def fused_kernel_runs(
@@ -56,15 +85,26 @@ def fused_kernel_runs(
 ) -> bool:
     """TorchTPU's conditions for its fused (flash) kernel, the switches aside."""
     rank = query.dim()
-    mask_grad = isinstance(attn_mask, torch.Tensor) and attn_mask.requires_grad
     return (
         0.0 <= dropout_p < 1.0
         and query.dtype in (torch.float32, torch.bfloat16)
-        and rank >= 4
         and key.dim() == rank == value.dim()
+        and rank >= 4
         and math.prod(query.shape[:-3]) >= 1
         and (query.shape[-1] < 128 or query.shape[-1] % 128 == 0)
-        and not (mask_grad and torch.is_grad_enabled())
+        and not _mask_grad(attn_mask)
+    )
+
+
+def optimized_math_runs(
+    query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, attn_mask: Any, dropout_p: float
+) -> bool:
+    """TorchTPU's conditions for its optimized MATH kernel (else a plain decomposition)."""
+    return (
+        dropout_p == 0.0
+        and not query.is_complex()
+        and key.dim() == query.dim() == value.dim()
+        and not _mask_grad(attn_mask)
     )
 
 
@@ -83,10 +123,11 @@ def _attention(
         dropout_p = 0.0  # the fused kernel ignores it
     elif fused_enabled or torch._C._get_math_sdp_enabled():
         if fused_enabled:
-            message = _flash_message(query, key, value, attn_mask, dropout_p)
+            message = _message(_FLASH, query, key, value, attn_mask, dropout_p)
             warnings.warn(_PERFORMANCE + message, stacklevel=2)
-        if dropout_p != 0.0:
-            warnings.warn(_PERFORMANCE + _MATH.format(dropout=dropout_p), stacklevel=2)
+        if not optimized_math_runs(query, key, value, attn_mask, dropout_p):
+            message = _message(_MATH, query, key, value, attn_mask, dropout_p)
+            warnings.warn(_PERFORMANCE + message, stacklevel=2)
     else:
         raise RuntimeError(NO_BACKEND)
     return aten._scaled_dot_product_attention_math(
@@ -95,11 +136,11 @@ def _attention(
     )[0]  # fmt: skip
 
 
-def _flash_message(query: Any, key: Any, value: Any, attn_mask: Any, dropout_p: float) -> str:
-    return _FLASH.format(
-        dropout=dropout_p, dtype=query.dtype, rank=query.dim(), key_rank=key.dim(),
-        value_rank=value.dim(), shape=list(query.shape),
-        mask_grad=isinstance(attn_mask, torch.Tensor) and attn_mask.requires_grad,
+def _message(text: str, query: Any, key: Any, value: Any, attn_mask: Any, dropout_p: float) -> str:
+    return text.format(
+        dropout=dropout_p, dtype=_SCALAR_TYPE.get(query.dtype, str(query.dtype)),
+        rank=query.dim(), key_rank=key.dim(), value_rank=value.dim(),
+        shape=list(query.shape), mask_grad=int(_mask_grad(attn_mask)),
     )  # fmt: skip
 
 

@@ -27,7 +27,7 @@ from . import state
 _KEY = "AutocastPrivateUse1"
 
 # Ops that run in the autocast dtype (CUDA's "lower_precision_fp" list).
-LOWER_PRECISION: tuple[str, ...] = (
+CUDA_LOWER_PRECISION: tuple[str, ...] = (
     "conv1d",
     "conv1d.padding",
     "conv2d",
@@ -63,7 +63,7 @@ LOWER_PRECISION: tuple[str, ...] = (
 )
 
 # Ops that run in float32 (CUDA's "fp32" list, the common part).
-FLOAT32: tuple[str, ...] = (
+CUDA_FLOAT32: tuple[str, ...] = (
     "acos",
     "asin",
     "cosh",
@@ -124,7 +124,7 @@ FLOAT32: tuple[str, ...] = (
 )
 
 # Multi-input ops that run at the widest floating dtype among their inputs.
-PROMOTE: tuple[str, ...] = (
+CUDA_PROMOTE: tuple[str, ...] = (
     "addcdiv",
     "addcmul",
     "atan2",
@@ -158,20 +158,35 @@ def resolve(struct_name: str) -> str | None:
     return None
 
 
-def tpu_policy() -> dict[str, tuple[str, ...]]:
-    """TorchTPU's autocast op lists by cast policy, as ``name.overload``."""
-    facts = section("autocast")
-    return {
-        kind: tuple(q for q in map(resolve, facts.get(kind, ())) if q is not None)
-        for kind in ("lower_precision_fp", "fp32", "fp32_set_opt_dtype")
-    }
+def _tpu(policy: str) -> tuple[str, ...]:
+    """TorchTPU's ops of one cast policy (the facts' ``[autocast]``), as ``name.overload``."""
+    return tuple(q for q in map(resolve, section("autocast").get(policy, ())) if q is not None)
+
+
+# TorchTPU's lists, one per torch CastPolicy.
+LOWER_PRECISION = _tpu("lower_precision_fp")
+FLOAT32 = _tpu("fp32")
+FP32_SET_OPT_DTYPE = _tpu("fp32_set_opt_dtype")
+FP32_APPEND_DTYPE = _tpu("fp32_append_dtype")
+PROMOTE = _tpu("promote")
 
 
 def policy(device: str) -> dict[str, tuple[str, ...]]:
     """The autocast op lists of ``device``: TorchTPU's for ``tpu``, CUDA's otherwise."""
     if device == "tpu":
-        return tpu_policy()
-    return {"lower_precision_fp": LOWER_PRECISION, "fp32": FLOAT32, "promote": PROMOTE}
+        if FP32_APPEND_DTYPE:
+            raise NotImplementedError(
+                f"TorchTPU autocasts {FP32_APPEND_DTYPE} with fp32_append_dtype, "
+                "which the emulator does not implement"
+            )
+        return {
+            "lower_precision_fp": LOWER_PRECISION,
+            "fp32": FLOAT32,
+            "fp32_set_opt_dtype": FP32_SET_OPT_DTYPE,
+            "promote": PROMOTE,
+        }
+    return {"lower_precision_fp": CUDA_LOWER_PRECISION, "fp32": CUDA_FLOAT32,
+            "promote": CUDA_PROMOTE}  # fmt: skip
 
 
 def _eligible(x: Any) -> bool:
