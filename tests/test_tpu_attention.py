@@ -108,3 +108,26 @@ def test_the_warnings_conditions_are_the_wheels_own_lines():
     ):
         assert all(f"- {line}" in text for line in conditions), conditions
     assert section("sdpa")["no_backend_error"] == attention.NO_BACKEND
+
+
+def test_attention_keeps_torchs_masks_and_grouped_heads(backend):
+    """The kernel choice leaves torch's attention as it is: a boolean mask (rank 3, MATH) and
+    a lower-right causal bias over grouped key/value heads (the fused kernel) match the CPU."""
+    code = (
+        PRELUDE
+        + """
+from torch.nn.attention.bias import causal_lower_right
+warnings.simplefilter("ignore")
+q3, mask = torch.randn(4, 16, 8), torch.ones(16, 16, dtype=torch.bool).tril()
+result["bool_mask"] = gap(F.scaled_dot_product_attention(*dev(q3, q3, q3), attn_mask=dev(mask)[0]),
+                          F.scaled_dot_product_attention(q3, q3, q3, attn_mask=mask))
+kg, vg = torch.randn(2, 2, 12, 8), torch.randn(2, 2, 12, 8)
+qg = torch.randn(2, 4, 8, 8)
+out = F.scaled_dot_product_attention(*dev(qg, kg, vg), attn_mask=causal_lower_right(8, 12),
+                                     enable_gqa=True)
+result["gqa_lower_right"] = gap(out, F.scaled_dot_product_attention(
+    qg, kg, vg, attn_mask=causal_lower_right(8, 12), enable_gqa=True))
+"""
+    )
+    r = run_snippet(code, backend=backend)
+    assert r["bool_mask"] <= 1e-5 and r["gqa_lower_right"] <= 1e-5, r

@@ -24,6 +24,7 @@ import warnings
 from typing import Any
 
 import torch
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from ..torchtpu_facts import section
 from . import state
@@ -130,10 +131,12 @@ def _attention(
             warnings.warn(_PERFORMANCE + message, stacklevel=2)
     else:
         raise RuntimeError(NO_BACKEND)
-    return aten._scaled_dot_product_attention_math(
-        query, key, value, attn_mask, dropout_p, is_causal, None, scale=scale,
-        enable_gqa=enable_gqa,
-    )[0]  # fmt: skip
+    # torch's own attention (its boolean-mask conversion, GQA, scale) on its math kernel
+    with sdpa_kernel(SDPBackend.MATH):
+        return aten.scaled_dot_product_attention.default.decompose(
+            query, key, value, attn_mask, dropout_p, is_causal, scale=scale,
+            enable_gqa=enable_gqa,
+        )  # fmt: skip
 
 
 def _message(text: str, query: Any, key: Any, value: Any, attn_mask: Any, dropout_p: float) -> str:
