@@ -48,7 +48,7 @@ from typing import Any
 
 import torch
 
-from .. import matmul_precision
+from .. import matmul_precision, patching
 from ..torchtpu_facts import section
 
 aten = torch.ops.aten
@@ -141,8 +141,11 @@ def precision(mode: Precision) -> Iterator[None]:
 
 def install_torch_settings() -> None:
     """Replace torch.set/get_float32_matmul_precision as TorchTPU's loader does."""
-    torch.set_float32_matmul_precision = set_float32_matmul_precision
-    torch.get_float32_matmul_precision = get_float32_matmul_precision
+    for name, value in (
+        ("set_float32_matmul_precision", set_float32_matmul_precision),
+        ("get_float32_matmul_precision", get_float32_matmul_precision),
+    ):
+        patching.patch(torch, name, value, by="emulator.precision")
 
 
 # ------------------------------------------------------------------ the arithmetic
