@@ -28,9 +28,9 @@ over ``torch.tpu.precision(...)`` blocks (innermost first; TorchTPU: "This setti
 ``_loader.py`` maps from ``torch.set_float32_matmul_precision`` (``sandbox/data/
 torch_tpu.toml``, ``[precision]``), initially ``DEFAULT`` (so ``get_float32_matmul_precision``
 answers ``"medium"``). Only float32 operands on the device change: bf16/fp16 (autocast) and
-CPU tensors are computed as they are. The blocks are one stack per process, so backward
-matmuls (run on autograd's device thread) see the block ``.backward()`` was called in; whether
-TorchTPU's C++ context state is per thread the wheel does not show.
+CPU tensors are computed as they are. The blocks are one stack per process (the emulator runs
+backward on the calling thread, so backward matmuls see the block ``.backward()`` was called
+in); whether TorchTPU's C++ context state is per thread the wheel does not show.
 
 Both emulators call :func:`run` with CPU tensors: the Python one from ``__torch_dispatch__``,
 the native one from its boxed fallback (``emulator.cpp``, ``set_precision_hook``), only while
