@@ -3,9 +3,8 @@
 TorchTPU's public names (see TARGETS.md, "tpu") beyond device management and
 seeding: streams and events (placeholders there too: work is ordered, and timing
 is done with ``torch.accelerator.synchronize()`` + ``time.perf_counter()``),
-``device_of``, ``get_device_properties``, matmul
-``precision`` and ``eager_mode`` settings (recorded, with no numeric effect: the
-emulator always computes float32 in float32, i.e. ``Precision.HIGHEST``), and the
+``device_of``, ``get_device_properties``, matmul ``precision`` (its arithmetic:
+``precision.py``) and ``eager_mode`` settings, and the
 submodules ``compiler``, ``optimizers``, ``pallas``, ``profiler``, ``ops``, whose contents
 are not emulated and say so when used; ``distributed`` is ``tpu_distributed`` (the launch step).
 """
@@ -21,7 +20,7 @@ from typing import Any
 
 import torch
 
-from . import state, tpu_distributed
+from . import precision, state, tpu_distributed
 
 TOTAL_MEMORY = 16 * 2**30
 
@@ -128,14 +127,6 @@ def _device_properties(device: Any = None) -> types.SimpleNamespace:
     )
 
 
-class Precision(enum.Enum):
-    """Matmul precision of TorchTPU's matrix unit (float32 inputs)."""
-
-    DEFAULT = "default"  # bf16 passes
-    HIGH = "high"
-    HIGHEST = "highest"
-
-
 class EagerMode(enum.Enum):
     """TorchTPU's execution modes (``torch_tpu/_internal/execution_mode``); the emulator
     runs every mode eagerly, op by op."""
@@ -194,26 +185,6 @@ def with_properties(module: types.ModuleType) -> types.ModuleType:
     return module
 
 
-_settings: dict[str, Any] = {
-    "precision": Precision.DEFAULT,
-}
-
-
-@contextmanager
-def _setting(key: str, value: Any) -> Iterator[None]:
-    prev = _settings[key]
-    _settings[key] = value
-    try:
-        yield
-    finally:
-        _settings[key] = prev
-
-
-def _precision(level: Precision | str) -> Any:
-    """``with torch.tpu.precision(Precision.HIGHEST):`` (no numeric effect here)."""
-    return _setting("precision", Precision(level) if isinstance(level, str) else level)
-
-
 def _topology_aware_mesh(*args: Any, **kwargs: Any) -> Any:
     raise NotImplementedError(
         f"torch.{state.name}.topology_aware_mesh is not emulated; build the mesh with "
@@ -250,8 +221,8 @@ def extra_functions(name: str) -> dict[str, Callable[..., Any] | Any]:
     if name == "tpu":
         extras.update(
             {
-                "Precision": Precision,
-                "precision": _precision,
+                "Precision": precision.Precision,
+                "precision": precision.precision,
                 "EagerMode": EagerMode,
                 "set_eager_mode": _set_eager_mode,
                 "topology_aware_mesh": _topology_aware_mesh,

@@ -14,7 +14,7 @@ from typing import Any
 import torch
 from torch.utils._pytree import tree_flatten, tree_map
 
-from . import counters, generator, memory, state
+from . import counters, generator, memory, precision, state
 
 aten = torch.ops.aten
 
@@ -209,7 +209,13 @@ def dispatch(func: Any, args: tuple, kwargs: dict) -> Any:
     def unwrap(x: Any) -> Any:
         return x._elem if isinstance(x, EmulatedTensor) else x
 
-    out = func(*tree_map(unwrap, args), **tree_map(unwrap, kwargs))
+    cpu_args, cpu_kwargs = tree_map(unwrap, args), tree_map(unwrap, kwargs)
+    if func in precision.OPS:  # float32 matmuls in TorchTPU's bfloat16 passes
+        out = precision.run(func, cpu_args, cpu_kwargs)
+    elif func is aten._fused_sdp_choice.default and precision.sdp_math(cpu_args[0]):
+        out = precision.SDP_MATH
+    else:
+        out = func(*cpu_args, **cpu_kwargs)
 
     # float64 is slow or missing on TPU/Trainium: flag ops reading or making it.
     float64 = any(

@@ -13,6 +13,7 @@
 // Measured design: benchmarks/cpp_backend/README.md.
 
 #include <torch/extension.h>
+#include <torch/csrc/jit/python/pybind_utils.h>
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/EmptyTensor.h>
@@ -610,6 +611,49 @@ int op_device(const c10::OperatorHandle& op, const torch::jit::Stack& stack, siz
   return index;
 }
 
+// ---------------------------------------------------------------- matmul precision
+// TorchTPU computes float32 matmul-class ops in bfloat16 passes (sandbox/emulator/precision.py
+// says how and why). While a level below HIGHEST is in force (`g_reduced`, set from Python
+// whenever it changes), the fallback hands those ops (`g_precision_ops`, by schema) with
+// their CPU arguments to Python's precision.run_by_name, which returns the results.
+std::atomic<bool> g_reduced{false};
+std::unordered_map<const void*, std::string> g_precision_ops;  // schema -> ns::op.overload
+PyObject* g_precision_hook = nullptr;  // Python: run_by_name(name, args) -> result(s)
+
+bool float32_operand(const torch::jit::Stack& stack, size_t base, size_t nargs) {
+  for (size_t i = 0; i < nargs; ++i) {
+    const c10::IValue& v = stack[base + i];
+    if (v.isTensor() && v.toTensor().defined() && v.toTensor().scalar_type() == at::kFloat)
+      return true;
+  }
+  return false;
+}
+
+// Run `op` through Python's precision rules: the CPU arguments on the stack are replaced by
+// its results. False (stack untouched) when the op is not one of them.
+bool run_with_precision(const c10::OperatorHandle& op, torch::jit::Stack* stack, size_t base,
+                        size_t nargs) {
+  if (!g_reduced.load(std::memory_order_relaxed) || g_precision_hook == nullptr) return false;
+  const c10::FunctionSchema& schema = op.schema();
+  auto it = g_precision_ops.find(&schema);
+  if (it == g_precision_ops.end() || !float32_operand(*stack, base, nargs)) return false;
+  pybind11::gil_scoped_acquire gil;
+  pybind11::list args;
+  for (size_t i = 0; i < nargs; ++i) args.append(torch::jit::toPyObject((*stack)[base + i]));
+  pybind11::object result =
+      pybind11::reinterpret_borrow<pybind11::object>(g_precision_hook)(it->second, args);
+  torch::jit::drop(*stack, nargs);
+  const auto& returns = schema.returns();
+  if (returns.size() == 1) {
+    stack->push_back(torch::jit::toIValue(result, returns[0].type()));
+  } else {
+    pybind11::tuple items = result.cast<pybind11::tuple>();
+    for (size_t i = 0; i < returns.size(); ++i)
+      stack->push_back(torch::jit::toIValue(items[i], returns[i].type()));
+  }
+  return true;
+}
+
 // The boxed fallback: run `op` by its CPU kernel (SparseCPU for sparse device tensors).
 template <c10::DispatchKey cpu_key>
 void fallback_to(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
@@ -635,7 +679,8 @@ void fallback_to(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       v = device_generator(v);
     }
   }
-  op.redispatchBoxed(c10::DispatchKeySet(cpu_key), stack);
+  if (cpu_key != c10::DispatchKey::CPU || !run_with_precision(op, stack, base, nargs))
+    op.redispatchBoxed(c10::DispatchKeySet(cpu_key), stack);
   f.write_back();
   const size_t nret = schema.returns().size();
   const size_t rbase = stack->size() - nret;
@@ -791,6 +836,9 @@ at::Tensor cpu_choosing(const at::Tensor& t) {
 int64_t dev_fused_sdp_choice(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                              const std::optional<at::Tensor>& mask, double dropout_p,
                              bool is_causal, std::optional<double> scale, bool enable_gqa) {
+  // float32 below HIGHEST: the math kernel, whose matmuls reach the precision rules (the
+  // CPU's fused kernels compute in float32). 0 is sdp::SDPBackend::math.
+  if (g_reduced.load(std::memory_order_relaxed) && q.scalar_type() == at::kFloat) return 0;
   std::optional<at::Tensor> m;
   if (mask.has_value() && mask->defined()) m = cpu_choosing(*mask);
   return at::_fused_sdp_choice(cpu_choosing(q), cpu_choosing(k), cpu_choosing(v), m, dropout_p,
@@ -894,6 +942,21 @@ void configure(const std::string& name, int devices, const std::vector<std::stri
   at::RegisterPrivateUse1HooksInterface(&g_hooks);
 }
 
+// The ops Python's precision rules apply to, and the function that applies them.
+void set_precision_hook(const std::vector<std::string>& names, pybind11::object hook) {
+  for (const auto& qualified : names) {
+    auto [ns, rest] = split_name(qualified);
+    auto dot = rest.find('.');
+    std::string name = ns + "::" + rest.substr(0, dot);
+    std::string overload = dot == std::string::npos ? "" : rest.substr(dot + 1);
+    auto handle = c10::Dispatcher::singleton().findSchema({name, overload});
+    TORCH_CHECK(handle.has_value(), "no operator ", qualified);
+    g_precision_ops[&handle->schema()] = qualified;
+  }
+  Py_XDECREF(g_precision_hook);
+  g_precision_hook = hook.release().ptr();  // kept for the process's life
+}
+
 pybind11::dict op_counts() {
   std::lock_guard<std::mutex> lock(g_ops_mu);
   pybind11::dict out;
@@ -974,4 +1037,6 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("reset_accumulated", &reset_accumulated);
   m.def("mark_generator", &mark_generator);
   m.def("forget_generator", &forget_generator);
+  m.def("set_precision_hook", &set_precision_hook, "ns::op.overload names, run(name, args)");
+  m.def("set_precision_reduced", [](bool reduced) { g_reduced.store(reduced); });
 }

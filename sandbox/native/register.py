@@ -20,7 +20,7 @@ from typing import Any
 import torch
 
 from .. import torchtpu_facts, tpu_launch
-from ..emulator import backend, generator, serialization, state
+from ..emulator import backend, generator, precision, serialization, state
 from ..emulator.counters import record_sync, record_transfer, reset
 from ..emulator.tensor import _MIXED_DEVICE_OK, NOT_EMULATED
 from .build import MODULE
@@ -96,6 +96,7 @@ def register(name: str, devices: int, library: Path) -> None:
         state.first_use_check = tpu_launch.worker_error
         ext.on_first_use(state.first_use_error)
     ext.route_to_fallback(*_routed(library))
+    ext.set_precision_hook(precision.qualified_names(), precision.run_by_name)
     for op, message in NOT_EMULATED.items():
         ext.refuse(_qualified(op), message)
     state.name, state.count, state.host_count, state.native = name, count, devices, ext
