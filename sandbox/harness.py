@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from . import rendezvous
+from . import matmul_precision, rendezvous
 from .channel import Collector, ProcessRecord
 from .commandline import rewrite
 from .cudacpu import pch as cudacpu_pch
@@ -97,10 +97,17 @@ class RunSpec:
     # Reference mode: kernel call sites (``path:function``) whose calls' arguments the run
     # records (``sandbox.site_calls``), for the verifier's differential check.
     record_sites: tuple[str, ...] = ()
+    # The emulated device's float32 matmul precision pinned for the whole run (every
+    # process), whatever the program sets: None is TorchTPU's own behaviour (bf16 passes
+    # unless the program asks for more), "highest" exact float32 (the verifier's tight
+    # check); see sandbox.matmul_precision. Emulated modes only.
+    matmul_precision: str | None = None
 
     def __post_init__(self) -> None:
         """Limits that do not bound (zero steps, a NaN timeout, ...) are refused before the
-        program is copied; ``steps``/``forwards`` may be None (that budget not used)."""
+        program is copied; ``steps``/``forwards`` may be None (that budget not used); an
+        unknown ``matmul_precision`` is refused naming the choices."""
+        matmul_precision.check(self.matmul_precision, RunError)
         counts = {"steps": self.steps, "forwards": self.forwards}
         check_limits(
             RunError,
@@ -281,6 +288,8 @@ def launcher_argv(spec: RunSpec, results: Path, program_dir: Path) -> list[str]:
         argv += ["--preload", module]
     for site in spec.record_sites:
         argv += ["--record-site", site]
+    if spec.matmul_precision is not None:
+        argv += ["--matmul-precision", spec.matmul_precision]
     program = dist.program if dist is not None else program_argv(spec.command)
     return [*argv, "--", *program]
 

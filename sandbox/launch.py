@@ -40,6 +40,7 @@ from typing import Any, NoReturn
 
 from torchport.sandbox.pythonpath import pin_own_package, place_site_paths, program_folders
 
+from . import matmul_precision
 from .channel import Reporter
 from .limits import DEFAULT_DEVICES
 from .modes import MODES
@@ -86,6 +87,12 @@ def _parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
         default=[],
         metavar="PATH:FUNCTION",
         help="reference mode: record the arguments of this kernel call site's first calls",
+    )
+    parser.add_argument(
+        "--matmul-precision",
+        choices=matmul_precision.choices(),
+        default=None,
+        help="pin the emulated device's float32 matmul precision for every process of the run",
     )
     parser.add_argument(
         "--real-data",
@@ -188,6 +195,7 @@ def main(argv: list[str] | None = None) -> int:
         preload=tuple(options.preload),
         real_data=options.real_data,
         record_sites=tuple(options.record_site),
+        matmul_precision=options.matmul_precision,
     )
     place_site_paths()  # after site-packages: torchport's own and torch's always win
     try:

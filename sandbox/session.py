@@ -49,6 +49,9 @@ class RunConfig:
     real_data: bool = False
     # reference mode: kernel call sites (path:function) whose arguments are recorded
     record_sites: tuple[str, ...] = ()
+    # the emulated device's float32 matmul precision pinned for the run (None: the
+    # program's own settings, as on TorchTPU); see sandbox.matmul_precision
+    matmul_precision: str | None = None
 
     def to_env(self) -> str:
         return json.dumps(asdict(self))
@@ -124,7 +127,7 @@ def current() -> Session | None:
     return _current
 
 
-def _activate(mode: str, devices: int, results: str) -> Any:
+def _activate(mode: str, devices: int, results: str, matmul_precision: str | None) -> Any:
     if mode == "reference":
         from torchport.sandbox import shim
         from torchport.sandbox.shim import cuda_extensions
@@ -135,7 +138,8 @@ def _activate(mode: str, devices: int, results: str) -> Any:
     if mode in EMULATED:
         from torchport.sandbox import emulator
 
-        emulator.activate(mode, devices=devices, build=False)  # built by the parent, if at all
+        # built by the parent, if at all
+        emulator.activate(mode, devices=devices, build=False, matmul_precision=matmul_precision)
         return emulator
     return None
 
@@ -161,7 +165,9 @@ def start(config: RunConfig, reporter: Reporter, *, child: bool = False) -> Sess
     session = _current = Session(config, reporter=reporter, child=child)
     # a real wandb, if installed, must not try its server (the sandbox has no network)
     os.environ["WANDB_MODE"] = "disabled"
-    session.watcher = _activate(config.mode, config.devices, config.results)
+    session.watcher = _activate(
+        config.mode, config.devices, config.results, config.matmul_precision
+    )
     from torchport.sandbox import rendezvous
 
     rendezvous.install()  # every mode: an unreachable rendezvous fails at once

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import torch
 
+from .. import matmul_precision as _matmul_precision
 from .. import native
 from ..modes import EMULATED
-from . import autocast, factories, rnn_cells, state
+from . import autocast, factories, precision, rnn_cells, state
 from . import backend as _backend
 from .counters import counters, reset
 from .tensor import EmulatedTensor
@@ -23,7 +24,12 @@ SUPPORTED = EMULATED
 
 
 def activate(
-    name: str = "tpu", devices: int = 1, backend: str | None = None, *, build: bool = False
+    name: str = "tpu",
+    devices: int = 1,
+    backend: str | None = None,
+    *,
+    build: bool = False,
+    matmul_precision: str | None = None,
 ) -> torch.device:
     """Install the emulated device ``name`` with ``devices`` ordinals; return ``name:0``.
 
@@ -34,16 +40,20 @@ def activate(
     torch version); torchport builds it in its own process before a sandboxed run
     (``native.prepare_for_sandbox``), and a run never compiles. PrivateUse1
     can be renamed once per process, so activation is permanent; calling again with
-    the same arguments is a no-op.
+    the same arguments is a no-op. ``matmul_precision`` pins every float32 matmul-class
+    op's precision for the process (``sandbox.matmul_precision``; None: the program's
+    settings decide, as on TorchTPU).
     """
     if name not in SUPPORTED:
         raise ValueError(f"unsupported device {name!r}; expected one of {SUPPORTED}")
     if devices < 1:
         raise ValueError("devices must be at least 1")
+    _matmul_precision.check(matmul_precision)
     if state.name:
-        if (state.name, state.count) != (name, devices):
+        if (state.name, state.count, precision.pinned) != (name, devices, matmul_precision):
             raise RuntimeError(
-                f"emulator already active as {state.name} x{state.count} in this process"
+                f"emulator already active as {state.name} x{state.count} "
+                f"(matmul_precision={precision.pinned!r}) in this process"
             )
         return torch.device(name, 0)
     current = torch._C._get_privateuse1_backend_name()
@@ -61,6 +71,7 @@ def activate(
         _backend.register(name, devices)
         factories.register()
     state.backend, state.reason = choice.backend, choice.reason
+    precision.pin(matmul_precision)
     autocast.register()
     rnn_cells.register()
     return torch.device(name, 0)
