@@ -348,6 +348,8 @@ OPTIONAL = {"numpy": ("dependency-missing", "human", set())}
 # Signatures proven by the end-to-end harness runs or by texts written out below.
 END_TO_END = {"run-timeout", "run-crashed", "cuda-unavailable", "parity-mismatch"}
 WRITTEN = {"run-memory-limit", "run-killed", "rendezvous-timeout", "kernel-mismatch"}
+# precision-sensitive: tests/test_precision_check.py (a port judged at both precisions)
+WRITTEN |= {"precision-sensitive"}
 # Proven by sandboxed runs in tests/test_rendezvous.py.
 END_TO_END |= {"rendezvous-unreachable"}
 
