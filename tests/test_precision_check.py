@@ -141,6 +141,10 @@ def test_a_loss_that_falls_less_than_half_as_far_stalls_even_when_close():
 def test_a_crash_only_at_default_precision_fails_and_outputs_are_compared():
     v, _, _ = checked(run(status="failed"))
     assert v.verdict == "failed" and "it stops at the TPU's default precision" in v.reason
+    # verified up to a failure the original shares: (b) failing the same way is no news
+    shared = run([2.0, 1.6], status="failed")
+    check = precision_check.judge(shared, {**shared, "losses": [2.0, 1.6001]}, POLICY)
+    assert check.holds is True and check.steps == 2
     out = {"shape": [2], "mean": 1.0, "std": 0.5, "abs_max": 2.0}
     check = precision_check.judge(
         run(outputs=[out]), run(outputs=[{**out, "mean": 1.0 + 1e-4}]), POLICY
