@@ -230,6 +230,12 @@ def timings_markdown(timings: dict[str, Any]) -> list[str]:
         f"{_md(timings['runs'])}; migration {migrated['seconds']} s "
         f"({migrated.get('start_up_s', '?')} s start-up{spent}); "
         f"comparison {timings['compare_s']} s"
+        + (
+            f"; the migration again at the TPU's default matmul precision "
+            f"{timings['default_precision']['seconds']} s"
+            if "default_precision" in timings
+            else ""
+        )
     ]
 
 
