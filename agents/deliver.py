@@ -142,6 +142,7 @@ def verification_markdown(record: dict[str, Any]) -> str:
     v = record.get("verification") or {}
     lines = _summary_markdown(record, v) + timings_markdown(v.get("timings") or {})
     lines += _parity_markdown(v.get("parity") or {})
+    lines += precision_markdown(v.get("precision") or {})
     lines += kernel_check_markdown(v.get("kernel_check") or {})
     lines += environment_markdown(record.get("environment") or {})
     lines += _evidence_markdown(v.get("target") or {})
@@ -234,6 +235,12 @@ def timings_markdown(timings: dict[str, Any]) -> list[str]:
         f"{_md(timings['runs'])}; migration {migrated['seconds']} s "
         f"({migrated.get('start_up_s', '?')} s start-up{spent}); "
         f"comparison {timings['compare_s']} s"
+        + (
+            f"; the migration again at the TPU's default matmul precision "
+            f"{timings['default_precision']['seconds']} s"
+            if "default_precision" in timings
+            else ""
+        )
     ]
 
 
@@ -255,6 +262,48 @@ def _parity_markdown(parity: dict[str, Any]) -> list[str]:
         f"max rel error {parity.get('max_rel', 0):.3g}"
     )
     return lines
+
+
+def precision_markdown(precision: dict[str, Any]) -> list[str]:
+    """The port's two runs (``agents.precision_check``): (a) with exact float32 matmuls
+    against the original, (b) at the TPU's default arithmetic against (a), each with its
+    measured deviation, and (b)'s losses beside (a)'s when it ran."""
+    if not precision:
+        return []
+    highest, default = precision.get("highest") or {}, precision.get("default") or {}
+    lines = ["", "## Matmul precision: the port run twice", ""]
+    lines.append(
+        "| check | float32 matmuls | against | compared | max abs | max rel | policy | result |"
+    )
+    lines.append("|---|---|---|---|---:|---:|---|---|")
+    lines.append(_check_row("(a) port bugs", "highest (exact)", "the original", highest, True))
+    lines.append(
+        _check_row("(b) the TPU's arithmetic", "default (bf16 passes)", "(a)", default, False)
+    )
+    if default.get("per_step"):
+        lines += ["", "| step | at highest | at the TPU's default |", "|---:|---:|---:|"]
+        lines += [
+            f"| {p['step']} | {p['highest']:.6g} | {p['default']:.6g} |"
+            for p in default["per_step"]
+        ]
+    return lines
+
+
+def _check_row(name: str, matmuls: str, against: str, check: dict[str, Any], always: bool) -> str:
+    """One check's row; a check that did not run says why in place of its numbers."""
+    policy = markdown_code(str(check.get("policy", "")))
+    if not (always or check.get("ran")):
+        why = _md(check.get("why", ""))
+        return f"| {name} | {matmuls} | {against} | — | — | — | {policy} | not run: {why} |"
+    holds = check.get("holds")
+    result = {True: "holds", False: "fails", None: "compared nothing"}[holds]
+    if check.get("why") and holds is not True:
+        result += f": {_md(check['why'])}"
+    return (
+        f"| {name} | {matmuls} | {against} | {check.get('steps', 0)} "
+        f"{_md(check.get('compared', 'nothing'))} | {check.get('max_abs', 0.0):.3g} "
+        f"| {check.get('max_rel', 0.0):.3g} | {policy} | {result} |"
+    )
 
 
 def kernel_check_markdown(checked: dict[str, Any]) -> list[str]:
@@ -318,6 +367,8 @@ def _headline_note(verification: dict[str, Any]) -> str:
     loosened = "; ".join(f"under {_md(said)}" for said in verification.get("loosened") or [])
     head = f" {loosened}" if loosened else ""
     reason = str(verification.get("reason") or "")
+    if ((verification.get("precision") or {}).get("default") or {}).get("holds") is False:
+        return f"{head} (at the TPU's default matmul precision; exact float32 matches)"
     if reason.startswith("the original fails here"):
         return f"{head} ({_md(reason.partition(':')[0])})"
     return head + (" (with a caveat)" if verification.get("caveat") else "")

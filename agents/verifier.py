@@ -41,7 +41,7 @@ from torchport.tools.catalogue import TARGETS
 from torchport.tools.depinstall import HOW_TO_PROVIDE
 from torchport.tools.depresolve import NOT_FOR_THE_PORT
 
-from . import kernel_check, port_launch, verify_pair
+from . import kernel_check, port_launch, precision_check, verify_pair
 from .data_notes import interpreter_note
 from .defaults import VERIFY_STEPS
 from .diagnose import diagnose, load_signatures
@@ -103,7 +103,11 @@ POLICY_FIELDS = {"rtol": float, "atol": float, "max_steps": int}
 def policies() -> dict[str, Policy]:
     text = importlib.resources.files("torchport.agents").joinpath("data/tolerance.toml")
     data = tomllib.loads(text.read_text(encoding="utf-8"))
-    return {name: Policy(name, **values) for name, values in data.items()}
+    return {
+        name: Policy(name, **values)
+        for name, values in data.items()
+        if name != precision_check.DefaultPolicy.name  # (b) against (a), not the original
+    }
 
 
 def policies_for(tolerance: Mapping[str, Any] | None) -> dict[str, Policy]:
@@ -263,6 +267,10 @@ class Verification:
     # tpu, torchrun: the port's launch command as its launch line has it, when that line takes
     # TorchTPU's launch step first (agents.port_launch); the port's run took the step too
     launch: str = ""
+    # The two precision checks of a port (agents.precision_check): "highest" (the port
+    # against the original, exact float32 matmuls) and "default" (the TPU's own arithmetic
+    # against "highest", or why it was not run); None when the migration was not run
+    precision: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -517,7 +525,8 @@ def rank(verification: dict[str, Any]) -> int:
     verdict = verification.get("verdict")
     if verdict == "failed":
         error = ((verification.get("failure") or {}).get("error")) or {}
-        return 2 if error.get("type") in ("ParityMismatch", "KernelMismatch") else 1
+        numbers = ("ParityMismatch", "KernelMismatch", "PrecisionSensitive")
+        return 2 if error.get("type") in numbers else 1
     return {"verified": 4, "ran": 3, "not-runnable": 0}.get(str(verdict), 0)
 
 
@@ -530,9 +539,11 @@ def run_program(
     progress: Callable[[dict[str, Any]], None] | None = None,
     site_paths: tuple[str, ...] = (),
     record_sites: tuple[str, ...] = (),
+    matmul_precision: str | None = None,
     launch_step: bool = False,
 ) -> dict[str, Any]:
-    """One sandboxed run as plain data (a harness that cannot start is a failed run);
+    """One sandboxed run as plain data (a harness that cannot start is a failed run).
+    ``matmul_precision``: pinned on the emulated device (``RunSpec``), or None;
     ``launch_step``: TorchTPU's launch step runs in torchrun's parent first."""
     dist = torchrun_parts(argv)
     spec = RunSpec(
@@ -552,6 +563,7 @@ def run_program(
         progress=progress,
         site_paths=tuple(Path(p) for p in site_paths),
         record_sites=record_sites,
+        matmul_precision=matmul_precision,
     )
     try:
         return run(spec).to_json()
@@ -670,7 +682,9 @@ def verify_tree(
     provide is named in the verdict. The two runs start together when the machine has
     room for both (``verify_pair.schedule``; ``together`` overrides it). Returns the
     verdict, with its ``timings``, and the reference run, which callers may keep (the
-    graph checkpoints it; the disk cache makes a second call cheap anyway).
+    graph checkpoints it; the disk cache makes a second call cheap anyway). The migration
+    is compared with exact float32 matmuls, then run again at the TPU's default arithmetic
+    where that matters (``with_precision_checks``).
     """
     started = time.perf_counter()
     environment = environment or {}
@@ -691,11 +705,7 @@ def verify_tree(
         recorded = kernel_check.record_specs(kernel_check.discover(source))
         return reference_run(source, argv, budget, cache, progress, site_paths, recorded)
 
-    def migrated() -> dict[str, Any]:
-        say(f"verifying: running the migration on the emulated {mode} device")
-        progress = _steps(say, "migration", budget)
-        return run_program(tree, argv, mode, budget, preload, progress, site_paths, (), bool(step))
-
+    migrated = _migration(tree, argv, mode, budget, (preload, site_paths), say, bool(step))
     pair = verify_pair.run_both(original, migrated, plan.together and given is None)
     reference, run = pair.reference, pair.migrated
     ran = time.perf_counter()
@@ -703,11 +713,87 @@ def verify_tree(
     v = name_missing_dependency(judge(reference, run, policy, mode), environment)
     checks = (plan, policies_for(tolerance))
     v = _sites_checked(v, source, tree, (reference, run), mode, budget, site_paths, checks, say)
+    v, again = with_precision_checks(v, target, run, lambda: migrated(None))
     done = time.perf_counter()
     got = "given" if given is not None else ("cache" if reference.get("cached") else "run")
-    v.timings = verify_pair.timings(pair, got, done - ran, done - started, plan)
+    compare = done - ran - (again[1] if again else 0.0)
+    v.timings = verify_pair.timings(pair, got, compare, done - started, plan, again)
     v.launch = step
     return v, reference
+
+
+def _migration(
+    tree: Path,
+    argv: list[str],
+    mode: str,
+    budget: RunLimits,
+    paths: tuple[tuple[str, ...], tuple[str, ...]],
+    say: Callable[[str], None],
+    launch_step: bool = False,
+) -> Callable[..., dict[str, Any]]:
+    """The migration's run on the emulated device: with exact float32 matmuls unless
+    called with ``precision`` None (the TPU's own arithmetic). ``paths``: the preloaded
+    modules and the dependency overlay's folders; ``launch_step``: TorchTPU's launch step
+    first (``_stepped_launch``)."""
+    preload, site_paths = paths
+    exact = precision_check.HIGHEST if mode in EMULATED else None
+
+    def migrated(precision: str | None = exact) -> dict[str, Any]:
+        at = "" if precision else " at the TPU's default matmul precision"
+        say(f"verifying: running the migration on the emulated {mode} device{at}")
+        progress = _steps(say, f"migration{at}", budget)
+        return run_program(
+            tree, argv, mode, budget, preload, progress, site_paths, (), precision, launch_step
+        )
+
+    return migrated
+
+
+def with_precision_checks(
+    v: Verification,
+    target: str,
+    highest: dict[str, Any],
+    at_default: Callable[[], dict[str, Any]],
+) -> tuple[Verification, tuple[dict[str, Any], float] | None]:
+    """``v`` (check (a): the port at highest precision against the original) with check
+    (b): ``at_default`` runs the port at TorchTPU's own arithmetic where that matters
+    (``precision_check``, which says where and why). A port whose training (b) finds
+    sensitive to the TPU's bf16 matmul passes fails, with ``PrecisionSensitive``; the
+    second run and its wall time are returned for the timings (None when not run)."""
+    skip = precision_check.why_not(target, v.verdict, highest)
+    check, again = precision_check.DefaultCheck(ran=False, why=skip), None
+    if not skip:
+        started = time.perf_counter()
+        default = at_default()
+        again = (default, time.perf_counter() - started)
+        check = precision_check.judge(highest, default, precision_check.default_policy())
+    v.precision = {"highest": _highest_summary(v), "default": check.to_json()}
+    if check.holds is False:
+        v.verdict, at_highest = "failed", v.reason
+        v.reason = f"{precision_check.reason(check)}. At highest precision: {at_highest}"
+        error = {"type": "PrecisionSensitive", "message": v.reason, "frame": None}
+        v.failure = {**(again[0] if again else highest), "error": error}
+    elif check.ran:
+        v.reason += f"; {precision_check.reason(check)}"
+    elif target == precision_check.TARGET and v.verdict == "verified":
+        v.reason += f"; not run again at the TPU's default matmul precision: {skip}"
+    return v, again
+
+
+def _highest_summary(v: Verification) -> dict[str, Any]:
+    """Check (a) as the report shows it beside check (b): the port, with every float32
+    matmul exact, against the original under the verdict's policy."""
+    parity = v.parity
+    summary: dict[str, Any] = {"matmul_precision": precision_check.HIGHEST, "policy": v.policy}
+    if parity is not None:
+        summary.update(
+            compared=parity.compared,
+            steps=parity.steps,
+            max_abs=parity.max_abs,
+            max_rel=parity.max_rel,
+            holds=parity.holds,
+        )
+    return summary
 
 
 def _stepped_launch(tree: Path, argv: list[str], mode: str) -> str:
@@ -767,7 +853,16 @@ def _check_sites(
     plan, policy_set = checks
 
     def runner(root: Path, run_mode: str) -> dict[str, Any]:
-        return run_program(root, kernel_check.DRIVER, run_mode, unbudgeted, site_paths=site_paths)
+        # exact float32 on the device, like check (a): a kernel's replacement is compared
+        pinned = precision_check.HIGHEST if run_mode != "reference" else None
+        return run_program(
+            root,
+            kernel_check.DRIVER,
+            run_mode,
+            unbudgeted,
+            site_paths=site_paths,
+            matmul_precision=pinned,
+        )
 
     def both(original: Any, port: Any) -> tuple[dict[str, Any], dict[str, Any]]:
         pair = verify_pair.run_both(original, port, plan.together)

@@ -13,7 +13,10 @@ images in a layout only its README describes), then migrated to the target with
     python benchmarks/realworld.py --mirrors DIR --work DIR --target neuron --json out.json
 
 Every row: verdict, its reason, constructs found = converted + left for a human +
-performance advisories, what was compared (steps or outputs), wall time. A repository
+performance advisories, what was compared (steps or outputs), both precision checks of a
+tpu port (agents/precision_check.py: (a) the port with exact float32 matmuls against the
+original, (b) at the TPU's default arithmetic against (a), each its max rel deviation and
+result, (b) with the wall time of its extra run), wall time. A repository
 that goes past its time budget is stopped and shown as ``timeout``; one whose snapshot
 is missing is ``not fetched``.
 """
@@ -30,6 +33,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 MIRRORS = Path(os.environ.get("TORCHPORT_MIRRORS", "/work/.mirror"))
 
@@ -250,6 +254,23 @@ class Row:
     compared: str = ""
     wall_s: float = 0.0
     missing_files: list[str] = field(default_factory=list)
+    # verification.json's ``precision``: check (a) "highest", check (b) "default"
+    highest: dict[str, Any] = field(default_factory=dict)
+    default: dict[str, Any] = field(default_factory=dict)
+    default_s: float | None = None  # the wall time of (b)'s run, where it ran
+
+    def checks(self) -> tuple[str, str]:
+        """The two checks as table cells: max rel and result, or why (b) did not run."""
+        a, b = self.highest, self.default
+        first = (
+            f"{a['max_rel']:.3g} {'holds' if a.get('holds') else 'fails'}"
+            if a.get("steps")
+            else "—"
+        )
+        if not b.get("ran"):
+            return first, f"not run: {b.get('why', '')}" if b else "—"
+        said = {True: "holds", False: "fails", None: "compared nothing"}[b.get("holds")]
+        return first, f"{b.get('max_rel', 0.0):.3g} {said} (+{self.default_s or 0:g} s)"
 
 
 def run_one(
@@ -311,6 +332,8 @@ def run_one(
     verification = (report.get("verification") or {}).get("verification") or {}
     parity = verification.get("parity") or {}
     compared = f"{parity.get('steps', 0)} {parity.get('compared', '')}".strip() if parity else ""
+    precision = verification.get("precision") or {}
+    again = (verification.get("timings") or {}).get("default_precision") or {}
     return Row(
         repo.title,
         verification.get("verdict", "?"),
@@ -322,20 +345,24 @@ def run_one(
         compared,
         wall,
         missing,
+        precision.get("highest") or {},
+        precision.get("default") or {},
+        again.get("seconds"),
     )
 
 
 def table(rows: list[Row]) -> str:
     lines = [
-        "| repository | verdict | constructs | converted | left | advisory | compared | wall s "
-        "| reason |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| repository | verdict | constructs | converted | left | advisory | compared "
+        "| (a) highest vs original | (b) TPU default vs (a) | wall s | reason |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         reason = r.reason.replace("|", "\\|").replace("\n", " ")
+        first, second = (c.replace("|", "\\|") for c in r.checks())
         lines.append(
             f"| {r.title} | {r.verdict} | {r.constructs} | {r.converted} | {r.left} "
-            f"| {r.advisories} | {r.compared} "
+            f"| {r.advisories} | {r.compared} | {first} | {second} "
             f"| {r.wall_s:g} | {reason} |"
         )
     counts: dict[str, int] = {}

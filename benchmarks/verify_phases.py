@@ -7,7 +7,9 @@ migration's run alone, as in a second round or a second target). Each prints the
 phases ``verification.json`` records (``timings``). The baseline, measured in the
 same run: ``python -c "import torch"`` (what any sandboxed run must pay), so the
 sandbox's start-up (everything before the program: the copy, the isolation
-backend, Python, torch, the emulated device) reads as a ratio against it.
+backend, Python, torch, the emulated device) reads as a ratio against it. ``default``:
+the port's second run, at the TPU's default matmul precision (agents/precision_check.py),
+which a tpu port that does matmuls pays on top (in ``total``).
 
 Not a test: prints figures. Usage: `make bench`, or
 `python benchmarks/verify_phases.py [--repeats 1] [--steps 5] [--isolation auto]`.
@@ -72,13 +74,17 @@ def row(label: str, verdict: str, t: dict[str, Any]) -> str:
     cells = " ".join(f"{phases.get(name, float('nan')):>11.2f}" for name, _, _ in PHASES)
     return (
         f"{label:<26} {t['total_s']:>7.2f} {ref['source']:>6} {ref['seconds']:>7.2f} "
-        f"{cells} {mig.get('start_up_s', float('nan')):>9.2f} {t['compare_s']:>7.3f}  {verdict}"
+        f"{cells} {mig.get('start_up_s', float('nan')):>9.2f} {t['compare_s']:>7.3f} "
+        f"{(t.get('default_precision') or {}).get('seconds', float('nan')):>7.2f}  {verdict}"
     )
 
 
 def header() -> str:
     names = " ".join(f"{name:>11}" for name, _, _ in PHASES)
-    return f"{'':<26} {'total':>7} {'ref':>6} {'ref s':>7} {names} {'start-up':>9} {'compare':>7}"
+    return (
+        f"{'':<26} {'total':>7} {'ref':>6} {'ref s':>7} {names} {'start-up':>9} {'compare':>7} "
+        f"{'default':>7}"
+    )
 
 
 def main() -> None:

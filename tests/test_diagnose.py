@@ -349,6 +349,8 @@ OPTIONAL = {"numpy": ("dependency-missing", "human", set())}
 END_TO_END = {"run-timeout", "run-crashed", "cuda-unavailable", "parity-mismatch"}
 WRITTEN = {"run-memory-limit", "run-killed", "rendezvous-timeout", "kernel-mismatch"}
 WRITTEN |= {"invalid-device-ordinal"}  # the neuron host's text, below
+# precision-sensitive: tests/test_precision_check.py (a port judged at both precisions)
+WRITTEN |= {"precision-sensitive"}
 # Proven by sandboxed runs in tests/test_rendezvous.py.
 END_TO_END |= {"rendezvous-unreachable"}
 
