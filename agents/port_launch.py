@@ -1,12 +1,14 @@
-"""Whether a tpu port's launch line takes TorchTPU's launch step before its torchrun command.
+"""Where a tpu port's launch line takes TorchTPU's launch step before its torchrun command.
 
 The verifier runs a port with the original's entry command (``torchrun ... train.py``). On
-TorchTPU the port's own launch line decides whether the ranks get the variables only the
-parent can decide: the tpu codemods (TPN010) write ``eval "$(python -m torch.tpu.distributed
-| sed 's/^/export /')" && `` before the command in shell scripts, Make recipes and YAML. Only
-such a line, naming the same command, makes the verifier's run take the step
-(``RunSpec(launch_step=True)``); a port whose launch line lacks it is run without, and its
-ranks fail at their first device use as on TorchTPU.
+TorchTPU a torchrun line runs only behind the launch step, which decides the variables every
+rank must agree on: the tpu codemods (TPN010) write ``eval "$(python -m torch.tpu.distributed
+| sed 's/^/export /')" && `` before the command in shell scripts, Make recipes and YAML. Such a
+line, naming the same command, is the port's command as its files have it; where no file has
+one, the verifier gives the entry command the step in the same form and reports that command
+as the one to run (``agents.verifier._stepped_launch``). Either way the run takes the step
+(``RunSpec(launch_step=True)``); a worker started without it fails at its first device use, as
+on TorchTPU.
 """
 
 from __future__ import annotations

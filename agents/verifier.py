@@ -19,6 +19,7 @@ import json
 import math
 import os
 import re
+import shlex
 import time
 import tomllib
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -38,6 +39,7 @@ from torchport.sandbox.modes import EMULATED
 from torchport.sandbox.safepath import digest_regular, read_inside
 from torchport.tools.atomicfile import atomic_write
 from torchport.tools.catalogue import TARGETS
+from torchport.tools.codemods import tpu_launch
 from torchport.tools.depinstall import HOW_TO_PROVIDE
 from torchport.tools.depresolve import NOT_FOR_THE_PORT
 
@@ -797,8 +799,13 @@ def _highest_summary(v: Verification) -> dict[str, Any]:
 
 
 def _stepped_launch(tree: Path, argv: list[str], mode: str) -> str:
-    """The port's launch command when it is a tpu torchrun whose launch line in ``tree``
-    takes TorchTPU's launch step first (its run then takes it too), else ""."""
+    """The port's launch command when it is a tpu torchrun (its run then takes TorchTPU's
+    launch step first), else "".
+
+    The command is part of the port: on TorchTPU a torchrun line runs only behind the launch
+    step. Where a launch line of ``tree`` already takes it before this command (TPN010 wrote
+    it), that line is the port's command; otherwise the entry command itself gains the step
+    in the form TPN010 writes, and the report names that command as the one to run."""
     if mode != "tpu":
         return ""
     try:
@@ -806,7 +813,8 @@ def _stepped_launch(tree: Path, argv: list[str], mode: str) -> str:
             return ""
     except RunError:
         return ""  # the run itself says what is wrong with the command
-    return port_launch.port_command(tree, argv) or ""
+    found = port_launch.port_command(tree, argv)
+    return found or tpu_launch.shell_step() + shlex.join(argv)
 
 
 def _site_paths(environment: dict[str, Any]) -> tuple[str, ...]:

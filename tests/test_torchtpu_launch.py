@@ -303,3 +303,14 @@ def test_verification_md_shows_the_ports_command_with_the_step():
     assert "- port's command: `" + STEP + "torchrun x`" in text
     record["verification"]["launch"] = ""
     assert "port's command" not in verification_markdown(record)
+
+
+def test_a_tpu_torchrun_entry_gains_the_step_as_the_ports_command(tmp_path):
+    """No launch file of the port names the entry command: the command itself is the port's
+    launch line, with the step in TPN010's form; other targets and plain Python get none."""
+    from torchport.agents.verifier import _stepped_launch
+
+    (tmp_path / "train.py").write_text("print('hi')\n")
+    assert _stepped_launch(tmp_path, TORCHRUN, "tpu") == STEP + " ".join(TORCHRUN)
+    assert _stepped_launch(tmp_path, TORCHRUN, "neuron") == ""
+    assert _stepped_launch(tmp_path, ["python", "train.py"], "tpu") == ""
