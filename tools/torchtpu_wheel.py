@@ -31,6 +31,7 @@ GLUE = f"torch_tpu/csrc/common/glue_{GLUE_TORCH}/libpywrap_{GLUE_TORCH}_common.s
 DEVICE_OPS = f"torch_tpu/_internal/device/_device_ops_backend_{GLUE_TORCH}.so"
 PRECISION_SO = f"torch_tpu/_internal/precision/precision_impl_{GLUE_TORCH}.so"
 EAGER_SO = f"torch_tpu/_internal/execution_mode/execution_mode_impl_{GLUE_TORCH}.so"
+WARNINGS_SO = f"torch_tpu/_internal/warnings_impl_{GLUE_TORCH}.so"
 
 DEVICE_MODULE = "torch_tpu/_internal/device/_device_module.py"
 ANNOTATIONS = "torch_tpu/_internal/utils/annotations.py"
@@ -40,6 +41,7 @@ PRECISION_PY = "torch_tpu/_internal/precision/precision.py"
 EXECUTION_MODE = "torch_tpu/_internal/execution_mode/__init__.py"
 DISTRIBUTED = "torch_tpu/_internal/distributed/distributed.py"
 STREAMS = "torch_tpu/_internal/stream/streams.py"
+HARDWARE = "torch_tpu/_internal/utils/hardware.py"
 
 # at::autocast::CastPolicy in torch 2.13's ATen/autocast_mode.h, in enum order: the
 # number in a WrapFunction_<CastPolicy N, DeviceType 20 (PrivateUse1)> symbol.
@@ -48,6 +50,32 @@ PRIVATEUSE1 = 20
 
 # Which glue reader is which role in [environment] (roles other parts of torchport use).
 ENV_ROLES = {"visible_devices": "TpuVisibleDevices", "launch_blocking": "TorchTpuLaunchBlocking"}
+
+
+# Where the wheel is cached, when set (else under TORCHPORT_HOME): see cache_dir.
+CACHE_ENV = "TORCHPORT_TORCH_TPU_CACHE"
+
+# The worker's side of the launch step is compiled (GetDistributedWorkerConfiguration in the
+# glue), so two of its facts are read from a disassembly of that function, not derived; the
+# derivation only checks that the wheel still agrees with them.
+# WORKER_GATE: the function reads the worker configuration only when this variable parses as
+# an integer (a test-and-branch before the first GetRequired*EnvOnce call). Cited, not
+# checked: the symbols cannot show a branch.
+WORKER_GATE = "WORLD_SIZE"
+# WORKER_REQUIRES_ORDER: the order it calls GetRequired[Integer]EnvOnce<&k...EnvVar> in, which
+# is the order it names the unset ones in; the symbols give the set, checked against this.
+WORKER_REQUIRES_ORDER = (
+    "RANK",
+    "LOCAL_RANK",
+    "WORLD_SIZE",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "TORCH_TPU_SLICEBUILDER_ADDRESSES",
+    "TORCH_TPU_TOPOLOGY",
+)
+# WORKER_MISSING_JOIN: what joins the ", "-joined names to the message's second string (too
+# short to be one of the library's strings).
+WORKER_MISSING_JOIN = "; "
 
 
 class WheelError(Exception):
@@ -550,6 +578,156 @@ def fork_error(wheel: Wheel) -> str:
     return str(_const(raised.args[0], DEVICE_MODULE))
 
 
+def internal_warning_prefix(wheel: Wheel) -> str:
+    """The prefix of an internal API's warning: annotations.py's ``Stage.INTERNAL`` warns in
+    ``warnings.X_Y`` (WarningCategory), whose prefix ``<TorchTpu/.../XY/> `` is a string of
+    warnings_impl (the categories are C++; warnings.py documents the format)."""
+    stage = _classes(wheel.tree(ANNOTATIONS))["Stage"]
+    category = next(
+        (
+            s.body[0].value
+            for s in ast.walk(_functions(stage)["warning_category"])
+            if isinstance(s, ast.If)
+            and ast.unparse(s.test) == "self == Stage.INTERNAL"
+            and isinstance(s.body[0], ast.Return)
+        ),
+        None,
+    )
+    if not isinstance(category, ast.Attribute):
+        raise WheelError(f"{ANNOTATIONS}: Stage.INTERNAL names no warning category")
+    camel = "".join(part.capitalize() for part in category.attr.split("_"))
+    found = [
+        s for s in wheel.strings(WARNINGS_SO) if re.fullmatch(rf"<TorchTpu/(\w+/)*{camel}/> ", s)
+    ]
+    if len(found) != 1:
+        raise WheelError(f"{WARNINGS_SO} has {len(found)} prefixes of {category.attr}: {found}")
+    return found[0]
+
+
+def worker_requires(wheel: Wheel) -> list[str]:
+    """The variables the worker's configuration requires, in WORKER_REQUIRES_ORDER: the
+    glue's ``GetRequired[Integer]EnvOnce<..., &k...EnvVar>`` symbols give the set."""
+    blob = "\n".join(s for s in wheel.strings(GLUE) if s.startswith("_Z"))
+    read = re.findall(
+        r"GetRequired(?:Integer)?EnvOnceI\w*?XadsoKcL_ZNS_\d+k([A-Z]\w*?)EnvVar", blob
+    )
+    found = {_env_name(c) for c in read}
+    if found != set(WORKER_REQUIRES_ORDER):
+        raise WheelError(
+            f"{GLUE} reads {sorted(found)} through GetRequired[Integer]EnvOnce, not the recorded"
+            f" {sorted(WORKER_REQUIRES_ORDER)}: disassemble GetDistributedWorkerConfiguration"
+            " again for the order it checks them in (WORKER_REQUIRES_ORDER)"
+        )
+    return list(WORKER_REQUIRES_ORDER)
+
+
+def worker_missing_error(wheel: Wheel) -> str:
+    """The RuntimeError naming the unset ones: the glue's two strings around ``{missing}``."""
+    strings = wheel.strings(GLUE)
+    head = [s for s in strings if s.startswith("missing required environment variables for ")]
+    tail = [s for s in strings if s.startswith("please run the program via torchrun")]
+    if len(head) != 1 or len(tail) != 1:
+        raise WheelError(f"{GLUE} no longer states the missing-variables error in two strings")
+    return f"{head[0]}{{missing}}{WORKER_MISSING_JOIN}{tail[0]}"
+
+
+def launch_single_host_address(wheel: Wheel) -> str:
+    """One rank's address on one host: the f-string of set_tpu_launch_env's
+    pick_slicebuilder_addresses, its unused-port call as ``{port}``."""
+    fn = _functions(wheel.tree(DISTRIBUTED)).get("pick_slicebuilder_addresses")
+    fstrings = [n for n in ast.walk(fn) if isinstance(n, ast.JoinedStr)] if fn else []
+    if len(fstrings) != 1:
+        raise WheelError(f"{DISTRIBUTED}: pick_slicebuilder_addresses builds no one f-string")
+    parts = []
+    for value in fstrings[0].values:
+        if not isinstance(value, ast.FormattedValue):
+            parts.append(str(value.value))
+        elif ast.unparse(value.value).endswith("pick_unused_port()"):
+            parts.append("{port}")
+        else:
+            raise WheelError(f"{DISTRIBUTED}: the address formats {ast.unparse(value.value)}")
+    return "".join(parts)
+
+
+def launch_prints(wheel: Wheel) -> tuple[list[str], list[str]]:
+    """(the variables ``python -m`` of the launch module always prints, in order; those it
+    prints where set): the print calls of distributed.py's _print_launch_env, ``NAME=...``
+    directly in its body, then a loop over a tuple of names."""
+    fn = _functions(wheel.tree(DISTRIBUTED)).get("_print_launch_env")
+    if fn is None:
+        raise WheelError(f"{DISTRIBUTED} has no _print_launch_env")
+
+    def printed(stmt: ast.stmt) -> str | None:
+        call = stmt.value if isinstance(stmt, ast.Expr) else None
+        if isinstance(call, ast.Call) and ast.unparse(call.func) == "print" and call.args:
+            text = _template(call.args[0])
+            return text.split("=", 1)[0] if "=" in text else None
+        return None
+
+    always = [name for s in fn.body if (name := printed(s))]
+    where_set = [
+        str(_const(e, DISTRIBUTED))
+        for s in fn.body
+        if isinstance(s, ast.For)
+        and isinstance(s.iter, ast.Tuple)
+        and any(printed(n) for n in ast.walk(s) if isinstance(n, ast.Expr))
+        for e in s.iter.elts
+    ]
+    if not always:
+        raise WheelError(f"{DISTRIBUTED}: _print_launch_env prints no variable")
+    return always, where_set
+
+
+def _immutable_dict(node: ast.AST, tree: ast.Module) -> dict:
+    """``immutabledict.immutabledict({...})`` of hardware.py: its literal, a module-level name
+    standing for its value."""
+    if isinstance(node, ast.Name):
+        node = _module_assignments(tree).get(node.id, node)
+    if (
+        isinstance(node, ast.Call)
+        and ast.unparse(node.func).endswith("immutabledict")
+        and node.args
+    ):
+        node = node.args[0]
+    if not isinstance(node, ast.Dict):
+        raise WheelError(
+            f"{HARDWARE}: expected an immutabledict literal, found {ast.unparse(node)}"
+        )
+    return {
+        _const(k, HARDWARE): _immutable_dict(v, tree)
+        if isinstance(v, (ast.Name, ast.Call))
+        else _const(v, HARDWARE)
+        for k, v in zip(node.keys, node.values, strict=True)
+    }
+
+
+def topology(wheel: Wheel) -> tuple[str, dict[str, dict[int, str]]]:
+    """(get_tpu_topology's error for a count with no topology, as a template; generation name
+    -> chip count -> TORCH_TPU_TOPOLOGY): hardware.py's _TOPOLOGY_BY_TPU_PCI_DEVICE_ID, its PCI
+    device ids named by _PCI_DEVICE_ID_TO_NAME."""
+    tree = wheel.tree(HARDWARE)
+    tables = _module_assignments(tree)
+    if "_TOPOLOGY_BY_TPU_PCI_DEVICE_ID" not in tables or "_PCI_DEVICE_ID_TO_NAME" not in tables:
+        raise WheelError(
+            f"{HARDWARE} has no _TOPOLOGY_BY_TPU_PCI_DEVICE_ID or _PCI_DEVICE_ID_TO_NAME"
+        )
+    by_id = _immutable_dict(tables["_TOPOLOGY_BY_TPU_PCI_DEVICE_ID"], tree)
+    names = _immutable_dict(tables["_PCI_DEVICE_ID_TO_NAME"], tree)
+    unnamed = [i for i in by_id if i not in names]
+    if unnamed:
+        raise WheelError(f"{HARDWARE}: _PCI_DEVICE_ID_TO_NAME does not name {unnamed}")
+    fn = _functions(tree).get("get_tpu_topology")
+    raised = next((s.exc for s in ast.walk(fn) if isinstance(s, ast.Raise)), None) if fn else None
+    if not (isinstance(raised, ast.Call) and raised.args):
+        raise WheelError(f"{HARDWARE}: get_tpu_topology raises no error")
+    values = raised.args[0].values if isinstance(raised.args[0], ast.JoinedStr) else []
+    counts = [v for v in values if isinstance(v, ast.FormattedValue)]
+    if len(counts) != 1:
+        raise WheelError(f"{HARDWARE}: get_tpu_topology's error does not name one count")
+    error = _template(raised.args[0]).replace("{" + ast.unparse(counts[0].value) + "}", "{count}")
+    return error, {names[i]: table for i, table in by_id.items()}
+
+
 def python_reads(wheel: Wheel) -> dict[str, set[str]]:
     """Variable -> files of the Python layer that read it: ``env.get_*_env_once("X")``,
     ``get_and_set_str_env_once("X", ...)``, ``os.environ.get("X")``, ``os.getenv("X")``,
@@ -729,6 +907,12 @@ def _device_module_lines(wheel: Wheel) -> list[str]:
         f"context_managers = {_value(context_managers(wheel, tpu))}",
         *_comment(f"The RuntimeError of an internal API ({ANNOTATIONS}, _create_warning_wrapper)."),
         f"internal_error = {_value(internal_error(wheel))}",
+        *_comment(
+            "The prefix of an internal API's one-time warning"
+            f" ({strict_variable(wheel)}=1): WarningCategory.INTERNAL_API's, from the strings of"
+            " warnings_impl_<torch>.so."
+        ),
+        f"internal_warning_prefix = {_value(internal_warning_prefix(wheel))}",
         "",
         "[eager_mode]",
         *_comment(
@@ -776,6 +960,7 @@ def _distributed_lines(wheel: Wheel) -> list[str]:
     launch = next(n for n, t in launcher.targets.items() if t.endswith(":set_tpu_launch_env"))
     single, multi = launch_sets(wheel)
     registered = backends(wheel)
+    prints, where_set = launch_prints(wheel)
     return [
         "[distributed]",
         *_comment(f"torch.distributed.Backend.register_backend(name, ..., devices) in {LOADER}."),
@@ -792,6 +977,43 @@ def _distributed_lines(wheel: Wheel) -> list[str]:
         f"launch_sets_multi_host = {_value(multi)}",
         *_comment(f"A forked child that touches the device ({DEVICE_MODULE}, _lazy_init)."),
         f"fork_error = {_value(fork_error(wheel))}",
+        *_comment(
+            f"The worker's side of the launch step ({GLUE.rsplit('/', 1)[1]}): a tpu process whose"
+            " worker_gate variable is an integer reads its distributed worker configuration when"
+            " the device initialises (PjrtBackend::InitializeInternal calls"
+            " GetDistributedWorkerConfiguration), i.e. at its first use. Each of worker_requires"
+            " is read through GetRequired[Integer]EnvOnce (their symbols); the unset ones are"
+            ' named, ", "-joined in this order (the order the function checks them, from its'
+            " disassembly), in worker_missing_error, a RuntimeError at that first use."
+        ),
+        f"worker_gate = {_value(WORKER_GATE)}",
+        f"worker_requires = {_value(worker_requires(wheel))}",
+        f"worker_missing_error = {_value(worker_missing_error(wheel))}",
+        *_comment(
+            "set_tpu_launch_env on one host (distributed.py): one address per rank on this host,"
+            f" each an unused port (portpicker); `python -m {launcher.module}` prints these"
+            " assignments, in order (_print_launch_env; WORLD_SIZE unquoted, then"
+            f" {', '.join(where_set)} where set)."
+        ),
+        f"launch_single_host_address = {_value(launch_single_host_address(wheel))}",
+        f"launch_prints = {_value(prints)}",
+        f"launch_prints_where_set = {_value(where_set)}",
+    ]
+
+
+def _topology_lines(wheel: Wheel) -> list[str]:
+    error, generations = topology(wheel)
+    return [
+        "[topology]",
+        *_comment(
+            f"TORCH_TPU_TOPOLOGY by chip count, per TPU generation ({HARDWARE},"
+            " _TOPOLOGY_BY_TPU_PCI_DEVICE_ID): get_tpu_topology(count) on one host; a count the"
+            " generation's table lacks is a RuntimeError, no_topology_error."
+        ),
+        f"no_topology_error = {_value(error)}",
+        "",
+        "[topology.generations]",
+        *(f"{_value(name)} = {_value(table)}" for name, table in generations.items()),
     ]
 
 
@@ -872,6 +1094,7 @@ SECTIONS = (
     _device_module_lines,
     _precision_lines,
     _distributed_lines,
+    _topology_lines,
     _environment_lines,
     _stream_and_sdpa_lines,
     _autocast_lines,
@@ -885,10 +1108,14 @@ def render(wheel: Wheel) -> str:
 
 
 def cache_dir() -> Path:
-    """Where ``make test``'s set-up keeps the wheel: ``$TORCHPORT_HOME/torch-tpu``, else
-    ``~/.cache/torchport/torch-tpu`` (as the native emulator and the model parts)."""
+    """Where ``make test``'s set-up keeps the wheel: ``$TORCHPORT_TORCH_TPU_CACHE`` (CACHE_ENV;
+    the tests keep the real cache there while TORCHPORT_HOME points at a temporary folder),
+    else ``$TORCHPORT_HOME/torch-tpu``, else ``~/.cache/torchport/torch-tpu`` (as the native
+    emulator and the model parts)."""
     import os
 
+    if os.environ.get(CACHE_ENV):
+        return Path(os.environ[CACHE_ENV]).expanduser()
     home = os.environ.get("TORCHPORT_HOME")
     return (Path(home).expanduser() if home else Path.home() / ".cache" / "torchport") / "torch-tpu"
 
