@@ -31,12 +31,14 @@ def _torchport_home(tmp_path_factory: pytest.TempPathFactory):
     from torchport.agents.llm import local
     from torchport.sandbox.cudacpu import build as cudacpu_build
     from torchport.sandbox.native import build
+    from torchport.tools import torchtpu_wheel
 
     keys = (
         "TORCHPORT_HOME",
         "TORCHPORT_MODELS",
         "TORCHPORT_EMULATOR_CACHE",
         cudacpu_build.CACHE_ENV,
+        torchtpu_wheel.CACHE_ENV,
         "PIP_NO_INDEX",
     )
     saved = {k: os.environ.get(k) for k in keys}
@@ -45,6 +47,8 @@ def _torchport_home(tmp_path_factory: pytest.TempPathFactory):
     os.environ[build.CACHE_ENV] = str(build.cache_root())
     # so is the CPU runner's build of a CUDA test extension (minutes of CPU; keyed by content)
     os.environ[cudacpu_build.CACHE_ENV] = str(cudacpu_build.cache_root())
+    # and so is the torch-tpu wheel make test's set-up fetched (the conformance tests' oracle)
+    os.environ[torchtpu_wheel.CACHE_ENV] = str(torchtpu_wheel.cache_dir())
     home = tmp_path_factory.mktemp("torchport-home")
     if os.environ.get("PYTEST_XDIST_WORKER"):
         # The workers share the cache of the originals' reference runs (keyed by content,

@@ -17,6 +17,7 @@ import pkgutil
 import re
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -29,14 +30,6 @@ from torchport.tools.catalogue import load_catalogue
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = Path(__file__).parent / "fixtures" / "corpus"
-# Where the set-up put the wheel, read at import: conftest's session fixture later points
-# TORCHPORT_HOME at a temporary folder.
-WHEEL = torchtpu_wheel.cached_wheel()
-needs_wheel = pytest.mark.skipif(
-    not WHEEL.is_file(),
-    reason=f"the torch-tpu wheel is not cached ({WHEEL}); `make test` fetches it"
-    " (scripts/fetch-torch-tpu)",
-)
 
 INTERNAL = facts.internal_for(torch.__version__)
 PUBLIC = facts.public_names("torch.tpu")
@@ -59,12 +52,34 @@ ARGS = {
 # --- (a) the committed facts are the wheel's ---------------------------------------------
 
 
-@needs_wheel
-def test_the_committed_facts_are_what_the_wheel_says():
-    derived = torchtpu_wheel.render(torchtpu_wheel.open_wheel(WHEEL))
+@pytest.fixture
+def wheel() -> Path:
+    """Where the set-up put the wheel: conftest keeps that cache (torchtpu_wheel.CACHE_ENV)
+    while it points TORCHPORT_HOME at a temporary folder, so this is read when a test runs."""
+    path = torchtpu_wheel.cached_wheel()
+    if not path.is_file():
+        pytest.skip(
+            f"the torch-tpu wheel is not cached ({path}); `make test` fetches it"
+            " (scripts/fetch-torch-tpu)"
+        )
+    return path
+
+
+def test_the_wheel_cache_is_the_real_one_while_torchport_home_is_temporary():
+    import os
+
+    home = Path(os.environ["TORCHPORT_HOME"])
+    assert not torchtpu_wheel.cache_dir().is_relative_to(home), (
+        "tests look for the torch-tpu wheel under the session's temporary TORCHPORT_HOME:"
+        f" conftest must keep the real cache in {torchtpu_wheel.CACHE_ENV}"
+    )
+
+
+def test_the_committed_facts_are_what_the_wheel_says(wheel):
+    derived = torchtpu_wheel.render(torchtpu_wheel.open_wheel(wheel))
     committed = facts.FACTS_FILE.read_text(encoding="utf-8")
     assert derived == committed, (
-        f"sandbox/data/torch_tpu.toml is not what {WHEEL.name} says: run"
+        f"sandbox/data/torch_tpu.toml is not what {wheel.name} says: run"
         " scripts/derive-torch-tpu-facts to see the difference, --write to take the wheel's"
     )
 
@@ -81,6 +96,31 @@ def test_deriving_from_a_file_that_is_no_wheel_says_so(tmp_path):
     assert "is not a readable wheel" in done.stderr and "Traceback" not in done.stderr
 
 
+def _glue_reading(tmp_path: Path, constants: list[str]) -> torchtpu_wheel.Wheel:
+    """A zip holding only a glue library whose symbols read ``constants`` through
+    GetRequired[Integer]EnvOnce (as the 2.13 glue's are mangled)."""
+    symbols = [
+        f"_ZN9torch_tpu25GetRequiredIntegerEnvOnceIiXadsoKcL_ZNS_{len(c) + 7}k{c}EnvVarEEEEEERKv"
+        for c in constants
+    ]
+    path = tmp_path / "glue.whl"
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr(torchtpu_wheel.GLUE, "\0".join(["\x7fELF", *symbols, ""]))
+    return torchtpu_wheel.open_wheel(path)
+
+
+def test_the_worker_requirements_are_derived_as_a_set_and_ordered_as_recorded(tmp_path):
+    recorded = torchtpu_wheel.WORKER_REQUIRES_ORDER
+    # the glue's constants: RANK -> kRankEnvVar, LOCAL_RANK -> kLocalRankEnvVar, ...
+    shuffled = sorted(n.title().replace("_", "") for n in recorded)
+    wheel = _glue_reading(tmp_path, shuffled)
+    assert torchtpu_wheel.worker_requires(wheel) == list(recorded)
+    (tmp_path / "fewer").mkdir()
+    fewer = _glue_reading(tmp_path / "fewer", shuffled[1:])
+    with pytest.raises(torchtpu_wheel.WheelError, match="WORKER_REQUIRES_ORDER"):
+        torchtpu_wheel.worker_requires(fewer)
+
+
 def test_fetching_without_a_registry_and_no_cached_wheel_says_what_is_missing(tmp_path):
     env = {"TORCHPORT_HOME": str(tmp_path), "PIP_NO_INDEX": "1", "PATH": "/usr/bin:/bin"}
     done = subprocess.run(
@@ -95,6 +135,25 @@ def test_fetching_without_a_registry_and_no_cached_wheel_says_what_is_missing(tm
     assert wheel["file"] in done.stderr and "make test" in done.stderr
     assert "Traceback" not in done.stderr
     assert not list((tmp_path / "torch-tpu").iterdir()), "nothing half-downloaded is kept"
+
+
+def test_fetching_puts_the_wheel_in_the_cache_the_variable_names(tmp_path):
+    cache = tmp_path / "kept"
+    env = {
+        "TORCHPORT_HOME": str(tmp_path / "home"),
+        torchtpu_wheel.CACHE_ENV: str(cache),
+        "PIP_NO_INDEX": "1",
+        "PATH": "/usr/bin:/bin",
+    }
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "scripts/fetch-torch-tpu")],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert str(cache / facts.section("wheel")["file"]) in done.stderr
+    assert not (tmp_path / "home" / "torch-tpu").exists(), "not under TORCHPORT_HOME"
 
 
 # --- (b) the emulated device's surface, seen by a program --------------------------------
