@@ -296,7 +296,10 @@ CPU_EXPECTED: dict[str, tuple[str, str, set[str]]] = {
     "nvtx": ("cuda-nvtx", "rules", {"TPT004"}),
     "load_cuda": ("load-cuda-checkpoint", "rules", {"TPS001", "TPS002"}),
     "load_xla": ("map-location-unknown", "llm", {"TPS001"}),
-    "pin_memory": ("accelerator-unavailable", "rules", {"TPL002"}),
+    # The original's pinning fails on a CPU-only torch (no accelerator), but a tpu port keeps
+    # it (TPL001/TPL002 are "none" on tpu: TorchTPU pins): no rule, and not TPD005 (no
+    # integer device on that line); the other targets get TPL002 (test below).
+    "pin_memory": ("pin-memory-no-accelerator", "llm", set()),
     "integer_device": ("accelerator-unavailable", "rules", {"TPD005"}),
     "cudnn_version": ("cuda-version-none", "llm", {"TPD020", "TPB001"}),
     "cuda_version": ("cuda-version-none", "llm", {"TPD020"}),
@@ -336,7 +339,9 @@ TPU_EXPECTED: dict[str, tuple[str, str, set[str]]] = {
     "legacy_synchronize": ("legacy-device-api", "llm", set()),
     "tpu_attribute": ("target-api-missing", "llm", set()),
     "op_missing": ("emulator-op-missing", "human", set()),
-    "pinned_factory": ("emulator-hook-missing", "human", {"TPL001"}),
+    # Still fails on both emulators (no getPinnedMemoryAllocator hook): an emulator gap, and
+    # no rule, since a tpu port keeps pin_memory=True (TPL001 is "none" on tpu).
+    "pinned_factory": ("emulator-hook-missing", "human", set()),
     "cpu_generator": ("device-mismatch", "llm", set()),
     "ordinal": ("tpu-one-device", "llm", {"TPD003"}),
     "fp16_scaler": ("cuda-gradscaler", "rules", {"TPA002", "TPA004"}),
@@ -456,6 +461,11 @@ def test_rules_and_action_follow_the_target(cases: dict) -> None:
     # TPF001 has no fix for device-agnostic code ("none"): not a finding there.
     assert diagnose(cases["cpu"]["float64_input"], "tpu").rules == ("TPF001",)
     assert diagnose(cases["cpu"]["float64_input"], "accelerator").rules == ()
+    # Pinning: kept on tpu (TorchTPU pins), removed by TPL002's codemod elsewhere.
+    pinning = diagnose(cases["cpu"]["pin_memory"], "neuron")
+    assert (pinning.action, pinning.rules) == ("rules", ("TPL002", "TPL001"))
+    assert diagnose(cases["tpu"]["pinned_factory"], "neuron").rules == ("TPL001", "TPL002")
+    assert diagnose(cases["cpu"]["pin_memory"], "tpu").rules == ()
     # TPB001 (cudnn flags) is "none" for accelerator too; TPD020 stays.
     assert diagnose(cases["cpu"]["cudnn_version"], "accelerator").rules == ("TPD020",)
     # The CUDA codemods exist for every target.

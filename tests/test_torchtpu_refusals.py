@@ -232,6 +232,31 @@ def test_event_elapsed_time_needs_timing_enabled_recorded_events(backend: str) -
     assert r == [["ok", "True"], untimed, untimed, unrecorded]
 
 
+COMPLETED = (
+    OUTCOME
+    + """
+E = torch.tpu.Event
+never, start, end = E(), E(enable_timing=True), E(enable_timing=True)
+result["unrecorded"] = [outcome(never.query), outcome(never.synchronize)]
+start.record()
+torch.ones(4, device="tpu").sum()
+end.record()
+result["recorded"] = [outcome(end.query), outcome(end.synchronize),
+                      outcome(lambda: start.elapsed_time(end) >= 0.0)]
+"""
+)
+
+
+def test_event_query_and_synchronize_see_a_completed_event(backend: str) -> None:
+    # TpuEvent (torch_tpu/_internal/stream/streams.py): synchronize() waits for the work
+    # record() captured and returns at once when never recorded; query() says whether that
+    # work completed. On the emulator it has when record() returns, so both answer at once,
+    # on either backend, and elapsed_time follows, as TpuEvent's docstring shows.
+    r = run_snippet(COMPLETED, backend=backend)
+    assert r["unrecorded"] == [["ok", "True"], ["ok", "None"]]
+    assert r["recorded"] == [["ok", "True"], ["ok", "None"], ["ok", "True"]]
+
+
 PINNING = """
 from torch.utils.data import DataLoader, TensorDataset
 x = torch.arange(6.0)

@@ -65,6 +65,19 @@ class Event(torch.Event):
         self._recorded_at = time.perf_counter()
         return self
 
+    def query(self) -> bool:  # type: ignore[override]
+        """True: TorchTPU's ``TpuEvent.query`` is whether the work ``record`` captured has
+        completed, and on the emulator it has when ``record`` returns (or was never
+        recorded: nothing captured). Answered here, not by torch's ``Event.query``, which the
+        Python backend's device guard does not implement."""
+        return True
+
+    def synchronize(self) -> None:  # type: ignore[override]
+        """Returns at once: TorchTPU's ``TpuEvent.synchronize`` waits for the work ``record``
+        captured (returning at once if never recorded), and on the emulator that work is done
+        when ``record`` returns. Not torch's ``Event.synchronize``, which on the Python
+        backend raises "Backend doesn't support synchronizing events."."""
+
     def elapsed_time(self, end_event: Event) -> float:  # type: ignore[override]
         """Milliseconds between this event's and ``end_event``'s ``record()``."""
         if not (getattr(self, "_timing", False) and getattr(end_event, "_timing", False)):
