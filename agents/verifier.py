@@ -194,10 +194,11 @@ def _losses_by_rank(result: dict[str, Any]) -> dict[int, list[float]]:
 
 def compare_ranks(reference: dict[str, Any], target: dict[str, Any], policy: Policy) -> Parity:
     """Each rank's losses against the same rank's in the other run (DDP ranks train on
-    different data, so rank 0 alone proves little); one series where either run had
-    fewer than two ranks."""
+    different data, so rank 0 alone proves little); one series where neither run had two
+    ranks (or one recorded none). A port that ran fewer ranks than the original (one where
+    it trained two) fails, naming both: its rank 0 may match by itself."""
     ref, tgt = _losses_by_rank(reference), _losses_by_rank(target)
-    if len(ref) < 2 or len(tgt) < 2:
+    if (len(ref) < 2 and len(tgt) < 2) or not ref or not tgt:
         return compare_series(reference["losses"], target["losses"], policy)
     if set(ref) != set(tgt):
         return Parity(

@@ -46,6 +46,14 @@ def add_parser(sub: Any) -> None:
     )
     parser.add_argument("--root", default=".", help="the program's folder (default: .)")
     add_run_budget(parser, default_steps=RUN_STEPS)
+    parser.add_argument(
+        "--tpu-launch-step",
+        action="store_true",
+        help="with --target tpu and a torchrun command: take TorchTPU's launch step in "
+        "torchrun's parent first, as a port's launch line eval \"$(python -m "
+        "torch.tpu.distributed | sed 's/^/export /')\" && torchrun ... does (without it "
+        "every rank fails at its first device use, as on TorchTPU)",
+    )
     parser.add_argument("--seed", type=seed, default=0, help=f"0 to {MAX_SEED} (default: 0)")
     parser.add_argument("--format", "-f", choices=["text", "json"], default="text")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- python SCRIPT [ARGS]")
@@ -62,20 +70,21 @@ def run(args: argparse.Namespace) -> int:
     # the program's output as it runs; with JSON, standard output is the JSON alone
     out = sys.stderr if args.format == "json" else sys.stdout
     echo = ProgramEcho({"stdout": out, "stderr": sys.stderr})
-    spec = RunSpec(
-        root=Path(args.root).resolve(),
-        command=command,
-        mode=mode,
-        steps=args.steps,
-        forwards=args.steps,
-        seed=args.seed,
-        devices=args.devices,
-        timeout_s=args.timeout,
-        memory_mb=args.memory,
-        isolation=args.isolation,
-        output=echo,
-    )
     try:
+        spec = RunSpec(
+            root=Path(args.root).resolve(),
+            command=command,
+            mode=mode,
+            steps=args.steps,
+            forwards=args.steps,
+            seed=args.seed,
+            devices=args.devices,
+            timeout_s=args.timeout,
+            memory_mb=args.memory,
+            isolation=args.isolation,
+            output=echo,
+            launch_step=args.tpu_launch_step,
+        )
         result = run(spec)
     except RunError as exc:
         return fail(str(exc))

@@ -31,3 +31,21 @@ def test_a_command_dispatches_to_a_function_of_its_own_module(command) -> None:
     argv = ARGV["eval" if name == "evaluate" else name]
     func = main._build_parser().parse_args(argv).func
     assert callable(func) and func.__module__ == command.__name__, func
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["--target", "neuron", "--", "torchrun", "train.py"], "runs in mode tpu, not 'neuron'"),
+        (["--target", "tpu", "--", "python", "train.py"], "the command is not torchrun"),
+    ],
+)
+def test_run_refuses_the_tpu_launch_step_where_torchtpu_takes_none(
+    argv: list[str], says: str, tmp_path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--tpu-launch-step`` is TorchTPU's step before torchrun: elsewhere a one-line error,
+    nothing run."""
+    status = main.main(["run", "--root", str(tmp_path), "--tpu-launch-step", *argv])
+    err = capsys.readouterr().err
+    assert status != 0 and err.startswith("torchport: error: the launch step"), err
+    assert says in err and "Traceback" not in err

@@ -28,7 +28,7 @@ import pytest
 import test_emulator
 import torch
 from test_emulator import backend_env, run_snippet
-from torchport.sandbox import torchtpu_facts
+from torchport.sandbox import launch_step, torchtpu_facts, tpu_launch
 
 backend = test_emulator.backend  # the fixture: every test below runs on both emulators
 # each module fixture is a sandboxed run of the whole list, once per emulator backend
@@ -400,7 +400,7 @@ def item1_torch_tpu_module():
     t = torch.tpu
     r = {"missing": [n for n in TORCH_TPU_PUBLIC if not hasattr(t, n)]}
     # TorchTPU's internal APIs (the wheel's facts, for this torch) refuse user code
-    from torchport.sandbox import torchtpu_facts
+    from torchport.sandbox import launch_step, torchtpu_facts, tpu_launch
     args = {"device": (0,), "set_device": (0,), "set_stream": (None,)}
     r["internal"] = {n: outcome(lambda n=n: getattr(t, n)(*args.get(n, ())))
                      for n in torchtpu_facts.internal_for(torch.__version__)}
@@ -1372,6 +1372,11 @@ def test_item2_distributed_ddp_two_ranks(tmp_path: Path, name: str, backend: str
     """``init_process_group(backend=name)`` under torchrun: all_reduce and DDP, gloo below."""
     script = tmp_path / "ddp.py"
     script.write_text(DDP_SCRIPT)
+    # torchrun's own scratch folder (torchelastic_*) goes under the test's, not /tmp
+    env = {**os.environ, **backend_env(backend), "TMPDIR": str(tmp_path)}
+    if name == "tpu":  # a TorchTPU user's launch line: eval "$(python -m torch.tpu.distributed
+        # | sed 's/^/export /')" && torchrun ...: the step's variables exported in the parent
+        launch_step.exported(tpu_launch.printed(2, dict(env)), env)
     proc = subprocess.run(
         [
             *(sys.executable, "-m", "torch.distributed.run"),
@@ -1381,8 +1386,7 @@ def test_item2_distributed_ddp_two_ranks(tmp_path: Path, name: str, backend: str
         capture_output=True,
         text=True,
         timeout=180,
-        # torchrun's own scratch folder (torchelastic_*) goes under the test's, not /tmp
-        env={**os.environ, **backend_env(backend), "TMPDIR": str(tmp_path)},
+        env=env,
     )
     assert proc.returncode == 0, proc.stderr[-4000:]
     for rank in (0, 1):

@@ -272,6 +272,10 @@ def test_ranks_are_compared_one_by_one():
     assert not parity.holds and parity.note.startswith("rank 1 differs") and parity.worst_step == 2
     fewer = {"losses": [1.0, 0.5], "ranks": [_part(0, [1.0, 0.5]), _part(2, [3.0, 2.0])]}
     assert not compare_ranks(ref, fewer, policy).holds
+    # a port that trained one rank where the original trained two: its rank 0 matches alone
+    one = {"losses": [1.0, 0.5], "ranks": [_part(0, [1.0, 0.5])]}
+    parity = compare_ranks(ref, one, policy)
+    assert not parity.holds and parity.note == "the original ran ranks [0, 1], the port [0]"
 
 
 def test_migrate_devices_reach_the_verification_budget():

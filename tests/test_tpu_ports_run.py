@@ -77,7 +77,9 @@ def test_the_tpu_port_replays_its_rng_state_on_its_one_device(tmp_path: Path) ->
 def test_each_torchrun_rank_of_the_tpu_port_runs_on_its_own_tpu0(tmp_path: Path) -> None:
     port = _port(tmp_path)
     command = ["torchrun", "--standalone", "--nproc_per_node", "2", "train.py"]
-    result = run(RunSpec(root=port, command=command, mode="tpu", steps=3))
+    # launched as a tpu port's torchrun line is: behind TorchTPU's launch step (TPN010's eval
+    # "$(python -m torch.tpu.distributed ...)" && torchrun ..., the verifier's _stepped_launch)
+    result = run(RunSpec(root=port, command=command, mode="tpu", steps=3, launch_step=True))
     assert result.status == "ok", (result.error, result.stderr_tail)
     assert [r["rank"] for r in result.ranks] == [0, 1]
     assert all(len(r["losses"]) == 3 for r in result.ranks)
