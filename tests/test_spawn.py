@@ -97,7 +97,7 @@ def _repo(tmp_path: Path, files: dict[str, str]) -> Path:
 
 
 @pytest.mark.slow
-def test_an_mp_spawn_ddp_program_verifies_rank_by_rank_on_tpu_and_neuron(tmp_path):
+def test_an_mp_spawn_ddp_program_verifies_rank_by_rank_on_neuron_and_counts_ranks_on_tpu(tmp_path):
     source = _repo(tmp_path, {"train.py": SPAWN_DDP})
     budget = RunLimits(steps=3, forwards=3, timeout_s=180)
     reference = None
@@ -109,6 +109,15 @@ def test_an_mp_spawn_ddp_program_verifies_rank_by_rank_on_tpu_and_neuron(tmp_pat
         verification, reference = verify_tree(
             source, out, ["python", "train.py"], target, budget, None, reference=reference
         )
+        if target == "tpu":
+            # TorchTPU shows each process one device, so the port's world size,
+            # torch.accelerator.device_count(), is 1 there (its device guard asks the PJRT
+            # client, which uses one device): the port trains one rank where the original
+            # trained two, and the verdict says so instead of verifying rank 0 alone. The
+            # faithful port counts ranks with the launch step (README, known gaps).
+            assert verification.verdict == "failed", verification.reason
+            assert "the original ran ranks [0, 1], the port [0]" in verification.reason
+            continue
         assert verification.verdict == "verified", verification.reason
         assert "on each of 2 ranks" in verification.reason
         assert verification.parity.ranks == 2 and verification.parity.steps == 3
