@@ -87,15 +87,15 @@ def full_session(repo: Path, llm: str) -> str:
     term = Terminal(spawn(repo, "--target", "tpu", "--llm", llm, "--steps", "2"))
     screen = term.say("/scan", expect=r"(\d+) constructs for tpu")
     assert int(term.last.group(1)) >= 10
-    screen += term.say("/migrate", expect=r"proposed (\d+) changes in 4 files")
+    screen += term.say("/migrate", expect=r"proposed (\d+) changes in 3 files")
     assert snapshot(repo) == original
     if llm == "none":
-        screen += term.say("/diff data.py", expect=r"-\s+pin_memory=True")
-        screen += term.say("/undo 1", expect=r"undone \[1\] data\.py:28")
+        screen += term.say("/diff run.sh", expect=r"\+export TPU_VISIBLE_DEVICES=0")
+        screen += term.say("/undo 2", expect=r"undone \[2\] run\.sh:5")
     else:  # the same steps in plain words, turned into commands by the model
-        screen += term.say("show me the diff for data.py", expect=r"-> /diff data\.py")
-        assert re.search(r"-\s+pin_memory=True", screen + term.child.before)
-        screen += term.say("undo change 1", expect=r"undone \[1\] data\.py:28")
+        screen += term.say("show me the diff for run.sh", expect=r"-> /diff run\.sh")
+        assert re.search(r"\+export TPU_VISIBLE_DEVICES=0", screen + term.child.before)
+        screen += term.say("undo change 2", expect=r"undone \[2\] run\.sh:5")
     assert snapshot(repo) == original
     screen += term.say("/verify", expect=r"verdict: (\w+)")
     assert "running the migration on the emulated tpu device" in screen
@@ -103,7 +103,7 @@ def full_session(repo: Path, llm: str) -> str:
     assert snapshot(repo) == original
     screen += term.say("/apply", expect=r"Apply\?\s+\[y/N\] ", then_prompt=False)
     assert snapshot(repo) == original  # asked, not yet answered
-    screen += term.say("y", expect=r"Applied to 4 files")
+    screen += term.say("y", expect=r"Applied to 3 files")
     screen += term.say("/quit", expect=r"Resume with: torchport chat --resume", then_prompt=False)
     term.child.expect(pexpect.EOF)
     term.child.close()
@@ -112,9 +112,11 @@ def full_session(repo: Path, llm: str) -> str:
 
 
 def assert_applied_all_but_the_undone(repo: Path) -> None:
-    data = (repo / "data.py").read_text()
-    assert "pin_memory=True," in data  # change 1 was taken back ...
-    assert "num_workers=workers)" in data  # ... change 2 was applied (the flag dropped)
+    script = (repo / "run.sh").read_text()
+    assert "export CUDA_VISIBLE_DEVICES=0\n" in script  # change 2 was taken back ...
+    assert "python train.py --device tpu " in script  # ... change 3 was applied
+    assert "torch-tpu" in (repo / "requirements.txt").read_text()  # ... and change 1
+    assert "pin_memory=True," in (repo / "data.py").read_text()  # kept on tpu: not a change
     train = (repo / "train.py").read_text()
     assert ".cuda()" not in train and 'torch.autocast("tpu"' in train
     assert 'default="tpu"' in train
@@ -149,8 +151,8 @@ def test_a_killed_session_resumes_with_its_proposal_and_undo(repo: Path):
     assert snapshot(repo) == original
     again = Terminal(spawn(None, "--resume", session_id))
     shown = again.say("/report", expect=r"(\d+) proposed, 1 undone")
-    assert "data.py" in shown
-    shown = again.say("/diff data.py", expect=r"\[2\] data\.py:31 codemod TPL001 \(undone\)")
+    assert "run.sh" in shown
+    shown = again.say("/diff run.sh", expect=r"\[2\] run\.sh:5 codemod TPD024 \(undone\)")
     again.say("/quit", expect=r"Session saved", then_prompt=False)
     again.child.expect(pexpect.EOF)
     assert snapshot(repo) == original

@@ -283,7 +283,8 @@ def test_a_whole_session_scan_migrate_verify_apply(tmp_path: Path) -> None:
             found = await client.call_tool("scan", {"target": "tpu"})
             assert not found.is_error
             rules = {f["rule"] for f in found.structured_content["findings"]}
-            assert {"TPD001", "TPL001"} <= rules
+            assert {"TPD001", "TPD024"} <= rules
+            assert "TPL001" not in rules  # pin_memory is kept on tpu: nothing to report
 
             plan = (await client.call_tool("plan", {"target": "tpu"})).structured_content
             assert plan["entry"] == ["python", "train.py"] and plan["auto"] > 0
@@ -329,7 +330,7 @@ def test_a_whole_session_scan_migrate_verify_apply(tmp_path: Path) -> None:
 
             tree = await client.call_tool("verify", {"target": "tpu"})  # the working tree
             assert tree.structured_content["verdict"] == "verified"
-            assert "against HEAD (4 modified" in tree.structured_content["compared"]
+            assert "against HEAD (3 modified" in tree.structured_content["compared"]
             return {"proposal": proposal, "applied": applied.structured_content}
 
     done = anyio.run(session)

@@ -76,10 +76,12 @@ def migrated(tmp_path_factory) -> dict[str, tuple[Path, object]]:
     return out
 
 
-# Forms an auto rule refuses on purpose, each left for a human with its reason: a list of
-# several GPUs in CUDA_VISIBLE_DEVICES, which every rank a launcher starts would inherit,
-# has no single TPU equivalent (TPD024); apex's convert_syncbn_model is synchronized batch
-# norm, a human's choice on every target (TPK009, TPN004). Lines are the migrated file's.
+# Forms an auto rule refuses on purpose, each left for a human with its reason: a torchrun
+# that srun starts on each node needs TorchTPU's launch step on each node, inside the task
+# (a step before srun would give every node the batch host's NODE_RANK), so the shell form
+# is put only before a command that starts its line (TPN010); apex's convert_syncbn_model is
+# synchronized batch norm, a human's choice on every target (TPK009, TPN004). Lines are the
+# migrated file's.
 # flash-attn's rotary and RMSNorm layers are not attention (TPK010 ports only its attention
 # functions); an xformers mask built outside the call may reach it through a variable, and
 # block-diagonal masks are not ported (TPK011).
@@ -93,9 +95,7 @@ KERNELS = {("triton_kernel/softmax_kernel.py", line, "TPK003") for line in (6, 2
 KERNELS.add(("gpu_monitoring/monitor.py", 42, "TPK018"))
 REFUSED_ON_PURPOSE = {
     "tpu": {
-        ("ddp_resnet/launch.sh", 5, "TPD024"),
-        ("legacy_dataparallel/train.py", 8, "TPD024"),
-        ("shell_scripts/run.sh", 6, "TPD024"),
+        ("shell_scripts/job.sbatch", 7, "TPN010"),
         SYNC_BN,
         *ATTENTION,
         *KERNELS,
