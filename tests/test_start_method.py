@@ -270,7 +270,10 @@ def main():
         p.start()
     for p in procs:
         p.join()
-    print("children", sorted(queue.get() for _ in procs), [p.exitcode for p in procs])
+    # only the children that finished put a result: a refused child must not leave the
+    # parent waiting on the queue until the run's timeout
+    done = [p for p in procs if p.exitcode == 0]
+    print("children", sorted(queue.get() for _ in done), [p.exitcode for p in procs])
 
 
 if __name__ == "__main__":
