@@ -237,6 +237,15 @@ def case_cuda_autocast():
 
 def case_key_error():
     {}["learning_rate"]  # <-
+
+def case_data_missing():
+    open("/nonexistent/torchport-case/train.csv")  # <-
+
+def case_argument_refused():
+    import argparse
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--image-size", type=int, choices=[224, 256])
+    parser.parse_args(["--image-size", "64"])  # <-
 """
 
 # The emulated tpu device (2 of them): failures of a port that runs on the target.
@@ -331,6 +340,8 @@ CPU_EXPECTED: dict[str, tuple[str, str, set[str]]] = {
     "cuda_grad_scaler": ("cuda-gradscaler-disabled", "rules", {"TPA002"}),
     "cuda_autocast": ("cuda-autocast-disabled", "rules", {"TPA001", "TPA003"}),
     "key_error": ("unknown", "llm", set()),
+    "data_missing": ("data-missing", "human", set()),
+    "argument_refused": ("argument-refused", "human", set()),
 }
 TPU_EXPECTED: dict[str, tuple[str, str, set[str]]] = {
     "cpu_input": ("device-mismatch", "llm", {"TPD007"}),
@@ -356,6 +367,9 @@ WRITTEN = {"run-memory-limit", "run-killed", "rendezvous-timeout", "kernel-misma
 WRITTEN |= {"invalid-device-ordinal"}  # the neuron host's text, below
 # precision-sensitive: tests/test_precision_check.py (a port judged at both precisions)
 WRITTEN |= {"precision-sensitive"}
+# What the sandbox lacks: texts written out below (test_what_the_sandbox_lacks)
+WRITTEN |= {"hub-download", "network-unreachable", "no-terminal", "read-only-path"}
+WRITTEN |= {"binary-incompatible"}
 # Proven by sandboxed runs in tests/test_rendezvous.py.
 END_TO_END |= {"rendezvous-unreachable"}
 
@@ -736,6 +750,69 @@ def test_every_signature_has_a_case() -> None:
     ids = {sig.id for sig in load_signatures()}
     assert ids - covered == set(), "signatures without a test case"
     assert covered - ids - {"unknown"} == set(), "cases for signatures that do not exist"
+
+
+def test_every_signature_has_a_next_step() -> None:
+    """Each failure tells the user what to do next, with the option that does it where one
+    does (never an internal name such as RunSpec.timeout_s)."""
+    for sig in load_signatures():
+        assert sig.hint.strip(), f"{sig.id} has no next step (hint)"
+        assert "RunSpec" not in sig.hint, sig.id
+    steps = {sig.id: sig.hint for sig in load_signatures()}
+    assert "--timeout" in steps["run-timeout"] and "--steps" in steps["run-timeout"]
+    assert "--deps" in steps["dependency-missing"] and "--python" in steps["dependency-missing"]
+    assert "/path/to/" in steps["data-missing"] and "--keep-args" in steps["argument-refused"]
+    assert "weights stand-in" in steps["hub-download"] and "--memory" in steps["out-of-memory"]
+
+
+# (signature, error type, message, the failing line's code) as the runs report them
+SANDBOX_LACKS = [
+    (
+        "hub-download",
+        "OSError",
+        "We couldn't connect to 'https://huggingface.co' to load "
+        "this file, couldn't find it in the cached files",
+        "AutoModel.from_pretrained(name)",
+    ),
+    (
+        "network-unreachable",
+        "URLError",
+        "<urlopen error [Errno -3] Temporary failure in name resolution>",
+        "urllib.request.urlretrieve(url, path)",
+    ),
+    (
+        "no-terminal",
+        "ValueError",
+        "not enough values to unpack (expected 2, got 0)",
+        "rows, columns = os.popen('stty size', 'r').read().split()",
+    ),
+    (
+        "read-only-path",
+        "OSError",
+        "[Errno 30] Read-only file system: '/opt/out'",
+        "os.makedirs(args.out)",
+    ),
+    (
+        "binary-incompatible",
+        "ImportError",
+        "/x/_C.so: undefined symbol: _ZN3c104cuda",
+        "import torchvision",
+    ),
+]
+
+
+@pytest.mark.parametrize("case", SANDBOX_LACKS, ids=[c[0] for c in SANDBOX_LACKS])
+def test_what_the_sandbox_lacks(case: tuple[str, str, str, str]) -> None:
+    signature, kind, message, code = case
+    frame = {"file": "train.py", "line": 7, "function": "main", "code": code}
+    result = {"status": "failed", "error": {"type": kind, "message": message, "frame": frame}}
+    d = diagnose(result, "tpu")
+    assert (d.signature, d.file, d.line) == (signature, "train.py", 7)
+    assert d.hint
+    # the same ValueError from another line is not a terminal's
+    if signature == "no-terminal":
+        other = {**result, "error": {**result["error"], "frame": {**frame, "code": "a, b = []"}}}
+        assert diagnose(other, "tpu").signature == "unknown"
 
 
 def test_every_rule_code_is_in_the_catalogue() -> None:
