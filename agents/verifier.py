@@ -43,7 +43,7 @@ from torchport.tools.codemods import tpu_launch
 from torchport.tools.depinstall import HOW_TO_PROVIDE
 from torchport.tools.depresolve import NOT_FOR_THE_PORT
 
-from . import kernel_check, port_launch, precision_check, verify_pair
+from . import attribution, kernel_check, port_launch, precision_check, verify_pair
 from .data_notes import interpreter_note
 from .defaults import VERIFY_STEPS
 from .diagnose import diagnose, load_signatures
@@ -274,6 +274,11 @@ class Verification:
     # against the original, exact float32 matmuls) and "default" (the TPU's own arithmetic
     # against "highest", or why it was not run); None when the migration was not run
     precision: dict[str, Any] | None = None
+    # What of torchport's was on a failing run's path (agents.attribution), when something
+    # was: the failure is then not the program's, and ``reason`` says so first
+    attribution: dict[str, str] | None = None
+    # What the user can do next (the attribution's step, or the diagnosed signature's hint)
+    next_step: str = ""
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -310,6 +315,7 @@ def _brief(result: dict[str, Any] | None) -> dict[str, Any] | None:
         "elapsed_s": result.get("elapsed_s"),
         "phases": result.get("phases") or {},
         "synthetic_data": result.get("synthetic_data", []),
+        "standin_modules": result.get("standin_modules", []),
         "command_rewrites": result.get("command_rewrites", []),
         "reference_standins": result.get("reference_standins", []),
         "reference_interpreters": result.get("reference_interpreters", []),
@@ -321,8 +327,15 @@ def _brief(result: dict[str, Any] | None) -> dict[str, Any] | None:
 
 
 def _error_text(result: dict[str, Any]) -> str:
+    """The error as a reason says it: the type and the message's first line (the whole
+    message and traceback stay in the run's JSON)."""
     error = result.get("error") or {}
-    return f"{error.get('type', '?')}: {error.get('message', '')}".strip()
+    return f"{error.get('type', '?')}: {attribution.first_line(error.get('message', ''))}".strip()
+
+
+def _full_error(result: dict[str, Any]) -> str:
+    error = result.get("error") or {}
+    return f"{error.get('type', '?')}: {error.get('message', '')}"
 
 
 # Every refusal and build failure of torchport's CPU runner for CUDA kernels says this.
@@ -330,16 +343,68 @@ RUNNER_REFUSAL = "torchport's CPU runner for CUDA kernels"
 
 
 def judge(
-    reference: dict[str, Any] | None, target: dict[str, Any], policy: Policy, mode: str
+    reference: dict[str, Any] | None,
+    target: dict[str, Any],
+    policy: Policy,
+    mode: str,
+    imports: frozenset[str] | None = None,
 ) -> Verification:
-    """The verdict for one pair of runs (``reference`` None: the original was not run)."""
+    """The verdict for one pair of runs (``reference`` None: the original was not run).
+    ``imports``: the modules the programs import themselves (``attribution.imported_names``),
+    so a package only torchport's environment has is told from one the program asks for.
+    Every verdict short of ``verified`` comes with its ``next_step``."""
+    v = _judged(reference, target, policy, mode, imports)
+    if v.verdict != "verified" and not v.next_step:
+        v.next_step = next_step(v, reference, target, mode)
+    return v
+
+
+# What to do after a ``ran`` verdict, by the start of its reason.
+RAN_STEPS = {
+    "it ran, but on the CPU": "move the model and its inputs to the device (torchport scan "
+    "names the lines that choose the CPU)",
+    "the original was not run": "give the entry command (--entry) so the original runs too",
+    "neither a loss nor": "run a training entry point: torchport compares the losses of "
+    "optimizer steps (or the outputs of forward calls) it sees",
+    "the original could not run on the CPU reference": "verify the kernels' replacements on "
+    "the real device; torchport's CPU runner cannot run them",
+}
+
+
+def next_step(
+    v: Verification, reference: dict[str, Any] | None, target: dict[str, Any], mode: str
+) -> str:
+    """The next step after a verdict short of ``verified``: the hint of the failing run's
+    diagnosed signature (the original's when it failed), or the ``RAN_STEPS`` entry."""
+    failing = v.failure or next(
+        (r for r in (reference, target) if r is not None and r.get("status") != "ok"), None
+    )
+    if failing is not None:
+        found = diagnose(failing, mode if mode in TARGETS else "accelerator")
+        return found.hint
+    return next((step for head, step in RAN_STEPS.items() if v.reason.startswith(head)), "")
+
+
+def _judged(
+    reference: dict[str, Any] | None,
+    target: dict[str, Any],
+    policy: Policy,
+    mode: str,
+    imports: frozenset[str] | None,
+) -> Verification:
     v = Verification("failed", "", policy=policy.name, own_policy=policy.own)
     v.reference, v.target = _brief(reference), _brief(target)
     if reference is not None and reference.get("status") != "ok":
-        return _judge_failed_original(v, reference, target, policy, mode)
+        return _judge_failed_original(v, reference, target, policy, mode, imports)
     if target.get("status") != "ok":
+        # The original ran: only what differs between the two runs can be torchport's (the
+        # packages it hides from a target run, a sandbox that could not start the port)
+        blame = attribution.attribute(target, imports, ("own-environment", "sandbox-start"))
+        if blame is not None:
+            return _attributed(v, blame, "the migration", target)
         v.verdict, v.failure = "failed", target
-        v.reason = f"{target.get('status')}: {_error_text(target)}"
+        where = _failure_site(target)
+        v.reason = f"{target.get('status')}: {f'{where}: ' if where else ''}{_error_text(target)}"
         return v
     if _on_the_cpu(target):
         v.verdict = "ran"
@@ -447,7 +512,7 @@ def _fails_identically(reference: dict[str, Any], target: dict[str, Any]) -> boo
         return True  # the port moved the line (an import added above), not the failure
     if ref_site or tgt_site:
         return False
-    return _error_text(reference) == _error_text(target)
+    return _full_error(reference) == _full_error(target)
 
 
 def _same_statement(ref_frame: Any, tgt_frame: Any) -> bool:
@@ -461,26 +526,46 @@ def _same_statement(ref_frame: Any, tgt_frame: Any) -> bool:
     )
 
 
+def _attributed(
+    v: Verification, blame: attribution.Attribution, which: str, result: dict[str, Any]
+) -> Verification:
+    """``not-runnable`` for a failure torchport caused (``blame``): the reason says what of
+    torchport's did it and the next step, never that ``which`` run's program fails."""
+    v.verdict, v.attribution, v.next_step = "not-runnable", blame.to_json(), blame.next_step
+    if blame.kind == "sandbox-start":
+        v.reason = f"torchport could not run {which}: {blame.sentence()}"
+        return v
+    where = _failure_site(result)
+    v.reason = f"{blame.sentence()} ({which} failed{f' at {where}' if where else ''})"
+    return v
+
+
 def _judge_failed_original(
     v: Verification,
     reference: dict[str, Any],
     target: dict[str, Any],
     policy: Policy,
     mode: str,
+    imports: frozenset[str] | None = None,
 ) -> Verification:
     """The original itself fails here: the port is judged on what both runs reached.
 
     Both ran the same k >= 1 steps with matching losses and then fail identically:
     ``verified`` for those k steps, the shared failure kept as the caveat (it is the
-    original's, not the port's). Anything else: ``not-runnable``, saying first that
-    the original fails, then how far the migration got.
+    original's, not the port's). A failure something of torchport's caused (a stand-in,
+    a lowered argument, its environment, its sandox: ``agents.attribution``) is
+    ``not-runnable`` saying so. Anything else: ``not-runnable``, saying first that the
+    original fails, then how far the migration got.
     """
     where = _failure_site(reference)
     failure = f"{f'{where}: ' if where else ''}{_error_text(reference)}"
+    blame = attribution.attribute(reference, imports)
+    if blame is not None and blame.kind == "sandbox-start":
+        return _attributed(v, blame, "the original", reference)
     if (reference.get("error") or {}).get("type") == SANDBOX_ERROR:  # it never started
         v.verdict, v.reason = "not-runnable", f"torchport could not run the original: {failure}"
         return v
-    if target.get("status") == "ok" and RUNNER_REFUSAL in _error_text(reference):
+    if target.get("status") == "ok" and RUNNER_REFUSAL in _full_error(reference):
         # The original's kernels are beyond torchport's CPU runner: no reference numbers,
         # as for an original that was not run; the runner's reason says what it refused.
         v.verdict = "ran"
@@ -504,11 +589,17 @@ def _judge_failed_original(
     if same and matched and not _on_the_cpu(target):
         v.verdict, v.parity = "verified", parity
         v.caveat = f"both runs then fail the same way at {failure}"
+        if blame is not None:
+            v.attribution, v.next_step = blame.to_json(), blame.next_step
+            v.caveat += f": {blame.sentence()}"
         v.reason = (
             f"{parity.steps} steps match the original within the {policy.label} policy "
             f"(max abs {parity.max_abs:.3g}, max rel {parity.max_rel:.3g}); {v.caveat}"
         )
         return v
+    if blame is not None:
+        v.parity = parity
+        return _attributed(v, blame, "the original", reference)
     v.verdict, v.parity = "not-runnable", parity
     if target.get("status") == "ok":
         v.reason = f"the original fails here, the migration does not: {failure}"
@@ -713,7 +804,8 @@ def verify_tree(
     reference, run = pair.reference, pair.migrated
     ran = time.perf_counter()
     policy = choose_policy(_python_texts(tree), tolerance)
-    v = name_missing_dependency(judge(reference, run, policy, mode), environment)
+    imports = attribution.imported_names([*_python_texts(source), *_python_texts(tree)])
+    v = name_missing_dependency(judge(reference, run, policy, mode, imports), environment)
     checks = (plan, policies_for(tolerance))
     v = _sites_checked(v, source, tree, (reference, run), mode, budget, site_paths, checks, say)
     v, again = with_precision_checks(v, target, run, lambda: migrated(None))

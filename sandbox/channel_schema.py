@@ -90,6 +90,7 @@ END_FIELDS: dict[str, Callable[[Any], bool]] = {
     # the emulator's counters (a table) or the shim's intercepted calls (a list of them)
     "counters": lambda v: isinstance(v, dict | list) and _json(v),
     "synthetic_data": _dicts,
+    "standin_modules": _list_of(lambda e: isinstance(e, str)),
     "reference_standins": _list_of(lambda e: isinstance(e, str)),
     "reference_interpreters": _interpreters,
     "cuda_kernel_runner": _dicts,

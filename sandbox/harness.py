@@ -154,6 +154,8 @@ class RunResult:
     isolation: str = ""
     mode: str = ""
     synthetic_data: list[dict[str, Any]] = field(default_factory=list)
+    # modules torchport's synthetic finder served for an absent library (torchvision, ...)
+    standin_modules: list[str] = field(default_factory=list)
     reference_standins: list[str] = field(default_factory=list)  # reference mode: APIs stood in
     # reference mode: kernels that ran in an interpreter (Triton's), per interpreter
     reference_interpreters: list[dict[str, Any]] = field(default_factory=list)
@@ -392,6 +394,7 @@ def run(spec: RunSpec) -> RunResult:
             "error",
             "stopped",
             "synthetic_data",
+            "standin_modules",
             "reference_standins",
             "reference_interpreters",
             "cuda_kernel_runner",

@@ -94,6 +94,8 @@ class Session:
                 out["counters"] = {"error": repr(exc)}
         if self.synthetic is not None and self.synthetic.records():
             out["synthetic_data"] = self.synthetic.records()
+        if served := standin_modules():
+            out["standin_modules"] = served
         if self.standins is not None and self.standins.records():
             out["reference_standins"] = self.standins.records()
         if self.interpreters is not None and self.interpreters.records():
@@ -244,6 +246,14 @@ def distributed_rank() -> int | None:
     return None
 
 
+def standin_modules() -> list[str]:
+    """The modules torchport's synthetic finder served in place of an absent library
+    (``sandbox.synthetic.finder``'s mark): a failure in a library that probed for one of
+    them is the stand-in's, not the program's."""
+    mark = "__torchport_synthetic__"  # synthetic.finder.MARK, read without importing it
+    return sorted(n for n, m in list(sys.modules.items()) if getattr(m, mark, False) is True)
+
+
 def user_frame(tb: Any) -> dict[str, Any] | None:
     """The innermost frame of the user's own code (not the library's, not ours, not a
     package the dependency overlay installed)."""
@@ -273,7 +283,23 @@ def error_of(exc: BaseException) -> dict[str, Any]:
         "type": type(exc).__name__,
         "message": str(exc)[:2000],
         "frame": user_frame(exc.__traceback__),
+        "traceback": traceback_frames(exc.__traceback__),
     }
+
+
+# Frames a result's error keeps of the whole traceback, innermost last.
+TRACEBACK_FRAMES = 40
+
+
+def traceback_frames(tb: Any) -> list[dict[str, Any]]:
+    """Every frame of the traceback (the innermost ``TRACEBACK_FRAMES``), torchport's and
+    the libraries' included, with absolute paths: the host tells from them whether one of
+    torchport's stand-ins or a package of its own environment was on the failing path
+    (``agents.attribution``), which the user's frame alone cannot say."""
+    return [
+        {"file": f.filename, "line": f.lineno, "function": f.name, "code": (f.line or "")[:200]}
+        for f in traceback.extract_tb(tb)[-TRACEBACK_FRAMES:]
+    ]
 
 
 # --- the program's children ------------------------------------------------------------

@@ -130,7 +130,8 @@ def test_parity_mismatch_is_a_classified_failure():
 def test_a_crash_of_the_migration_fails_with_its_error():
     error = {"type": "RuntimeError", "message": "boom", "frame": {"file": "t.py", "line": 3}}
     v = judge(run(losses=[1.0]), run("failed", error=error), FP32, "tpu")
-    assert v.verdict == "failed" and v.reason == "failed: RuntimeError: boom"
+    # the reason names the program's own frame, as "the original fails here too" does
+    assert v.verdict == "failed" and v.reason == "failed: t.py:3: RuntimeError: boom"
     assert v.failure["error"] == error
 
 

@@ -1,0 +1,327 @@
+"""Whether something torchport put on a failing run's path caused the failure.
+
+The verifier runs the original with torchport's stand-ins (datasets, weights, absent
+libraries such as torchvision), with some arguments lowered for a short run, in torchport's
+own environment and in a sandbox without a terminal or a network. A failure there is not
+the original's until none of these was involved: "the original fails here too" about a
+failure torchport caused tells a user that their repository is broken. ``attribute`` reads
+a run's result (its error, the whole traceback the sandbox records, the stand-ins it served,
+the arguments it lowered, stderr) and names what torchport did and the next step:
+
+    found = attribute(result, imports=imported_names(texts))
+    found.sentence()  # "torchport's stand-in for torchvision caused this, not the program: ..."
+
+The structural checks are one function each, in one ordered table (``CHECKS``); the facts
+of the sandbox that are told apart by text are data (``data/attribution.toml``).
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import os
+import re
+import tomllib
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import asdict, dataclass
+from importlib import resources
+from typing import Any
+
+from torchport.sandbox.launch import OWN_CODE
+
+# torchport's stand-in modules live here; a frame in them is a stand-in's code.
+SYNTHETIC_DIR = os.path.join(OWN_CODE, "sandbox", "synthetic") + os.sep
+# Which library each stand-in file stands in for.
+STANDIN_FILES = {
+    "vision": "torchvision's datasets and transforms",
+    "vision_ops": "torchvision's operators",
+    "audio": "torchaudio's datasets",
+    "hf": "Hugging Face datasets",
+    "tokenizer": "tiktoken",
+    "weights": "pretrained weights",
+    "hub": "torch.hub",
+    "numpy_files": "numpy token files",
+    "experiment_log": "wandb",
+    "torch_compat": "torch._six",
+    "files": "data files",
+    "data": "datasets",
+    "finder": "absent libraries",
+}
+# How many of the innermost frames count as "at the failure".
+NEAR = 3
+# Errors that a dataset with fewer samples than one batch ends in (zero batches).
+EMPTY_LOADER = re.compile(
+    r"^(?:ZeroDivisionError|StopIteration)\b|num_samples should be a positive integer"
+)
+# The message of the target runs' hiding finder (sandbox.target_imports).
+OWN_ONLY = "torchport has it only to run the original's code"
+_NO_MODULE = re.compile(r"No module named '([\w.]+)'")
+_FROM_MODULE = re.compile(r"cannot import name '\w+' from '([\w.]+)'|module '([\w.]+)' has no")
+_ARGPARSE = re.compile(r"^[^\n]*error: (argument [^\n]*)$", re.MULTILINE)
+KINDS = ("sandbox-start", "standin", "own-environment", "lowered-argument", "sandbox-fact")
+
+
+@dataclass(frozen=True)
+class Attribution:
+    """What torchport put on the failing path (``kind``, one of ``KINDS``), said as the head
+    of a reason (``cause``), the evidence for it, and what the user can do (``next_step``)."""
+
+    kind: str
+    cause: str
+    evidence: str
+    next_step: str
+
+    def sentence(self) -> str:
+        if self.kind == "sandbox-start":
+            return f"{self.cause}: {self.evidence}; {self.next_step}"
+        return f"{self.cause} caused this, not the program: {self.evidence}; {self.next_step}"
+
+    def to_json(self) -> dict[str, str]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Fact:
+    """One entry of ``data/attribution.toml``."""
+
+    id: str
+    kind: str
+    where: str
+    patterns: tuple[re.Pattern[str], ...]
+    cause: str
+    next: str
+    types: tuple[str, ...] = ()
+
+
+@functools.cache
+def facts() -> tuple[Fact, ...]:
+    text = resources.files(__package__).joinpath("data", "attribution.toml").read_text("utf-8")
+    table = tomllib.loads(text)["fact"]
+    return tuple(
+        Fact(
+            id=t["id"],
+            kind=t["kind"],
+            where=t["where"],
+            patterns=tuple(re.compile(p, re.MULTILINE) for p in t["patterns"]),
+            cause=t["cause"],
+            next=t["next"],
+            types=tuple(t.get("types", ())),
+        )
+        for t in table
+    )
+
+
+def first_line(text: str, limit: int = 300) -> str:
+    """A message's first non-empty line, at most ``limit`` characters: a reason is one line."""
+    line = next((ln.strip() for ln in str(text).splitlines() if ln.strip()), "")
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def imported_names(texts: Iterable[str]) -> frozenset[str]:
+    """The top-level modules the program's own files import (``import a.b``, ``from a import
+    b``; relative imports are its own). A file that does not parse adds nothing."""
+    names: set[str] = set()
+    for text in texts:
+        try:
+            tree = ast.parse(text)
+        except (SyntaxError, ValueError):
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                names.update(a.name.partition(".")[0] for a in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                names.add(node.module.partition(".")[0])
+    return frozenset(names)
+
+
+def _error(result: Mapping[str, Any]) -> Mapping[str, Any]:
+    error = result.get("error")
+    return error if isinstance(error, Mapping) else {}
+
+
+def _message(result: Mapping[str, Any]) -> str:
+    error = _error(result)
+    return f"{error.get('type') or 'Error'}: {error.get('message') or ''}"
+
+
+def _frames(result: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    frames = _error(result).get("traceback")
+    return [f for f in frames if isinstance(f, Mapping)] if isinstance(frames, list) else []
+
+
+def _standin_frame(result: Mapping[str, Any], imports: frozenset[str] | None) -> Attribution | None:
+    """A frame of torchport's stand-in modules at the failure."""
+    for frame in reversed(_frames(result)[-NEAR:]):
+        path = str(frame.get("file") or "")
+        if path.startswith(SYNTHETIC_DIR):
+            stem = os.path.splitext(os.path.basename(path))[0]
+            what = STANDIN_FILES.get(stem, "a library")
+            return Attribution(
+                "standin",
+                f"torchport's stand-in for {what}",
+                f"it failed in the stand-in's own code ({os.path.relpath(path, OWN_CODE)}:"
+                f"{frame.get('line')}, {frame.get('function')}): {first_line(_message(result))}",
+                "install the real library (--deps auto with it in the requirements, or --deps "
+                "FILE naming it) to run with it instead, and report the stand-in's failure",
+            )
+    return None
+
+
+def _standin_module(
+    result: Mapping[str, Any], imports: frozenset[str] | None
+) -> Attribution | None:
+    """A module torchport served in place of an absent library lacks what was imported
+    from it (a library probing torchvision imports torchvision.transforms.functional)."""
+    served = [str(m) for m in result.get("standin_modules") or []]
+    message = str(_error(result).get("message") or "")
+    found = _NO_MODULE.search(message) or _FROM_MODULE.search(message)
+    if not served or found is None:
+        return None
+    module = next(g for g in found.groups() if g)
+    parents = [m for m in served if module == m or module.startswith(m + ".")]
+    if not parents:
+        return None
+    top = parents[0].partition(".")[0]
+    return Attribution(
+        "standin",
+        f"torchport's stand-in for {top}",
+        f"{top} is not installed here, so torchport served a small stand-in, which lacks "
+        f"what the run imported: {first_line(_message(result))}",
+        f"install the real {top} (--deps auto with it in the requirements, or --deps FILE "
+        "naming it)",
+    )
+
+
+def _own_environment(
+    result: Mapping[str, Any], imports: frozenset[str] | None
+) -> Attribution | None:
+    """A package of torchport's own environment, which the program never imports, found by
+    a library's probe and then refused in a run on the emulated device."""
+    error = _error(result)
+    message = str(error.get("message") or "")
+    found = _NO_MODULE.search(message)
+    if error.get("type") != "ModuleNotFoundError" or found is None or OWN_ONLY not in message:
+        return None
+    top = found.group(1).partition(".")[0]
+    if imports is None or top in imports:
+        return None  # the program imports it itself: the port's to drop (TPP001)
+    return Attribution(
+        "own-environment",
+        f"torchport's own environment (it has {top}, for the original's run)",
+        f"the program never imports {top}, but a library it uses found it installed and "
+        f"imported it, and the run on the emulated device refuses it: {first_line(message)}",
+        "nothing in the program needs to change; report it to torchport (its environment "
+        "should not show the package to the program's libraries)",
+    )
+
+
+def _lowered_argument(
+    result: Mapping[str, Any], imports: frozenset[str] | None
+) -> Attribution | None:
+    """The program's argument parser refused the command after torchport changed it."""
+    error = _error(result)
+    rewrites = [r for r in result.get("command_rewrites") or [] if isinstance(r, Mapping)]
+    if not rewrites or error.get("type") != "SystemExit" or str(error.get("message")) != "2":
+        return None
+    said = _ARGPARSE.findall(str(result.get("stderr_tail") or ""))
+    complaint = said[-1] if said else ""
+    named = [r for r in rewrites if complaint and str(r.get("argument")) in complaint]
+    changed = ", ".join(
+        f"{r.get('argument')} {r.get('before')} -> {r.get('after')}" for r in named or rewrites
+    )
+    why = f" ({complaint})" if complaint else ""
+    return Attribution(
+        "lowered-argument",
+        f"torchport's lowered argument{'s' if len(named or rewrites) > 1 else ''} {changed}",
+        f"the program's argument parser refused the command with exit status 2{why}",
+        "rerun with --keep-args (torchport then passes the command as written), or give the "
+        "option a value the program accepts that is small enough for a short run",
+    )
+
+
+def _standin_size(result: Mapping[str, Any], imports: frozenset[str] | None) -> Attribution | None:
+    """A stand-in dataset smaller than one of the program's batches: zero batches."""
+    text = _message(result)
+    sized = [
+        r
+        for r in result.get("synthetic_data") or []
+        if isinstance(r, Mapping) and isinstance(r.get("size"), int) and r["size"] > 0
+    ]
+    if not sized or not EMPTY_LOADER.search(text):
+        return None
+    small = min(sized, key=lambda r: r["size"])
+    name = f"{small.get('library')} {small.get('dataset')}"
+    return Attribution(
+        "standin",
+        f"torchport's stand-in for {name} ({small['size']} samples)",
+        f"a loader over fewer samples than one batch has no batches: {first_line(text)}",
+        f"pass a batch size below {small['size']} in --entry",
+    )
+
+
+def _code(result: Mapping[str, Any]) -> str:
+    frames = _frames(result)[-NEAR:]
+    frame = _error(result).get("frame")
+    if not frames and isinstance(frame, Mapping):
+        frames = [frame]
+    return "\n".join(str(f.get("code") or "") for f in frames)
+
+
+_TEXTS: dict[str, Callable[[Mapping[str, Any]], str]] = {
+    "message": _message,
+    "stderr": lambda r: str(r.get("stderr_tail") or ""),
+    "code": _code,
+}
+
+
+def _sandbox_fact(result: Mapping[str, Any], imports: frozenset[str] | None) -> Attribution | None:
+    """A fact of the sandbox (``data/attribution.toml``) the failure matches."""
+    kind = str(_error(result).get("type") or "")
+    for fact in facts():
+        if fact.types and kind not in fact.types:
+            continue
+        text = _TEXTS[fact.where](result)
+        match = next((m for p in fact.patterns if (m := p.search(text))), None)
+        if match is None:
+            continue
+        said = match.group(0) if fact.where == "stderr" else _message(result)
+        cause = f"torchport's sandbox ({fact.cause})" if fact.kind == "sandbox-fact" else fact.cause
+        return Attribution(fact.kind, cause, first_line(said), fact.next)
+    return None
+
+
+Check = Callable[[Mapping[str, Any], "frozenset[str] | None"], Attribution | None]
+# In order: the first that finds torchport on the path says so.
+CHECKS: tuple[tuple[str, Check], ...] = (
+    ("sandbox-start", lambda r, i: _sandbox_fact(r, i) if _started_not(r) else None),
+    ("standin-frame", _standin_frame),
+    ("standin-module", _standin_module),
+    ("own-environment", _own_environment),
+    ("lowered-argument", _lowered_argument),
+    ("standin-size", _standin_size),
+    ("sandbox-fact", _sandbox_fact),
+)
+
+
+def _started_not(result: Mapping[str, Any]) -> bool:
+    return _error(result).get("type") in ("SandboxError", "NoResult", "RunError")
+
+
+def attribute(
+    result: Mapping[str, Any] | None,
+    imports: frozenset[str] | None = None,
+    kinds: Iterable[str] = KINDS,
+) -> Attribution | None:
+    """What of torchport's was on ``result``'s failing path (a failed run's
+    ``RunResult.to_json()``), or None when nothing was: the failure is the program's.
+    ``imports``: the top-level modules the program imports itself (``imported_names``;
+    None, unknown: a package of torchport's environment is never blamed). ``kinds``: the
+    kinds of cause to consider."""
+    if not result or result.get("status") == "ok":
+        return None
+    wanted = set(kinds)
+    for _, check in CHECKS:
+        found = check(result, imports)
+        if found is not None and found.kind in wanted:
+            return found
+    return None
