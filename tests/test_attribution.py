@@ -1,0 +1,191 @@
+"""Verdicts never blame the original for a failure torchport's own sandbox, stand-ins,
+environment or argument lowering caused (agents.attribution), on real sandboxed pairs of
+runs where the pattern can be run here, and on the run results the sandbox reports.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from torchport.agents import attribution
+from torchport.agents.verifier import RunLimits, judge, policies, verify_tree
+
+FP32 = policies()["fp32"]
+_BUDGET = RunLimits(steps=2, timeout_s=120, memory_mb=2048)
+_TRAIN = """import torch
+device = torch.device("{device}")
+model = torch.nn.Linear(4, 1).to(device)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for step in range(3):
+    loss = model(torch.randn(8, 4).to(device)).pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+"""
+
+
+def _pair(tmp_path: Path, head: str) -> tuple[Path, Path]:
+    trees = []
+    for name, device in (("original", "cuda"), ("port", "tpu")):
+        root = tmp_path / name
+        root.mkdir()
+        (root / "train.py").write_text(head + _TRAIN.format(device=device))
+        trees.append(root)
+    return trees[0], trees[1]
+
+
+@pytest.mark.slow
+def test_a_terminal_query_at_import_is_the_sandboxs_not_the_originals(tmp_path: Path) -> None:
+    """``os.popen('stty size')`` answers nothing without a terminal: the unpacking fails."""
+    head = "import os\nrows, columns = os.popen('stty size', 'r').read().split()\n"
+    original, port = _pair(tmp_path, head)
+    v, reference = verify_tree(original, port, ["python", "train.py"], "tpu", _BUDGET, None)
+    assert reference["error"]["type"] == "ValueError", reference["error"]
+    assert v.verdict == "not-runnable"
+    assert "fails here too" not in v.reason
+    assert v.reason.startswith("torchport's sandbox (the sandbox has no terminal"), v.reason
+    assert (
+        "caused this, not the program" in v.reason
+        and "(the original failed at train.py:2)" in v.reason
+    )
+    assert "shutil.get_terminal_size" in v.next_step and v.attribution["kind"] == "sandbox-fact"
+
+
+@pytest.mark.slow
+def test_a_lowered_argument_the_parser_refuses_is_torchports(tmp_path: Path) -> None:
+    """torchport lowers --image-size 224 to 64 for a short run; the program's argparse
+    ``choices`` refuse 64 and it exits 2 before training."""
+    head = (
+        "import argparse\nparser = argparse.ArgumentParser()\n"
+        "parser.add_argument('--image-size', type=int, choices=[224, 256])\n"
+        "args = parser.parse_args()\n"
+    )
+    original, port = _pair(tmp_path, head)
+    argv = ["python", "train.py", "--image-size", "224"]
+    v, reference = verify_tree(original, port, argv, "tpu", _BUDGET, None)
+    assert reference["error"] == {"type": "SystemExit", "message": "2", "frame": None}
+    assert v.verdict == "not-runnable" and "fails here too" not in v.reason
+    assert v.reason.startswith("torchport's lowered argument --image-size 224 -> 64 caused this")
+    assert "invalid choice: 64" in v.reason and "--keep-args" in v.next_step
+
+
+def _failed(error: dict, **extra: object) -> dict:
+    return {"status": "failed", "exit_code": 1, "losses": [], "error": error, **extra}
+
+
+def _ok() -> dict:
+    return {"status": "ok", "exit_code": 0, "losses": [1.0, 0.9], "counters": {"ops": 10}}
+
+
+def test_a_sandbox_that_cannot_start_the_interpreter_is_never_the_originals() -> None:
+    """A venv's bin/python that links into a folder the sandbox does not bind: bwrap cannot
+    exec it, and the run reports no result."""
+    stderr = "bwrap: execvp /home/u/.venv/bin/python: No such file or directory\n"
+    error = {"type": "NoResult", "message": "the process ended before torchport could report"}
+    reference = _failed({**error, "frame": None}, stderr_tail=stderr)
+    v = judge(reference, reference, FP32, "tpu")
+    assert v.verdict == "not-runnable"
+    assert v.reason.startswith(
+        "torchport could not run the original: the sandbox could not start the interpreter: "
+        "bwrap: execvp /home/u/.venv/bin/python: No such file or directory; run with another "
+        "--isolation"
+    ), v.reason
+    assert "fails here too" not in v.reason and "NoResult" not in v.reason
+
+
+def test_a_module_torchport_served_for_an_absent_library_is_named() -> None:
+    """A library probes torchvision, finds torchport's stand-in, and imports a submodule the
+    stand-in lacks: the failure is the stand-in's, whatever line of the program started it."""
+    message = (
+        "No module named 'torchvision.transforms.functional'; 'torchvision.transforms' "
+        "is not a package"
+    )
+    frame = {"file": "train.py", "line": 3, "function": "<module>", "code": "import timm"}
+    error = {"type": "ModuleNotFoundError", "message": message, "frame": frame}
+    served = ["torchvision", "torchvision.datasets", "torchvision.transforms"]
+    v = judge(_failed(error, standin_modules=served), _failed(error), FP32, "tpu")
+    assert v.verdict == "not-runnable" and "fails here too" not in v.reason
+    assert v.reason.startswith("torchport's stand-in for torchvision caused this, not the program")
+    assert v.reason.endswith("(the original failed at train.py:3)")
+    assert "install the real torchvision" in v.next_step
+
+
+def test_a_frame_in_a_standin_module_at_the_failure_is_named() -> None:
+    vision = attribution.SYNTHETIC_DIR + "vision.py"
+    frames = [
+        {"file": "/w/program/train.py", "line": 9, "function": "<module>", "code": "ds = CIFAR10"},
+        {"file": vision, "line": 80, "function": "__init__", "code": "self.root.mkdir()"},
+    ]
+    error = {"type": "OSError", "message": "boom", "frame": None, "traceback": frames}
+    v = judge(_failed(error), _failed(error), FP32, "tpu")
+    assert v.reason.startswith(
+        "torchport's stand-in for torchvision's datasets and transforms caused this"
+    )
+    assert "sandbox/synthetic/vision.py:80, __init__" in v.reason
+
+
+def test_a_standin_dataset_smaller_than_a_batch_is_named() -> None:
+    error = {"type": "ZeroDivisionError", "message": "division by zero", "frame": None}
+    data = [{"library": "torchvision", "dataset": "CIFAR10", "size": 512, "split": "train"}]
+    v = judge(_failed(error, synthetic_data=data), _failed(error), FP32, "tpu")
+    assert v.reason.startswith("torchport's stand-in for torchvision CIFAR10 (512 samples)")
+    assert v.next_step == "pass a batch size below 512 in --entry"
+
+
+def test_a_package_only_torchports_environment_has_is_not_the_ports_failure() -> None:
+    """The original ran (torchport's environment has bitsandbytes for it); a library of the
+    port probed for it and the target run refuses it. The program never imports it."""
+    message = (
+        "No module named 'bitsandbytes' (torchport: not importable in a run on the emulated "
+        "tpu: bitsandbytes' kernels are CUDA-first, with none for the target; torchport has "
+        "it only to run the original's code on the reference)"
+    )
+    error = {"type": "ModuleNotFoundError", "message": message, "frame": None}
+    v = judge(_ok(), _failed(error), FP32, "tpu", imports=frozenset({"torch", "diffusers"}))
+    assert v.verdict == "not-runnable"
+    assert v.reason.startswith("torchport's own environment (it has bitsandbytes")
+    assert "the program never imports bitsandbytes" in v.reason
+    # a program that imports it itself: the port's to drop, its failure
+    mine = judge(_ok(), _failed(error), FP32, "tpu", imports=frozenset({"bitsandbytes"}))
+    assert mine.verdict == "failed" and mine.attribution is None
+
+
+def test_a_failure_nothing_of_torchports_touched_is_still_the_originals() -> None:
+    error = {"type": "KeyError", "message": "'lr'", "frame": {"file": "train.py", "line": 4}}
+    v = judge(_failed(error), _failed(error), FP32, "tpu")
+    assert v.reason == "the original fails here too: train.py:4: KeyError: 'lr'"
+    assert v.attribution is None and v.next_step  # the diagnosis's hint
+
+
+def test_a_reason_is_one_line_with_the_exception_and_the_programs_frame() -> None:
+    """The message's first line only; the whole message and traceback stay in the JSON."""
+    message = "shapes do not match\n  expected (4, 2)\n  got (4, 3)"
+    frame = {"file": "model.py", "line": 12, "function": "forward", "code": "x @ w"}
+    error = {"type": "RuntimeError", "message": message, "frame": frame}
+    v = judge(_failed(error), _failed(error), FP32, "tpu")
+    assert v.reason == "the original fails here too: model.py:12: RuntimeError: shapes do not match"
+    assert "\n" not in v.reason and v.reference["error"]["message"] == message
+    port = judge(_ok(), _failed(error), FP32, "tpu")
+    assert port.reason == "failed: model.py:12: RuntimeError: shapes do not match"
+
+
+def test_every_verdict_short_of_verified_has_a_next_step() -> None:
+    timeout = {"status": "timeout", "exit_code": None, "losses": [], "error": None}
+    timeout["error"] = {"type": "timeout", "message": "the run was stopped: timeout"}
+    cpu = {**_ok(), "counters": {"ops": 0}}
+    cases = {
+        "timeout": judge(_ok(), timeout, FP32, "tpu"),
+        "on the cpu": judge(_ok(), cpu, FP32, "tpu"),
+        "no original": judge(None, _ok(), FP32, "tpu"),
+        "nothing compared": judge({**_ok(), "losses": []}, {**_ok(), "losses": []}, FP32, "tpu"),
+        "mismatch": judge(_ok(), {**_ok(), "losses": [1.0, 5.0]}, FP32, "tpu"),
+    }
+    for name, v in cases.items():
+        assert v.verdict != "verified" and v.next_step, name
+    assert "--timeout" in cases["timeout"].next_step and "--steps" in cases["timeout"].next_step
+
+
+def test_imported_names_are_the_programs_own_top_level_imports() -> None:
+    texts = ["import os, torch.nn as nn\nfrom diffusers.models import Unet\nfrom . import x\n"]
+    assert attribution.imported_names([*texts, "def (:"]) == {"os", "torch", "diffusers"}
