@@ -167,6 +167,7 @@ def _summary_markdown(record: dict[str, Any], v: dict[str, Any]) -> list[str]:
         f"- target: `{record['target']}`; run {markdown_code(str(record['run_id']))}; "
         f"{record['iterations']} verification round(s); {record['elapsed_s']} s",
         f"- why: {_md(v.get('reason', 'verification was not run (--no-verify)'))}",
+        *([f"- next step: {_md(v['next_step'])}"] if v.get("next_step") else []),
     ]
     if v.get("caveat"):
         lines.append(f"- caveat: {_md(v['caveat'])}")

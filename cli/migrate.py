@@ -255,6 +255,8 @@ def _print(args: argparse.Namespace, final: dict[str, Any], migration_result, re
         v = final.get("verification") or {}
         reason = f" — {terminal_line(v['reason'])}" if v.get("reason") else ""
         print(f"verdict: {terminal_line(verdict)}{reason}")
+        if v.get("next_step"):
+            print(f"next step: {terminal_line(v['next_step'])}")
         for note in data_notes(v.get("target")):
             print(terminal_line(note))
         if final.get("environment"):

@@ -189,3 +189,24 @@ def test_every_verdict_short_of_verified_has_a_next_step() -> None:
 def test_imported_names_are_the_programs_own_top_level_imports() -> None:
     texts = ["import os, torch.nn as nn\nfrom diffusers.models import Unet\nfrom . import x\n"]
     assert attribution.imported_names([*texts, "def (:"]) == {"os", "torch", "diffusers"}
+
+
+@pytest.mark.slow
+def test_migrate_prints_the_next_step_and_writes_it_to_verification_md(tmp_path, capsys) -> None:
+    """A verdict short of verified tells the user what to do, on the terminal and in the
+    report, not only in the JSON: here a data path the program needs and nobody made."""
+    from torchport.cli.main import main
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    head = "import torch\ntorch.load('/srv/none/weights.pt')\n"
+    (repo / "train.py").write_text(head + _TRAIN.format(device="cuda"))
+    out = tmp_path / "out"
+    args = ["-t", "tpu", "--llm", "none", "--steps", "2", "--out", str(out), "--exit-zero"]
+    code = main(["migrate", str(repo), *args, "--entry", "python train.py"])
+    printed = capsys.readouterr().out
+    assert code == 0, printed
+    step = [line for line in printed.splitlines() if line.startswith("next step: ")]
+    assert len(step) == 1 and len(step[0]) > len("next step: ") + 10, printed
+    report = (out / "torchport-report" / "verification.md").read_text()
+    assert "- next step: " in report and "data" in step[0], step
