@@ -821,3 +821,32 @@ def multiprocess_launch(node: ast.Call, ctx: MatchContext) -> bool:
     name = ctx.qualname(node.func)
     starts = name in SPAWNERS or (name in SUBPROCESS_LAUNCHERS and _launches_torchrun(node))
     return starts and not _has_launch_step(_module_of(node, ctx))
+
+
+# Command-line option names made of "cuda" (TPD026): `--cuda`, `--no-cuda`, `-no_cuda`,
+# `--use_cuda`, `--disable-cuda`. An option that already has an accelerator-named string is
+# the port's own work (a second migration leaves it alone).
+CUDA_OPTION = re.compile(r"^-{1,2}(?:(?:no|use|disable|enable)[-_]?)?cuda$")
+ACCEL_OPTION = re.compile(r"^-{1,2}(?:(?:no|use|disable|enable)[-_]?)?accel$")
+
+
+def option_strings(node: ast.Call) -> list[str]:
+    """The option strings of an ``add_argument`` call: its leading string arguments."""
+    names = []
+    for arg in node.args:
+        if not (isinstance(arg, ast.Constant) and isinstance(arg.value, str)):
+            break
+        names.append(arg.value)
+    return names
+
+
+@custom("cuda_named_option", ast.Call, prefilter=r"add_argument\(\s*['\"]-[\w-]*cuda")
+def cuda_named_option(node: ast.Call, ctx: MatchContext) -> bool:
+    """``parser.add_argument("--no-cuda", ...)``: a user-facing option named after CUDA."""
+    func = node.func
+    if not (isinstance(func, ast.Attribute) and func.attr == "add_argument"):
+        return False
+    names = option_strings(node)
+    return any(CUDA_OPTION.match(n) for n in names) and not any(
+        ACCEL_OPTION.match(n) for n in names
+    )
