@@ -102,3 +102,27 @@ def test_membership_on_the_accelerator_target_is_reported_not_rewritten_wrongly(
     (finding, reason), *rest = result.unapplied
     assert not rest and finding.rule == "TPD016"
     assert "membership test in a list of device kinds" in reason
+
+
+CASE_PATTERN = """\
+import torch
+
+
+def kernel(backend: str, x: torch.Tensor) -> torch.Tensor:
+    match backend:
+        case "cuda":
+            return x.cuda()
+    return x
+"""
+
+
+def test_a_case_pattern_is_left_on_the_accelerator_target_and_the_file_still_migrates(
+    tmp_path,
+):
+    """An expression cannot stand in a case pattern: rewriting ``case "cuda":`` as one made
+    the whole file fail to compile, so nothing in it was migrated."""
+    result = migrate(tmp_path, CASE_PATTERN, "accelerator")
+    assert 'case "cuda":' in result.source and "x.cuda()" not in result.source
+    compile(result.source, "prog.py", "exec")
+    (finding, reason), *rest = result.unapplied
+    assert not rest and finding.rule == "TPD002" and "case pattern" in reason

@@ -78,6 +78,11 @@ def device_string(node: cst.SimpleString, ctx: FixContext):
         raise NotApplicable(f"not a CUDA device string: {value!r}")
     index = m.group(1)[1:] if m.group(1) else None
     if ctx.target == "accelerator":
+        if isinstance(ctx.parent(ctx.original), cst.MatchValue):
+            raise NotApplicable(
+                'a case pattern (`case "cuda":`) cannot hold the run-time accelerator type: '
+                "match on `torch.accelerator.current_accelerator().type` by hand"
+            )
         if index:
             return ctx.expr(f'f"{{{ACCELERATOR_TYPE.replace(chr(34), chr(39))}}}:{index}"')
         return ctx.expr(ACCELERATOR_TYPE)
