@@ -166,14 +166,41 @@ def capability_branch(node: ast.AST, ctx: MatchContext) -> bool:
     return False
 
 
-@custom("device_type_compare", ast.Compare, prefilter="cuda")
-def device_type_compare(node: ast.Compare, ctx: MatchContext) -> bool:
-    """``x.type == "cuda"`` / ``"cuda" in str(d)``: a device test that is False on the target."""
+# ``device.startswith("cuda")`` / ``("cuda:")``: a prefix test on a device's name.
+CUDA_PREFIX = re.compile(r"^cuda(:\d*)?$")
+
+
+@custom("device_type_compare", ast.Compare, ast.Call, prefilter="cuda")
+def device_type_compare(node: ast.Compare | ast.Call, ctx: MatchContext) -> bool:
+    """``x.type == "cuda"``, ``"cuda" in str(d)``, ``d.type in ("cuda", "mps")``,
+    ``device.startswith("cuda")``: a device test that is False on the target once the
+    device it tests is renamed."""
+    if isinstance(node, ast.Call):
+        return cuda_prefix_test(node)
     if not all(isinstance(op, ast.Eq | ast.NotEq | ast.In | ast.NotIn) for op in node.ops):
         return False
+    operands = [node.left, *node.comparators]
+    for op, right in zip(node.ops, node.comparators, strict=True):
+        if isinstance(op, ast.In | ast.NotIn) and isinstance(right, ast.Tuple | ast.List | ast.Set):
+            operands += right.elts  # `d.type in ("cuda", "mps")`: a membership test
     return any(
         isinstance(n, ast.Constant) and isinstance(n.value, str) and CUDA_DEVICE.match(n.value)
-        for n in [node.left, *node.comparators]
+        for n in operands
+    )
+
+
+def cuda_prefix_test(node: ast.Call) -> bool:
+    """``x.startswith("cuda")`` (or ``"cuda:"``): the name's prefix is tested."""
+    func = node.func
+    if not (isinstance(func, ast.Attribute) and func.attr == "startswith"):
+        return False
+    if len(node.args) != 1 or node.keywords:
+        return False
+    first = node.args[0]
+    return (
+        isinstance(first, ast.Constant)
+        and isinstance(first.value, str)
+        and bool(CUDA_PREFIX.match(first.value))
     )
 
 
@@ -794,3 +821,32 @@ def multiprocess_launch(node: ast.Call, ctx: MatchContext) -> bool:
     name = ctx.qualname(node.func)
     starts = name in SPAWNERS or (name in SUBPROCESS_LAUNCHERS and _launches_torchrun(node))
     return starts and not _has_launch_step(_module_of(node, ctx))
+
+
+# Command-line option names made of "cuda" (TPD026): `--cuda`, `--no-cuda`, `-no_cuda`,
+# `--use_cuda`, `--disable-cuda`. An option that already has an accelerator-named string is
+# the port's own work (a second migration leaves it alone).
+CUDA_OPTION = re.compile(r"^-{1,2}(?:(?:no|use|disable|enable)[-_]?)?cuda$")
+ACCEL_OPTION = re.compile(r"^-{1,2}(?:(?:no|use|disable|enable)[-_]?)?accel$")
+
+
+def option_strings(node: ast.Call) -> list[str]:
+    """The option strings of an ``add_argument`` call: its leading string arguments."""
+    names = []
+    for arg in node.args:
+        if not (isinstance(arg, ast.Constant) and isinstance(arg.value, str)):
+            break
+        names.append(arg.value)
+    return names
+
+
+@custom("cuda_named_option", ast.Call, prefilter=r"add_argument\(\s*['\"]-[\w-]*cuda")
+def cuda_named_option(node: ast.Call, ctx: MatchContext) -> bool:
+    """``parser.add_argument("--no-cuda", ...)``: a user-facing option named after CUDA."""
+    func = node.func
+    if not (isinstance(func, ast.Attribute) and func.attr == "add_argument"):
+        return False
+    names = option_strings(node)
+    return any(CUDA_OPTION.match(n) for n in names) and not any(
+        ACCEL_OPTION.match(n) for n in names
+    )

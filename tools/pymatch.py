@@ -293,6 +293,7 @@ class ModuleAnalyzer(ast.NodeVisitor):
             isinstance(node.value, str)
             and not _is_docstring(node, self.parents)
             and not _names_a_device_kind(node, self.parents)
+            and not _names_an_attribute(node, self.parents)
         ):
             for rx, rule in self.rules.strings:
                 if rx.search(node.value):
@@ -450,6 +451,15 @@ def _names_a_device_kind(node: ast.Constant, parents: dict[int, ast.AST]) -> boo
         isinstance(i, ast.Constant) and isinstance(i.value, str) and i.value in OTHER_DEVICE_KINDS
         for i in items
     )
+
+
+# Keywords whose string names a Python attribute, never a device: `dest="cuda"` is `args.cuda`.
+ATTRIBUTE_KEYWORDS = frozenset({"dest", "metavar"})
+
+
+def _names_an_attribute(node: ast.Constant, parents: dict[int, ast.AST]) -> bool:
+    parent = parents.get(id(node))
+    return isinstance(parent, ast.keyword) and parent.arg in ATTRIBUTE_KEYWORDS
 
 
 def _is_docstring(node: ast.Constant, parents: dict[int, ast.AST]) -> bool:

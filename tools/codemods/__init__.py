@@ -12,6 +12,7 @@ from . import (  # noqa: F401 - registration
     apex,
     apex_amp,
     bitsandbytes,
+    cli_flags,
     config,
     device,
     events,

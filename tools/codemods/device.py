@@ -78,6 +78,11 @@ def device_string(node: cst.SimpleString, ctx: FixContext):
         raise NotApplicable(f"not a CUDA device string: {value!r}")
     index = m.group(1)[1:] if m.group(1) else None
     if ctx.target == "accelerator":
+        if isinstance(ctx.parent(ctx.original), cst.MatchValue):
+            raise NotApplicable(
+                'a case pattern (`case "cuda":`) cannot hold the run-time accelerator type: '
+                "match on `torch.accelerator.current_accelerator().type` by hand"
+            )
         if index:
             return ctx.expr(f'f"{{{ACCELERATOR_TYPE.replace(chr(34), chr(39))}}}:{index}"')
         return ctx.expr(ACCELERATOR_TYPE)
@@ -606,8 +611,25 @@ def _constant_value(node: ast.AST):
 
 
 @register("TPD016")
-def device_type_compare(node: cst.Comparison, ctx: FixContext):
+def device_type_compare(node: cst.Comparison | cst.Call, ctx: FixContext):
+    """A test of a device's name follows the name's rename (TPD002): ``== "cuda"`` compares
+    with the target's name, ``.startswith("cuda")`` tests its prefix. On the accelerator
+    target, whose device name is only known at run time, the test asks "not the CPU"."""
+    if isinstance(node, cst.Call):
+        return _prefix_test(node, ctx)
+    if not isinstance(node, cst.Comparison):
+        raise NotApplicable("not a comparison")
+
     def swap(expr):
+        if isinstance(expr, cst.Tuple | cst.List | cst.Set):
+            if ctx.target == "accelerator":
+                raise NotApplicable(
+                    'a membership test in a list of device kinds: whether it asks "is this an '
+                    'accelerator" (then `x.type != "cpu"`) only the program can say; check by hand'
+                )
+            return expr.with_changes(
+                elements=[e.with_changes(value=swap(e.value)) for e in expr.elements]
+            )
         value = string_value(expr)
         if value is None or not CUDA_STRING.match(value):
             return expr
@@ -623,6 +645,52 @@ def device_type_compare(node: cst.Comparison, ctx: FixContext):
             comp = comp.with_changes(operator=_negate(comp.operator))
         targets.append(comp)
     return node.with_changes(left=left, comparisons=targets)
+
+
+def _prefix_test(node: cst.Call, ctx: FixContext) -> cst.BaseExpression:
+    """``d.startswith("cuda")`` -> ``d.startswith("tpu")``; on the accelerator target
+    ``not d.startswith("cpu")`` (parenthesised where an operator binds tighter)."""
+    first = node.args[0] if len(node.args) == 1 else None
+    value = string_value(first.value) if first is not None else None
+    if value is None or not value.startswith("cuda"):
+        raise NotApplicable("not a prefix test against a CUDA device name")
+    if ctx.target != "accelerator":
+        name = value.replace("cuda", DEVICE_STRING[ctx.target], 1)
+        return node.with_changes(args=[first.with_changes(value=with_string(first.value, name))])
+    call = node.with_changes(args=[first.with_changes(value=with_string(first.value, "cpu"))])
+    parent = ctx.parent(ctx.original)
+    if isinstance(parent, cst.UnaryOperation) and isinstance(parent.operator, cst.Not):
+        ctx.state.setdefault(NOT_NEGATED, set()).add(id(parent))  # `not not`: the follow-up
+        return call
+    test = cst.UnaryOperation(operator=cst.Not(), expression=call)
+    if isinstance(parent, NOT_BINDS_LOOSER):
+        return test.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+    return test
+
+
+NOT_NEGATED = "prefix_test_negated"
+
+
+@follow_up("TPD016")
+def double_negation(original: cst.CSTNode, node: cst.CSTNode, ctx: FixContext):
+    """``not d.startswith("cuda")`` on the accelerator target: ``d.startswith("cpu")``, not
+    ``not not d.startswith("cpu")``."""
+    negated = ctx.state.get(NOT_NEGATED)
+    if not negated or id(original) not in negated or not isinstance(node, cst.UnaryOperation):
+        return None
+    negated.discard(id(original))
+    return node.expression.with_changes(lpar=node.lpar, rpar=node.rpar)
+
+
+# Where a ``not ...`` in place of a call needs parentheses: an operator binds tighter.
+NOT_BINDS_LOOSER = (
+    cst.Comparison,
+    cst.BinaryOperation,
+    cst.UnaryOperation,
+    cst.Attribute,
+    cst.Subscript,
+    cst.Await,
+)
 
 
 def _negate(op: cst.BaseCompOp) -> cst.BaseCompOp:

@@ -221,7 +221,7 @@ class _Applier(cst.CSTTransformer):
         them (they move to the next statement), and lines a rewrite made repeat their
         neighbour (``torch.cuda.manual_seed(s)`` after ``torch.manual_seed(s)``)."""
         body, previous, carried, dropped = [], None, [], False  # previous: last kept
-        for stmt in block.body:
+        for index, stmt in enumerate(block.body):
             last = body[-1] if body and not carried else None
             if (
                 id(stmt) in self.guards
@@ -238,9 +238,11 @@ class _Applier(cst.CSTTransformer):
                 body[-1] = merged
                 dropped = True
                 continue
-            repeat = id(stmt) in self.rewritten and _same_line(stmt, previous)
+            repeat = id(stmt) in self.rewritten and _repeats(stmt, previous, body)
             if id(stmt) in self.doomed or repeat:
-                carried = _joined(carried, list(stmt.leading_lines))
+                following = (s for s in block.body[index + 1 :] if id(s) not in self.doomed)
+                lines = _without_its_comment(stmt, next(following, None))
+                carried = _joined(carried, lines)
                 dropped = True
                 continue
             if carried:
@@ -389,6 +391,39 @@ class _Applier(cst.CSTTransformer):
             return updated
         keep[-1] = keep[-1].with_changes(semicolon=cst.MaybeSentinel.DEFAULT)
         return updated.with_changes(body=keep)
+
+
+# Statements that draw no random number and read no device state: between a seeding call and
+# its rewritten twin (``torch.manual_seed(s); np.random.seed(s); torch.cuda.manual_seed_all(s)``)
+# they leave the second call nothing to do.
+NO_DRAW = re.compile(
+    r"^(?:[\w.]*seed\w*\(.*\)"  # random.seed(s), np.random.seed(s), set_seed(s)
+    r"|[\w.]*(?:cudnn|backends)[\w.]*\s*=.*"  # cudnn.deterministic = True
+    r"|os\.environ\[.*\]\s*=.*"  # os.environ["PYTHONHASHSEED"] = str(s)
+    r"|[\w.]*use_deterministic_algorithms\(.*\))\s*$"
+)
+
+
+def _repeats(stmt: cst.CSTNode, previous: cst.CSTNode | None, kept: list) -> bool:
+    """``stmt`` repeats the statement before it, or an earlier one of its block with only
+    statements between that undo nothing it sets (``NO_DRAW``)."""
+    if _same_line(stmt, previous):
+        return True
+    for between, earlier in enumerate(reversed(kept)):
+        if _same_line(stmt, earlier):
+            return True
+        if not _draws_nothing(earlier) or between == MAX_BETWEEN:
+            return False
+    return False
+
+
+MAX_BETWEEN = 4  # a seeding function's statements, not a whole script's
+
+
+def _draws_nothing(stmt: cst.CSTNode) -> bool:
+    if not isinstance(stmt, cst.SimpleStatementLine) or len(stmt.body) != 1:
+        return False
+    return bool(NO_DRAW.match(_code_of(stmt.body[0]).strip()))
 
 
 def _same_line(stmt: cst.CSTNode, previous: cst.CSTNode | None) -> bool:
@@ -641,6 +676,44 @@ def _walk(node: cst.CSTNode):
     yield node
     for child in node.children:
         yield from _walk(child)
+
+
+def _without_its_comment(
+    stmt: cst.BaseStatement, following: cst.BaseStatement | None
+) -> list[cst.EmptyLine]:
+    """The lines above a dropped statement, less the comment block right above it (no blank
+    line between): it described the dropped line (``# speed up`` above ``cudnn.benchmark =
+    True``), and left in place it would describe the next one. It stays only where it heads
+    a paragraph that goes on and names the next statement, not the dropped one (``# Data
+    loading`` above a dropped line and ``dataset = ...``)."""
+    lines = list(stmt.leading_lines)
+    attached = 0
+    while attached < len(lines) and lines[-1 - attached].comment is not None:
+        attached += 1
+    if not attached:
+        return lines
+    comment = lines[-attached:]
+    heads_next = (
+        following is not None
+        and not following.leading_lines
+        and _names(comment, following)
+        and not _names(comment, stmt)
+    )
+    return lines if heads_next else lines[:-attached]
+
+
+_NOT_NAMES = frozenset({"torch", "self", "args", "true", "false", "none", "with"})
+_WORD = re.compile(r"[A-Za-z]{4,}")
+
+
+def _names(comment: list[cst.EmptyLine], stmt: cst.BaseStatement) -> bool:
+    """Whether the comment names a word of the statement's code (``# data`` / ``dataset``)."""
+    if isinstance(stmt, cst.BaseCompoundStatement):  # its first line: `if x:` / `def f(a):`
+        stmt = stmt.with_changes(body=cst.IndentedBlock([cst.SimpleStatementLine([cst.Pass()])]))
+    code = _code_of(stmt.with_changes(leading_lines=()))
+    words = {w.lower() for w in _WORD.findall(code)} - _NOT_NAMES
+    said = {w.lower() for w in _WORD.findall(" ".join(line.comment.value for line in comment))}
+    return any(a.startswith(b) or b.startswith(a) for a in said for b in words)
 
 
 def _blank_run(lines: list[cst.EmptyLine]) -> int:
