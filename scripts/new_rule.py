@@ -157,6 +157,8 @@ def plan(root: Path, args: argparse.Namespace) -> dict[Path, tuple[str, bool]]:
     if args.fix == FixKind.AUTO:
         module = root / CODEMODS / f"{args.module}.py" if args.module else None
         module = module or codemod_module(root, args.category)
+        if not module.is_file():
+            raise ScaffoldError(f"no codemods module {module.name}: name one of {CODEMODS}/*.py")
         missing = [n for n in STUB_NAMES if n not in _module_names(module.read_text())]
         if missing:
             raise ScaffoldError(f"{module.name} does not import {missing}: pass another --module")

@@ -100,3 +100,10 @@ def test_existing_and_malformed_codes_are_refused_and_nothing_is_written(tree, c
     proc = new_rule(tree, code, "device", "Something", "--fix", "auto")
     assert proc.returncode == 1 and why in proc.stderr
     assert snapshot(tree) == before
+
+
+def test_a_fixer_module_that_does_not_exist_is_refused_and_nothing_is_written(tree):
+    before = snapshot(tree)
+    proc = new_rule(tree, "TPD900", "device", "Something", "--fix", "auto", "--module", "nope")
+    assert proc.returncode == 1 and "no codemods module nope.py" in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr and snapshot(tree) == before
