@@ -116,3 +116,40 @@ def test_a_run_the_program_refuses_is_repeated_with_the_value_as_given(tmp_path)
     kept_off = run(RunSpec(root=root, command=command, steps=1, timeout_s=120, lower_args=False))
     assert "ran with 384 None 9 256 None" in kept_off.stdout_tail
     assert kept_off.command_rewrites == [] and kept_off.command_kept == []
+
+
+@pytest.mark.parametrize(
+    ("file", "flags", "lowered"),
+    [("", [], True), ("keep-args = true\n", [], False), ("", ["--keep-args"], False)],
+)
+def test_keep_args_from_the_flag_or_the_projects_file_reaches_the_runs(
+    tmp_path, file, flags, lowered
+):
+    from torchport.agents.verifier import budget_of
+    from torchport.cli import migrate
+    from torchport.cli.main import _build_parser
+    from torchport.cli.options import apply_project_config
+
+    root = _program(tmp_path)
+    (root / "torchport.toml").write_text(file)
+    args = _build_parser().parse_args(["migrate", str(root), "-t", "tpu", *flags])
+    apply_project_config(args, root)
+    assert budget_of(migrate._settings(args)).lower_args is lowered
+    run_args = _build_parser().parse_args(["run", *flags, "--", "python", "train.py"])
+    assert run_args.keep_args is bool(flags)  # run reads no project file: the flag only
+
+
+def test_the_report_lists_each_lowered_argument_and_each_left_as_given():
+    from torchport.agents.data_notes import data_notes
+
+    run_record = {
+        "command_rewrites": [
+            {"argument": "--crop-size", "before": "224", "after": "32", "why": "image size"}
+        ],
+        "command_kept": [
+            {"argument": "--batch-size", "before": "256", "after": "8", "why": "refused"}
+        ],
+    }
+    lines = data_notes(run_record)
+    assert "--crop-size 224 -> 32 (image size)" in lines[0]
+    assert lines[1] == "arguments NOT lowered (run as given): --batch-size 256 (not 8: refused)"
