@@ -250,3 +250,18 @@ def _find_change(state: ChatState, arg: str) -> dict[str, Any] | None:
     if line.isdigit():
         return ch.at_line(changes, path or None, int(line))
     return None
+
+
+LOSS_COLUMNS = ["step", "original (shim)", "migrated (emulated)"]
+
+
+def loss_table(per_step: list[dict[str, Any]]) -> tuple[list[str], list[list[Any]]]:
+    """/verify's losses table: a row per step, and per rank where the runs had several
+    (``verifier.compare_ranks`` compares rank i with rank i): without the rank column two
+    ranks' step 1 read as one step shown twice."""
+    ranked = len({s.get("rank") for s in per_step}) > 1
+    rows = [
+        [*([s["rank"]] if ranked else []), s["step"], f"{s['reference']:.6g}", f"{s['target']:.6g}"]
+        for s in per_step
+    ]
+    return (["rank", *LOSS_COLUMNS] if ranked else list(LOSS_COLUMNS)), rows
