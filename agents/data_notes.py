@@ -31,6 +31,15 @@ def _rewrite(entry: Any) -> str:
     )
 
 
+def _kept(entry: Any) -> str:
+    if not isinstance(entry, dict):
+        return str(entry)
+    return (
+        f"{entry.get('argument')} {entry.get('before')} (not {entry.get('after')}: "
+        f"{entry.get('why')})"
+    )
+
+
 def interpreter_note(run: dict[str, Any] | None) -> str:
     """One line for the kernels a (reference) run executed in an interpreter, or ""."""
     parts = []
@@ -72,6 +81,9 @@ def data_notes(run: dict[str, Any] | None) -> list[str]:
     if run.get("command_rewrites"):
         changed = "; ".join(_rewrite(e) for e in run["command_rewrites"])
         lines.append(f"arguments rewritten in the command (both runs, not the code): {changed}")
+    if run.get("command_kept"):
+        kept = "; ".join(_kept(e) for e in run["command_kept"])
+        lines.append(f"arguments NOT lowered (run as given): {kept}")
     if note := interpreter_note(run):
         lines.append(note)
     return lines

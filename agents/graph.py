@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from langgraph.graph import END, START, StateGraph
+from torchport.tools.findings import work_line
 from torchport.tools.migration_memo import remembered_scan
 from torchport.tools.scanner import ScanOptions
 
@@ -27,7 +28,7 @@ from .checkpoints import DURABILITY, open_checkpointer
 from .defaults import DEFAULTS
 from .deliver import deliver as write_output
 from .diagnose import diagnose as classify
-from .planner import make_plan
+from .planner import make_plan, work_of
 from .repair_choice import RepairContext, choose_fix, no_fix_reason, tried_fixes
 from .rewrite_round import RewriteRound
 from .state import (
@@ -83,8 +84,8 @@ def plan(state: State, ctx: Runtime) -> dict[str, Any]:
     scanned = remembered_scan(source, options, ctx.run_id)
     p = make_plan(source, scanned, s["target"], s.get("entry"), config_record.entry_reason(s))
     ctx.say(
-        f"plan: {p.auto} automatic fixes, {len(p.llm)} for the LLM, {len(p.manual)} for a "
-        f"human; entry: {' '.join(p.entry) if p.entry else p.not_runnable}"
+        f"plan: {work_line(work_of(p.to_json()), 'the LLM')}; "
+        f"entry: {' '.join(p.entry) if p.entry else p.not_runnable}"
     )
     logged = decision(
         "plan",

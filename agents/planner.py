@@ -15,13 +15,14 @@ from __future__ import annotations
 import ast
 import re
 import shlex
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from torchport.sandbox.commandline import fillable
 from torchport.sandbox.safepath import read_inside
-from torchport.tools.findings import EntryPoint, ScanResult
+from torchport.tools.findings import EntryPoint, ScanResult, work_counts
 
 _PLACEHOLDER = re.compile(r"[$<>{}]|\.\.\.|/path/to|PATH_TO", re.IGNORECASE)
 _LAUNCHERS = ("python", "python3", "torchrun")
@@ -43,6 +44,14 @@ class Plan:
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def work_of(plan: Mapping[str, Any]) -> dict[str, int]:
+    """A plan's (``Plan.to_json``) automatic, LLM, human and advisory counts, by the one
+    definition scan, the summary and chat use (``tools.findings.work_kind``)."""
+    items = [("llm", i.get("category")) for i in plan.get("llm") or []]
+    items += [("manual", i.get("category")) for i in plan.get("manual") or []]
+    return {**work_counts(items), "auto": int(plan.get("auto") or 0)}
 
 
 def required_arguments(source: str) -> list[str]:

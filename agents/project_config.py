@@ -84,6 +84,22 @@ def _repository_steps(value: Any) -> int:
     return steps
 
 
+SWITCH_WORDS = {"true": True, "1": True, "yes": True, "on": True}
+SWITCH_WORDS.update({"false": False, "0": False, "no": False, "off": False})
+
+
+def _switch(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"must be true or false, not {value!r}")
+    return value
+
+
+def _switch_text(text: str) -> bool:
+    if text.strip().lower() not in SWITCH_WORDS:
+        raise ValueError(f"must be one of {', '.join(SWITCH_WORDS)}, not {text!r}")
+    return SWITCH_WORDS[text.strip().lower()]
+
+
 def _strings(value: Any) -> list[str]:
     if isinstance(value, str) or not isinstance(value, list):
         raise ValueError(f"must be a list of strings, not {value!r}")
@@ -239,6 +255,8 @@ KEYS: dict[str, Key] = {
         None, "TORCHPORT_ENTRY", "--entry", _anywhere(entry_command), entry_command, entry_command
     ),
     "steps": Key(VERIFY_STEPS, "TORCHPORT_STEPS", "--steps", _anywhere(_repository_steps), _steps),
+    # run the program's command as given: no size or time argument lowered for a short run
+    "keep-args": Key(False, "TORCHPORT_KEEP_ARGS", "--keep-args", _anywhere(_switch), _switch_text),
     # gitignore patterns relative to the repository's root: files neither reported nor rewritten
     "exclude": Key(
         [],

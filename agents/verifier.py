@@ -68,6 +68,7 @@ class RunLimits:
     isolation: str = DEFAULT_ISOLATION
     seed: int = 0
     devices: int = DEFAULT_DEVICES  # what device_count() answers in both runs
+    lower_args: bool = True  # size and time arguments lowered (False: --keep-args)
 
 
 def budget_of(settings: Mapping[str, Any]) -> RunLimits:
@@ -80,6 +81,7 @@ def budget_of(settings: Mapping[str, Any]) -> RunLimits:
         memory_mb=int(settings.get("memory_mb", RunLimits.memory_mb)),
         isolation=str(settings.get("isolation", RunLimits.isolation)),
         devices=int(settings.get("devices", RunLimits.devices)),
+        lower_args=not settings.get("keep_args", False),
     )
 
 
@@ -317,6 +319,7 @@ def _brief(result: dict[str, Any] | None) -> dict[str, Any] | None:
         "synthetic_data": result.get("synthetic_data", []),
         "standin_modules": result.get("standin_modules", []),
         "command_rewrites": result.get("command_rewrites", []),
+        "command_kept": result.get("command_kept", []),
         "reference_standins": result.get("reference_standins", []),
         "reference_interpreters": result.get("reference_interpreters", []),
         "cuda_kernel_runner": result.get("cuda_kernel_runner", []),
@@ -658,6 +661,7 @@ def run_program(
         site_paths=tuple(Path(p) for p in site_paths),
         record_sites=record_sites,
         matmul_precision=matmul_precision,
+        lower_args=budget.lower_args,
     )
     try:
         return run(spec).to_json()

@@ -18,6 +18,7 @@ from .options import (
     BuiltIn,
     add_deps_mode,
     add_exclude,
+    add_keep_args,
     add_tolerance,
     apply_project_config,
     fail,
@@ -60,9 +61,10 @@ def add_parser(sub: Any) -> None:
         "config",
         help="show the settings that apply to a repository, and where each came from",
         description="Print the effective settings for the repository at PATH (target, "
-        "entry, steps, exclude, skip, tolerance, deps, baseline, fail-on) and the source of "
-        "each: torchport's default, the repository's [tool.torchport] or torchport.toml, a "
-        "TORCHPORT_* environment variable, or a flag given here as it would be to migrate.",
+        "entry, steps, keep-args, exclude, skip, tolerance, deps, baseline, fail-on) and the "
+        "source of each: torchport's default, the repository's [tool.torchport] or "
+        "torchport.toml, a TORCHPORT_* environment variable, or a flag given here as it would "
+        "be to migrate.",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -71,6 +73,7 @@ def add_parser(sub: Any) -> None:
     c.add_argument("--target", "-t", choices=TARGETS, help="where the code goes")
     c.add_argument("--entry", metavar="CMD", help="how to run the program")
     c.add_argument("--steps", type=steps, default=BuiltIn(VERIFY_STEPS), help="steps per run")
+    add_keep_args(c)
     add_exclude(c)
     add_tolerance(c)
     add_deps_mode(c)

@@ -199,8 +199,20 @@ def add_run_budget(
         help="what device_count() answers in both runs, so a program that spawns one rank "
         f"per device spawns that many (default: {DEFAULT_DEVICES})",
     )
+    add_keep_args(group)
     if deps:
         add_deps(group)
+
+
+def add_keep_args(group: Any) -> None:
+    """--keep-args: the program's command as given, nothing lowered for a short run."""
+    group.add_argument(
+        "--keep-args",
+        action="store_true",
+        default=BuiltIn(False),
+        help="run the program's command as given: no size or time argument (epochs, batch "
+        "size, image size, ...) lowered for a short run (the project's `keep-args`)",
+    )
 
 
 def deps_flag(text: str) -> str:
@@ -291,6 +303,7 @@ def budget_settings(args: Any) -> dict[str, Any]:
         "memory_mb": args.memory,
         "isolation": args.isolation,
         "devices": args.devices,
+        "keep_args": bool(getattr(args, "keep_args", False)),
         **({"deps": args.deps, "python": args.python} if hasattr(args, "deps") else {}),
         **({"tolerance": args.tolerance} if hasattr(args, "tolerance") else {}),
         # which file was applied, and each value's source (agents.config_record)

@@ -84,6 +84,7 @@ def run(args: argparse.Namespace) -> int:
             isolation=args.isolation,
             output=echo,
             launch_step=args.tpu_launch_step,
+            lower_args=not args.keep_args,
         )
         result = run(spec)
     except RunError as exc:

@@ -11,9 +11,14 @@ same result) the harness passes the program's arguments through :func:`rewrite`,
   path that leads out of the copy through one of the repository's symlinks, or one the
   repository already has, gets none (the program runs as it would without it, and the
   record says why), and
-- shrinks size and time arguments to small values (a table, below).
+- shrinks size and time arguments to small values (a table, below), within what the
+  program's own parser accepts (``sandbox.program_options``): a value outside an option's
+  ``choices`` is never given; the smallest choice below the original is, or none. A user
+  who wants the command as written turns this off (``lower=False``: ``--keep-args``), and
+  a lowering the program refused at run time (argparse's exit 2) is ``withdrawn``.
 
-Only the command changes, never the code; every change is returned for the report.
+Only the command changes, never the code; every change, and every lowering not made and
+why, is returned for the report.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from urllib.parse import urlsplit
 
 from torchport.sandbox.safepath import Refused
 
+from .program_options import Option
 from .synthetic import files
 
 # Devices a run may assume when the command asks for more ranks than it was given: the
@@ -50,9 +56,15 @@ class Rewritten:
     args: list[str]
     rewrites: list[Rewrite] = field(default_factory=list)
     standins: list[dict[str, Any]] = field(default_factory=list)  # as synthetic_data records
+    # lowerings not made: ``after`` is what the table would have given, ``why`` why not
+    kept: list[Rewrite] = field(default_factory=list)
+    lowered: list[Rewrite] = field(default_factory=list)  # the size and time ones of rewrites
 
     def rewrites_json(self) -> list[dict[str, str]]:
         return [asdict(r) for r in self.rewrites]
+
+    def kept_json(self) -> list[dict[str, str]]:
+        return [asdict(r) for r in self.kept]
 
 
 def _names(*spellings: str) -> frozenset[str]:
@@ -250,9 +262,40 @@ def _missing(root: Path, value: str) -> bool:
     return not glob.glob(where) if GLOB.search(value) else not Path(where).exists()
 
 
+def _numbers(choices: tuple[str, ...]) -> list[int]:
+    return sorted(int(c) for c in choices if _is_number(c))
+
+
+def _fitting(declared: Option, value: int, small: int) -> str | None:
+    """The choice to lower ``value`` to when ``small`` is not one: the smallest choice at
+    least ``small`` and below ``value``, else the largest below ``small``; None if none is
+    below ``value``."""
+    below = [c for c in _numbers(declared.choices or ()) if c < value]
+    if not below:
+        return None
+    at_least = [c for c in below if c >= small]
+    return str(min(at_least) if at_least else max(below))
+
+
+def _listed(choices: tuple[str, ...]) -> str:
+    shown = ", ".join(choices[:8])
+    return shown + (f", ... ({len(choices)} in all)" if len(choices) > 8 else "")
+
+
 class _Rewriter:
-    def __init__(self, root: Path, devices: int) -> None:
+    def __init__(
+        self,
+        root: Path,
+        devices: int,
+        options: dict[str, Option] | None = None,
+        lower: bool = True,
+        withdrawn: dict[str, str] | None = None,
+    ) -> None:
         self.root, self.devices = root, max(devices, DEFAULT_DEVICES)
+        self.options, self.lower = options or {}, lower
+        self.withdrawn = withdrawn or {}  # option as typed -> why the program refused it
+        self.kept: list[Rewrite] = []
+        self.lowered: list[Rewrite] = []
         self.rewrites: list[Rewrite] = []
         self.standins: list[dict[str, Any]] = []
         self.made: dict[Path, int] = {}  # a stand-in asked for twice is made once
@@ -265,7 +308,39 @@ class _Rewriter:
             small, why = next((v for names, v in SMALL_VALUES.items() if name in names), (None, ""))
         if small is None or not _is_number(value) or int(value) <= small:
             return value
-        return self._changed(option, value, str(small), why)
+        if name in RANK_COUNTS:
+            return self._changed(option, value, str(small), why)
+        return self._lowered(option, value, small, why)
+
+    def _lowered(self, option: str, value: str, small: int, why: str) -> str:
+        """``value`` lowered toward ``small`` where the program takes it (module doc)."""
+        if not self.lower:
+            return value  # --keep-args: the command as the user wrote it
+        if option in self.withdrawn:
+            return self._keep(option, value, str(small), self.withdrawn[option])
+        declared = self.options.get(option)
+        if declared is None or declared.accepts(str(small)):
+            return self._lower(option, value, str(small), why)
+        choices = f"choices ({_listed(declared.choices or ())}) at {declared.where}"
+        fitting = _fitting(declared, int(value), small)
+        if fitting is None:
+            return self._keep(
+                option,
+                value,
+                str(small),
+                f"{small} is not among the option's {choices}, and none is below {value}",
+            )
+        return self._lower(
+            option, value, fitting, f"{why}: the option's {choices} do not include {small}"
+        )
+
+    def _lower(self, option: str, before: str, after: str, why: str) -> str:
+        self.lowered.append(Rewrite(option, before, after, why))
+        return self._changed(option, before, after, why)
+
+    def _keep(self, option: str, value: str, lowered: str, why: str) -> str:
+        self.kept.append(Rewrite(option, value, lowered, why))
+        return value
 
     def rendezvous(self, option: str, value: str) -> str:
         if normalized(option) not in RENDEZVOUS:
@@ -319,10 +394,20 @@ class _Rewriter:
         return self.data(option, value)
 
 
-def rewrite(args: list[str], root: Path, devices: int = 1) -> Rewritten:
+def rewrite(
+    args: list[str],
+    root: Path,
+    devices: int = 1,
+    options: dict[str, Option] | None = None,
+    lower: bool = True,
+    withdrawn: dict[str, str] | None = None,
+) -> Rewritten:
     """``args`` (what follows the script) rewritten, with the stand-ins written under
-    ``root`` (the scratch copy the program runs in)."""
-    r = _Rewriter(root, devices)
+    ``root`` (the scratch copy the program runs in). ``options``: what the program's
+    parser declares (``program_options``); ``lower``: False leaves size and time
+    arguments as given; ``withdrawn``: options whose lowering the program refused (the
+    option as typed -> why), left as given."""
+    r = _Rewriter(root, devices, options, lower, withdrawn)
     out: list[str] = []
     i = 0
     while i < len(args):
@@ -343,4 +428,31 @@ def rewrite(args: list[str], root: Path, devices: int = 1) -> Rewritten:
                 i, first = i + 1, False
                 out.append(r.value(option, args[i]))
         i += 1
-    return Rewritten(out, r.rewrites, r.standins)
+    return Rewritten(out, r.rewrites, r.standins, r.kept, r.lowered)
+
+
+# argparse's last line on a refused command: "PROG: error: MESSAGE" (after its usage lines),
+# then exit status 2.
+USAGE_ERROR = re.compile(r"^\S[^\n]*?: error: (?P<message>[^\n]*)$", re.MULTILINE)
+USAGE_EXIT = 2
+
+
+def refused(exit_code: int | None, stderr: str, lowered: list[Rewrite]) -> dict[str, str]:
+    """The ``lowered`` options a program's parser refused: it exited 2 with argparse's
+    usage error naming them (``argument --img-size/-s: invalid choice: '64'``, or the
+    program's own ``parser.error("--epochs must be ...")``). Option as typed -> why."""
+    if exit_code != USAGE_EXIT or "usage:" not in stderr:
+        return {}
+    errors = list(USAGE_ERROR.finditer(stderr))
+    if not errors:
+        return {}
+    message = errors[-1].group("message").strip()
+    found = {}
+    for change in lowered:
+        spelled = re.compile(rf"(?<![\w-]){re.escape(change.argument)}(?![\w-])")
+        if spelled.search(message):
+            found[change.argument] = (
+                f"the program refused {change.after} ({message[:200]}, exit {USAGE_EXIT}): "
+                f"run again with {change.before} as given"
+            )
+    return found

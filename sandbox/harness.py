@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 
 from . import matmul_precision, rendezvous, tpu_launch
 from .channel import Collector, ProcessRecord
-from .commandline import rewrite
+from .commandline import Rewrite, refused, rewrite
 from .cudacpu import pch as cudacpu_pch
 from .isolation import BackendUnavailable, owner, run_isolated
 from .limits import (
@@ -34,6 +34,7 @@ from .limits import (
 )
 from .modes import MODES
 from .native import prepare_for_sandbox
+from .program_options import entry_file, program_options
 from .pythonpath import program_environment
 
 TAIL = 4000
@@ -106,6 +107,9 @@ class RunSpec:
     # unless the program asks for more), "highest" exact float32 (the verifier's tight
     # check); see sandbox.matmul_precision. Emulated modes only.
     matmul_precision: str | None = None
+    # Size and time arguments lowered for a short run (sandbox.commandline); False runs the
+    # command as given (--keep-args).
+    lower_args: bool = True
 
     def __post_init__(self) -> None:
         """Limits that do not bound (zero steps, a NaN timeout, ...) are refused before the
@@ -165,6 +169,9 @@ class RunResult:
     ranks: list[dict[str, Any]] = field(default_factory=list)
     # arguments of the command changed for the run (sandbox.commandline): both runs get these
     command_rewrites: list[dict[str, str]] = field(default_factory=list)
+    # lowerings not made: outside the option's choices, or refused by the program (the run
+    # was repeated without it); each with the value it would have had and why not
+    command_kept: list[dict[str, str]] = field(default_factory=list)
     # seconds spent in each of PHASES (the start-up, the program, the teardown)
     phases: dict[str, float] = field(default_factory=dict)
     # reference mode: the arguments the kernel call sites asked for were called with
@@ -354,10 +361,24 @@ def _execute(
 
 
 def run(spec: RunSpec) -> RunResult:
+    """Run ``spec``; a program whose parser refused a lowered argument (argparse's exit 2
+    naming it) is run again with that argument as given, and the result says so."""
     if spec.mode not in MODES:
         raise RunError(f"unknown mode {spec.mode!r}; choose one of {', '.join(MODES)}")
     if not spec.root.is_dir():
         raise RunError(f"not a directory: {spec.root}")
+    withdrawn: dict[str, str] = {}
+    while True:
+        result, lowered = _run_once(spec, withdrawn)
+        more = refused(result.exit_code, result.stderr_tail, lowered)
+        if not more or more.keys() <= withdrawn.keys():
+            return result
+        withdrawn.update(more)
+
+
+def _run_once(spec: RunSpec, withdrawn: dict[str, str]) -> tuple[RunResult, list[Rewrite]]:
+    """One run of ``spec``, with the lowerings in ``withdrawn`` not made; the result and
+    the lowerings that were made."""
     started = time.perf_counter()
     marks: dict[str, Any] = {"begun": time.time()}
     # Named with this process's pid and start time: if torchport is killed before the
@@ -366,7 +387,9 @@ def run(spec: RunSpec) -> RunResult:
         scratch = Path(tmp) / "program"
         shutil.copytree(spec.root, scratch, symlinks=True, ignore=IGNORE)
         head, args = split_program_args(spec.command)
-        fitted = rewrite(args, scratch, spec.devices)
+        program = head[-2:] if head[-2:-1] == ["-m"] else head[-1:]
+        options = program_options(scratch, entry_file(scratch, program))
+        fitted = rewrite(args, scratch, spec.devices, options, spec.lower_args, withdrawn)
         spec = replace(spec, command=[*head, *fitted.args])
         argv = launcher_argv(spec, Path(tmp), scratch)
         dist = torchrun_parts(spec.command)
@@ -421,10 +444,11 @@ def run(spec: RunSpec) -> RunResult:
         }
     result.synthetic_data = [*fitted.standins, *result.synthetic_data]
     result.command_rewrites = fitted.rewrites_json()
+    result.command_kept = fitted.kept_json()
     result.stdout_tail, result.stderr_tail = out[-TAIL:], err[-TAIL:]
     result.phases = phases({**((data or {}).get("clock") or {}), **marks})
     result.elapsed_s = round(time.perf_counter() - started, 3)
-    return result
+    return result, fitted.lowered
 
 
 def _unfinished(data: dict[str, Any] | None) -> bool:

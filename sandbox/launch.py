@@ -40,7 +40,7 @@ from typing import Any, NoReturn
 
 from torchport.sandbox.pythonpath import pin_own_package, place_site_paths, program_folders
 
-from . import matmul_precision
+from . import matmul_precision, terminal
 from .channel import Reporter
 from .limits import DEFAULT_DEVICES
 from .modes import MODES
@@ -185,6 +185,7 @@ def main(argv: list[str] | None = None) -> int:
     session = None
     if options.chdir:
         os.chdir(options.chdir)
+    terminal.answer()  # what a terminal would say: stty size, COLUMNS, LINES
     config = RunConfig(
         mode=options.mode,
         results=str(Path(options.results).resolve()),

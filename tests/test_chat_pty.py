@@ -63,9 +63,14 @@ class Terminal:
         self.greeting = ANSI.sub("", child.before)
 
     def say(self, line: str, expect: str | None = None, then_prompt: bool = True) -> str:
+        """Send ``line``; wait for ``expect`` (a regex whose ``.`` stays on one line), then
+        for the prompt. pexpect compiles a string pattern with DOTALL, so ``start .*`` once
+        matched everything read so far: when the prompt came in the same read as the line
+        (a busy machine), the match swallowed it and the wait for it hung for 600 s."""
         self.child.sendline(line)
         if expect is not None:
-            self.child.expect(expect)
+            self.child.expect(re.compile(expect))
+            assert not then_prompt or PROMPT not in self.child.after, self.child.after
             self.last = self.child.match  # the expected line's regex match
         seen = ANSI.sub("", self.child.before + self.child.after) if expect else ""
         if then_prompt:
@@ -207,6 +212,24 @@ def losses(screen: str) -> dict[int, str]:
     """Step -> the migration's loss, from the last losses table on the screen."""
     columns = table_columns(screen[screen.rindex("\nlosses") :], "losses")
     return dict(zip(map(int, columns[0][1:]), columns[2][1:], strict=True))
+
+
+# A chat stand-in that writes its answer and the next prompt in one write, as a busy
+# machine's pty delivers them: one read holds both.
+ONE_WRITE = (
+    "import sys\n"
+    f"sys.stdout.write({PROMPT!r}); sys.stdout.flush(); line = input()\n"
+    f"sys.stdout.write('error: ' + line + ' needs an LLM: start one\\n' + {PROMPT!r})\n"
+    "sys.stdout.flush(); input()\n"
+)
+
+
+def test_an_expected_line_leaves_the_prompt_that_came_in_the_same_read():
+    term = Terminal(pexpect.spawn(sys.executable, ["-c", ONE_WRITE], encoding="utf-8", timeout=20))
+    shown = term.say("/edit", expect=r"needs an LLM: start .*")  # hung: .* took the prompt
+    assert "error: /edit needs an LLM: start one" in shown
+    term.child.sendline("")
+    term.child.expect(pexpect.EOF)
 
 
 def test_a_session_without_an_llm_offers_what_it_can_and_explains_what_is_left(needs_lr):

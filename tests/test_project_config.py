@@ -38,6 +38,7 @@ SCALARS = {
         ("{root}/base.json", "/elsewhere/env.json", "flag.json"),
     ),
     "fail-on": ('"error"', "warning", ["--fail-on", "info"], ("error", "warning", "info")),
+    "keep-args": ("true", "off", ["--keep-args"], (True, False, True)),
 }
 
 

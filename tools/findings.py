@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -104,3 +105,44 @@ class ScanResult:
     dependencies: list[Dependency] = field(default_factory=list)
     skipped: list[Skipped] = field(default_factory=list)
     elapsed_s: float = 0.0
+
+
+# --- who a finding is for: the one definition every count uses ---------------------------
+
+# A construct that runs correctly but slowly on the target (an ``.item()`` in the training
+# loop): worth a look once the port works, never blocking it, so never "left for a human".
+# Scan's summary, the plan line, the migration's summary and manual.md, and chat all count
+# through ``work_kind``: a performance finding the target does not fix automatically is an
+# advisory, whatever its fix kind says, and every other one counts as its fix kind says.
+ADVISORY_CATEGORY = "performance"
+WORK_KINDS = ("auto", "llm", "manual", "advisory")  # "none" (nothing to do there) not counted
+
+
+def is_advisory(category: str | None) -> bool:
+    """Whether a finding of ``category`` left unfixed is an advisory, not work for a human."""
+    return category == ADVISORY_CATEGORY
+
+
+def work_kind(kind: str, category: str | None) -> str:
+    """``kind`` (a fix's: auto, llm, manual, none) as the counts say it: ``advisory`` for
+    a performance finding that is not fixed automatically."""
+    return "advisory" if kind in ("llm", "manual") and is_advisory(category) else kind
+
+
+def work_counts(kinds: Iterable[tuple[str, str | None]]) -> dict[str, int]:
+    """Each of ``WORK_KINDS`` -> how many of ``kinds`` ((fix kind, category) pairs) it is."""
+    counts = dict.fromkeys(WORK_KINDS, 0)
+    for kind, category in kinds:
+        shown = work_kind(kind, category)
+        if shown in counts:
+            counts[shown] += 1
+    return counts
+
+
+def work_line(counts: dict[str, int], llm: str = "an LLM") -> str:
+    """``work_counts`` in words, as the plan line says them (graph and chat alike)."""
+    advisories = counts["advisory"]
+    return (
+        f"{counts['auto']} automatic fixes, {counts['llm']} for {llm}, {counts['manual']} for "
+        f"a human, {advisories} performance {'advisory' if advisories == 1 else 'advisories'}"
+    )

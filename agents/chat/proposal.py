@@ -24,7 +24,7 @@ from . import changes as ch
 from . import verify_args
 from .events import emit, progress, table
 from .state import ChatRuntime, ChatState, digest, overlay_of, run_key
-from .views import file_list, list_changes, made_by, plan_of, where
+from .views import file_list, list_changes, loss_table, made_by, plan_of, where
 
 YES = ("y", "yes")
 
@@ -188,8 +188,7 @@ def verify(state: ChatState, chat: ChatRuntime) -> dict[str, Any]:
         _diagnose(record, state["target"])
     per_step = (record.get("parity") or {}).get("per_step") or []
     if per_step:
-        rows = [[s["step"], f"{s['reference']:.6g}", f"{s['target']:.6g}"] for s in per_step]
-        table("losses", ["step", "original (shim)", "migrated (emulated)"], rows)
+        table("losses", *loss_table(per_step))
     return {
         "plan": p,
         "verification": record,

@@ -10,13 +10,13 @@ from typing import Any
 
 from torchport.tools.catalogue import load_catalogue
 from torchport.tools.catalogue.doc_sections import target_notes
-from torchport.tools.report.counts import ADVISORY_CATEGORY
+from torchport.tools.findings import is_advisory, work_line
 from torchport.tools.report.linemap import line_map
 from torchport.tools.safetext import terminal_line
 from torchport.tools.scanner import scan
 
 from .. import config_record
-from ..planner import make_plan
+from ..planner import make_plan, work_of
 from . import changes as ch
 from .events import emit, table
 from .slash_commands import help_rows, hidden
@@ -36,10 +36,7 @@ def plan_node(state: ChatState, chat: ChatRuntime) -> dict[str, Any]:
     p = plan_of(state)
     entry = " ".join(p["entry"]) if p.get("entry") else f"not runnable: {p['not_runnable']}"
     emit("text", f"run as: {entry} ({p.get('entry_reason', '')})")
-    emit(
-        "text",
-        f"{p['auto']} automatic fixes, {len(p['llm'])} for an LLM, {len(p['manual'])} for you",
-    )
+    emit("text", work_line(work_of(p)))
     rows = _item_rows([*p["llm"], *p["manual"]])
     if rows:
         table("not automatic", ["rule", "where", "what to do"], rows)
@@ -205,7 +202,7 @@ def left_for_you(
         if path in maps and isinstance(line, int) and maps[path](line) != line:
             where = f"{terminal_line(path)}:{maps[path](line)} (original {line})"
         times = f" x{len(same)}" if len(same) > 1 else ""
-        bucket = advisories if same[0].get("category") == ADVISORY_CATEGORY else left
+        bucket = advisories if is_advisory(same[0].get("category")) else left
         bucket.append([f"{rule}{times}", where, same[0].get("hint", "")])
     return left, advisories
 
@@ -253,3 +250,18 @@ def _find_change(state: ChatState, arg: str) -> dict[str, Any] | None:
     if line.isdigit():
         return ch.at_line(changes, path or None, int(line))
     return None
+
+
+LOSS_COLUMNS = ["step", "original (shim)", "migrated (emulated)"]
+
+
+def loss_table(per_step: list[dict[str, Any]]) -> tuple[list[str], list[list[Any]]]:
+    """/verify's losses table: a row per step, and per rank where the runs had several
+    (``verifier.compare_ranks`` compares rank i with rank i): without the rank column two
+    ranks' step 1 read as one step shown twice."""
+    ranked = len({s.get("rank") for s in per_step}) > 1
+    rows = [
+        [*([s["rank"]] if ranked else []), s["step"], f"{s['reference']:.6g}", f"{s['target']:.6g}"]
+        for s in per_step
+    ]
+    return (["rank", *LOSS_COLUMNS] if ranked else list(LOSS_COLUMNS)), rows

@@ -86,6 +86,7 @@ def run_job(job: dict[str, Any], say: Say) -> dict[str, Any]:
         memory_mb=budget["memory_mb"],
         isolation=budget["isolation"],
         progress=step,
+        lower_args=not budget.get("keep_args", False),
     )
     return run(spec).to_json()
 

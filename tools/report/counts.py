@@ -15,13 +15,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from ..findings import Finding
+from ..findings import ADVISORY_CATEGORY as ADVISORY_CATEGORY  # where it was defined
+from ..findings import Finding, is_advisory
 from .linemap import line_map
 
 if TYPE_CHECKING:
     from ..migration_result import MigrationResult
 
-ADVISORY_CATEGORY = "performance"
 BUCKETS = ("converted", "left", "advisory")
 
 
@@ -97,7 +97,7 @@ def count_constructs(result: MigrationResult) -> Counts:
             counts.converted.append(f)
             continue
         why = unapplied.get(id(f), fix["hint"])
-        bucket = counts.advisory if f.category == ADVISORY_CATEGORY else counts.left
+        bucket = counts.advisory if is_advisory(f.category) else counts.left
         bucket.append((f, why))
     return counts
 

@@ -30,11 +30,14 @@ def render_markdown(result: ScanResult) -> str:
         "",
         "## Fixes per target",
         "",
-        "| target | auto | llm | manual | automatic share |",
-        "|---|---:|---:|---:|---:|",
+        "| target | auto | llm | manual | advisory | automatic share |",
+        "|---|---:|---:|---:|---:|---:|",
     ]
     for t, k in s["fix_kinds"].items():
-        out.append(f"| {t} | {k['auto']} | {k['llm']} | {k['manual']} | {s['auto_share'][t]:.0%} |")
+        out.append(
+            f"| {t} | {k['auto']} | {k['llm']} | {k['manual']} | {k['advisory']} "
+            f"| {s['auto_share'][t]:.0%} |"
+        )
     out += ["", "## Constructs by category", "", "| category | findings |", "|---|---:|"]
     out += [f"| {c} | {n} |" for c, n in s["by_category"].items()]
     out += ["", "## Rules", "", "| rule | title | findings |", "|---|---|---:|"]

@@ -8,7 +8,7 @@ from collections import Counter
 from typing import Any
 
 from ..catalogue import TARGETS
-from ..findings import ScanResult
+from ..findings import ScanResult, work_counts
 
 
 def summarize(result: ScanResult) -> dict[str, Any]:
@@ -16,9 +16,10 @@ def summarize(result: ScanResult) -> dict[str, Any]:
     targets = (result.target,) if result.target else TARGETS
     fix_kinds: dict[str, dict[str, int]] = {}
     for target in targets:
-        counts = Counter(f.fix[target]["kind"] for f in findings if target in f.fix)
-        counts.pop("none", None)
-        fix_kinds[target] = {k: counts.get(k, 0) for k in ("auto", "llm", "manual")}
+        # advisories apart from work for a human, as every count says them (work_kind)
+        fix_kinds[target] = work_counts(
+            (f.fix[target]["kind"], f.category) for f in findings if target in f.fix
+        )
     auto_share = {
         t: round(c["auto"] / total, 4) if (total := sum(c.values())) else 1.0
         for t, c in fix_kinds.items()

@@ -104,10 +104,11 @@ def render_summary(result: ScanResult) -> list[str]:
         lines.append("  most frequent rules:")
         top = sorted(s["by_rule"].items(), key=lambda kv: -kv[1])[:10]
         lines += [f"    {code}  {n:>5}  {catalogue.by_code[code].title}" for code, n in top]
-    lines.append("  fixes per target (auto / llm / manual, share automatic):")
+    lines.append("  fixes per target (auto / llm / manual / advisory, share automatic):")
     for target, kinds in s["fix_kinds"].items():
         lines.append(
-            f"    {target:<12} {kinds['auto']:>4} / {kinds['llm']:>4} / {kinds['manual']:>4}"
+            f"    {target:<12} {kinds['auto']:>4} / {kinds['llm']:>4} / {kinds['manual']:>4} / "
+            f"{kinds['advisory']:>4}"
             f"   {s['auto_share'][target]:.0%}"
         )
     cuda_deps = [d for d in result.dependencies if d.cuda_only]
