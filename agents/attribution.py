@@ -57,7 +57,7 @@ EMPTY_LOADER = re.compile(
 OWN_ONLY = "torchport has it only to run the original's code"
 _NO_MODULE = re.compile(r"No module named '([\w.]+)'")
 _FROM_MODULE = re.compile(r"cannot import name '\w+' from '([\w.]+)'|module '([\w.]+)' has no")
-_ARGPARSE = re.compile(r"^[^\n]*error: (argument [^\n]*)$", re.MULTILINE)
+_ARGPARSE = re.compile(r"^[^\n]*: error: ([^\n]*)$", re.MULTILINE)
 KINDS = ("sandbox-start", "standin", "own-environment", "lowered-argument", "sandbox-fact")
 
 
