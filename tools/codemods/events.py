@@ -39,7 +39,7 @@ UNNEEDED = "event_constructors_to_drop"  # ids of ``e = Event()`` lines the reco
 DECLARE = "event_declarations"  # id(FunctionDef) -> (keyword, names) to declare in it
 SECONDS = ("1000", "1000.0", "1e3", "1000.")  # elapsed_time(e) / these: seconds
 MILLI = ("1e-3", "0.001", ".001", "1e-03", "1E-3")  # elapsed_time(e) * these: seconds
-SYNCS = ("torch.cuda.synchronize", "torch.accelerator.synchronize", "torch_xla.sync")
+SYNCS = ("cuda.synchronize", "accelerator.synchronize", "torch_xla.sync")  # th.cuda... too
 
 
 def _base(node: cst.BaseExpression) -> str:
