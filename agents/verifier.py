@@ -47,6 +47,7 @@ from . import attribution, kernel_check, port_launch, precision_check, verify_pa
 from .data_notes import interpreter_note
 from .defaults import VERIFY_STEPS
 from .diagnose import diagnose, load_signatures
+from .unimportable import unimportable_port
 
 VERDICTS = ("verified", "ran", "failed", "not-runnable")
 # The harness mode that runs each target's migrated code. `accelerator` code asks
@@ -810,6 +811,7 @@ def verify_tree(
     policy = choose_policy(_python_texts(tree), tolerance)
     imports = attribution.imported_names([*_python_texts(source), *_python_texts(tree)])
     v = name_missing_dependency(judge(reference, run, policy, mode, imports), environment)
+    v = unimportable_port(v, target)  # a CUDA-only import the port kept: named as such
     checks = (plan, policies_for(tolerance))
     v = _sites_checked(v, source, tree, (reference, run), mode, budget, site_paths, checks, say)
     v, again = with_precision_checks(v, target, run, lambda: migrated(None))

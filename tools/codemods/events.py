@@ -6,6 +6,11 @@ a synchronize then a timestamp, ``a.elapsed_time(b)`` becomes ``(b - a) * 1000.0
 (milliseconds, as CUDA reported; ``elapsed_time(b) / 1000`` becomes ``b - a``),
 ``e.synchronize()``/``e.wait()`` a synchronize, ``e.query()`` True.
 
+One synchronize per timestamp: a ``record()`` right after a synchronize takes only the
+timestamp, and a synchronize right after a ``record()`` goes (the record's own synchronize
+came just before its timestamp; nothing was queued since). Unit conversions that cancel are
+folded: ``elapsed_time(b) / 1000`` and ``1e-3 * elapsed_time(b)`` (seconds) become ``b - a``.
+
 Scoping is kept: an event variable whose first use is its ``record()`` in the same scope
 loses its constructor line (the timestamp binds it), and a ``record()`` inside a nested
 function declares the variable ``nonlocal`` (or ``global``) there, so the enclosing code
@@ -22,6 +27,7 @@ from .base import (
     FixContext,
     NotApplicable,
     code_of,
+    dotted,
     follow_up,
     prescan,
     sync_call,
@@ -31,7 +37,9 @@ from .base import fixer as register
 HOLDERS = "event_holders"
 UNNEEDED = "event_constructors_to_drop"  # ids of ``e = Event()`` lines the record() binds
 DECLARE = "event_declarations"  # id(FunctionDef) -> (keyword, names) to declare in it
-SECONDS = ("1000", "1000.0", "1e3", "1000.")
+SECONDS = ("1000", "1000.0", "1e3", "1000.")  # elapsed_time(e) / these: seconds
+MILLI = ("1e-3", "0.001", ".001", "1e-03", "1E-3")  # elapsed_time(e) * these: seconds
+SYNCS = ("cuda.synchronize", "accelerator.synchronize", "torch_xla.sync")  # th.cuda... too
 
 
 def _base(node: cst.BaseExpression) -> str:
@@ -131,18 +139,34 @@ def cuda_event(node: cst.CSTNode, ctx: FixContext):
     return ctx.expr("time.perf_counter()")
 
 
-def _in_seconds(original: cst.BinaryOperation, node: cst.CSTNode) -> bool:
-    left = original.left
+def _elapsed(node: cst.BaseExpression) -> bool:
     return (
-        isinstance(original.operator, cst.Divide)
-        and code_of(original.right) in SECONDS
-        and isinstance(left, cst.Call)
-        and isinstance(left.func, cst.Attribute)
-        and left.func.attr.value == "elapsed_time"
-        and isinstance(node, cst.BinaryOperation)
-        and isinstance(node.left, cst.BinaryOperation)
-        and code_of(node.left.right) == "1000.0"
+        isinstance(node, cst.Call)
+        and isinstance(node.func, cst.Attribute)
+        and node.func.attr.value == "elapsed_time"
     )
+
+
+def _milliseconds(node: cst.BaseExpression) -> bool:
+    """``(b - a) * 1000.0``: what an ``elapsed_time`` became."""
+    return isinstance(node, cst.BinaryOperation) and code_of(node.right) == "1000.0"
+
+
+def _in_seconds(original: cst.BinaryOperation, node: cst.CSTNode) -> cst.BaseExpression | None:
+    """``elapsed_time(b) / 1000``, ``elapsed_time(b) * 1e-3``, ``1e-3 * elapsed_time(b)``:
+    seconds, which is what perf_counter measures already: the ``(b - a)`` of the port."""
+    if not isinstance(node, cst.BinaryOperation):
+        return None
+    left, right = original.left, original.right
+    if isinstance(original.operator, cst.Divide):
+        kept = node.left if _elapsed(left) and code_of(right) in SECONDS else None
+    elif isinstance(original.operator, cst.Multiply) and _elapsed(left):
+        kept = node.left if code_of(right) in MILLI else None
+    elif isinstance(original.operator, cst.Multiply) and _elapsed(right):
+        kept = node.right if code_of(left) in MILLI else None
+    else:
+        kept = None
+    return kept.left if kept is not None and _milliseconds(kept) else None
 
 
 def _declared(node: cst.FunctionDef, keyword: str, names: list[str]) -> cst.FunctionDef:
@@ -153,6 +177,41 @@ def _declared(node: cst.FunctionDef, keyword: str, names: list[str]) -> cst.Func
     at = 1 if body and node.get_docstring() is not None else 0
     body.insert(at, cst.SimpleStatementLine([small]))
     return node.with_changes(body=node.body.with_changes(body=body))
+
+
+def _recorded(line: cst.CSTNode, holders: set[str]) -> str | None:
+    """The event a line ``e.record()`` records (as written), if that is all the line does."""
+    if not (isinstance(line, cst.SimpleStatementLine) and len(line.body) == 1):
+        return None
+    stmt = line.body[0]
+    found = _event_call(stmt.value, holders) if isinstance(stmt, cst.Expr) else None
+    return code_of(found[1].func.value) if found and found[0] == "record" else None
+
+
+def _syncs(line: cst.CSTNode, holders: set[str]) -> bool:
+    """A line that only waits for the device: ``torch.cuda.synchronize()``, ``e.synchronize()``."""
+    if not (isinstance(line, cst.SimpleStatementLine) and len(line.body) == 1):
+        return False
+    stmt = line.body[0]
+    if not (isinstance(stmt, cst.Expr) and isinstance(stmt.value, cst.Call)):
+        return False
+    found = _event_call(stmt.value, holders)
+    if found is not None:
+        return found[0] in ("synchronize", "wait")
+    name = dotted(stmt.value.func)
+    return name is not None and name.endswith(SYNCS)
+
+
+def _neighbours(
+    line: cst.CSTNode, ctx: FixContext
+) -> tuple[cst.CSTNode | None, cst.CSTNode | None]:
+    """The statements just before and just after ``line`` in its block (original nodes)."""
+    block = ctx.parent(line)
+    body = list(getattr(block, "body", ()))
+    at = next((i for i, s in enumerate(body) if s is line), None)
+    if at is None:
+        return None, None
+    return (body[at - 1] if at else None), (body[at + 1] if at + 1 < len(body) else None)
 
 
 def _event_call(node: cst.CSTNode, holders: set[str]) -> tuple[str, cst.Call] | None:
@@ -170,26 +229,31 @@ def event_uses(original: cst.CSTNode, node: cst.CSTNode, ctx: FixContext):
     declared = ctx.state.get(DECLARE, {}).get(id(original))
     if declared and isinstance(node, cst.FunctionDef):
         return _declared(node, *declared)
-    if isinstance(original, cst.BinaryOperation) and _in_seconds(original, node):
-        # elapsed_time(end) / 1000: seconds, which is what perf_counter measures already
-        difference = node.left.left
-        if isinstance(ctx.parent(original), cst.Assign | cst.Return | cst.Arg):
-            difference = difference.with_changes(lpar=[], rpar=[])
-        return difference
+    if isinstance(original, cst.BinaryOperation):
+        difference = _in_seconds(original, node)
+        if difference is not None:
+            bare = (cst.Assign, cst.AugAssign, cst.Return, cst.Arg)
+            if isinstance(ctx.parent(original), bare):
+                difference = difference.with_changes(lpar=[], rpar=[])
+            return difference
     holders = ctx.state.get(HOLDERS)
     if not holders:
         return None
-    if isinstance(node, cst.SimpleStatementLine) and len(node.body) == 1:
-        stmt = node.body[0]
-        found = _event_call(stmt.value, holders) if isinstance(stmt, cst.Expr) else None
-        if found and found[0] == "record":
-            event = code_of(found[1].func.value)
-            sync = ctx.expr(sync_call(ctx.target))
+    if isinstance(original, cst.SimpleStatementLine) and len(original.body) == 1:
+        if _recorded(original, holders) is not None:
+            event = _recorded(original, holders)
             stamp = cst.parse_statement(f"{event} = time.perf_counter()\n")
             ctx.need("time")
+            before, _ = _neighbours(original, ctx)
+            if before is not None and _syncs(before, holders):
+                return stamp.with_changes(leading_lines=node.leading_lines)  # one is enough
+            sync = ctx.expr(sync_call(ctx.target))
             return cst.FlattenSentinel(
                 [node.with_changes(body=[cst.Expr(sync)]), stamp.with_changes(leading_lines=())]
             )
+        before, _ = _neighbours(original, ctx)
+        if _syncs(original, holders) and before is not None and _recorded(before, holders):
+            return REMOVE_STATEMENT  # the record() just above synchronized before its stamp
         return None
     found = _event_call(node, holders)
     if (

@@ -13,20 +13,26 @@ covers every matmul-class op, convolutions included. So:
   setting at least as precise, and PyTorch documents ``"high"`` as ``allow_tf32 = True``.
 - ``cudnn.allow_tf32 = True`` is cuDNN's default and relaxes convolutions only; TorchTPU has
   no convolution-only setting, so the line goes like the other cuDNN switches.
+- ``cudnn.allow_tf32 = args.tf32`` (the user's choice) maps like the matmul flag, ``"high" if
+  args.tf32 else "highest"``, unless the file also sets ``matmul.allow_tf32``: that line then
+  sets the one precision, and the cuDNN line goes.
 - a read of ``matmul.allow_tf32`` asks whether float32 matmuls are reduced:
   ``torch.get_float32_matmul_precision() != "highest"``, which TorchTPU also answers.
 """
 
 from __future__ import annotations
 
+import re
+
 import libcst as cst
 
-from .base import FixContext, dotted
+from .base import FixContext, code_of, dotted
 from .base import fixer as register
 from .config import REPLACE_STATEMENTS, _statement_or_constant, tf32_precision
 
 SETTER = "torch.set_float32_matmul_precision"
 FULL = '"highest"'
+MATMUL_TF32 = re.compile(r"\bmatmul\.allow_tf32\s*=[^=]")
 
 
 @register("TPB002", {"tpu"})
@@ -43,14 +49,31 @@ def tpu_cudnn(node: cst.CSTNode, ctx: FixContext):
     """cuDNN switches do nothing on a TPU, except ``allow_tf32 = False``: full float32
     convolutions, which TorchTPU gives under the global ``"highest"`` precision."""
     assign = ctx.parent(ctx.parent(ctx.original))
-    if (
+    if not (
         (dotted(node) or "").endswith("allow_tf32")
         and isinstance(assign, cst.Assign)
         and len(assign.targets) == 1
-        and isinstance(assign.value, cst.Name)
-        and assign.value.value == "False"
     ):
+        return _statement_or_constant(node, ctx)
+    value = code_of(assign.value)
+    if value == "False":
         ctx.state.setdefault(REPLACE_STATEMENTS, {})[id(assign)] = f"{SETTER}({FULL})"
         ctx.need("torch")
         return node
-    return _statement_or_constant(node, ctx)
+    if value == "True" or _sets_matmul_tf32(ctx):
+        return _statement_or_constant(node, ctx)  # cuDNN's default / the matmul line decides
+    # the user's choice (``args.tf32``): as TPB002 maps the matmul flag, the one precision
+    ctx.state.setdefault(REPLACE_STATEMENTS, {})[id(assign)] = (
+        f'{SETTER}("high" if {value} else {FULL})'
+    )
+    ctx.need("torch")
+    return node
+
+
+def _sets_matmul_tf32(ctx: FixContext) -> bool:
+    """Whether the file sets ``torch.backends.cuda.matmul.allow_tf32``: then that line sets
+    TorchTPU's one precision, and a cuDNN flag beside it has nothing left to say."""
+    module = ctx.original
+    while ctx.parent(module) is not None:
+        module = ctx.parent(module)
+    return isinstance(module, cst.Module) and MATMUL_TF32.search(module.code) is not None

@@ -4,7 +4,7 @@ changes.patch  a unified diff that ``git apply`` accepts on the original tree
 changes.json   every edit (rule, file, lines, before, after, reason) and every leftover
 changes.csv    the same edits, one row each, for spreadsheets
 manual.md      what a human must still do (rule, where, why, suggested approach), then
-               the performance advisories
+               the user options the port dropped, then the performance advisories
 summary.md     constructs found = converted + left + advisory, per file and overall
 
 The Markdown and CSV files show file names and code from the repository through
@@ -26,6 +26,7 @@ from ..codemods.guard import REFUSED
 from ..filenames import printable, printable_data
 from ..safetext import csv_cell, markdown_code, markdown_text
 from .counts import Counts, Entry, count_constructs
+from .dropped import dropped_options
 from .patch import file_patch
 
 if TYPE_CHECKING:
@@ -54,6 +55,7 @@ def migration_to_dict(result: MigrationResult, counts: Counts | None = None) -> 
         "edits": [asdict(e) for e in result.edits],
         "left_for_humans": _json_items(counts, counts.left),
         "advisories": _json_items(counts, counts.advisory),
+        "dropped_options": [d.to_json() for d in dropped_options(result.edits)],
         "skipped": [asdict(s) for s in result.scan.skipped],
         "summary": migration_summary(result, counts),
     }
@@ -76,6 +78,7 @@ def migration_summary(result: MigrationResult, counts: Counts | None = None) -> 
         "left_for_humans": total["left"],
         "advisories": total["advisory"],
         "edits": len(result.edits),
+        "dropped_options": len(dropped_options(result.edits)),
         "refused_by_guard": sum(why.startswith(REFUSED) for _, why in result.left_for_humans),
         "converted_share": round(total["converted"] / total["found"], 4) if total["found"] else 1.0,
         "files_changed": len(result.changes),
@@ -87,10 +90,12 @@ def migration_summary(result: MigrationResult, counts: Counts | None = None) -> 
 def one_line_summary(result: MigrationResult) -> str:
     """The migration's numbers in one sentence, as the CLI prints them."""
     s = migration_summary(result)
+    dropped = s["dropped_options"]
     return (
         f"{s['constructs_found']} constructs: {s['converted']} converted automatically "
         f"({s['edits']} codemod edits in {s['files_changed']} files), "
         f"{s['left_for_humans']} left for a human, {s['advisories']} performance advisories"
+        + (f"; {dropped} user options dropped (manual.md)" if dropped else "")
     )
 
 
@@ -145,6 +150,20 @@ def _manual(result: MigrationResult, counts: Counts) -> str:
         ]
     for entry in left:
         lines += _entry_lines(result, entry, changed)
+    dropped = dropped_options(result.edits)
+    if dropped:
+        lines += [
+            "# User options the port dropped",
+            "",
+            f"{len(dropped)} options the original was given have no effect in the port on "
+            f"{result.target}: the port runs, without them.",
+            "",
+        ]
+        lines += [
+            f"- {markdown_code(f'{d.path}:{d.line}')} ({d.rule}): {markdown_text(d.text())}"
+            for d in dropped
+        ]
+        lines += [""]
     if advisory:
         lines += [
             "# Performance advisories",
@@ -173,6 +192,14 @@ def _summary_md(result: MigrationResult, counts: Counts) -> str:
                 "applied, they would add a finding pyflakes reports (manual.md names it)."
             ]
             if s["refused_by_guard"]
+            else []
+        ),
+        *(
+            [
+                f"{s['dropped_options']} user options the original was given were dropped "
+                "(manual.md lists them)."
+            ]
+            if s["dropped_options"]
             else []
         ),
         "",
