@@ -1,9 +1,9 @@
 """CUDA-event timing becomes ``synchronize()`` + ``time.perf_counter()`` (TPT002).
 
-TorchTPU's events are placeholders, so timing must not rely on them. The fixer notes
-which variables held events, and a follow-up rewrites their uses: ``e.record()`` becomes
-a synchronize then a timestamp, ``a.elapsed_time(b)`` becomes ``(b - a) * 1000.0``
-(milliseconds, as CUDA reported; ``elapsed_time(b) / 1000`` becomes ``b - a``),
+TorchTPU's experimental events mark only pending host copies, so timing must not rely on
+them. The fixer notes which variables held events, and a follow-up rewrites their uses:
+``e.record()`` becomes a synchronize then a timestamp, ``a.elapsed_time(b)`` becomes
+``(b - a) * 1000.0`` (milliseconds, as CUDA reported; ``elapsed_time(b) / 1000`` becomes ``b - a``),
 ``e.synchronize()``/``e.wait()`` a synchronize, ``e.query()`` True.
 
 One synchronize per timestamp: a ``record()`` right after a synchronize takes only the
