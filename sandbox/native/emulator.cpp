@@ -352,6 +352,10 @@ at::Tensor make_tensor_on(c10::Storage storage, c10::DispatchKeySet ks, const at
   auto t = at::detail::make_tensor<c10::TensorImpl>(std::move(storage), ks, like.dtype());
   t.unsafeGetTensorImpl()->set_sizes_and_strides(like.sizes(), like.strides(),
                                                  like.storage_offset());
+  // The lazy conjugate / negative bits are dispatch keys, not in `ks`: keep them, or a
+  // conj() view (an ifft of real input) would read as the unconjugated values.
+  if (like.is_conj()) t._set_conj(true);
+  if (like.is_neg()) t._set_neg(true);
   return t;
 }
 
