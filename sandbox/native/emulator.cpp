@@ -289,6 +289,9 @@ struct DevHooks final : at::PrivateUse1HooksInterface {
     return at::detail::getDefaultCPUGenerator();  // the device draws from the CPU generator
   }
   at::Device getDeviceFromPtr(void*) const override { return dev(t_current); }
+  // x.to("cpu", non_blocking=True) allocates its result pinned; the device's memory is host
+  // memory, so the CPU allocator serves (the Python side makes Tensor.pin_memory a copy).
+  at::Allocator* getPinnedMemoryAllocator() const override { return c10::GetCPUAllocator(); }
   bool hasPrimaryContext(c10::DeviceIndex) const override { return true; }
   c10::DeviceIndex deviceCount() const override {
     return static_cast<c10::DeviceIndex>(g_count.load());
