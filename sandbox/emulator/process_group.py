@@ -29,6 +29,7 @@ COLLECTIVES = (
     "reduce",
     "all_gather",
     "all_gather_into_tensor",
+    "all_gather_single",
     "reduce_scatter",
     "reduce_scatter_tensor",
     "all_to_all",
@@ -81,6 +82,35 @@ def _device_checked(fn: Callable[..., Any], names: frozenset[str]) -> Callable[.
     return collective
 
 
+def _flat_all_gather(fn: Callable[..., Any], names: frozenset[str]) -> Callable[..., Any]:
+    """``all_gather_single`` into any contiguous output of ``world_size x input.numel()``
+    elements, as NCCL (and the device's own backend) take it.
+
+    gloo splits the output along dimension 0 into one piece per rank, so it refuses the
+    ``(1, world_size * n)`` output that ``torch.nn.SyncBatchNorm`` gathers its statistics
+    into on every backend but gloo (it asks the group's backend name, here the
+    device's). The same memory viewed as ``(world_size * input.shape[0], ...)`` is what
+    gloo wants, and the device tensor sees the gathered values.
+    """
+    signature = inspect.signature(fn)
+
+    @functools.wraps(fn)
+    def all_gather_single(*args: Any, **kwargs: Any) -> Any:
+        bound = signature.bind(*args, **kwargs)
+        out, inp = bound.arguments["output_tensor"], bound.arguments["input_tensor"]
+        group = bound.arguments.get("group")
+        if _group_backend(group) in names and inp.dim() > 0 and out.is_contiguous():
+            import torch.distributed as dist
+
+            world = dist.get_world_size(group)
+            shape = (world * inp.shape[0], *inp.shape[1:])
+            if out.shape != shape and out.numel() == world * inp.numel():
+                bound.arguments["output_tensor"] = out.view(shape)
+        return fn(*bound.args, **bound.kwargs)
+
+    return all_gather_single
+
+
 @functools.cache
 def _devices() -> frozenset[str]:
     return frozenset(torchtpu_facts.section("distributed")["backend_devices"])
@@ -99,9 +129,12 @@ def install(name: str) -> None:
         if alias not in known and alias.upper() not in known:
             creator = _tpu_creator if name == "tpu" else _gloo_creator
             dist.Backend.register_backend(alias, creator, devices=["cpu", name])
+    names = frozenset(aliases)
+    flat = _flat_all_gather(distributed_c10d.all_gather_single, names)
+    for owner in (distributed_c10d, dist):
+        patching.patch(owner, "all_gather_single", flat, by="emulator.process_group")
     if name != "tpu":
         return
-    names = frozenset(aliases)
     for fn_name in COLLECTIVES:
         checked = _device_checked(getattr(distributed_c10d, fn_name), names)
         for owner in (distributed_c10d, dist):

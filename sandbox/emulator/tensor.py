@@ -14,6 +14,7 @@ from typing import Any
 import torch
 from torch.utils._pytree import tree_flatten, tree_map
 
+from .. import device_only_ops
 from . import counters, generator, memory, precision, state
 
 aten = torch.ops.aten
@@ -214,6 +215,8 @@ def dispatch(func: Any, args: tuple, kwargs: dict) -> Any:
         out = precision.run(func, cpu_args, cpu_kwargs)
     elif func is aten._fused_sdp_choice.default and precision.sdp_math(cpu_args[0]):
         out = precision.SDP_MATH
+    elif func in device_only_ops.KERNELS:  # no CPU kernel in torch: the emulator's own
+        out = device_only_ops.KERNELS[func](*cpu_args, **cpu_kwargs)
     else:
         out = func(*cpu_args, **cpu_kwargs)
 

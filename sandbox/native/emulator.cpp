@@ -289,6 +289,9 @@ struct DevHooks final : at::PrivateUse1HooksInterface {
     return at::detail::getDefaultCPUGenerator();  // the device draws from the CPU generator
   }
   at::Device getDeviceFromPtr(void*) const override { return dev(t_current); }
+  // x.to("cpu", non_blocking=True) allocates its result pinned; the device's memory is host
+  // memory, so the CPU allocator serves (the Python side makes Tensor.pin_memory a copy).
+  at::Allocator* getPinnedMemoryAllocator() const override { return c10::GetCPUAllocator(); }
   bool hasPrimaryContext(c10::DeviceIndex) const override { return true; }
   c10::DeviceIndex deviceCount() const override {
     return static_cast<c10::DeviceIndex>(g_count.load());
@@ -352,6 +355,10 @@ at::Tensor make_tensor_on(c10::Storage storage, c10::DispatchKeySet ks, const at
   auto t = at::detail::make_tensor<c10::TensorImpl>(std::move(storage), ks, like.dtype());
   t.unsafeGetTensorImpl()->set_sizes_and_strides(like.sizes(), like.strides(),
                                                  like.storage_offset());
+  // The lazy conjugate / negative bits are dispatch keys, not in `ks`: keep them, or a
+  // conj() view (an ifft of real input) would read as the unconjugated values.
+  if (like.is_conj()) t._set_conj(true);
+  if (like.is_neg()) t._set_neg(true);
   return t;
 }
 

@@ -19,13 +19,14 @@ from typing import Any
 
 import torch
 
-from .. import torchtpu_facts, tpu_launch
+from .. import device_only_ops, torchtpu_facts, tpu_launch
 from ..emulator import backend, generator, precision, serialization, state
 from ..emulator.counters import record_sync, record_transfer, reset
 from ..emulator.tensor import _MIXED_DEVICE_OK, NOT_EMULATED
 from .build import MODULE
 
 ROUTED = "routed-ops.json"
+_LIBRARIES: list[torch.library.Library] = []  # kept alive: dropping one unregisters its kernels
 
 
 def load(library: Path) -> types.ModuleType:
@@ -77,6 +78,16 @@ def _routed(library: Path) -> tuple[list[str], list[str]]:
     return routed_ops()
 
 
+def _register_device_only_ops() -> None:
+    """``device_only_ops.KERNELS`` as the PrivateUse1 kernels of their ops: torch has no
+    CPU kernel for them, so the boxed fallback could not run them. Each kernel runs on
+    the device tensors, its ops through the fallback."""
+    lib = torch.library.Library("aten", "IMPL")
+    for op, kernel in device_only_ops.KERNELS.items():
+        lib.impl(op._schema.name.split("::", 1)[1], kernel, "PrivateUse1")
+    _LIBRARIES.append(lib)
+
+
 def _on_sync(kind: str, d2h_bytes: int) -> None:
     """Called by the C++ backend at each host sync (``.item()``, a device-to-host copy)."""
     record_sync(kind)
@@ -96,6 +107,7 @@ def register(name: str, devices: int, library: Path) -> None:
         state.first_use_check = tpu_launch.worker_error
         ext.on_first_use(state.first_use_error)
     ext.route_to_fallback(*_routed(library))
+    _register_device_only_ops()
     ext.set_precision_hook(precision.qualified_names(), precision.run_by_name)
     for op, message in NOT_EMULATED.items():
         ext.refuse(_qualified(op), message)

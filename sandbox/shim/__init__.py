@@ -61,6 +61,7 @@ def deactivate() -> None:
     if not _active:
         return
     devices.uninstall()
+    distributed.uninstall()
     patching.undo_all("shim")
     _active = False
 

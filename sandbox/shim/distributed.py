@@ -3,9 +3,11 @@
 A CPU-only torch has no NCCL; gloo runs the same collectives on CPU tensors. DDP given
 `device_ids=[rank]` on a CPU module raises, so the ids are dropped (CPU DDP wants None).
 `nn.parallel.data_parallel(m, x, device_ids)` insists on cuda:0 parameters, so it calls
-`m(x)` (one emulated GPU: no scatter). `SyncBatchNorm.convert_sync_batchnorm` keeps the
-BatchNorm layers (SyncBatchNorm refuses CPU input); with one process that is the same
-computation, with several the batch statistics are per process.
+`m(x)` (one emulated GPU: no scatter). `SyncBatchNorm` synchronises its statistics
+across the processes as on GPUs: torch refuses it CPU input and has its ops
+(`batch_norm_stats`...) for accelerators only, so the reference CPU, which stands for the
+GPU, gets those ops' kernels (`sandbox.device_only_ops`) and a SyncBatchNorm forward that
+takes CPU input (`_sync_batch_norm_forward`).
 """
 
 from __future__ import annotations
@@ -14,10 +16,13 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
+from torch.nn.modules._functions import SyncBatchNorm as sync_batch_norm
 from torch.nn.parallel import DistributedDataParallel
 
-from .. import patching
+from .. import device_only_ops, patching
 from .recording import record
+
+_LIBRARIES: list[torch.library.Library] = []  # the CPU kernels of device_only_ops, while active
 
 
 def _cpu_backend(backend: Any) -> Any:
@@ -88,9 +93,56 @@ def _data_parallel_forward(self: torch.nn.DataParallel, *inputs: Any, **kwargs: 
     return self.module(*inputs, **kwargs)
 
 
-def _convert_sync_batchnorm(module: Any, process_group: Any = None) -> Any:
-    record("SyncBatchNorm.convert_sync_batchnorm")
-    return module
+def _make_sync_batch_norm_forward(real: Any) -> Any:
+    def forward(self: torch.nn.SyncBatchNorm, input: torch.Tensor) -> torch.Tensor:
+        """SyncBatchNorm.forward that synchronises CPU input across the processes as
+        torch's does CUDA input (its other cases, batch norm without a group, are torch's)."""
+        if (
+            input.device.type != "cpu"
+            or not self.training
+            or not dist.is_available()
+            or not dist.is_initialized()
+        ):
+            return real(self, input)
+        group = self.process_group or dist.group.WORLD
+        world_size = dist.get_world_size(group)
+        if world_size == 1:
+            return real(self, input)
+        record("SyncBatchNorm.forward")
+        self._check_input_dim(input)
+        self._check_non_zero_input_channels(input)
+        momentum = 0.0 if self.momentum is None else self.momentum
+        if self.track_running_stats:
+            self.num_batches_tracked.add_(1)
+            if self.momentum is None:  # cumulative moving average
+                momentum = 1.0 / self.num_batches_tracked.item()
+        running = (self.running_mean, self.running_var) if self.track_running_stats else (None,) * 2
+        return sync_batch_norm.apply(
+            input, self.weight, self.bias, *running, self.eps, momentum, group, world_size
+        )
+
+    forward.__wrapped__ = real  # type: ignore[attr-defined]
+    return forward
+
+
+def _passing_sync_batchnorm_handle(self: DistributedDataParallel, module: Any) -> None:
+    """DDP's check that SyncBatchNorm layers sit on a GPU: on the reference they are."""
+
+
+def _register_cpu_kernels() -> None:
+    """The accelerator-only batch-norm ops, on the CPU that plays the GPU."""
+    if _LIBRARIES:
+        return
+    lib = torch.library.Library("aten", "IMPL")
+    for op, kernel in device_only_ops.KERNELS.items():
+        lib.impl(op._schema.name.split("::", 1)[1], kernel, "CPU")
+    _LIBRARIES.append(lib)
+
+
+def uninstall() -> None:
+    """Drop the CPU kernels ``install`` registered (the patches are undone by the shim)."""
+    while _LIBRARIES:
+        _LIBRARIES.pop()._destroy()
 
 
 def install() -> None:
@@ -99,10 +151,17 @@ def install() -> None:
     patching.patch(torch.nn.DataParallel, "forward", _data_parallel_forward, by="shim.distributed")
     patching.patch(
         torch.nn.SyncBatchNorm,
-        "convert_sync_batchnorm",
-        staticmethod(_convert_sync_batchnorm),
+        "forward",
+        _make_sync_batch_norm_forward(torch.nn.SyncBatchNorm.forward),
         by="shim.distributed",
     )
+    patching.patch(
+        DistributedDataParallel,
+        "_passing_sync_batchnorm_handle",
+        _passing_sync_batchnorm_handle,
+        by="shim.distributed",
+    )
+    _register_cpu_kernels()
     if not dist.is_available():
         return
     c10d = dist.distributed_c10d

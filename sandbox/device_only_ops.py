@@ -1,0 +1,164 @@
+"""Kernels for the ops torch implements for accelerators only (no CPU kernel).
+
+The emulator runs every op by its CPU kernel, so an op torch has for CUDA (and for a
+real TorchTPU / TorchNeuron device) but not for the CPU fails on the emulated device
+where it works on the real one: ``torch.nn.SyncBatchNorm`` calls
+``torch.batch_norm_stats``, ``batch_norm_gather_stats_with_counts``, ``batch_norm_elemt``
+and their backward ops, none of which the CPU has. ``KERNELS`` maps each such op to a
+kernel written with ops every backend has; the Python emulator runs it on the CPU
+tensors behind the device tensors (tensor.py), the native backend registers it as the
+op's PrivateUse1 kernel (native/register.py). A CPU tensor still gets torch's own
+"Could not run ... 'CPU' backend" error, as it would on the real machine.
+
+The arithmetic follows torch's CUDA kernels (aten/src/ATen/native/cuda/Normalization.cuh):
+statistics over every dimension but the channel dimension 1, the biased variance in
+``invstd = 1 / sqrt(var + eps)``, half-precision inputs reduced in float32, and
+the running variance updated with the unbiased (``n / (n - 1)``) variance.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+aten = torch.ops.aten
+Tensor = torch.Tensor
+
+
+def _reduce_dims(x: Tensor) -> list[int]:
+    return [d for d in range(x.dim()) if d != 1]
+
+
+def _channel_shape(x: Tensor) -> list[int]:
+    """(1, C, 1, ...): per-channel vectors broadcast against ``x``."""
+    return [1, x.shape[1], *([1] * (x.dim() - 2))] if x.dim() > 1 else [-1]
+
+
+def _acc(x: Tensor) -> Tensor:
+    """Half-precision values accumulate in float32, as torch's CUDA kernels do."""
+    return x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
+
+
+def batch_norm_stats(input: Tensor, eps: float) -> tuple[Tensor, Tensor]:
+    """Per-channel mean and ``1 / sqrt(biased var + eps)`` of ``input``."""
+    x = _acc(input)
+    var, mean = torch.var_mean(x, dim=_reduce_dims(x), correction=0)
+    return mean, torch.rsqrt(var + eps)
+
+
+def batch_norm_gather_stats_with_counts(
+    input: Tensor,
+    mean: Tensor,
+    invstd: Tensor,
+    running_mean: Tensor | None,
+    running_var: Tensor | None,
+    momentum: float,
+    eps: float,
+    counts: Tensor,
+) -> tuple[Tensor, Tensor]:
+    """Merge the ranks' (mean, invstd, count) rows into the global statistics, and
+    update the running statistics in place (as SyncBatchNorm's all-gather feeds it)."""
+    n = counts.to(mean.dtype).reshape(-1, 1)
+    total = n.sum(0)
+    global_mean = (n * mean).sum(0) / total
+    var_i = 1.0 / (invstd * invstd) - eps
+    var = (n * (var_i + (mean - global_mean) ** 2)).sum(0) / total
+    if running_mean is not None:
+        running_mean.copy_(running_mean * (1 - momentum) + global_mean * momentum)
+    if running_var is not None:
+        unbiased = var * total / (total - 1)
+        running_var.copy_(running_var * (1 - momentum) + unbiased * momentum)
+    return global_mean, torch.rsqrt(var + eps)
+
+
+def batch_norm_gather_stats(
+    input: Tensor,
+    mean: Tensor,
+    invstd: Tensor,
+    running_mean: Tensor | None,
+    running_var: Tensor | None,
+    momentum: float,
+    eps: float,
+    count: int,
+) -> tuple[Tensor, Tensor]:
+    """:func:`batch_norm_gather_stats_with_counts` with the same ``count`` on every rank."""
+    counts = torch.full((mean.shape[0],), float(count), dtype=mean.dtype, device=mean.device)
+    return batch_norm_gather_stats_with_counts(
+        input, mean, invstd, running_mean, running_var, momentum, eps, counts
+    )
+
+
+def batch_norm_elemt(
+    input: Tensor,
+    weight: Tensor | None,
+    bias: Tensor | None,
+    mean: Tensor,
+    invstd: Tensor,
+    eps: float,
+) -> Tensor:
+    """``(input - mean) * invstd * weight + bias``, per channel."""
+    shape = _channel_shape(input)
+    out = (_acc(input) - mean.reshape(shape)) * invstd.reshape(shape)
+    if weight is not None:
+        out = out * weight.reshape(shape)
+    if bias is not None:
+        out = out + bias.reshape(shape)
+    return out.to(input.dtype)
+
+
+def batch_norm_backward_reduce(
+    grad_out: Tensor,
+    input: Tensor,
+    mean: Tensor,
+    invstd: Tensor,
+    weight: Tensor | None,
+    input_g: bool,
+    weight_g: bool,
+    bias_g: bool,
+) -> tuple[Tensor | None, Tensor | None, Tensor | None, Tensor | None]:
+    """Per-channel ``sum(dy)``, ``sum(dy * (x - mean))`` and the weight and bias gradients
+    (None where not asked for, as torch leaves them undefined)."""
+    shape, dims = _channel_shape(input), _reduce_dims(input)
+    dy = _acc(grad_out)
+    sum_dy = dy.sum(dims)
+    sum_dy_xmu = (dy * (_acc(input) - mean.reshape(shape))).sum(dims)
+    dtype = weight.dtype if weight is not None else mean.dtype
+    grad_weight = (sum_dy_xmu * invstd).to(dtype) if weight_g else None
+    grad_bias = sum_dy.to(dtype) if bias_g else None
+    if not input_g:
+        sum_dy = sum_dy_xmu = None
+    return sum_dy, sum_dy_xmu, grad_weight, grad_bias
+
+
+def batch_norm_backward_elemt(
+    grad_out: Tensor,
+    input: Tensor,
+    mean: Tensor,
+    invstd: Tensor,
+    weight: Tensor | None,
+    sum_dy: Tensor,
+    sum_dy_xmu: Tensor,
+    count: Tensor,
+) -> Tensor:
+    """The input gradient from the all-reduced sums over ``count.sum()`` elements."""
+    shape = _channel_shape(input)
+    total = count.sum().to(sum_dy.dtype)
+    mean_dy = (sum_dy / total).reshape(shape)
+    mean_dy_xmu = (sum_dy_xmu / total).reshape(shape)
+    inv = invstd.reshape(shape)
+    scale = inv if weight is None else inv * weight.reshape(shape)
+    xmu = _acc(input) - mean.reshape(shape)
+    grad = (_acc(grad_out) - mean_dy - xmu * inv * inv * mean_dy_xmu) * scale
+    return grad.to(input.dtype)
+
+
+KERNELS: dict[Any, Callable[..., Any]] = {
+    aten.batch_norm_stats.default: batch_norm_stats,
+    aten.batch_norm_gather_stats.default: batch_norm_gather_stats,
+    aten.batch_norm_gather_stats_with_counts.default: batch_norm_gather_stats_with_counts,
+    aten.batch_norm_elemt.default: batch_norm_elemt,
+    aten.batch_norm_backward_reduce.default: batch_norm_backward_reduce,
+    aten.batch_norm_backward_elemt.default: batch_norm_backward_elemt,
+}
