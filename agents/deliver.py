@@ -385,6 +385,8 @@ def environment_markdown(environment: dict[str, Any]) -> list[str]:
         lines.append(f"- installed {markdown_code(pin)}{cached}")
     for name, why in sorted((environment.get("unavailable") or {}).items()):
         lines.append(f"- could not install {markdown_code(name)}: {_md(why)}")
+    for note in environment.get("notes") or []:
+        lines.append(f"- {_md(note)}")
     for s in environment.get("skipped") or []:
         lines.append(
             f"- skipped {markdown_code(s.get('requirement', ''))} "

@@ -93,6 +93,7 @@ class Overlay:
     skipped: list[dict[str, str]] = field(default_factory=list)
     present: list[str] = field(default_factory=list)
     import_names: dict[str, str] = field(default_factory=dict)  # import name -> distribution
+    notes: list[str] = field(default_factory=list)  # requirements asked for otherwise, and why
     cached: bool = False
     elapsed_s: float = 0.0
 
@@ -265,6 +266,20 @@ def _stopped(
     )
 
 
+def _notes(resolution: Resolution, overlay: Overlay) -> list[str]:
+    """Each requirement asked for otherwise than the repository wrote it (a companion
+    pinned for another torch), with what was installed for it."""
+    pins = {canonical(p.split("==")[0]): p for p in overlay.installed}
+    notes = []
+    for wanted in resolution.needed:
+        if wanted.note and wanted.name in pins:
+            notes.append(f"{wanted.note}: installed {pins[wanted.name]}")
+        elif wanted.note:
+            why = overlay.unavailable.get(wanted.name, "not installed")
+            notes.append(f"{wanted.note}: {wanted.requirement} could not be installed ({why})")
+    return notes
+
+
 def sweep_stale_staging(envs: Path) -> list[Path]:
     """Remove the staging folders of installs whose torchport is gone (killed mid-install):
     only folders named as ``prepare`` names them, directly in ``envs``. The removed."""
@@ -304,6 +319,7 @@ def prepare(
         skipped=[asdict(w) for w in resolution.skipped],
         present=[w.requirement for w in resolution.present],
         import_names=dict(resolution.import_names),
+        notes=[w.note for w in resolution.present if w.note],
     )
     if not resolution.needed and resolution.project is None:
         return overlay
@@ -354,6 +370,7 @@ def prepare(
         except (InvalidIdentity, Refused) as exc:  # a Resolution not made by resolve()
             itself = {"name": "(the repository itself)", "requirement": "", "source": ""}
             overlay.skipped.append({**itself, "reason": str(exc)})
+    overlay.notes += _notes(resolution, overlay)
     overlay.elapsed_s = round(time.monotonic() - started, 3)
     overlay.path = str(final / "site")
     (staging / RECORD).write_text(json.dumps(overlay.to_json(), indent=2), encoding="utf-8")
