@@ -1,13 +1,16 @@
 """Install what a repository needs into an overlay folder, cached by what was resolved.
 
-The overlay is a plain ``pip install --target`` folder that the sandboxed runs put on
-sys.path after torchport's own site-packages (read only), so torch and everything
-torchport already has stay torchport's. Installing happens here, on the host, before
-the offline runs, and never runs repository or package code: pip resolves with
-``--dry-run --report`` against torchport's interpreter, wheels only, and each exact
-pin is then installed alone with ``--no-deps``. pip sees a fresh environment: no
-credentials of torchport's, only pip's own index settings and the proxy variables,
-so a user can point it at a wheel folder (``PIP_FIND_LINKS``, ``PIP_NO_INDEX``).
+The overlay is an install prefix (``pip install --prefix``): its site-packages go on the
+sandboxed runs' sys.path after torchport's own (read only), so torch and everything
+torchport already has stay torchport's, and its ``bin/`` (console scripts) and ``lib/``
+(shared libraries a wheel ships as data, such as an MPI for mpi4py) on PATH and
+LD_LIBRARY_PATH (``sandbox.pythonpath``), as in an environment pip installed into.
+Installing happens here, on the host, before the offline runs, and never runs repository
+or package code: pip resolves with ``--dry-run --report`` against torchport's
+interpreter, wheels only, and each exact pin is then installed alone with ``--no-deps``.
+pip sees a fresh environment: no credentials of torchport's, only pip's own index
+settings and the proxy variables, so a user can point it at a wheel folder
+(``PIP_FIND_LINKS``, ``PIP_NO_INDEX``).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import re
 import shutil
 import subprocess
 import sys
+import sysconfig
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -28,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from ..sandbox.hostpython import python_command
+from ..sandbox.pythonpath import OVERLAY_MARK
 from ..sandbox.safepath import Refused, confined
 from .catalogue import load_catalogue
 from .childproc import run_bounded
@@ -68,6 +73,9 @@ COMPLETE = ".complete"
 # A staging folder: "<overlay key>.<pid of the torchport making it>.tmp".
 STAGING = re.compile(r"^[0-9a-f]{24}\.(\d+)\.tmp$")
 RECORD = "overlay.json"
+PREFIX = "prefix"  # the install prefix, in an overlay's folder
+# how overlays are laid out: part of the key, so that one laid out otherwise is remade
+LAYOUT = "prefix-1"
 HOW_TO_PROVIDE = (
     "provide it with --deps FILE (a requirements file) and a folder of wheels in "
     "PIP_FIND_LINKS, or verify with --python PATH (an interpreter that has it)"
@@ -87,6 +95,7 @@ class Overlay:
     """The overlay a verification runs with, and what it took to make it."""
 
     path: str | None = None  # None: nothing to add to the program's sys.path
+    prefix: str | None = None  # the install prefix ``path`` is the site-packages of
     key: str = ""
     installed: list[str] = field(default_factory=list)  # "name==version"
     unavailable: dict[str, str] = field(default_factory=dict)  # name -> why
@@ -125,6 +134,7 @@ def overlay_key(resolution: Resolution) -> str:
         sys.version_info[:2],
         platform.machine(),
         installed_version("torch"),
+        LAYOUT,
     ]
     return hashlib.sha256(json.dumps(parts, default=str).encode()).hexdigest()[:24]
 
@@ -226,6 +236,13 @@ def _pinned(pin: str, hashes: tuple[str, ...], work: Path) -> list[str]:
     listed = work / "hashed-requirement.txt"
     listed.write_text(pin + "".join(f" --hash={h}" for h in hashes) + "\n", encoding="utf-8")
     return ["--require-hashes", "-r", str(listed)]
+
+
+def site_of(prefix: Path) -> Path:
+    """Where pip puts a pure-Python package under ``--prefix`` with this interpreter
+    (``PREFIX/lib/python3.11/site-packages``)."""
+    base = {"base": str(prefix), "platbase": str(prefix)}
+    return Path(sysconfig.get_path("purelib", "posix_prefix", vars=base))
 
 
 def _write_project_metadata(folder: Path, project: tuple[str, str]) -> None:
@@ -335,7 +352,9 @@ def prepare(
     try:
         staging = cache / "envs" / f"{overlay.key}.{os.getpid()}.tmp"
         shutil.rmtree(staging, ignore_errors=True)
-        (staging / "site").mkdir(parents=True)
+        site = site_of(staging / PREFIX)
+        site.mkdir(parents=True)
+        (staging / PREFIX / OVERLAY_MARK).write_text("", encoding="utf-8")
     except OSError as exc:
         raise InstallError(f"cannot write the dependency cache {cache}: {exc}") from exc
     env = pip_environment(staging)
@@ -352,11 +371,11 @@ def prepare(
             ]
             for number, (name, version) in enumerate(pins, start=1):
                 say(f"dependencies: installing {number}/{len(pins)}: {name}=={version}")
-                args = ["install", "--quiet", "--no-deps", WHEELS_ONLY, "--target"]
+                args = ["install", "--quiet", "--no-deps", WHEELS_ONLY, "--prefix"]
                 pin = f"{name}=={version}"
                 what = _pinned(pin, hashes.get(canonical(name), ()), staging)
                 done = _pip(
-                    [*args, str(staging / "site"), *what], env, deadline, f"installing {pin}"
+                    [*args, str(staging / PREFIX), *what], env, deadline, f"installing {pin}"
                 )
                 if done.returncode == 0:
                     overlay.installed.append(f"{name}=={version}")
@@ -366,13 +385,14 @@ def prepare(
         _stopped(overlay, requirements, exc, time.monotonic() - started, time_limit_s, say)
     if resolution.project is not None:
         try:
-            _write_project_metadata(staging / "site", resolution.project)
+            _write_project_metadata(site, resolution.project)
         except (InvalidIdentity, Refused) as exc:  # a Resolution not made by resolve()
             itself = {"name": "(the repository itself)", "requirement": "", "source": ""}
             overlay.skipped.append({**itself, "reason": str(exc)})
     overlay.notes += _notes(resolution, overlay)
     overlay.elapsed_s = round(time.monotonic() - started, 3)
-    overlay.path = str(final / "site")
+    overlay.prefix = str(final / PREFIX)
+    overlay.path = str(site_of(final / PREFIX))
     (staging / RECORD).write_text(json.dumps(overlay.to_json(), indent=2), encoding="utf-8")
     if not overlay.unavailable:
         (staging / COMPLETE).write_text("", encoding="utf-8")
