@@ -28,6 +28,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from . import own_packages
+
 SITE_VARIABLE = "TORCHPORT_SITE_PATHS"
 PROGRAM_VARIABLE = "TORCHPORT_PROGRAM_PATH"
 # a file at an overlay's install prefix: its bin/ and lib/ are the program's (a --python
@@ -108,10 +110,13 @@ def installed_overlays() -> list[str]:
 
 
 def place_site_paths() -> list[str]:
-    """In the launcher: each overlay after site-packages (and its ``.pth`` files read)."""
+    """In the launcher: each overlay after site-packages (and its ``.pth`` files read), and
+    torchport's own packages the program does not name hidden (``own_packages``)."""
     overlays = installed_overlays()
     for path in overlays:
         while path in sys.path:
             sys.path.remove(path)
         site.addsitedir(path)
+    prefixes = (overlay_prefix(Path(p)) for p in overlays)
+    own_packages.install(p for p in prefixes if p is not None)
     return overlays

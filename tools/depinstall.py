@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from ..sandbox.hostpython import python_command
+from ..sandbox.own_packages import HIDDEN_FILE
 from ..sandbox.pythonpath import OVERLAY_MARK
 from ..sandbox.safepath import Refused, confined
 from .catalogue import load_catalogue
@@ -47,6 +48,7 @@ from .depresolve import (
     checked_identity,
     installed_version,
 )
+from .depvisible import hidden_packages, own_distributions
 from .safetext import REASON_CHARS
 
 # pip's own settings and the network's, passed through when set; nothing else is.
@@ -103,6 +105,7 @@ class Overlay:
     present: list[str] = field(default_factory=list)
     import_names: dict[str, str] = field(default_factory=dict)  # import name -> distribution
     notes: list[str] = field(default_factory=list)  # requirements asked for otherwise, and why
+    hidden: list[str] = field(default_factory=list)  # torchport's, absent in the runs
     cached: bool = False
     elapsed_s: float = 0.0
 
@@ -123,6 +126,15 @@ def pip_environment(home: Path) -> dict[str, str]:
     return env
 
 
+def named_distributions(resolution: Resolution) -> set[str]:
+    """Every distribution the program names: declared, imported, its own."""
+    wanted = [*resolution.needed, *resolution.present, *resolution.skipped]
+    names = {w.name for w in wanted} | set(resolution.import_names.values())
+    if resolution.project is not None:
+        names.add(canonical(resolution.project[0]))
+    return names
+
+
 def overlay_key(resolution: Resolution) -> str:
     """What the overlay's contents depend on: the requirements, the repository's own
     name, and the interpreter and torch they are installed against."""
@@ -135,6 +147,8 @@ def overlay_key(resolution: Resolution) -> str:
         platform.machine(),
         installed_version("torch"),
         LAYOUT,
+        sorted(named_distributions(resolution)),  # what the overlay's hidden list keeps
+        own_distributions(),  # what it hides
     ]
     return hashlib.sha256(json.dumps(parts, default=str).encode()).hexdigest()[:24]
 
@@ -338,8 +352,6 @@ def prepare(
         import_names=dict(resolution.import_names),
         notes=[w.note for w in resolution.present if w.note],
     )
-    if not resolution.needed and resolution.project is None:
-        return overlay
     overlay.key = overlay_key(resolution)
     sweep_stale_staging(cache / "envs")
     final = cache / "envs" / overlay.key
@@ -390,6 +402,9 @@ def prepare(
             itself = {"name": "(the repository itself)", "requirement": "", "source": ""}
             overlay.skipped.append({**itself, "reason": str(exc)})
     overlay.notes += _notes(resolution, overlay)
+    hidden = hidden_packages(named_distributions(resolution), [str(site)])
+    overlay.hidden = hidden["distributions"]
+    (staging / PREFIX / HIDDEN_FILE).write_text(json.dumps(hidden, indent=1), encoding="utf-8")
     overlay.elapsed_s = round(time.monotonic() - started, 3)
     overlay.prefix = str(final / PREFIX)
     overlay.path = str(site_of(final / PREFIX))
