@@ -94,3 +94,15 @@ def test_a_librarys_probe_finds_the_same_environment_in_both_runs(tmp_path, whee
     declared = depinstall.prepare(resolve(repo), tmp_path / "cache").to_json()
     assert "bitsandbytes" not in declared["hidden"]
     assert _probe(repo, declared["path"], "reference") == "PROBE True True"
+
+
+def test_a_run_that_needs_a_hidden_package_says_torchport_hid_it():
+    """Not "the original fails here too" with nothing more: the package is torchport's, and
+    declaring it makes it the program's."""
+    error = {"type": "ModuleNotFoundError", "message": "No module named 'urllib3'"}
+    failed = {"status": "failed", "error": error}
+    v = verifier.Verification("failed", "failed", target=failed, reference=failed)
+    v = verifier.name_missing_dependency(v, {"hidden": ["urllib3"], "import_names": {}})
+    assert v.verdict == "not-runnable"
+    assert "urllib3" in v.reason and "requirements do not name it" in v.reason
+    assert "--deps FILE" in v.reason
