@@ -120,3 +120,12 @@ def test_a_version_the_code_asserts_is_the_one_installed(tmp_path, wheels):  # n
     aliased += "assert np.__version__ == '1.0'\n"
     r = resolve(write(tmp_path / "c", {"main.py": aliased}))
     assert [w.requirement for w in r.needed] == ["timm==0.3.2"]
+
+
+def test_a_hashed_companion_pinned_for_another_torch_is_not_installed_unchecked(tmp_path):
+    digest = "sha256:" + "0" * 64
+    repo = write(tmp_path / "repo", {"requirements.txt": f"torchvision==0.20.0 --hash={digest}\n"})
+    r = resolve(repo)
+    assert not r.needed
+    why = _reasons(r)["torchvision"]
+    assert why.startswith("torchvision==0.20.0 is built for torch 2.5;") and "--hash" in why

@@ -197,6 +197,10 @@ def _hashed(name: str, text: str, hashes: tuple[str, ...], source: str) -> tuple
         return "skipped", Wanted(name, text, source, why, hashes)
     if requirement.marker is not None and not requirement.marker.evaluate():
         return "skipped", Wanted(name, text, source, "its environment marker excludes this one")
+    fix = companion_fix(name, text, requirement.specifier, installed_version("torch") or "")
+    if fix is not None:  # the hashes are the pinned release's: no other is installed unchecked
+        why = f"{fix.note.split(';')[0]}; its --hash values are that release's: not installed"
+        return "skipped", Wanted(name, text, source, why, hashes)
     have = installed_version(name)
     if have is None:
         return "needed", Wanted(name, text, source, "", hashes)
