@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from test_environment import TRAIN, build_wheel, wheels, write  # noqa: F401  (wheels: fixture)
 from torchport.agents import verifier
+from torchport.agents.deliver import environment_markdown
 from torchport.sandbox.harness import RunSpec, run
 from torchport.tools import depinstall
 from torchport.tools.depresolve import resolve
@@ -81,6 +82,8 @@ def test_a_librarys_probe_finds_the_same_environment_in_both_runs(tmp_path, whee
     )
     env = depinstall.prepare(resolve(repo), tmp_path / "cache").to_json()
     assert "bitsandbytes" in env["hidden"]
+    said = "\n".join(environment_markdown(env))
+    assert "absent in both runs: torchport's own packages that the program does not name" in said
     # the original and the port see no bitsandbytes: not found, no metadata, not imported
     assert _probe(repo, env["path"], "reference") == "PROBE False False"
     assert _probe(migrated, env["path"], "tpu") == "PROBE False False"
