@@ -10,7 +10,9 @@ or package code: pip resolves with ``--dry-run --report`` against torchport's
 interpreter, wheels only, and each exact pin is then installed alone with ``--no-deps``.
 pip sees a fresh environment: no credentials of torchport's, only pip's own index
 settings and the proxy variables, so a user can point it at a wheel folder
-(``PIP_FIND_LINKS``, ``PIP_NO_INDEX``).
+(``PIP_FIND_LINKS``, ``PIP_NO_INDEX``). An overlay is made even when nothing is to be
+installed: it also lists torchport's own packages that the program does not name
+(``tools.depvisible``), which its runs hide (``sandbox.own_packages``).
 """
 
 from __future__ import annotations
@@ -137,7 +139,8 @@ def named_distributions(resolution: Resolution) -> set[str]:
 
 def overlay_key(resolution: Resolution) -> str:
     """What the overlay's contents depend on: the requirements, the repository's own
-    name, and the interpreter and torch they are installed against."""
+    name, the interpreter and torch they are installed against, and what its list of
+    hidden packages depends on (the distributions the program names, torchport's own)."""
     parts = [
         sorted(
             w.requirement + "".join(f" --hash={h}" for h in w.hashes) for w in resolution.needed
