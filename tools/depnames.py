@@ -40,6 +40,12 @@ def known_distribution(module: str) -> tuple[str, str] | None:
     return None
 
 
+def runtime_of(distribution: str) -> list[str]:
+    """The distributions that provide the shared library ``distribution``'s wheel loads
+    at run time (``mpi4py`` -> ``["mpich"]``); none for most."""
+    return list(_tables().get("runtime", {}).get(distribution, []))
+
+
 def torch_minor(version: str) -> str:
     """``2.13.0+cpu`` -> ``2.13``."""
     return ".".join(version.split("+")[0].split(".")[:2])

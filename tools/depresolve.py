@@ -36,7 +36,7 @@ from .depfiles import (
     dependencies_in_text,
     requirement_lines,
 )
-from .depnames import companion_fix, known_distribution
+from .depnames import companion_fix, known_distribution, runtime_of
 from .depversions import Asserted, asserted_versions
 from .findings import Dependency
 from .reachable import Reached, lazy_imports, reachable_files
@@ -372,6 +372,21 @@ def _imports_read(
     return run + lazy
 
 
+def _runtimes(
+    declared: list[tuple[Dependency, str]], names: set[str]
+) -> list[tuple[Dependency, str]]:
+    """The providers of the shared libraries that declared wheels load at run time (an MPI
+    for mpi4py), each unless the repository names it or another provider itself."""
+    found = []
+    for dep, source in declared:
+        providers = runtime_of(canonical(dep.name))
+        if providers and not names & set(providers):
+            why = f"the shared library {dep.name}'s wheel loads at run time ({source})"
+            found.append((Dependency(providers[0], "", dep.path, dep.line, False), why))
+            names.add(providers[0])
+    return found
+
+
 def _importable(known: tuple[str, str] | None, top: str) -> bool:
     """Whether torchport's environment already has what an import needs: its top-level
     module, or for a submodule that needs a distribution of its own
@@ -464,6 +479,7 @@ def resolve(root: Path, program: list[str] | None = None) -> Resolution:
         else:
             declared.append((Dependency(dist, "", rel, line, False), source))
     declared = [_with_asserted(dep, source, asserted) for dep, source in declared]
+    declared += _runtimes(declared, names)
     seen: set[str] = set()
     for dep, source in declared:
         kind, wanted = _classify(dep, source)
