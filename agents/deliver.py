@@ -375,6 +375,9 @@ def _headline_note(verification: dict[str, Any]) -> str:
     return head + (" (with a caveat)" if verification.get("caveat") else "")
 
 
+HIDDEN_SHOWN = 8  # of torchport's hidden packages, named in verification.md
+
+
 def environment_markdown(environment: dict[str, Any]) -> list[str]:
     """The program's dependencies: what was installed for the runs, what was skipped and
     why, and what could not be had (each quoted: names come from the repository)."""
@@ -386,6 +389,8 @@ def environment_markdown(environment: dict[str, Any]) -> list[str]:
         lines.append(f"- installed {markdown_code(pin)}{cached}")
     for name, why in sorted((environment.get("unavailable") or {}).items()):
         lines.append(f"- could not install {markdown_code(name)}: {_md(why)}")
+    for note in environment.get("notes") or []:
+        lines.append(f"- {_md(note)}")
     for s in environment.get("skipped") or []:
         lines.append(
             f"- skipped {markdown_code(s.get('requirement', ''))} "
@@ -393,6 +398,14 @@ def environment_markdown(environment: dict[str, Any]) -> list[str]:
         )
     if len(lines) == 3:
         lines.append("- nothing to install: torchport's environment has what the program declares")
+    hidden = environment.get("hidden") or []
+    if hidden:
+        shown = ", ".join(markdown_code(name) for name in hidden[:HIDDEN_SHOWN])
+        more = f" and {len(hidden) - HIDDEN_SHOWN} more" if len(hidden) > HIDDEN_SHOWN else ""
+        lines.append(
+            f"- absent in both runs: torchport's own packages that the program does not name "
+            f"({shown}{more}; all in the JSON report)"
+        )
     return lines
 
 

@@ -146,6 +146,7 @@ def summary_line(record: dict[str, Any]) -> str:
         parts.append(f"installed {', '.join(record['installed'])}{cached}")
     if record.get("unavailable"):
         parts.append(f"could not install {', '.join(sorted(record['unavailable']))}")
+    parts += record.get("notes") or []
     if record.get("skipped"):
         parts.append(f"skipped {', '.join(sorted({s['name'] for s in record['skipped']}))}")
     return "dependencies: " + ("; ".join(parts) or "nothing to install")

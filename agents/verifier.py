@@ -1040,6 +1040,11 @@ def name_missing_dependency(v: Verification, environment: dict[str, Any]) -> Ver
         ]
         if why is None and skipped:
             why = skipped[0].get("reason")
+        if why is None and dist in (environment.get("hidden") or []):
+            why = (
+                "torchport's environment has it, but the program's requirements do not name "
+                "it, so its runs do not see it (as a user who installed them would not)"
+            )
         if why is None:
             continue
         v.verdict, v.failure = "not-runnable", None

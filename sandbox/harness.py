@@ -35,7 +35,7 @@ from .limits import (
 from .modes import MODES
 from .native import prepare_for_sandbox
 from .program_options import entry_file, program_options
-from .pythonpath import program_environment
+from .pythonpath import program_environment, readonly_paths
 
 TAIL = 4000
 IGNORE = shutil.ignore_patterns(".git", "__pycache__", ".venv", "venv", "torchport-report")
@@ -342,7 +342,7 @@ def _execute(
         outcome = run_isolated(
             argv,
             scratch=scratch,
-            readonly=[OWN_SOURCE, *spec.site_paths, *emulator_paths, *kernel_paths],
+            readonly=[OWN_SOURCE, *readonly_paths(spec.site_paths), *emulator_paths, *kernel_paths],
             env={
                 **program_environment(scratch / "program", spec.site_paths),
                 **emulator_env,

@@ -18,6 +18,8 @@ import importlib.abc
 import sys
 from typing import Any
 
+from . import own_packages
+
 # Top-level packages hidden from target runs, and why the target cannot have them.
 HIDDEN = {
     "triton": "Triton kernels compile for NVIDIA and AMD GPUs only",
@@ -32,8 +34,8 @@ class _HidingFinder(importlib.abc.MetaPathFinder):
 
     def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
         top = name.partition(".")[0]
-        if top not in HIDDEN:
-            return None
+        if top not in HIDDEN or own_packages.hidden(top):
+            return None  # a package the program does not name is absent, not refused
         raise ModuleNotFoundError(
             f"No module named {top!r} (torchport: not importable in a run on the emulated "
             f"{self.mode}: {HIDDEN[top]}; torchport has it only to run the original's "

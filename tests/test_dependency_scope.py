@@ -17,11 +17,11 @@ from dataclasses import asdict
 from pathlib import Path
 
 import pytest
-from test_environment import wheels, write  # noqa: F401  (wheels is a fixture)
+from test_environment import build_wheel, wheels, write  # noqa: F401  (wheels is a fixture)
 from torchport.agents import verifier
 from torchport.agents.environment import entry_program
 from torchport.tools import depinstall
-from torchport.tools.depresolve import LAZY_ONLY, Resolution, Wanted, resolve
+from torchport.tools.depresolve import LAZY_ONLY, UNDECLARED, Resolution, Wanted, resolve
 
 PROXIES = ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "NO_PROXY", "no_proxy")
 # A repository laid out as yolov5 is: a training script, its own packages, and code the
@@ -50,7 +50,11 @@ REPO = {
 
 
 def _needed(repo: Path, program: list[str] | None) -> set[str]:
-    return {w.name for w in resolve(repo, program).needed}
+    """The imports the scope reads as requirements: made-up names, so none is installed
+    (declared by no file, known to no table: ``UNDECLARED``), but each is listed."""
+    resolution = resolve(repo, program)
+    undeclared = {w.name for w in resolution.skipped if w.reason == UNDECLARED}
+    return {w.name for w in resolution.needed} | undeclared
 
 
 def test_only_the_imports_of_modules_the_entry_reaches_are_requirements(tmp_path: Path):
@@ -63,7 +67,9 @@ def test_only_the_imports_of_modules_the_entry_reaches_are_requirements(tmp_path
     assert _needed(repo, ["train.py", "--epochs", "1"]) == scoped
     # the lazy import is listed, not installed: a run that reaches it is told what it lacks
     lazy = resolve(repo, ["train.py"])
-    assert {w.name: w.reason for w in lazy.skipped} == {"lazydep": LAZY_ONLY}
+    assert {w.name: w.reason for w in lazy.skipped if w.reason != UNDECLARED} == {
+        "lazydep": LAZY_ONLY
+    }
     env = {"skipped": [asdict(w) for w in lazy.skipped], "import_names": lazy.import_names}
     error = {"type": "ModuleNotFoundError", "message": "No module named 'lazydep'"}
     failed = verifier.Verification("failed", "failed", target={"status": "failed", "error": error})
@@ -90,15 +96,17 @@ def test_the_entrys_program_is_found_under_python_and_torchrun():
 
 @pytest.mark.slow
 def test_pip_is_not_asked_for_an_unreachable_modules_import(tmp_path: Path, wheels):  # noqa: F811
-    """Only tinydep has a wheel: the exporter's import would be unavailable if asked for."""
+    """Only einops has a wheel: the exporter's import (a distribution torchport knows, so
+    one it would install) would be unavailable if asked for."""
+    build_wheel(wheels, "einops", "0.1", "")
     repo = write(
         tmp_path / "repo",
-        {"train.py": "import tinydep\n", "export.py": "import no_such_exporter_dep\n"},
+        {"train.py": "import einops\n", "export.py": "import tensorboardX\n"},
     )
     overlay = depinstall.prepare(resolve(repo, ["train.py"]), tmp_path / "cache")
-    assert overlay.installed == ["tinydep==0.1"] and overlay.unavailable == {}
+    assert overlay.installed == ["einops==0.1"] and overlay.unavailable == {}
     unscoped = depinstall.prepare(resolve(repo), tmp_path / "cache")
-    assert "no-such-exporter-dep" in unscoped.unavailable  # the test can fail
+    assert "tensorboardx" in unscoped.unavailable  # the test can fail
 
 
 @pytest.fixture

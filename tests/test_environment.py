@@ -211,7 +211,8 @@ def test_src_layout_is_importable_with_its_distribution_metadata(tmp_path, wheel
             "src/my_pkg/model.py": "GPT = None\n",
             # the overlay comes after torchport's site-packages: torch stays torchport's
             "train.py": "import sys, my_pkg.cli\n"
-            "where = [i for i, p in enumerate(sys.path) if p.endswith('site-packages')]\n"
+            "where = [i for i, p in enumerate(sys.path)"
+            " if p.endswith('site-packages') and 'envs' not in p]\n"
             "assert max(where) < [i for i, p in enumerate(sys.path) if 'envs' in p][0]\n"
             "print('LAYOUT-OK')\n",
         },

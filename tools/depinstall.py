@@ -1,13 +1,18 @@
 """Install what a repository needs into an overlay folder, cached by what was resolved.
 
-The overlay is a plain ``pip install --target`` folder that the sandboxed runs put on
-sys.path after torchport's own site-packages (read only), so torch and everything
-torchport already has stay torchport's. Installing happens here, on the host, before
-the offline runs, and never runs repository or package code: pip resolves with
-``--dry-run --report`` against torchport's interpreter, wheels only, and each exact
-pin is then installed alone with ``--no-deps``. pip sees a fresh environment: no
-credentials of torchport's, only pip's own index settings and the proxy variables,
-so a user can point it at a wheel folder (``PIP_FIND_LINKS``, ``PIP_NO_INDEX``).
+The overlay is an install prefix (``pip install --prefix``): its site-packages go on the
+sandboxed runs' sys.path after torchport's own (read only), so torch and everything
+torchport already has stay torchport's, and its ``bin/`` (console scripts) and ``lib/``
+(shared libraries a wheel ships as data, such as an MPI for mpi4py) on PATH and
+LD_LIBRARY_PATH (``sandbox.pythonpath``), as in an environment pip installed into.
+Installing happens here, on the host, before the offline runs, and never runs repository
+or package code: pip resolves with ``--dry-run --report`` against torchport's
+interpreter, wheels only, and each exact pin is then installed alone with ``--no-deps``.
+pip sees a fresh environment: no credentials of torchport's, only pip's own index
+settings and the proxy variables, so a user can point it at a wheel folder
+(``PIP_FIND_LINKS``, ``PIP_NO_INDEX``). An overlay is made even when nothing is to be
+installed: it also lists torchport's own packages that the program does not name
+(``tools.depvisible``), which its runs hide (``sandbox.own_packages``).
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import re
 import shutil
 import subprocess
 import sys
+import sysconfig
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -28,6 +34,8 @@ from pathlib import Path
 from typing import Any
 
 from ..sandbox.hostpython import python_command
+from ..sandbox.own_packages import HIDDEN_FILE
+from ..sandbox.pythonpath import OVERLAY_MARK
 from ..sandbox.safepath import Refused, confined
 from .catalogue import load_catalogue
 from .childproc import run_bounded
@@ -42,6 +50,7 @@ from .depresolve import (
     checked_identity,
     installed_version,
 )
+from .depvisible import hidden_packages, own_distributions
 from .safetext import REASON_CHARS
 
 # pip's own settings and the network's, passed through when set; nothing else is.
@@ -68,6 +77,9 @@ COMPLETE = ".complete"
 # A staging folder: "<overlay key>.<pid of the torchport making it>.tmp".
 STAGING = re.compile(r"^[0-9a-f]{24}\.(\d+)\.tmp$")
 RECORD = "overlay.json"
+PREFIX = "prefix"  # the install prefix, in an overlay's folder
+# how overlays are laid out: part of the key, so that one laid out otherwise is remade
+LAYOUT = "prefix-1"
 HOW_TO_PROVIDE = (
     "provide it with --deps FILE (a requirements file) and a folder of wheels in "
     "PIP_FIND_LINKS, or verify with --python PATH (an interpreter that has it)"
@@ -87,12 +99,15 @@ class Overlay:
     """The overlay a verification runs with, and what it took to make it."""
 
     path: str | None = None  # None: nothing to add to the program's sys.path
+    prefix: str | None = None  # the install prefix ``path`` is the site-packages of
     key: str = ""
     installed: list[str] = field(default_factory=list)  # "name==version"
     unavailable: dict[str, str] = field(default_factory=dict)  # name -> why
     skipped: list[dict[str, str]] = field(default_factory=list)
     present: list[str] = field(default_factory=list)
     import_names: dict[str, str] = field(default_factory=dict)  # import name -> distribution
+    notes: list[str] = field(default_factory=list)  # requirements asked for otherwise, and why
+    hidden: list[str] = field(default_factory=list)  # torchport's, absent in the runs
     cached: bool = False
     elapsed_s: float = 0.0
 
@@ -113,9 +128,19 @@ def pip_environment(home: Path) -> dict[str, str]:
     return env
 
 
+def named_distributions(resolution: Resolution) -> set[str]:
+    """Every distribution the program names: declared, imported, its own."""
+    wanted = [*resolution.needed, *resolution.present, *resolution.skipped]
+    names = {w.name for w in wanted} | set(resolution.import_names.values())
+    if resolution.project is not None:
+        names.add(canonical(resolution.project[0]))
+    return names
+
+
 def overlay_key(resolution: Resolution) -> str:
     """What the overlay's contents depend on: the requirements, the repository's own
-    name, and the interpreter and torch they are installed against."""
+    name, the interpreter and torch they are installed against, and what its list of
+    hidden packages depends on (the distributions the program names, torchport's own)."""
     parts = [
         sorted(
             w.requirement + "".join(f" --hash={h}" for h in w.hashes) for w in resolution.needed
@@ -124,6 +149,9 @@ def overlay_key(resolution: Resolution) -> str:
         sys.version_info[:2],
         platform.machine(),
         installed_version("torch"),
+        LAYOUT,
+        sorted(named_distributions(resolution)),  # what the overlay's hidden list keeps
+        own_distributions(),  # what it hides
     ]
     return hashlib.sha256(json.dumps(parts, default=str).encode()).hexdigest()[:24]
 
@@ -227,6 +255,13 @@ def _pinned(pin: str, hashes: tuple[str, ...], work: Path) -> list[str]:
     return ["--require-hashes", "-r", str(listed)]
 
 
+def site_of(prefix: Path) -> Path:
+    """Where pip puts a pure-Python package under ``--prefix`` with this interpreter
+    (``PREFIX/lib/python3.11/site-packages``)."""
+    base = {"base": str(prefix), "platbase": str(prefix)}
+    return Path(sysconfig.get_path("purelib", "posix_prefix", vars=base))
+
+
 def _write_project_metadata(folder: Path, project: tuple[str, str]) -> None:
     """A ``.dist-info`` for the repository itself, so ``importlib.metadata.version(name)``
     answers as it would after ``pip install .``; its code is the run's own copy. The name
@@ -263,6 +298,20 @@ def _stopped(
         f"dependencies: time limit ({time_limit_s:g} s) reached after {elapsed_s:.0f} s: {why}; "
         f"the runs go on without {', '.join(missing) or 'nothing more'}"
     )
+
+
+def _notes(resolution: Resolution, overlay: Overlay) -> list[str]:
+    """Each requirement asked for otherwise than the repository wrote it (a companion
+    pinned for another torch), with what was installed for it."""
+    pins = {canonical(p.split("==")[0]): p for p in overlay.installed}
+    notes = []
+    for wanted in resolution.needed:
+        if wanted.note and wanted.name in pins:
+            notes.append(f"{wanted.note}: installed {pins[wanted.name]}")
+        elif wanted.note:
+            why = overlay.unavailable.get(wanted.name, "not installed")
+            notes.append(f"{wanted.note}: {wanted.requirement} could not be installed ({why})")
+    return notes
 
 
 def sweep_stale_staging(envs: Path) -> list[Path]:
@@ -304,9 +353,8 @@ def prepare(
         skipped=[asdict(w) for w in resolution.skipped],
         present=[w.requirement for w in resolution.present],
         import_names=dict(resolution.import_names),
+        notes=[w.note for w in resolution.present if w.note],
     )
-    if not resolution.needed and resolution.project is None:
-        return overlay
     overlay.key = overlay_key(resolution)
     sweep_stale_staging(cache / "envs")
     final = cache / "envs" / overlay.key
@@ -319,7 +367,9 @@ def prepare(
     try:
         staging = cache / "envs" / f"{overlay.key}.{os.getpid()}.tmp"
         shutil.rmtree(staging, ignore_errors=True)
-        (staging / "site").mkdir(parents=True)
+        site = site_of(staging / PREFIX)
+        site.mkdir(parents=True)
+        (staging / PREFIX / OVERLAY_MARK).write_text("", encoding="utf-8")
     except OSError as exc:
         raise InstallError(f"cannot write the dependency cache {cache}: {exc}") from exc
     env = pip_environment(staging)
@@ -336,11 +386,11 @@ def prepare(
             ]
             for number, (name, version) in enumerate(pins, start=1):
                 say(f"dependencies: installing {number}/{len(pins)}: {name}=={version}")
-                args = ["install", "--quiet", "--no-deps", WHEELS_ONLY, "--target"]
+                args = ["install", "--quiet", "--no-deps", WHEELS_ONLY, "--prefix"]
                 pin = f"{name}=={version}"
                 what = _pinned(pin, hashes.get(canonical(name), ()), staging)
                 done = _pip(
-                    [*args, str(staging / "site"), *what], env, deadline, f"installing {pin}"
+                    [*args, str(staging / PREFIX), *what], env, deadline, f"installing {pin}"
                 )
                 if done.returncode == 0:
                     overlay.installed.append(f"{name}=={version}")
@@ -350,12 +400,17 @@ def prepare(
         _stopped(overlay, requirements, exc, time.monotonic() - started, time_limit_s, say)
     if resolution.project is not None:
         try:
-            _write_project_metadata(staging / "site", resolution.project)
+            _write_project_metadata(site, resolution.project)
         except (InvalidIdentity, Refused) as exc:  # a Resolution not made by resolve()
             itself = {"name": "(the repository itself)", "requirement": "", "source": ""}
             overlay.skipped.append({**itself, "reason": str(exc)})
+    overlay.notes += _notes(resolution, overlay)
+    hidden = hidden_packages(named_distributions(resolution), [str(site)])
+    overlay.hidden = hidden["distributions"]
+    (staging / PREFIX / HIDDEN_FILE).write_text(json.dumps(hidden, indent=1), encoding="utf-8")
     overlay.elapsed_s = round(time.monotonic() - started, 3)
-    overlay.path = str(final / "site")
+    overlay.prefix = str(final / PREFIX)
+    overlay.path = str(site_of(final / PREFIX))
     (staging / RECORD).write_text(json.dumps(overlay.to_json(), indent=2), encoding="utf-8")
     if not overlay.unavailable:
         (staging / COMPLETE).write_text("", encoding="utf-8")

@@ -14,6 +14,7 @@ from __future__ import annotations
 import ast
 import configparser
 import contextlib
+import dataclasses
 import fnmatch
 import importlib.metadata
 import importlib.util
@@ -35,41 +36,13 @@ from .depfiles import (
     dependencies_in_text,
     requirement_lines,
 )
+from .depnames import companion_fix, known_distribution, runtime_of
+from .depversions import Asserted, asserted_versions
 from .findings import Dependency
 from .reachable import Reached, lazy_imports, reachable_files
 from .repowalk import walk_repo
 from .sourcefile import Unscannable, parse_python, read_text
 
-# Import names whose distribution is named otherwise (the common mismatches).
-DISTRIBUTION_OF_IMPORT = {
-    "cv2": "opencv-python",
-    "PIL": "pillow",
-    "sklearn": "scikit-learn",
-    "yaml": "pyyaml",
-    "skimage": "scikit-image",
-    "paddle": "paddlepaddle",
-    "bs4": "beautifulsoup4",
-    "attr": "attrs",
-    "dateutil": "python-dateutil",
-    "dotenv": "python-dotenv",
-    "google.protobuf": "protobuf",
-    "jwt": "pyjwt",
-    "Crypto": "pycryptodome",
-    "serial": "pyserial",
-    "fitz": "pymupdf",
-    "wandb": "wandb",
-    "tensorboardX": "tensorboardx",
-    "torch_geometric": "torch-geometric",
-    "lightning": "lightning",
-    "pytorch_lightning": "pytorch-lightning",
-    "hydra": "hydra-core",
-    "omegaconf": "omegaconf",
-    "einops": "einops",
-    "sentencepiece": "sentencepiece",
-    "docx": "python-docx",
-    "magic": "python-magic",
-    "Levenshtein": "python-levenshtein",
-}
 # torchport's own: never installed, whatever the repository pins.
 TORCH_DISTRIBUTIONS = frozenset({"torch", "pytorch", "torch-cpu"})
 # A target's own runtime: the emulated device stands in for it in every run.
@@ -79,6 +52,12 @@ NOT_PACKAGES = frozenset({"python", "pip", "setuptools", "wheel"})
 CUDA_ONLY = "CUDA-only (the catalogue's TPP001-TPP003): skipped"
 TORCH_OWN = "torch is torchport's own; never installed"
 TARGET_RUNTIME = "a target's runtime: the emulator stands in"
+UNDECLARED = (
+    "declared by no dependency file of the repository, and no distribution torchport knows "
+    "by that import name (tools/data/distributions.toml): not installed, since a package "
+    "guessed from an import could be a stranger's (dependency confusion); declare it in "
+    "requirements.txt or give --deps FILE"
+)
 LAZY_ONLY = (
     "imported only inside a function of a module the program imports (a lazy, optional "
     "need, such as an export backend): not installed"
@@ -109,6 +88,7 @@ class Wanted:
     source: str  # "requirements.txt:3" or "import in train.py:5"
     reason: str = ""
     hashes: tuple[str, ...] = ()  # a requirements file's --hash values: "sha256:HEX"
+    note: str = ""  # what was asked instead: "torchvision==0.20.0 is built for torch 2.5; ..."
 
 
 @dataclass
@@ -165,14 +145,20 @@ def _classify(dep: Dependency, source: str) -> tuple[str, Wanted]:
             return "skipped", Wanted(name, text, source, "not a requirement pip can read")
     if requirement.marker is not None and not requirement.marker.evaluate():
         return "skipped", Wanted(name, text, source, "its environment marker excludes this one")
+    note = ""
+    fix = companion_fix(name, text, requirement.specifier, installed_version("torch") or "")
+    if fix is not None and not fix.requirement:
+        return "skipped", Wanted(name, text, source, fix.note)
+    if fix is not None:
+        text, note, requirement = fix.requirement, fix.note, Requirement(fix.requirement)
     have = installed_version(name)
     if have is None:
-        return "needed", Wanted(name, text, source)
+        return "needed", Wanted(name, text, source, note=note)
     if requirement.specifier.contains(have, prereleases=True):
-        return "present", Wanted(name, text, source, f"torchport's environment has {have}")
-    return "skipped", Wanted(
-        name, text, source, f"torchport's environment has {have}, which the run uses"
-    )
+        why = f"torchport's environment has {have}"
+        return "present", Wanted(name, text, source, why, note=note)
+    why = f"torchport's environment has {have}, which the run uses"
+    return "skipped", Wanted(name, text, source, why, note=note)
 
 
 def requirement_options(text: str) -> tuple[str, tuple[str, ...], str]:
@@ -211,6 +197,10 @@ def _hashed(name: str, text: str, hashes: tuple[str, ...], source: str) -> tuple
         return "skipped", Wanted(name, text, source, why, hashes)
     if requirement.marker is not None and not requirement.marker.evaluate():
         return "skipped", Wanted(name, text, source, "its environment marker excludes this one")
+    fix = companion_fix(name, text, requirement.specifier, installed_version("torch") or "")
+    if fix is not None:  # the hashes are the pinned release's: no other is installed unchecked
+        why = f"{fix.note.split(';')[0]}; its --hash values are that release's: not installed"
+        return "skipped", Wanted(name, text, source, why, hashes)
     have = installed_version(name)
     if have is None:
         return "needed", Wanted(name, text, source, "", hashes)
@@ -345,10 +335,23 @@ def _own_modules(root: Path, python_files: list[str]) -> set[str]:
     return names
 
 
-def _distribution_of(module: str) -> str:
-    top = module.split(".")[0]
-    dotted = ".".join(module.split(".")[:2])
-    return DISTRIBUTION_OF_IMPORT.get(dotted) or DISTRIBUTION_OF_IMPORT.get(top) or top
+def _with_asserted(
+    dep: Dependency, source: str, asserted: dict[str, Asserted]
+) -> tuple[Dependency, str]:
+    """``dep`` pinned to the version the code asserts of it, when it asserts one that the
+    declared specifier admits (a conflicting declaration is kept: pip says which fails)."""
+    found = asserted.get(canonical(dep.name))
+    if found is None or _URL.search(dep.spec) or dep.spec.strip().startswith("-"):
+        return dep, source
+    try:
+        declared = Requirement(f"{dep.name}{dep.spec}")
+        if not declared.specifier.contains(found.version, prereleases=True):
+            return dep, source
+    except (InvalidRequirement, InvalidVersion):
+        return dep, source
+    extras = f"[{','.join(sorted(declared.extras))}]" if declared.extras else ""
+    spec = f"{extras}=={found.version}"
+    return dataclasses.replace(dep, spec=spec), f"{source} (version: {found.source})"
 
 
 def _imports_read(
@@ -367,6 +370,43 @@ def _imports_read(
             run += [(m, rel, line, False) for m, line in eager]
             lazy += [(m, rel, line, True) for m, line in _imports(tree) if (m, line) not in eager]
     return run + lazy
+
+
+def _runtimes(
+    declared: list[tuple[Dependency, str]], names: set[str]
+) -> list[tuple[Dependency, str]]:
+    """The providers of the shared libraries that declared wheels load at run time (an MPI
+    for mpi4py), each unless the repository names it or another provider itself."""
+    found = []
+    for dep, source in declared:
+        providers = runtime_of(canonical(dep.name))
+        if providers and not names & set(providers):
+            why = f"the shared library {dep.name}'s wheel loads at run time ({source})"
+            found.append((Dependency(providers[0], "", dep.path, dep.line, False), why))
+            names.add(providers[0])
+    return found
+
+
+def _importable(known: tuple[str, str] | None, top: str) -> bool:
+    """Whether torchport's environment already has what an import needs: its top-level
+    module, or for a submodule that needs a distribution of its own
+    (``torch.utils.tensorboard``), that distribution."""
+    if known is not None and "." in known[0]:
+        return installed_version(known[1]) is not None
+    return importlib.util.find_spec(top) is not None
+
+
+def _asserted(python: list[tuple[str, ast.Module]], own: set[str]) -> dict[str, Asserted]:
+    """Distribution -> the version the code asserts of it (the first assert read), for the
+    modules that are not the repository's own."""
+    found: dict[str, Asserted] = {}
+    for rel, tree in python:
+        for item in asserted_versions(tree, rel):
+            if item.module in own or item.module in sys.stdlib_module_names:
+                continue
+            known = known_distribution(item.module)
+            found.setdefault(canonical(known[1] if known else item.module), item)
+    return found
 
 
 def resolve(root: Path, program: list[str] | None = None) -> Resolution:
@@ -414,25 +454,32 @@ def resolve(root: Path, program: list[str] | None = None) -> Resolution:
     names = {canonical(d.name) for d, _ in declared}
     if resolution.project:
         names.add(canonical(resolution.project[0]))
+    asserted = _asserted(python, own)
     reached = reachable_files(root, program, trees.get) if program else None
     for module, rel, line, lazy in _imports_read(python, root, reached):
         top = module.split(".")[0]
         if top in sys.stdlib_module_names or top in own or top == "__future__":
             continue
-        dist = canonical(_distribution_of(module))
-        resolution.import_names[top] = dist
+        known = known_distribution(module)
+        dist = canonical(known[1] if known else top)
+        if known is None or "." not in known[0]:
+            resolution.import_names[top] = dist
         if dist in names:
             continue
         names.add(dist)
         source = f"import {module} in {rel}:{line}"
         if _cuda_only_import(module, cuda_imports):
             declared.append((Dependency(dist, "", rel, line, True), source))
-        elif importlib.util.find_spec(top) is not None:
+        elif _importable(known, top):
             continue
         elif lazy:
             resolution.skipped.append(Wanted(dist, dist, source, LAZY_ONLY))
+        elif known is None:
+            resolution.skipped.append(Wanted(dist, dist, source, UNDECLARED))
         else:
             declared.append((Dependency(dist, "", rel, line, False), source))
+    declared = [_with_asserted(dep, source, asserted) for dep, source in declared]
+    declared += _runtimes(declared, names)
     seen: set[str] = set()
     for dep, source in declared:
         kind, wanted = _classify(dep, source)
