@@ -181,6 +181,18 @@ INPUT_WORDS = frozenset(
     }
 )
 OUTPUT_WORDS = frozenset({"out", "output", "save", "log", "ckpt", "checkpoint", "resume"})
+# Folder names that say a positional path is where the program writes, not data.
+OUTPUT_FOLDERS = OUTPUT_WORDS | {
+    "outputs",
+    "logs",
+    "runs",
+    "checkpoints",
+    "ckpts",
+    "results",
+    "exp",
+    "experiments",
+    "work_dirs",
+}
 # What a placeholder is: ``/path/to/x``, ``path/to/x``, ``$DATA``, ``${DATA_DIR}``, ``<data>``.
 PLACEHOLDER = re.compile(r"(^|/)path/to(/|$)|^\$\{?[A-Za-z_]\w*\}?(/|$)|^<[^<>/]+>(/|$)")
 GLOB = re.compile(r"[*?\[]")
@@ -239,6 +251,9 @@ def fillable(option: str | None, value: str) -> bool:
         return not words & OUTPUT_WORDS and (
             option is None or path_like or bool(words & INPUT_WORDS)
         )
+    if option is None:  # ``train.py /data/imagenet``: a folder path, unless it reads as output
+        words = set(re.split(r"[/_.\-]+", value.lower()))
+        return suffix == "" and "/" in value.strip("/") and not words & OUTPUT_FOLDERS
     return name in DATA_DIRS and ("/" in value or suffix != "")
 
 
