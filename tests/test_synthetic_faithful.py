@@ -308,3 +308,28 @@ def test_a_program_given_a_missing_data_root_positionally_trains_on_a_stand_in(t
     assert result.status == "ok", (result.error, result.stderr_tail)
     assert result.steps == 2
     assert result.synthetic_data[0]["path"] == ".torchport-data/data_imagenet"
+
+
+@pytest.mark.slow
+def test_a_stand_in_folder_holds_a_few_batches_of_the_scripts_batch_size(tmp_path):
+    """A hard-coded ``batch_size=512`` with ``drop_last`` over the default 64 images was no
+    batch at all. An argparse default is the batch size unless the command gives one; the
+    command's is lowered first (``-b 512`` runs with 8), and the folder sized by that."""
+    pytest.importorskip("PIL")
+    (tmp_path / "train.py").write_text(
+        "loader = DataLoader(ImageFolder(sys.argv[1]), batch_size=512, drop_last=True)\n"
+    )
+    rewrite(["/data/imagenet"], tmp_path, script=tmp_path / "train.py")
+    folder = tmp_path / ".torchport-data/data_imagenet"
+    assert len(list((folder / "train").rglob("*.JPEG"))) == 4 * 512
+    assert len(list((folder / "val").rglob("*.JPEG"))) == 3 * 512
+    for name, command, images in (("default", [], 4 * 512), ("given", ["-b", "512"], 64)):
+        other = tmp_path / name
+        other.mkdir()
+        (other / "train.py").write_text(
+            'parser.add_argument("-b", "--batch-size", type=int, default=512)\n'
+            "loader = DataLoader(ds, batch_size=args.batch_size, drop_last=True)\n"
+        )
+        rewrite(["/data/imagenet", *command], other, script=other / "train.py")
+        train = other / ".torchport-data/data_imagenet/train"
+        assert len(list(train.rglob("*.JPEG"))) == images, name
