@@ -18,6 +18,7 @@ from types import ModuleType
 from typing import Any
 
 from ..importhook import PatchingLoader
+from . import pretrained
 
 MARK = "__torchport_synthetic__"
 VERSION = "0.0+torchport.synthetic"
@@ -149,6 +150,7 @@ def _patch_torchvision_extension(mod: ModuleType) -> None:
 
 
 PATCHES: dict[str, Callable[[ModuleType], None]] = {
+    **pretrained.PATCHES,
     "torchvision.extension": _patch_torchvision_extension,
     "torchvision.datasets": _patch_torchvision_datasets,
     "torchaudio.datasets": _patch_torchaudio_datasets,
