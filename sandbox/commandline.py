@@ -84,20 +84,7 @@ SMALL_VALUES: dict[frozenset[str], tuple[int, str]] = {
         "train_epochs",
         "total_epochs",
     ): (1, "epochs"),
-    _names(
-        "batch_size",
-        "batchsize",
-        "bs",
-        "b",
-        "train_batch_size",
-        "per_device_train_batch_size",
-        "batch_size_per_gpu",
-        "micro_batch_size",
-        "eval_batch_size",
-        "test_batch_size",
-        "val_batch_size",
-        "per_device_eval_batch_size",
-    ): (8, "batch size"),
+    batch.OPTIONS: (8, "batch size"),  # the spellings the stand-ins size themselves by
     _names(
         "workers",
         "num_workers",

@@ -148,6 +148,7 @@ def test_the_batch_size_is_read_from_the_command_and_the_source():
         parser.add_argument("--epochs", default=90)
         loader = DataLoader(ds, batch_size=2048, shuffle=True, drop_last=True)
         hyp = {"opt": {"batch_size": 1024}}
+        total_batch_size = 524288  # tokens per step (a GPT-2 reproduction's), not samples
         if batch_size == 3:
             pass
         """

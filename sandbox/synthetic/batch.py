@@ -43,14 +43,17 @@ OPTIONS = frozenset(
 )
 # ``batch_size=2048``, ``bs = 1024``, ``"batch_size": 512`` (not ``batch_size == 3``)
 LITERAL = re.compile(
-    r"""(?<!\w)['"]?(?:\w*batch_?size\w*|bs)['"]?\s*(?:=(?!=)|:)\s*(\d+)\b""", re.IGNORECASE
+    r"""(?<!\w)['"]?(\w*batch_?size\w*|bs)['"]?\s*(?:=(?!=)|:)\s*(\d+)\b""", re.IGNORECASE
 )
+# Words of a batch-size name that make it count tokens or a whole step across ranks and
+# accumulation (a GPT-2 reproduction's ``total_batch_size = 524288``), not samples.
+NOT_SAMPLES = ("total", "token", "global")
 # an ``add_argument(`` call's option strings and its ``default=N``
 ARGUMENT = re.compile(r"add_argument\(((?:(?!add_argument)[\s\S]){0,600})")
 OPTION_STRING = re.compile(r"""['"](-{1,2}[\w-]+)['"]""")
 DEFAULT = re.compile(r"\bdefault\s*=\s*(\d+)\b")
 # The largest batch a hint may ask for: a stand-in never outgrows memory on a typo.
-LIMIT = 1 << 16
+LIMIT = 4096
 
 
 def normalized(option: str) -> str:
@@ -72,7 +75,11 @@ def from_command(args: Iterable[str]) -> list[int]:
 
 def from_source(text: str, defaults: bool = True) -> list[int]:
     """Batch-size literals in a program's source; argparse defaults when ``defaults``."""
-    found = [int(m.group(1)) for m in LITERAL.finditer(text)]
+    found = [
+        int(m.group(2))
+        for m in LITERAL.finditer(text)
+        if not any(word in m.group(1).lower() for word in NOT_SAMPLES)
+    ]
     if defaults:
         for call in ARGUMENT.finditer(text):
             options = {normalized(o) for o in OPTION_STRING.findall(call.group(1)[:200])}
