@@ -34,7 +34,7 @@ from urllib.parse import urlsplit
 from torchport.sandbox.safepath import Refused
 
 from .program_options import Option
-from .synthetic import files
+from .synthetic import batch, files
 
 # Devices a run may assume when the command asks for more ranks than it was given: the
 # emulator's (and the reference shim's) default device count.
@@ -84,20 +84,7 @@ SMALL_VALUES: dict[frozenset[str], tuple[int, str]] = {
         "train_epochs",
         "total_epochs",
     ): (1, "epochs"),
-    _names(
-        "batch_size",
-        "batchsize",
-        "bs",
-        "b",
-        "train_batch_size",
-        "per_device_train_batch_size",
-        "batch_size_per_gpu",
-        "micro_batch_size",
-        "eval_batch_size",
-        "test_batch_size",
-        "val_batch_size",
-        "per_device_eval_batch_size",
-    ): (8, "batch size"),
+    batch.OPTIONS: (8, "batch size"),  # the spellings the stand-ins size themselves by
     _names(
         "workers",
         "num_workers",
@@ -181,6 +168,18 @@ INPUT_WORDS = frozenset(
     }
 )
 OUTPUT_WORDS = frozenset({"out", "output", "save", "log", "ckpt", "checkpoint", "resume"})
+# Folder names that say a positional path is where the program writes, not data.
+OUTPUT_FOLDERS = OUTPUT_WORDS | {
+    "outputs",
+    "logs",
+    "runs",
+    "checkpoints",
+    "ckpts",
+    "results",
+    "exp",
+    "experiments",
+    "work_dirs",
+}
 # What a placeholder is: ``/path/to/x``, ``path/to/x``, ``$DATA``, ``${DATA_DIR}``, ``<data>``.
 PLACEHOLDER = re.compile(r"(^|/)path/to(/|$)|^\$\{?[A-Za-z_]\w*\}?(/|$)|^<[^<>/]+>(/|$)")
 GLOB = re.compile(r"[*?\[]")
@@ -192,10 +191,13 @@ class Maker:
     number of items written)."""
 
     kind: str
-    write: Callable[[Path], int]
+    write: Callable[..., int]
+    sized: bool = False  # ``write`` takes ``batch=``, the program's batch size (or None)
 
 
-IMAGE_FOLDER = Maker("image folder (ImageFolder layout: train/ and val/)", files.write_image_folder)
+IMAGE_FOLDER = Maker(
+    "image folder (ImageFolder layout: train/ and val/)", files.write_image_folder, sized=True
+)
 # A stand-in's kind by the path's suffix ("" for a folder); other suffixes are left alone.
 MAKERS: dict[str, Maker] = {
     "": IMAGE_FOLDER,
@@ -239,6 +241,9 @@ def fillable(option: str | None, value: str) -> bool:
         return not words & OUTPUT_WORDS and (
             option is None or path_like or bool(words & INPUT_WORDS)
         )
+    if option is None:  # ``train.py /data/imagenet``: a folder path, unless it reads as output
+        words = set(re.split(r"[/_.\-]+", value.lower()))
+        return suffix == "" and "/" in value.strip("/") and not words & OUTPUT_FOLDERS
     return name in DATA_DIRS and ("/" in value or suffix != "")
 
 
@@ -298,7 +303,9 @@ class _Rewriter:
         self.lowered: list[Rewrite] = []
         self.rewrites: list[Rewrite] = []
         self.standins: list[dict[str, Any]] = []
-        self.made: dict[Path, int] = {}  # a stand-in asked for twice is made once
+        # a stand-in asked for twice is made once, after the pass (``write``)
+        self.made: dict[Path, Maker] = {}
+        self.entries: list[tuple[dict[str, Any], Path]] = []
 
     def number(self, option: str, value: str) -> str:
         name = normalized(option)
@@ -366,14 +373,24 @@ class _Rewriter:
             refused = {"dataset": make.kind, "size": 0, "path": value, "refused": exc.strerror}
             self.standins.append({"library": "torchport", **refused})
             return value
-        if target not in self.made:
-            self.made[target] = make.write(target)
-        kind, size = make.kind, self.made[target]
-        where = target.relative_to(self.root.resolve()).as_posix()
-        self.standins.append({"library": "torchport", "dataset": kind, "size": size, "path": where})
+        self.made.setdefault(target, make)
+        kind, where = make.kind, target.relative_to(self.root.resolve()).as_posix()
+        entry = {"library": "torchport", "dataset": kind, "size": 0, "path": where}
+        self.standins.append(entry)
+        self.entries.append((entry, target))
         if Path(where).parts[0] != files.STANDIN_DIR:
             return value  # written where the program looks: the command is unchanged
         return self._changed(option or "argument", value, where, f"synthetic {kind}")
+
+    def write(self, batch_size: int | None) -> None:
+        """Write the stand-ins, once the command is final: a folder holds a few batches of
+        ``batch_size`` (``synthetic.batch``), the batch the rewritten command runs with."""
+        sizes = {
+            target: make.write(target, **({"batch": batch_size} if make.sized else {}))
+            for target, make in self.made.items()
+        }
+        for entry, target in self.entries:
+            entry["size"] = sizes[target]
 
     def _place(self, name: str, in_place: bool) -> Path:
         """Where the stand-in for ``name`` goes (``files.standin_path``): a path that leads
@@ -401,12 +418,14 @@ def rewrite(
     options: dict[str, Option] | None = None,
     lower: bool = True,
     withdrawn: dict[str, str] | None = None,
+    script: Path | None = None,
 ) -> Rewritten:
     """``args`` (what follows the script) rewritten, with the stand-ins written under
     ``root`` (the scratch copy the program runs in). ``options``: what the program's
     parser declares (``program_options``); ``lower``: False leaves size and time
     arguments as given; ``withdrawn``: options whose lowering the program refused (the
-    option as typed -> why), left as given."""
+    option as typed -> why), left as given. ``script``: the program's entry file, whose
+    batch size (when the command gives none) sizes the stand-in folders."""
     r = _Rewriter(root, devices, options, lower, withdrawn)
     out: list[str] = []
     i = 0
@@ -428,7 +447,17 @@ def rewrite(
                 i, first = i + 1, False
                 out.append(r.value(option, args[i]))
         i += 1
+    r.write(program_batch(out, script))
     return Rewritten(out, r.rewrites, r.standins, r.kept, r.lowered)
+
+
+def program_batch(args: list[str], script: Path | None) -> int | None:
+    """The batch size the program runs with: the rewritten command's, else the largest its
+    entry file states (``synthetic.batch``); None where neither says."""
+    given = batch.from_command(args)
+    if not given and script is not None and script.is_file():
+        given = batch.from_source(script.read_text(encoding="utf-8", errors="replace"))
+    return min(max(given), batch.LIMIT) if given else None
 
 
 # argparse's last line on a refused command: "PROG: error: MESSAGE" (after its usage lines),

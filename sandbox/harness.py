@@ -388,8 +388,11 @@ def _run_once(spec: RunSpec, withdrawn: dict[str, str]) -> tuple[RunResult, list
         shutil.copytree(spec.root, scratch, symlinks=True, ignore=IGNORE)
         head, args = split_program_args(spec.command)
         program = head[-2:] if head[-2:-1] == ["-m"] else head[-1:]
-        options = program_options(scratch, entry_file(scratch, program))
-        fitted = rewrite(args, scratch, spec.devices, options, spec.lower_args, withdrawn)
+        entry = entry_file(scratch, program)
+        options = program_options(scratch, entry)
+        fitted = rewrite(
+            args, scratch, spec.devices, options, spec.lower_args, withdrawn, script=entry
+        )
         spec = replace(spec, command=[*head, *fitted.args])
         argv = launcher_argv(spec, Path(tmp), scratch)
         dist = torchrun_parts(spec.command)

@@ -12,15 +12,17 @@ is recorded; :func:`records` lists them for the run's result.
 
 from __future__ import annotations
 
-from . import finder, hub, numpy_files, weights
+from . import finder, hub, numpy_files, pretrained, weights
 from .data import TEST_SIZE, TRAIN_SIZE, records
 
 
 def install() -> finder.SyntheticFinder:
     """The import hook (stand-in and patched dataset libraries, tiktoken), numpy's
     token-file readers (``numpy_files``), an offline ``torch.hub.list`` and pretrained
-    weights that cannot be downloaded (``weights``), for this process."""
+    weights that cannot be downloaded (``weights``; Hugging Face ``from_pretrained``:
+    ``pretrained``), for this process."""
     numpy_files.install()
+    pretrained.install()
     hub.install()
     weights.install()
     return finder.install()

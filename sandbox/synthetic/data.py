@@ -11,6 +11,8 @@ if TYPE_CHECKING:  # torch is imported where a sample is made: importing the san
 TRAIN_SIZE = 512
 TEST_SIZE = 128
 
+CHUNK = 1024  # images drawn at a time
+
 _RECORDS: list[dict[str, Any]] = []
 
 
@@ -24,8 +26,21 @@ def records() -> list[dict[str, Any]]:
     return [dict(r) for r in _RECORDS]
 
 
-def size_for(train: bool) -> int:
-    return TRAIN_SIZE if train else TEST_SIZE
+# Batches of the program's batch size a stand-in split holds at least (``batch.hint``):
+# more for training than for testing, as the real splits differ (50,000 / 10,000).
+BATCHES = {True: 4, False: 3}
+
+
+def size_for(train: bool, real: int | None = None) -> int:
+    """Samples in a stand-in split: the default size, or a few batches of the batch size
+    the program uses where that is larger, never more than the real split's ``real``."""
+    from . import batch
+
+    n = TRAIN_SIZE if train else TEST_SIZE
+    b = batch.hint()
+    if b is not None:
+        n = max(n, BATCHES[bool(train)] * b)
+    return min(n, real) if real else n
 
 
 def generator(*key: object) -> torch.Generator:
@@ -51,8 +66,12 @@ def images(
     import torch
 
     protos = torch.rand((classes, *shape), generator=gen) * 200.0
-    noise = torch.randn((n, *shape), generator=gen) * 30.0
-    return (protos[targets] + noise + 20.0).clamp(0, 255).to(torch.uint8)
+    out = torch.empty((n, *shape), dtype=torch.uint8)
+    for start in range(0, n, CHUNK):  # in chunks: no float copy of a large split at once
+        part = targets[start : start + CHUNK]
+        noise = torch.randn((len(part), *shape), generator=gen) * 30.0
+        out[start : start + CHUNK] = (protos[part] + noise + 20.0).clamp(0, 255).to(torch.uint8)
+    return out
 
 
 def waveforms(

@@ -30,6 +30,7 @@ TOKENS = 1 << 16  # enough for a block of 1024 tokens and a batch of them
 LLMC_MAGIC, LLMC_VERSION, LLMC_HEADER_INTS = 20240520, 1, 256
 # split -> images per class; the classes and image side below
 IMAGE_SPLITS = {"train": 16, "val": 4}
+IMAGE_LIMIT = 8192  # images a split holds at most, however large the program's batch
 IMAGE_CLASSES = ("class_a", "class_b", "class_c", "class_d")
 IMAGE_SIDE = 32
 
@@ -94,14 +95,29 @@ def write_llmc_shard(path: Path, count: int = TOKENS) -> int:
     return count
 
 
-def write_image_folder(root: Path) -> int:
+def images_per_class(batch: int | None) -> dict[str, int]:
+    """Images per class of each split: :data:`IMAGE_SPLITS`, or, for a program whose batch
+    size is ``batch``, enough for a few batches of it (``data.BATCHES``: a ``drop_last``
+    loader over fewer images than one batch has none), at most :data:`IMAGE_LIMIT`."""
+    if not batch:
+        return dict(IMAGE_SPLITS)
+    classes = len(IMAGE_CLASSES)
+    wanted = {"train": data.BATCHES[True] * batch, "val": data.BATCHES[False] * batch}
+    return {
+        split: max(IMAGE_SPLITS[split], -(-min(n, IMAGE_LIMIT) // classes))
+        for split, n in wanted.items()
+    }
+
+
+def write_image_folder(root: Path, batch: int | None = None) -> int:
     """``root/{train,val}/<class>/<n>.JPEG``: small RGB images with a pattern per class (the
-    ImageFolder layout). Returns how many images were written."""
+    ImageFolder layout), a few batches of ``batch`` where given. Returns how many images
+    were written."""
     import torch
     from PIL import Image
 
     written = 0
-    for split, per_class in IMAGE_SPLITS.items():
+    for split, per_class in images_per_class(batch).items():
         gen = data.generator("imagefolder", split)
         classes = len(IMAGE_CLASSES)
         targets = torch.arange(classes).repeat_interleave(per_class)

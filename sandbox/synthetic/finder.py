@@ -18,35 +18,42 @@ from types import ModuleType
 from typing import Any
 
 from ..importhook import PatchingLoader
+from . import pretrained
 
 MARK = "__torchport_synthetic__"
 VERSION = "0.0+torchport.synthetic"
 
 
+# The stand-in torchvision's modules (``vision_modules.MODULES``, named here so that
+# importing the sandbox does not import torch) and which of them are packages.
+TORCHVISION = (
+    "torchvision",
+    "torchvision.transforms",
+    "torchvision.transforms.functional",
+    "torchvision.transforms.v2",
+    "torchvision.transforms.v2.functional",
+    "torchvision.datasets",
+    "torchvision.datasets.folder",
+    "torchvision.datasets.vision",
+    "torchvision.ops",
+    "torchvision.io",
+    "torchvision.utils",
+    "torchvision.models",
+)
+PACKAGES = frozenset(
+    {"torchvision", "torchvision.transforms", "torchvision.transforms.v2"}
+    | {"torchvision.datasets", "torchvision.io", "torchvision.models", "torchaudio"}
+)
+
+
 def _torchvision(mod: ModuleType) -> None:
-    mod.__version__ = VERSION
-    mod.__path__ = []
-    for sub in ("datasets", "transforms"):
-        setattr(mod, sub, importlib.import_module(f"{mod.__name__}.{sub}"))
+    from . import vision_modules
 
-
-def _torchvision_datasets(mod: ModuleType) -> None:
-    from . import vision
-
-    mod.__dict__.update(vision.DATASETS)
-    mod.__dict__.update(vision.FOLDERS)
-    mod.VisionDataset = vision.SyntheticImageDataset
-
-
-def _torchvision_transforms(mod: ModuleType) -> None:
-    from . import vision
-
-    mod.__dict__.update(vision.TRANSFORMS)
+    vision_modules.MODULES[mod.__name__](mod)
 
 
 def _torchaudio(mod: ModuleType) -> None:
     mod.__version__ = VERSION
-    mod.__path__ = []
     mod.datasets = importlib.import_module(f"{mod.__name__}.datasets")
 
 
@@ -89,9 +96,7 @@ def _torch_six(mod: ModuleType) -> None:
 STUBS: dict[str, Callable[[ModuleType], None]] = {
     "wandb": _wandb,
     "torch._six": _torch_six,
-    "torchvision": _torchvision,
-    "torchvision.datasets": _torchvision_datasets,
-    "torchvision.transforms": _torchvision_transforms,
+    **dict.fromkeys(TORCHVISION, _torchvision),
     "torchaudio": _torchaudio,
     "torchaudio.datasets": _torchaudio_datasets,
     "datasets": _datasets,
@@ -145,6 +150,7 @@ def _patch_torchvision_extension(mod: ModuleType) -> None:
 
 
 PATCHES: dict[str, Callable[[ModuleType], None]] = {
+    **pretrained.PATCHES,
     "torchvision.extension": _patch_torchvision_extension,
     "torchvision.datasets": _patch_torchvision_datasets,
     "torchaudio.datasets": _patch_torchaudio_datasets,
@@ -190,7 +196,7 @@ class SyntheticFinder(importlib.abc.MetaPathFinder):
 
     @staticmethod
     def _stub(name: str) -> importlib.machinery.ModuleSpec:
-        is_pkg = "." not in name
+        is_pkg = name in PACKAGES or "." not in name
         return importlib.machinery.ModuleSpec(
             name, _StubLoader(STUBS[name]), origin="torchport-synthetic", is_package=is_pkg
         )

@@ -1,15 +1,23 @@
-"""``torchvision.datasets`` / ``torchvision.transforms`` stand-ins.
+"""``torchvision.datasets`` stand-ins that keep the real classes' contract.
 
-Images are uint8 tensors laid out as PIL would hand them to ``ToTensor`` (HxW for
-greyscale, HxWxC for colour); the transforms here accept both that layout and the
-CxH xW float tensors ``ToTensor`` makes. When the real torchvision is installed, its
-dataset classes are replaced by these, converted to PIL images when PIL is there.
+The contract a program relies on, as torchvision's classes have it: ``download=True``
+creates ``root`` and the dataset's folder under it (a later ``torch.save`` into ``root``
+works, and a later ``download=False`` finds the data); ``download=False`` where nothing was
+downloaded raises torchvision's own ``RuntimeError``; ``train`` (or ``split``) picks a split
+of its own size, training larger than test; ``transform`` / ``target_transform`` apply;
+``.data`` / ``.targets`` / ``.classes`` have the real types (CIFAR: a numpy ``uint8`` NxHxWxC
+array and a list of ints; MNIST: ``uint8`` and ``int64`` tensors; SVHN: NxCxHxW and
+``.labels``). Sizes hold a few batches of the program's batch size (``data.size_for``).
+
+Without torchvision, samples reach the stand-in transforms as uint8 tensors laid out as
+PIL would hand them to ``ToTensor`` (HxW or HxWxC); with the real torchvision these classes
+replace its own and hand out PIL images, as it does.
 """
 
 from __future__ import annotations
 
-import math
 import os
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import torch
@@ -49,11 +57,34 @@ _CIFAR10 = [
 ]
 
 
+# torchvision's own words when the data is not there and download=False
+NOT_FOUND = "Dataset not found. You can use download=True to download it"
+CORRUPTED = "Dataset not found or corrupted. You can use download=True to download it"
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How a real dataset class keeps its data: the folder ``download`` makes under
+    ``root`` (``{name}``: the class's name), the error without it, the real split sizes,
+    and the types of ``.data`` and of the targets."""
+
+    folder: str
+    missing: str
+    sizes: tuple[int, int]  # train, test
+    data: str  # "tensor" (N x H x W [x C]), "numpy" (N x H x W x C), "numpy_chw"
+    targets: str  # "tensor", "list", "numpy"
+
+
+CIFAR_SIZES = (50000, 10000)
+MNIST_LAYOUT = Layout("{name}/raw", NOT_FOUND, (60000, 10000), "tensor", "tensor")
+
+
 class SyntheticImageDataset(Dataset):
     """A torchvision-style image dataset made up on the spot (never downloaded)."""
 
     shape: ClassVar[tuple[int, ...]] = (28, 28)
     classes: ClassVar[list[str]] = _DIGITS
+    layout: ClassVar[Layout] = MNIST_LAYOUT
     as_pil: ClassVar[bool] = False  # set when standing in for the real torchvision
 
     def __init__(
@@ -68,23 +99,45 @@ class SyntheticImageDataset(Dataset):
     ) -> None:
         if split is not None:
             train = split in ("train", "extra", "unlabeled", "train+unlabeled")
+            self.split = split
+        if isinstance(root, (str, os.PathLike)):
+            root = os.path.expanduser(os.fspath(root))
         self.root, self.train = root, train
         self.transform, self.target_transform = transform, target_transform
-        n = data.size_for(train)
         name = type(self).__name__
+        self._fetch(download)
+        n = data.size_for(train, self.layout.sizes[0 if train else 1])
         gen = data.generator("torchvision", name, "train" if train else "test")
-        self.targets = data.labels(n, len(self.classes), gen)
-        self.data = data.images(n, self.shape, self.targets, len(self.classes), gen)
+        targets = data.labels(n, len(self.classes), gen)
+        images = data.images(n, self.shape, targets, len(self.classes), gen)
+        self.data, self.targets = _as(self.layout.data, images), _as(self.layout.targets, targets)
         self.class_to_idx = {c: i for i, c in enumerate(self.classes)}
         data.record("torchvision", name, n, split="train" if train else "test")
+
+    def _fetch(self, download: bool) -> None:
+        """What the real class does with ``root``: ``download`` makes the dataset's folder
+        (a stand-in writes no files into it); without it, that folder must be there."""
+        if self.root is None:  # the real classes fail on it; a stand-in has no use for it
+            return
+        folder = os.path.join(self.root, self.layout.folder.format(name=type(self).__name__))
+        if download:
+            os.makedirs(folder, exist_ok=True)
+        elif not os.path.isdir(folder):
+            raise RuntimeError(self.layout.missing)
 
     def __len__(self) -> int:
         return len(self.data)
 
-    def __getitem__(self, index: int) -> tuple[Any, Any]:
-        img, target = self.data[index], int(self.targets[index])
+    def _image(self, index: int) -> Any:
+        img = self.data[index]
+        if self.layout.data == "numpy_chw":
+            img = img.transpose(1, 2, 0)
         if self.as_pil:
-            img = _pil(img)
+            return _pil(img)
+        return torch.as_tensor(img)
+
+    def __getitem__(self, index: int) -> tuple[Any, Any]:
+        img, target = self._image(index), int(self.targets[index])
         if self.transform is not None:
             img = self.transform(img)
         if self.target_transform is not None:
@@ -92,12 +145,27 @@ class SyntheticImageDataset(Dataset):
         return img, target
 
 
-def _pil(img: torch.Tensor) -> Any:
+def _as(kind: str, values: torch.Tensor) -> Any:
+    """``values`` as the real class has them (a tensor without numpy)."""
+    if kind == "tensor":
+        return values
+    if kind == "list":
+        return values.tolist()
+    try:
+        import numpy  # noqa: F401  (torch's .numpy() needs it)
+    except ImportError:
+        return values
+    if kind == "numpy_chw":
+        return values.permute(0, 3, 1, 2).contiguous().numpy()
+    return values.numpy()
+
+
+def _pil(img: Any) -> Any:
     try:
         from PIL import Image
 
-        return Image.fromarray(img.numpy())
-    except Exception:  # no PIL or no numpy: the tensor itself
+        return Image.fromarray(img.numpy() if isinstance(img, torch.Tensor) else img)
+    except Exception:  # no PIL or no numpy: the array itself
         return img
 
 
@@ -116,19 +184,25 @@ class KMNIST(SyntheticImageDataset):
 class CIFAR10(SyntheticImageDataset):
     shape: ClassVar[tuple[int, ...]] = (32, 32, 3)
     classes: ClassVar[list[str]] = _CIFAR10
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.targets = self.targets.tolist()  # a list, as torchvision has it
+    layout: ClassVar[Layout] = Layout(
+        "cifar-10-batches-py", CORRUPTED, CIFAR_SIZES, "numpy", "list"
+    )
 
 
 class CIFAR100(CIFAR10):
     classes: ClassVar[list[str]] = [f"class_{i}" for i in range(100)]
+    layout: ClassVar[Layout] = Layout("cifar-100-python", CORRUPTED, CIFAR_SIZES, "numpy", "list")
 
 
 class SVHN(SyntheticImageDataset):
     shape: ClassVar[tuple[int, ...]] = (32, 32, 3)
     classes: ClassVar[list[str]] = [str(i) for i in range(10)]
+    layout: ClassVar[Layout] = Layout("", CORRUPTED, (73257, 26032), "numpy_chw", "numpy")
+
+    def __init__(self, root: Any = None, split: str = "train", **kwargs: Any) -> None:
+        kwargs.pop("train", None)
+        super().__init__(root, split=split, **kwargs)
+        self.labels = self.targets  # SVHN's name for them
 
 
 IMG_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
@@ -206,216 +280,4 @@ DATASETS = {c.__name__: c for c in (MNIST, FashionMNIST, KMNIST, CIFAR10, CIFAR1
 FOLDERS = {c.__name__: c for c in (DatasetFolder, ImageFolder)}
 
 
-# -- transforms --------------------------------------------------------------------
-
-
-def _chw(img: torch.Tensor) -> tuple[torch.Tensor, bool]:
-    """(CxHxW view, whether it came in PIL-like layout)."""
-    if img.dtype == torch.uint8 and img.dim() == 2:
-        return img.unsqueeze(0), True
-    if img.dtype == torch.uint8 and img.dim() == 3 and img.shape[-1] in (1, 3, 4):
-        return img.permute(2, 0, 1), True
-    return img, False
-
-
-def _back(chw: torch.Tensor, pil_like: bool, was_2d: bool) -> torch.Tensor:
-    if not pil_like:
-        return chw
-    return chw[0] if was_2d else chw.permute(1, 2, 0).contiguous()
-
-
-class Compose:
-    def __init__(self, transforms: list[Any]) -> None:
-        self.transforms = list(transforms)
-
-    def __call__(self, img: Any) -> Any:
-        for t in self.transforms:
-            img = t(img)
-        return img
-
-
-class ToTensor:
-    def __call__(self, img: Any) -> torch.Tensor:
-        img = torch.as_tensor(img)
-        chw, _ = _chw(img)
-        if chw.dtype == torch.uint8:
-            return chw.to(torch.float32).div(255.0).contiguous()
-        return chw.to(torch.float32)
-
-
-class PILToTensor:
-    def __call__(self, img: Any) -> torch.Tensor:
-        return _chw(torch.as_tensor(img))[0].contiguous()
-
-
-class ConvertImageDtype:
-    def __init__(self, dtype: torch.dtype) -> None:
-        self.dtype = dtype
-
-    def __call__(self, img: torch.Tensor) -> torch.Tensor:
-        if img.dtype == torch.uint8 and self.dtype.is_floating_point:
-            return img.to(self.dtype) / 255.0
-        return img.to(self.dtype)
-
-
-class Normalize:
-    def __init__(self, mean: Any, std: Any, inplace: bool = False) -> None:
-        self.mean, self.std = mean, std
-
-    def __call__(self, t: torch.Tensor) -> torch.Tensor:
-        mean = torch.as_tensor(self.mean, dtype=t.dtype).reshape(-1, 1, 1)
-        std = torch.as_tensor(self.std, dtype=t.dtype).reshape(-1, 1, 1)
-        return (t - mean) / std
-
-
-class Lambda:
-    def __init__(self, fn: Any) -> None:
-        self.fn = fn
-
-    def __call__(self, img: Any) -> Any:
-        return self.fn(img)
-
-
-class Resize:
-    def __init__(self, size: Any, **_: Any) -> None:
-        self.size = size
-
-    def __call__(self, img: torch.Tensor) -> torch.Tensor:
-        chw, pil_like = _chw(img)
-        h, w = chw.shape[-2:]
-        if isinstance(self.size, int):
-            scale = self.size / min(h, w)
-            size = (max(1, round(h * scale)), max(1, round(w * scale)))
-        else:
-            size = tuple(self.size)
-        out = torch.nn.functional.interpolate(
-            chw[None].to(torch.float32), size=size, mode="bilinear", align_corners=False
-        )[0]
-        out = out.round().clamp(0, 255).to(chw.dtype) if chw.dtype == torch.uint8 else out
-        return _back(out, pil_like, img.dim() == 2)
-
-
-class CenterCrop:
-    def __init__(self, size: Any) -> None:
-        self.size = (size, size) if isinstance(size, int) else tuple(size)
-
-    def __call__(self, img: torch.Tensor) -> torch.Tensor:
-        chw, pil_like = _chw(img)
-        h, w = chw.shape[-2:]
-        th, tw = self.size
-        top, left = max(0, (h - th) // 2), max(0, (w - tw) // 2)
-        return _back(chw[..., top : top + th, left : left + tw], pil_like, img.dim() == 2)
-
-
-class RandomCrop:
-    def __init__(self, size: Any, padding: int | None = None, **_: Any) -> None:
-        self.size = (size, size) if isinstance(size, int) else tuple(size)
-        self.padding = padding or 0
-
-    def __call__(self, img: torch.Tensor) -> torch.Tensor:
-        chw, pil_like = _chw(img)
-        if self.padding:
-            chw = torch.nn.functional.pad(chw, [self.padding] * 4)
-        h, w = chw.shape[-2:]
-        th, tw = self.size
-        top = int(torch.randint(0, h - th + 1, ()))
-        left = int(torch.randint(0, w - tw + 1, ()))
-        return _back(chw[..., top : top + th, left : left + tw], pil_like, img.dim() == 2)
-
-
-class RandomHorizontalFlip:
-    def __init__(self, p: float = 0.5) -> None:
-        self.p = p
-
-    def __call__(self, img: torch.Tensor) -> torch.Tensor:
-        if float(torch.rand(())) >= self.p:
-            return img
-        chw, pil_like = _chw(img)
-        return _back(chw.flip(-1), pil_like, img.dim() == 2)
-
-
-class RandomResizedCrop:
-    """A random area and aspect ratio, cropped and resized to ``size``."""
-
-    def __init__(
-        self, size: Any, scale: Any = (0.08, 1.0), ratio: Any = (3 / 4, 4 / 3), **_: Any
-    ) -> None:
-        self.size = (size, size) if isinstance(size, int) else tuple(size)
-        self.scale, self.ratio = scale, ratio
-
-    def __call__(self, img: torch.Tensor) -> torch.Tensor:
-        chw, pil_like = _chw(img)
-        h, w = chw.shape[-2:]
-        area = h * w * float(torch.empty(()).uniform_(*self.scale))
-        log_ratio = torch.empty(()).uniform_(math.log(self.ratio[0]), math.log(self.ratio[1]))
-        aspect = math.exp(float(log_ratio))
-        th = min(h, max(1, round(math.sqrt(area / aspect))))
-        tw = min(w, max(1, round(math.sqrt(area * aspect))))
-        top = int(torch.randint(0, h - th + 1, ()))
-        left = int(torch.randint(0, w - tw + 1, ()))
-        crop = chw[..., top : top + th, left : left + tw]
-        return Resize(self.size)(_back(crop, pil_like, img.dim() == 2))
-
-
-class RandomApply:
-    def __init__(self, transforms: list[Any], p: float = 0.5) -> None:
-        self.transforms, self.p = list(transforms), p
-
-    def __call__(self, img: Any) -> Any:
-        if float(torch.rand(())) >= self.p:
-            return img
-        return Compose(self.transforms)(img)
-
-
-class RandomRotation:
-    """Accepted and ignored beyond a no-op: synthetic data needs no augmentation."""
-
-    def __init__(self, *_: Any, **__: Any) -> None:
-        pass
-
-    def __call__(self, img: Any) -> Any:
-        return img
-
-
-class ColorJitter(RandomRotation):
-    pass
-
-
-class RandomGrayscale(RandomRotation):
-    pass
-
-
-class GaussianBlur(RandomRotation):
-    pass
-
-
-class InterpolationMode:
-    """The names torchvision's enum has; the stand-in transforms interpolate bilinearly."""
-
-    NEAREST, BILINEAR, BICUBIC = "nearest", "bilinear", "bicubic"
-
-
-TRANSFORMS = {
-    c.__name__: c
-    for c in (
-        Compose,
-        ToTensor,
-        PILToTensor,
-        ConvertImageDtype,
-        Normalize,
-        Lambda,
-        Resize,
-        CenterCrop,
-        RandomCrop,
-        RandomHorizontalFlip,
-        RandomResizedCrop,
-        RandomApply,
-        RandomRotation,
-        ColorJitter,
-        RandomGrayscale,
-        GaussianBlur,
-        InterpolationMode,
-    )
-}
-
-__all__ = ["DATASETS", "FOLDERS", "TRANSFORMS", "SyntheticImageDataset"]
+__all__ = ["DATASETS", "FOLDERS", "SyntheticImageDataset"]
