@@ -70,6 +70,9 @@ class Repo:
     # following it would: ``--deps FILE``
     deps: tuple[str, ...] = ()
     label: str = ""  # a short name when one repository has several entries
+    # folders of the snapshot a user installs from source (``pip install .``): built as
+    # wheels into a folder that pip sees through PIP_FIND_LINKS, named in ``deps``
+    wheels: tuple[str, ...] = ()
     table: int = 1  # the table of shared/REALWORLD.md the repository is in
 
     @property
@@ -328,9 +331,17 @@ SECOND: tuple[Repo, ...] = (
         " --learning_rate=1e-4 --lr_warmup_steps=0 --mixed_precision=no",
         folder="examples/unconditional_image_generation",
         memory_mb=8192,  # the script's UNet2DModel (about 110M parameters) and Adam's state
-        # the examples want diffusers installed from this source (check_min_version of a
-        # .dev0): the package beside the script is what ``pip install -e .`` gives
-        prepare=(Prepare("copy", "diffusers", source="src/diffusers"),),
+        # the examples README: install diffusers from this source (the script checks for
+        # its .dev0 version), then the example's requirements.txt; tensorboard for the
+        # script's default --logger (its own error asks for it)
+        wheels=(".",),
+        deps=(
+            "diffusers==0.40.0.dev0",
+            "accelerate>=0.16.0",
+            "torchvision",
+            "datasets",
+            "tensorboard",
+        ),
         table=2,
     ),
 )
@@ -514,6 +525,21 @@ def run_one(
         "json",
         "--quiet",
     ]
+    env = None
+    if repo.wheels:
+        wheels = work / "wheels" / slug
+        shutil.rmtree(wheels, ignore_errors=True)
+        for where in repo.wheels:
+            pip = [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(wheels)]
+            built = subprocess.run(
+                [*pip, str(root / where)],
+                capture_output=True,
+                text=True,
+            )
+            if built.returncode != 0:
+                why = (built.stderr.strip().splitlines() or ["no output"])[-1]
+                return Row(repo.title, "error", f"could not build a wheel of {where}: {why}")
+        env = {**os.environ, "PIP_FIND_LINKS": str(wheels)}
     if repo.deps:
         requirements = work / "deps" / f"{slug}.txt"
         requirements.parent.mkdir(parents=True, exist_ok=True)
@@ -521,7 +547,9 @@ def run_one(
         command += ["--deps", str(requirements)]
     started = time.monotonic()
     try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=repo.budget_s)
+        done = subprocess.run(
+            command, capture_output=True, text=True, timeout=repo.budget_s, env=env
+        )
     except subprocess.TimeoutExpired:
         return Row(
             repo.title, "timeout", f"past its {repo.budget_s} s budget", wall_s=repo.budget_s
