@@ -8,7 +8,8 @@ cannot be expected to make it (a file the repository itself ships elsewhere, a f
 images in a layout only its README describes), then migrated to the target with
 ``torchport migrate --llm none`` and verified with a small step budget.
 
-    python benchmarks/realworld.py                       # every repository, target tpu
+    python benchmarks/realworld.py                       # both tables, target tpu
+    python benchmarks/realworld.py --table 2             # the second table only
     python benchmarks/realworld.py --only llm.c,dcgan    # names or owner/name parts
     python benchmarks/realworld.py --mirrors DIR --work DIR --target neuron --json out.json
 
@@ -40,9 +41,12 @@ MIRRORS = Path(os.environ.get("TORCHPORT_MIRRORS", "/work/.mirror"))
 
 @dataclass(frozen=True)
 class Prepare:
-    """One step of data the benchmark provides: ``copy`` a file the repository ships
-    elsewhere, ``images`` (N small images in a folder, named by a pattern), ``json``
-    (a file listing the images of a folder)."""
+    """One step of data the benchmark provides: ``copy`` a file (or folder) the repository
+    ships elsewhere, ``images`` (N small images in a folder, named by a pattern), ``json``
+    (a file listing the images of a folder), ``write`` (a short launcher the README has its
+    user write: ``source`` is its text, composed by this benchmark from the README's example,
+    never the repository's code), ``imagenet-extra`` (dinov2's ImageNet metadata files for
+    split ``pattern``: ``count`` entries cycling over the images under ``source``)."""
 
     kind: str
     target: str
@@ -66,6 +70,10 @@ class Repo:
     # following it would: ``--deps FILE``
     deps: tuple[str, ...] = ()
     label: str = ""  # a short name when one repository has several entries
+    # folders of the snapshot a user installs from source (``pip install .``): built as
+    # wheels into a folder that pip sees through PIP_FIND_LINKS, named in ``deps``
+    wheels: tuple[str, ...] = ()
+    table: int = 1  # the table of shared/REALWORLD.md the repository is in
 
     @property
     def title(self) -> str:
@@ -180,6 +188,166 @@ REPOS: tuple[Repo, ...] = (
     ),
 )
 
+# Launchers the README has its user write (``Prepare("write")``): composed by this benchmark
+# from the README's example, in its own wording; each says so in its first line.
+DDPM_TRAINER = """\
+# Written by torchport's benchmark from the README's Trainer example (not the repository's code).
+import sys
+
+from denoising_diffusion_pytorch import GaussianDiffusion, Trainer, Unet
+
+unet = Unet(dim=16, dim_mults=(1, 2), flash_attn=True)
+diffusion = GaussianDiffusion(unet, image_size=32, timesteps=100, sampling_timesteps=10)
+trainer = Trainer(
+    diffusion,
+    sys.argv[1],  # the folder of images
+    train_batch_size=8,
+    gradient_accumulate_every=2,  # the Trainer asks for an effective batch of 16 or more
+    train_lr=8e-5,
+    train_num_steps=4,
+    ema_decay=0.995,
+    amp=True,
+    calculate_fid=False,  # FID downloads Inception weights
+    num_samples=4,
+)
+trainer.train()
+"""
+CLIP_ZERO_SHOT = """\
+# Written by torchport's benchmark from the README's usage example (not the repository's code).
+import clip
+import torch
+from PIL import Image
+
+device = "cuda" if torch.cuda.is_available() else "cpu"
+model, preprocess = clip.load("ViT-B/32", device=device)
+labels = ["a diagram", "a dog", "a cat"]
+image = preprocess(Image.open("CLIP.png")).unsqueeze(0).to(device)
+text = clip.tokenize(labels).to(device)
+with torch.no_grad():
+    logits_per_image, _ = model(image, text)
+    probs = logits_per_image.softmax(dim=-1).cpu().tolist()[0]
+print("label probabilities:", dict(zip(labels, probs)))
+"""
+# dinov2 reads its ImageNet through metadata files sized to the real split (50,000 entries for
+# VAL); the README's own recipe (dump_extra) needs all 50,000 images. Tiny sizes go on the
+# command line as OmegaConf ``key=value`` overrides of the repository's own yaml.
+DINOV2_TINY = (
+    " train.dataset_path=ImageNet:split=VAL:root=data/imagenet:extra=data/imagenet-extra"
+    " student.arch=vit_small train.batch_size_per_gpu=2 train.num_workers=0"
+    " train.OFFICIAL_EPOCH_LENGTH=4 optim.epochs=1 optim.warmup_epochs=0"
+    " teacher.warmup_teacher_temp_epochs=0 crops.global_crops_size=64 crops.local_crops_size=32"
+    " crops.local_crops_number=2 dino.head_n_prototypes=256 ibot.head_n_prototypes=256"
+    " dino.head_hidden_dim=64 ibot.head_hidden_dim=64 dino.head_bottleneck_dim=32"
+    " ibot.head_bottleneck_dim=32"
+)
+
+SECOND: tuple[Repo, ...] = (
+    Repo(
+        "openai/guided-diffusion",
+        "22e0df8183507e13a7813f8d38d51b072ca1e67c",
+        # improved-diffusion's training line (the README points there), tiny model and schedule
+        "python scripts/image_train.py --data_dir /path/to/images --image_size 64"
+        " --num_channels 32 --num_res_blocks 1 --attention_resolutions 16 --diffusion_steps 100"
+        " --noise_schedule linear --lr 1e-4 --batch_size 2 --lr_anneal_steps 4 --use_fp16 True",
+        table=2,
+    ),
+    Repo(
+        "facebookresearch/mixup-cifar10",
+        "eaff31ab397a90fbc0a4aac71fb5311144b3608b",
+        "python train.py --lr=0.1 --seed=20170922 --decay=1e-4 --model LeNet --batch-size 16"
+        " --epoch 1",
+        table=2,
+    ),
+    Repo(
+        "lucidrains/denoising-diffusion-pytorch",
+        "faed4db28e724735323fa91c70aa9b28a6e1cbac",
+        "python train.py path/to/your/images",
+        prepare=(Prepare("write", "train.py", source=DDPM_TRAINER),),
+        table=2,
+    ),
+    Repo(
+        "facebookresearch/dinov2",
+        "b8931f7bf91576930313be2c6d6af376033b35f0",
+        "python -m dinov2.train.train --config-file dinov2/configs/train/vitl16_short.yaml"
+        " --output-dir out" + DINOV2_TINY,
+        memory_mb=8192,
+        prepare=(
+            # ImageNet's val layout: val/CLASS/ILSVRC2012_val_NNNNNNNN.JPEG
+            Prepare(
+                "images",
+                "data/imagenet/val/n01440764",
+                count=4,
+                size=64,
+                pattern="ILSVRC2012_val_{i:08d}.JPEG",
+            ),
+            Prepare(
+                "images",
+                "data/imagenet/val/n01443537",
+                count=4,
+                size=64,
+                pattern="ILSVRC2012_val_{i:08d}.JPEG",
+            ),
+            Prepare(
+                "imagenet-extra",
+                "data/imagenet-extra",
+                source="data/imagenet/val",
+                count=50_000,
+                pattern="VAL",
+            ),
+        ),
+        table=2,
+    ),
+    Repo(
+        "jadore801120/attention-is-all-you-need-pytorch",
+        "132907dd272e2cc92e3c10e6c4e783a87ff8893d",
+        # the README's line less ``-log`` (train.py has no such option) and at tiny sizes
+        "python train.py -data_pkl m30k_deen_shr.pkl -embs_share_weight -proj_share_weight"
+        " -label_smoothing -output_dir output -b 8 -warmup 10 -epoch 1 -d_model 32"
+        " -d_inner_hid 64 -d_k 16 -d_v 16 -n_head 2 -n_layers 1",
+        label="attention-is-all-you-need",
+        table=2,
+    ),
+    Repo(
+        "bearpaw/pytorch-classification",
+        "24f1c456f48c78133088c4eefd182ca9e6199b03",
+        "python cifar.py -a resnet --depth 20 --epochs 1 --schedule 81 122 --gamma 0.1"
+        " --wd 1e-4 --checkpoint checkpoints/cifar10/resnet-20 --train-batch 16"
+        " --test-batch 16 -j 0",
+        table=2,
+    ),
+    Repo(
+        "openai/CLIP",
+        "d05afc436d78f1c48dc0dbf8e5980a9d471f35f6",
+        "python zero_shot.py",
+        prepare=(Prepare("write", "zero_shot.py", source=CLIP_ZERO_SHOT),),
+        table=2,
+    ),
+    Repo(
+        "huggingface/diffusers",
+        "58eb52c0803ea9af3abec60841c2a093bdf1f951",
+        "python train_unconditional.py --dataset_name=huggan/flowers-102-categories"
+        " --resolution=32 --center_crop --random_flip --output_dir=ddpm-ema-flowers-32"
+        " --train_batch_size=2 --num_epochs=1 --gradient_accumulation_steps=1 --use_ema"
+        " --learning_rate=1e-4 --lr_warmup_steps=0 --mixed_precision=no",
+        folder="examples/unconditional_image_generation",
+        memory_mb=8192,  # the script's UNet2DModel (about 110M parameters) and Adam's state
+        # the examples README: install diffusers from this source (the script checks for
+        # its .dev0 version), then the example's requirements.txt; tensorboard for the
+        # script's default --logger (its own error asks for it)
+        wheels=(".",),
+        deps=(
+            "diffusers==0.40.0.dev0",
+            "accelerate>=0.16.0",
+            "torchvision",
+            "datasets",
+            "tensorboard",
+        ),
+        table=2,
+    ),
+)
+REPOS = REPOS + SECOND
+TABLES = {"1": (1,), "2": (2,), "all": (1, 2)}
+
 
 def extract(gitdir: Path, commit: str, dest: Path) -> list[str]:
     """Write the tree of ``commit`` under ``dest``; returns the paths the snapshot lacks
@@ -225,7 +393,13 @@ def prepare(step: Prepare, repo_root: Path, folder: Path) -> None:
     target = folder / step.target
     if step.kind == "copy":
         target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(repo_root / step.source, target)
+        if (repo_root / step.source).is_dir():
+            shutil.copytree(repo_root / step.source, target)
+        else:
+            shutil.copyfile(repo_root / step.source, target)
+    elif step.kind == "write":
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(step.source)
     elif step.kind == "images":
         target.mkdir(parents=True, exist_ok=True)
         for i in range(step.count):
@@ -238,8 +412,49 @@ def prepare(step: Prepare, repo_root: Path, folder: Path) -> None:
         # relative to the program's folder: the run sees a copy, not this one
         images = sorted(str(p.relative_to(folder)) for p in (folder / step.source).iterdir())
         target.write_text(json.dumps(images))
+    elif step.kind == "imagenet-extra":
+        _imagenet_extra(folder / step.source, target, step.pattern, step.count)
     else:
         raise ValueError(f"unknown preparation {step.kind!r}")
+
+
+def _imagenet_extra(images: Path, extra: Path, split: str, count: int) -> None:
+    """dinov2's ImageNet metadata for ``split``: entries (actual index, class index, class id,
+    class name) cycling over the images of ``images/CLASS/*_NNNNNNNN.JPEG`` up to ``count``
+    (the split's real length, which the dataset asserts), and the class ids and names."""
+    import numpy as np  # torchport's environment has numpy
+
+    classes = sorted(p.name for p in images.iterdir() if p.is_dir())
+    found = [
+        (int(f.stem.rsplit("_", 1)[1]), index, name, name)
+        for index, name in enumerate(classes)
+        for f in sorted((images / name).iterdir())
+    ]
+    width = max(len(c) for c in classes)
+    dtype = [
+        ("actual_index", "<u4"),
+        ("class_index", "<u4"),
+        ("class_id", f"U{width}"),
+        ("class_name", f"U{width}"),
+    ]
+    entries = np.array([found[i % len(found)] for i in range(count)], dtype=dtype)
+    extra.mkdir(parents=True, exist_ok=True)
+    np.save(extra / f"entries-{split}.npy", entries)
+    np.save(extra / f"class-ids-{split}.npy", np.array(classes, dtype=f"U{width}"))
+    np.save(extra / f"class-names-{split}.npy", np.array(classes, dtype=f"U{width}"))
+
+
+def selected(table_choice: str, only: str) -> list[Repo]:
+    """The repositories of ``--table`` (1, 2 or all) whose owner/name or title contains one
+    of ``--only``'s comma-separated parts (every one when ``only`` is empty)."""
+    tables = TABLES[table_choice]
+    wanted = [w.strip().lower() for w in only.split(",") if w.strip()]
+    return [
+        r
+        for r in REPOS
+        if r.table in tables
+        and (not wanted or any(w in f"{r.name} {r.title}".lower() for w in wanted))
+    ]
 
 
 @dataclass
@@ -310,6 +525,21 @@ def run_one(
         "json",
         "--quiet",
     ]
+    env = None
+    if repo.wheels:
+        wheels = work / "wheels" / slug
+        shutil.rmtree(wheels, ignore_errors=True)
+        for where in repo.wheels:
+            pip = [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(wheels)]
+            built = subprocess.run(
+                [*pip, str(root / where)],
+                capture_output=True,
+                text=True,
+            )
+            if built.returncode != 0:
+                why = (built.stderr.strip().splitlines() or ["no output"])[-1]
+                return Row(repo.title, "error", f"could not build a wheel of {where}: {why}")
+        env = {**os.environ, "PIP_FIND_LINKS": str(wheels)}
     if repo.deps:
         requirements = work / "deps" / f"{slug}.txt"
         requirements.parent.mkdir(parents=True, exist_ok=True)
@@ -317,7 +547,9 @@ def run_one(
         command += ["--deps", str(requirements)]
     started = time.monotonic()
     try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=repo.budget_s)
+        done = subprocess.run(
+            command, capture_output=True, text=True, timeout=repo.budget_s, env=env
+        )
     except subprocess.TimeoutExpired:
         return Row(
             repo.title, "timeout", f"past its {repo.budget_s} s budget", wall_s=repo.budget_s
@@ -378,6 +610,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--target", default="tpu", choices=("tpu", "neuron", "accelerator"))
     parser.add_argument("--steps", type=int, default=2, help="optimizer steps per run")
     parser.add_argument("--only", default="", help="comma-separated parts of repository names")
+    parser.add_argument(
+        "--table", default="all", choices=tuple(TABLES), help="which table of REALWORLD.md"
+    )
     parser.add_argument("--work", type=Path, default=Path("/tmp/torchport-realworld"))
     parser.add_argument(
         "--mirrors", type=Path, default=MIRRORS, help="where fetch put the snapshots"
@@ -389,10 +624,7 @@ def main(argv: list[str] | None = None) -> int:
         help="the command that runs torchport",
     )
     options = parser.parse_args(argv)
-    wanted = [w.strip().lower() for w in options.only.split(",") if w.strip()]
-    repos = [
-        r for r in REPOS if not wanted or any(w in f"{r.name} {r.title}".lower() for w in wanted)
-    ]
+    repos = selected(options.table, options.only)
     rows = []
     for repo in repos:
         print(f"{repo.title}: migrating and verifying ...", file=sys.stderr, flush=True)

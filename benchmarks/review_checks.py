@@ -6,7 +6,8 @@ with pyflakes against its original: a finding the migration introduced (counted 
 name, never by line) is a bug or noise a reviewer would ask to remove. Also counted: the fixes
 the semantic guard refused. Not part of ``make test``; a few seconds a repository.
 
-    python benchmarks/review_checks.py                      # every repository, target tpu
+    python benchmarks/review_checks.py                      # both tables, target tpu
+    python benchmarks/review_checks.py --table 2            # the second table only
     python benchmarks/review_checks.py --only llm.c --target accelerator --json out.json
     python benchmarks/review_checks.py --torchport "OTHER/python -m torchport.cli"
 """
@@ -23,7 +24,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from realworld import MIRRORS, REPOS, Repo, extract
+from realworld import MIRRORS, TABLES, Repo, extract, prepare, selected
 from torchport.tools.codemods.guard import REFUSED, introduced
 
 
@@ -52,6 +53,8 @@ def check_one(repo: Repo, mirrors: Path, work: Path, target: str, torchport: lis
         shutil.rmtree(path, ignore_errors=True)
     extract(gitdir, repo.commit, root)
     folder = root / repo.folder
+    for step in repo.prepare:  # a launcher the README has its user write is migrated too
+        prepare(step, root, folder)
     started = time.perf_counter()
     command = [*torchport, "migrate", str(folder), "--target", target, "--out", str(out)]
     done = subprocess.run(
@@ -133,6 +136,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--target", default="tpu", choices=("tpu", "neuron", "xla", "accelerator"))
     parser.add_argument("--only", default="", help="comma-separated parts of repository names")
+    parser.add_argument(
+        "--table", default="all", choices=tuple(TABLES), help="which table of REALWORLD.md"
+    )
     parser.add_argument("--work", type=Path, default=Path("/tmp/torchport-review"))
     parser.add_argument("--mirrors", type=Path, default=MIRRORS)
     parser.add_argument("--json", type=Path, help="also write the rows here")
@@ -142,11 +148,8 @@ def main(argv: list[str] | None = None) -> int:
         help="the command that runs torchport (another checkout's, to compare)",
     )
     options = parser.parse_args(argv)
-    wanted = [w.strip().lower() for w in options.only.split(",") if w.strip()]
     rows = []
-    for repo in REPOS:
-        if wanted and not any(w in f"{repo.name} {repo.title}".lower() for w in wanted):
-            continue
+    for repo in selected(options.table, options.only):
         row = check_one(
             repo, options.mirrors, options.work, options.target, shlex.split(options.torchport)
         )
