@@ -91,9 +91,10 @@ def test_the_accelerator_port_runs_and_keeps_the_units(tmp_path: Path):
 @pytest.mark.slow
 def test_the_tpu_port_runs_on_the_emulated_device_and_keeps_the_units(tmp_path: Path):
     out = _port(tmp_path, "tpu")
+    # --steps 50: past the program's 3 forward calls
     command = [sys.executable, "-m", "torchport.cli", "run", "--target", "tpu", "--root",
                str(out), "--steps", "50", "--timeout", "240", "-f", "json", "--",
-               "python", "train.py"]  # fmt: skip (50: past the program's 3 forward calls)
+               "python", "train.py"]  # fmt: skip
     proc = subprocess.run(command, capture_output=True, text=True, timeout=400)
     result = json.loads(proc.stdout)
     assert result["status"] == "ok", (result["error"], result["stderr_tail"][-3000:])
