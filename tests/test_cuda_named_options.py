@@ -90,3 +90,17 @@ def test_a_dest_named_cuda_is_an_attribute_not_a_device(tmp_path):
     )
     result = migrate(tmp_path, source, "tpu")
     assert result.source == source and not result.edits
+
+
+def test_an_option_the_program_already_has_is_not_added_twice(tmp_path):
+    """``--cuda`` beside the program's own ``--accel``: a second ``--accel`` would make
+    argparse raise "conflicting option string" when the port builds its parser."""
+    source = PROGRAM.replace(
+        '    parser.add_argument("--gpu"',
+        '    parser.add_argument("--accel", action="store_true")\n    parser.add_argument("--gpu"',
+    )
+    out = migrate(tmp_path, source, "tpu").source
+    assert out.count('"--accel"') == 1
+    assert '"--no-accel", "--no-cuda", dest="no_cuda"' in out  # the others still gain theirs
+    parser = parser_of(out)
+    assert parser.parse_args(["--cuda", "--accel"]).cuda is True

@@ -45,6 +45,8 @@ def accelerator_named_option(node: cst.Call, ctx: FixContext):
     if first_cuda is None:
         raise NotApplicable("no CUDA-named option string")
     accel = string_value(first_cuda.value).replace("cuda", "accel")
+    if accel in _strings_of_file(ctx):
+        raise NotApplicable(f"the file already uses {accel!r}: a second one would conflict")
     new = cst.Arg(with_string(first_cuda.value, accel), comma=_comma(node))
     args = list(node.args)
     args.insert(args.index(first_cuda), new)
@@ -58,6 +60,24 @@ def accelerator_named_option(node: cst.Call, ctx: FixContext):
             call, "help", with_string(help_arg.value, CUDA_WORD.sub(DEVICE_WORD[ctx.target], text))
         )
     return call
+
+
+def _strings_of_file(ctx: FixContext) -> set[str]:
+    """Every plain string literal of the file the option is in: a program that already
+    has ``--accel`` would get argparse's "conflicting option string" from a second one."""
+    node, root = ctx.original, ctx.original
+    while (node := ctx.parent(node)) is not None:
+        root = node
+    found: set[str] = set()
+
+    class Strings(cst.CSTVisitor):
+        def visit_SimpleString(self, string: cst.SimpleString) -> None:
+            value = string.evaluated_value
+            if isinstance(value, str):
+                found.add(value)
+
+    root.visit(Strings())
+    return found
 
 
 def _comma(call: cst.Call) -> cst.Comma:
