@@ -149,6 +149,33 @@ def _frames(result: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     return [f for f in frames if isinstance(f, Mapping)] if isinstance(frames, list) else []
 
 
+# An installed library's frame: the path inside site-packages (an overlay's or the
+# interpreter's), e.g. ``timm/data/mixup.py``.
+_INSTALLED = re.compile(r"[\\/](?:site|dist)-packages[\\/](.+)$")
+# Libraries whose frames say nothing about who called them: torch raising for a call a
+# library made, and torchport's own runtime around it.
+_NOT_THE_CALLER = ("torch", "torchport", "_pytest", "typing_extensions")
+
+
+def library_site(result: Mapping[str, Any]) -> str:
+    """``timm/data/mixup.py:19`` when the failing run's innermost frame that is neither
+    torch's nor torchport's is in an installed library rather than the program: the
+    program's own frame (its reason's ``FILE:LINE``) only called into it, and no rewrite
+    of the program's files reaches that line. "" when the program's code is innermost."""
+    for frame in reversed(_frames(result)):
+        path = str(frame.get("file") or "")
+        if path.startswith(OWN_CODE + os.sep) or path.startswith("<"):
+            continue
+        installed = _INSTALLED.search(path)
+        if installed is None:
+            return ""
+        inside = installed.group(1).replace("\\", "/")
+        if inside.split("/", 1)[0] in _NOT_THE_CALLER:
+            continue
+        return f"{inside}:{frame.get('line')}"
+    return ""
+
+
 def _standin_frame(result: Mapping[str, Any], imports: frozenset[str] | None) -> Attribution | None:
     """A frame of torchport's stand-in modules at the failure."""
     for frame in reversed(_frames(result)[-NEAR:]):

@@ -385,6 +385,13 @@ def next_step(
     )
     if failing is not None:
         found = diagnose(failing, mode if mode in TARGETS else "accelerator")
+        library = attribution.library_site(failing)
+        if library and found.signature in _cuda_signatures():
+            return (
+                f"the CUDA use is in an installed library ({library}), and torchport ports "
+                "the repository's files only: install a release of that library that takes "
+                "its device from the caller, or port that line by hand"
+            )
         return found.hint
     return next((step for head, step in RAN_STEPS.items() if v.reason.startswith(head)), "")
 
@@ -407,7 +414,7 @@ def _judged(
         if blame is not None:
             return _attributed(v, blame, "the migration", target)
         v.verdict, v.failure = "failed", target
-        where = _failure_site(target)
+        where = _failure_where(target)
         v.reason = f"{target.get('status')}: {f'{where}: ' if where else ''}{_error_text(target)}"
         return v
     if _on_the_cpu(target):
@@ -487,18 +494,30 @@ def _on_the_cpu(target: dict[str, Any]) -> bool:
     return (target.get("counters") or {}).get("ops") == 0
 
 
+@cache
+def _cuda_signatures() -> frozenset[str]:
+    return frozenset(sig.id for sig in load_signatures() if sig.cuda)
+
+
 def _needs_cuda(target: dict[str, Any], mode: str) -> bool:
     """The migration fails because CUDA is missing on the target (a CUDA construct the port
     kept, such as ``torch.cuda.CUDAGraph()``): that the original fails there too, on the
     reference shim, says nothing for the port, which would fail on the device as well."""
-    cuda = {sig.id for sig in load_signatures() if sig.cuda}
-    return diagnose(target, mode if mode in TARGETS else "accelerator").signature in cuda
+    found = diagnose(target, mode if mode in TARGETS else "accelerator")
+    return found.signature in _cuda_signatures()
 
 
 def _failure_site(result: dict[str, Any]) -> str:
     """Where a run failed: the user's frame as ``file:line``, or "" when it has none."""
     frame = (result.get("error") or {}).get("frame") or {}
     return f"{frame['file']}:{frame.get('line')}" if frame.get("file") else ""
+
+
+def _failure_where(result: dict[str, Any]) -> str:
+    """The user's frame for a reason, and the installed library's line it called into
+    when the failure is there (``engine.py:38, in timm/data/mixup.py:19``)."""
+    where, library = _failure_site(result), attribution.library_site(result)
+    return f"{where}, in {library}" if where and library else where or library
 
 
 def _fails_identically(reference: dict[str, Any], target: dict[str, Any]) -> bool:
@@ -561,7 +580,7 @@ def _judge_failed_original(
     ``not-runnable`` saying so. Anything else: ``not-runnable``, saying first that the
     original fails, then how far the migration got.
     """
-    where = _failure_site(reference)
+    where = _failure_where(reference)
     failure = f"{f'{where}: ' if where else ''}{_error_text(reference)}"
     blame = attribution.attribute(reference, imports)
     if blame is not None and blame.kind == "sandbox-start":

@@ -213,3 +213,48 @@ def test_migrate_prints_the_next_step_and_writes_it_to_verification_md(tmp_path,
     assert len(step) == 1 and len(step[0]) > len("next step: ") + 10, printed
     report = (out / "torchport-report" / "verification.md").read_text()
     assert "- next step: " in report and "data" in step[0], step
+
+
+_LIBRARY = """import torch
+
+
+def one_hot(target, classes):
+    return torch.zeros(target.size(0), classes, device="cuda").scatter_(1, target[:, None], 1.0)
+"""
+
+
+@pytest.mark.slow
+def test_a_cuda_default_inside_an_installed_library_is_named_with_its_line(tmp_path: Path) -> None:
+    """The port fails in a library's ``device="cuda"`` (as timm 0.3.2's Mixup does): the
+    reason names the library's line beside the program's, and the next step says that no
+    codemod of the repository reaches it instead of "run the rules' codemods"."""
+    head = (
+        "import os, sys\n"
+        "sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),"
+        " 'lib', 'site-packages'))\n"
+        "import mixlib\n"
+    )
+    body = "targets = mixlib.one_hot(torch.tensor([0, 1, 2, 3]), 4)\n"
+    original, port = _pair(tmp_path, head)
+    for root in (original, port):
+        (root / "lib" / "site-packages").mkdir(parents=True)
+        (root / "lib" / "site-packages" / "mixlib.py").write_text(_LIBRARY)
+        (root / "train.py").write_text((root / "train.py").read_text().replace(
+            "for step in range(3):\n", "for step in range(3):\n    " + body
+        ))  # fmt: skip
+    v, reference = verify_tree(original, port, ["python", "train.py"], "tpu", _BUDGET, None)
+    assert reference["status"] == "ok", reference.get("error")
+    assert v.verdict == "failed", v.reason
+    assert "train.py:9, in mixlib.py:5: " in v.reason, v.reason
+    assert "installed library (mixlib.py:5)" in v.next_step, v.next_step
+    assert "codemods" not in v.next_step
+
+
+def test_library_site_skips_torch_and_stops_at_the_programs_own_frame() -> None:
+    frame = {"file": "train.py", "line": 3}
+    lib = {"file": "/env/lib/python3.11/site-packages/timm/data/mixup.py", "line": 19}
+    torch_frame = {"file": "/venv/lib/python3.11/site-packages/torch/cuda/__init__.py"}
+    run = {"error": {"traceback": [frame, lib, torch_frame]}}
+    assert attribution.library_site(run) == "timm/data/mixup.py:19"
+    run = {"error": {"traceback": [lib, frame, torch_frame]}}
+    assert attribution.library_site(run) == ""  # the program's own code is innermost
