@@ -100,6 +100,23 @@ def test_a_port_that_drops_nothing_says_nothing(tmp_path, capsys):
     assert "User options" not in (out / "torchport-report" / "manual.md").read_text()
 
 
+def test_a_value_the_port_passes_positionally_is_not_dropped(tmp_path, capsys):
+    """``torch.cuda.current_stream(device=self.device)`` becomes
+    ``torch.accelerator.current_stream(self.device)`` on tpu: the device is still passed."""
+    program = textwrap.dedent(
+        """
+        import torch
+
+        def wait(device, stream):
+            torch.cuda.current_stream(device=device).wait_stream(stream)
+        """
+    )
+    out, _ = _migrate(tmp_path, program, "tpu", capsys)
+    assert "torch.accelerator.current_stream(device)" in (out / "train.py").read_text()
+    report = json.loads((out / "torchport-report" / "changes.json").read_text())
+    assert report["dropped_options"] == [], report["dropped_options"]
+
+
 def test_a_cudnn_tf32_option_becomes_the_tpu_precision_it_chooses(tmp_path, capsys):
     out, _ = _migrate(tmp_path, CUDNN_ONLY, "tpu", capsys)
     port = (out / "train.py").read_text()

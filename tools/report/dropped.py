@@ -131,8 +131,12 @@ def dropped_options(edits: Iterable) -> list[Dropped]:
         if after is None:
             continue
         kept = _keywords(after)
-        callees = {_last(_callee(n)) for n in ast.walk(after) if isinstance(n, ast.Call)}
+        calls = [n for n in ast.walk(after) if isinstance(n, ast.Call)]
+        callees = {_last(_callee(n)) for n in calls}
+        # a value the port passes positionally instead (``current_stream(self.device)``)
+        passed = {(_last(_callee(n)), ast.unparse(a)) for n in calls for a in n.args}
         for (name, keyword), (callee, option) in _keywords(before).items():
-            if name in callees and (name, keyword) not in kept:
+            value = option.split("=", 1)[1]
+            if name in callees and (name, keyword) not in kept and (name, value) not in passed:
                 found.append(Dropped(edit.rule, edit.path, edit.line, option, callee, why))
     return found
