@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy
 import pytest
 from torchport.tools.catalogue import TARGETS
 from torchport.tools.codemods import migrate_python
@@ -119,3 +120,25 @@ def test_a_comment_that_heads_the_next_statement_stays(tmp_path, target):
     """``# Optimizer`` names the statement after the deleted one, not the deleted one."""
     header = function(migrate(tmp_path, COMMENTS, target), "header")
     assert "    # Optimizer\n    optimizer = torch.optim.SGD(" in header
+
+
+LEGACY = """\
+import torch
+
+
+def build(mean, rows):
+    return torch.cuda.FloatTensor(mean), torch.cuda.FloatTensor(rows)
+"""
+
+
+def test_a_legacy_constructor_of_data_keeps_the_data(tmp_path):
+    """``torch.cuda.FloatTensor(self.mean)`` (dino's PCA whitening) holds the mean's values;
+    rewritten as ``torch.empty(self.mean)`` it read the mean as a shape. The accelerator
+    port runs here (it falls back to the CPU) and is compared value for value."""
+    port = migrate(tmp_path, LEGACY, "accelerator")
+    assert "torch.empty(mean" not in port, port
+    namespace: dict = {}
+    exec(compile(port, "prog.py", "exec"), namespace)
+    data, sized = namespace["build"](numpy.array([0.5, 1.5, 2.5]), 4)
+    assert data.tolist() == [0.5, 1.5, 2.5] and data.dtype.is_floating_point
+    assert sized.shape == (4,)

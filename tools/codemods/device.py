@@ -724,6 +724,21 @@ LEGACY_TYPES = {
 }
 
 
+def _sizes(call: cst.Call) -> bool:
+    """The legacy constructor's arguments are a shape: integer literals, several
+    positional arguments, or ``*shape`` (one other argument may be data)."""
+    positional = [a for a in call.args if a.keyword is None]
+    if len(positional) > 1 or any(a.star == "*" for a in positional):
+        return True
+    return all(_integer(a.value) for a in positional) and bool(positional)
+
+
+def _integer(value: cst.BaseExpression) -> bool:
+    if isinstance(value, cst.UnaryOperation):
+        value = value.expression
+    return isinstance(value, cst.Integer)
+
+
 @register("TPD018")
 def legacy_tensor_type(node: cst.CSTNode, ctx: FixContext):
     """``torch.cuda.FloatTensor(2, 3)`` -> ``torch.empty(2, 3, dtype=torch.float32, device=...)``;
@@ -737,6 +752,13 @@ def legacy_tensor_type(node: cst.CSTNode, ctx: FixContext):
     if dtype is None:
         raise NotApplicable(f"unknown legacy tensor type {name}")
     data = len(node.args) == 1 and isinstance(node.args[0].value, cst.List | cst.Tuple)
+    if not data and not _sizes(node):
+        # one argument that may be data (an array, ``self.mean``) or a size (``n``): the
+        # legacy CPU constructor decides as the CUDA one did, then the tensor moves
+        cpu = node.with_changes(func=ctx.expr(f"torch.{name}"))
+        return ctx.expr("x.to()").with_changes(
+            func=cst.Attribute(value=cpu, attr=cst.Name("to")), args=[cst.Arg(ctx.device_expr())]
+        )
     func = ctx.expr("torch.tensor" if data else "torch.empty")
     call = node.with_changes(func=func)
     call = set_kwarg(call, "dtype", ctx.expr(f"torch.{dtype}"))
