@@ -28,9 +28,29 @@ def _device_type(ctx: FixContext) -> cst.BaseExpression:
     return cst.SimpleString(f'"{DEVICE_STRING[ctx.target]}"')
 
 
+# ``torch.cuda.amp.autocast``'s parameters, in order: a positional one becomes its keyword
+# (``autocast(fp16_scaler is not None)`` keeps what switches it on).
+CUDA_AUTOCAST_PARAMETERS = ("enabled", "dtype", "cache_enabled")
+
+
 def _autocast_call(node: cst.Call, ctx: FixContext) -> cst.Call:
-    """``torch.autocast(<target>, dtype=...)`` keeping enabled=/cache_enabled=."""
-    args = [a for a in node.args if a.keyword is not None and a.keyword.value != "device_type"]
+    """``torch.autocast(<target>, dtype=...)`` keeping enabled=/cache_enabled=, given by
+    keyword or by position."""
+    positional = [a for a in node.args if a.keyword is None]
+    if any(a.star for a in positional) or len(positional) > len(CUDA_AUTOCAST_PARAMETERS):
+        raise NotApplicable("autocast's arguments are not all nameable")
+    named = [
+        a.with_changes(
+            keyword=cst.Name(name),
+            equal=cst.AssignEqual(
+                whitespace_before=cst.SimpleWhitespace(""),
+                whitespace_after=cst.SimpleWhitespace(""),
+            ),
+        )
+        for a, name in zip(positional, CUDA_AUTOCAST_PARAMETERS, strict=False)
+    ]
+    keywords = [a for a in node.args if a.keyword is not None and a.keyword.value != "device_type"]
+    args = [*named, *keywords]
     call = prepend_arg(
         node.with_changes(func=ctx.expr("torch.autocast"), args=args), _device_type(ctx)
     )
