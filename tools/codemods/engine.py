@@ -185,6 +185,8 @@ class _Applier(cst.CSTTransformer):
         if id(original) in self.skipped:
             return updated
         result = self._apply_findings(original, updated)
+        if result is not updated:
+            result = _keep_parentheses(original, result)
         if self.state:
             result = self._follow_ups(original, result)
         if id(original) in self.doom_originals and isinstance(result, cst.CSTNode):
@@ -796,6 +798,16 @@ class _CudaImports(cst.CSTVisitor):
             module = _code_of(alias.name)
             if module.startswith(CUDA_MODULES) and alias.asname is not None:
                 self.found.append((module, None, _code_of(alias.asname.name)))
+
+
+def _keep_parentheses(original: cst.CSTNode, result: object) -> object:
+    """A fix of a parenthesised expression keeps its parentheses: ``not(cudnn.is_acceptable(i))``
+    rewritten without them would be ``notFalse``, which libcst refuses to build (and a
+    reader would not write)."""
+    lpar = getattr(original, "lpar", None)
+    if not lpar or not isinstance(result, cst.BaseExpression) or getattr(result, "lpar", True):
+        return result
+    return result.with_changes(lpar=original.lpar, rpar=original.rpar)
 
 
 def _drop_unused_imports(source: str, imports: list[tuple[str, str | None, str | None]]) -> str:
