@@ -3,7 +3,9 @@
 The contract a program relies on, as torchvision's classes have it: ``download=True``
 creates ``root`` and the dataset's folder under it (a later ``torch.save`` into ``root``
 works, and a later ``download=False`` finds the data); ``download=False`` where nothing was
-downloaded raises torchvision's own ``RuntimeError``; ``train`` (or ``split``) picks a split
+downloaded stands in for the files the user keeps there (the folder is made as on their
+machine: the sandbox never has them, so torchvision's "Dataset not found" would fail every
+program that reads a local copy); ``train`` (or ``split``) picks a split
 of its own size, training larger than test; ``transform`` / ``target_transform`` apply;
 ``.data`` / ``.targets`` / ``.classes`` have the real types (CIFAR: a numpy ``uint8`` NxHxWxC
 array and a list of ints; MNIST: ``uint8`` and ``int64`` tensors; SVHN: NxCxHxW and
@@ -57,26 +59,20 @@ _CIFAR10 = [
 ]
 
 
-# torchvision's own words when the data is not there and download=False
-NOT_FOUND = "Dataset not found. You can use download=True to download it"
-CORRUPTED = "Dataset not found or corrupted. You can use download=True to download it"
-
-
 @dataclass(frozen=True)
 class Layout:
     """How a real dataset class keeps its data: the folder ``download`` makes under
-    ``root`` (``{name}``: the class's name), the error without it, the real split sizes,
-    and the types of ``.data`` and of the targets."""
+    ``root`` (``{name}``: the class's name), the real split sizes, and the types of
+    ``.data`` and of the targets."""
 
     folder: str
-    missing: str
     sizes: tuple[int, int]  # train, test
     data: str  # "tensor" (N x H x W [x C]), "numpy" (N x H x W x C), "numpy_chw"
     targets: str  # "tensor", "list", "numpy"
 
 
 CIFAR_SIZES = (50000, 10000)
-MNIST_LAYOUT = Layout("{name}/raw", NOT_FOUND, (60000, 10000), "tensor", "tensor")
+MNIST_LAYOUT = Layout("{name}/raw", (60000, 10000), "tensor", "tensor")
 
 
 class SyntheticImageDataset(Dataset):
@@ -105,7 +101,7 @@ class SyntheticImageDataset(Dataset):
         self.root, self.train = root, train
         self.transform, self.target_transform = transform, target_transform
         name = type(self).__name__
-        self._fetch(download)
+        self._fetch()  # download or a local copy: the same folder, as on their machine
         n = data.size_for(train, self.layout.sizes[0 if train else 1])
         gen = data.generator("torchvision", name, "train" if train else "test")
         targets = data.labels(n, len(self.classes), gen)
@@ -114,16 +110,13 @@ class SyntheticImageDataset(Dataset):
         self.class_to_idx = {c: i for i, c in enumerate(self.classes)}
         data.record("torchvision", name, n, split="train" if train else "test")
 
-    def _fetch(self, download: bool) -> None:
-        """What the real class does with ``root``: ``download`` makes the dataset's folder
-        (a stand-in writes no files into it); without it, that folder must be there."""
+    def _fetch(self) -> None:
+        """What ``root`` holds on the user's machine: the dataset's folder, downloaded now
+        (``download``) or kept there before (a stand-in writes no files into it)."""
         if self.root is None:  # the real classes fail on it; a stand-in has no use for it
             return
         folder = os.path.join(self.root, self.layout.folder.format(name=type(self).__name__))
-        if download:
-            os.makedirs(folder, exist_ok=True)
-        elif not os.path.isdir(folder):
-            raise RuntimeError(self.layout.missing)
+        os.makedirs(folder, exist_ok=True)
 
     def __len__(self) -> int:
         return len(self.data)
@@ -184,20 +177,18 @@ class KMNIST(SyntheticImageDataset):
 class CIFAR10(SyntheticImageDataset):
     shape: ClassVar[tuple[int, ...]] = (32, 32, 3)
     classes: ClassVar[list[str]] = _CIFAR10
-    layout: ClassVar[Layout] = Layout(
-        "cifar-10-batches-py", CORRUPTED, CIFAR_SIZES, "numpy", "list"
-    )
+    layout: ClassVar[Layout] = Layout("cifar-10-batches-py", CIFAR_SIZES, "numpy", "list")
 
 
 class CIFAR100(CIFAR10):
     classes: ClassVar[list[str]] = [f"class_{i}" for i in range(100)]
-    layout: ClassVar[Layout] = Layout("cifar-100-python", CORRUPTED, CIFAR_SIZES, "numpy", "list")
+    layout: ClassVar[Layout] = Layout("cifar-100-python", CIFAR_SIZES, "numpy", "list")
 
 
 class SVHN(SyntheticImageDataset):
     shape: ClassVar[tuple[int, ...]] = (32, 32, 3)
     classes: ClassVar[list[str]] = [str(i) for i in range(10)]
-    layout: ClassVar[Layout] = Layout("", CORRUPTED, (73257, 26032), "numpy_chw", "numpy")
+    layout: ClassVar[Layout] = Layout("", (73257, 26032), "numpy_chw", "numpy")
 
     def __init__(self, root: Any = None, split: str = "train", **kwargs: Any) -> None:
         kwargs.pop("train", None)
