@@ -258,3 +258,27 @@ def test_library_site_skips_torch_and_stops_at_the_programs_own_frame() -> None:
     assert attribution.library_site(run) == "timm/data/mixup.py:19"
     run = {"error": {"traceback": [lib, frame, torch_frame]}}
     assert attribution.library_site(run) == ""  # the program's own code is innermost
+
+
+@pytest.mark.slow
+def test_a_download_retried_until_the_timeout_is_the_sandboxs_network(tmp_path: Path) -> None:
+    """A program that retries a download offline (yolov5's curl with back-off) runs out of
+    time in both runs: the timeout is the sandbox's missing network, not the original's."""
+    head = (
+        "import socket, sys, time\n"
+        "for attempt in range(100):\n"
+        "    try:\n"
+        "        socket.getaddrinfo('github.com', 443)\n"
+        "        break\n"
+        "    except OSError:\n"
+        "        sys.stderr.write('curl: (6) Could not resolve host: github.com\\n')\n"
+        "        sys.stderr.flush()\n"
+        "        time.sleep(1)\n"
+    )
+    original, port = _pair(tmp_path, head)
+    budget = RunLimits(steps=2, timeout_s=8, memory_mb=2048)
+    v, reference = verify_tree(original, port, ["python", "train.py"], "tpu", budget, None)
+    assert reference["status"] == "timeout", reference.get("error")
+    assert v.verdict == "not-runnable" and "fails here too" not in v.reason, v.reason
+    assert "kept retrying a download" in v.reason and "github.com" in v.reason, v.reason
+    assert "locally" in v.next_step
