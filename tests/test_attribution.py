@@ -265,15 +265,12 @@ def test_a_download_retried_until_the_timeout_is_the_sandboxs_network(tmp_path: 
     """A program that retries a download offline (yolov5's curl with back-off) runs out of
     time in both runs: the timeout is the sandbox's missing network, not the original's."""
     head = (
-        "import socket, sys, time\n"
+        # what curl prints offline; the test itself asks no resolver (no traffic at all)
+        "import sys, time\n"
         "for attempt in range(100):\n"
-        "    try:\n"
-        "        socket.getaddrinfo('github.com', 443)\n"
-        "        break\n"
-        "    except OSError:\n"
-        "        sys.stderr.write('curl: (6) Could not resolve host: github.com\\n')\n"
-        "        sys.stderr.flush()\n"
-        "        time.sleep(1)\n"
+        "    sys.stderr.write('curl: (6) Could not resolve host: github.com\\n')\n"
+        "    sys.stderr.flush()\n"
+        "    time.sleep(1)\n"
     )
     original, port = _pair(tmp_path, head)
     budget = RunLimits(steps=2, timeout_s=8, memory_mb=2048)
