@@ -176,10 +176,12 @@ def device_type_compare(node: ast.Compare | ast.Call, ctx: MatchContext) -> bool
     ``device.startswith("cuda")``: a device test that is False on the target once the
     device it tests is renamed."""
     if isinstance(node, ast.Call):
-        return cuda_prefix_test(node)
+        return cuda_prefix_test(node) and names_a_device(node.func.value, ctx)
     if not all(isinstance(op, ast.Eq | ast.NotEq | ast.In | ast.NotIn) for op in node.ops):
         return False
     operands = [node.left, *node.comparators]
+    if not all(names_a_device(n, ctx) for n in operands if not isinstance(n, ast.Constant)):
+        return False
     for op, right in zip(node.ops, node.comparators, strict=True):
         if isinstance(op, ast.In | ast.NotIn) and isinstance(right, ast.Tuple | ast.List | ast.Set):
             operands += right.elts  # `d.type in ("cuda", "mps")`: a membership test
@@ -187,6 +189,37 @@ def device_type_compare(node: ast.Compare | ast.Call, ctx: MatchContext) -> bool
         isinstance(n, ast.Constant) and isinstance(n.value, str) and CUDA_DEVICE.match(n.value)
         for n in operands
     )
+
+
+# A function whose name says it returns a device (``get_device``, ``dev``, ``device_of``).
+DEVICE_FUNCTION = re.compile(r"(?i)dev")
+
+
+def names_a_device(node: ast.AST, ctx: MatchContext) -> bool:
+    """Whether the tested value can be the program's own device (a variable, an attribute,
+    an item, ``torch.device(...)``, each maybe inside ``str()``), which the port renames. A
+    value another call returns (``str(_node_get(node, "value"))``: a constant of a
+    TorchScript graph recorded on CUDA, which CLIP patches) keeps its "cuda": the port
+    changes nothing that would make it say "tpu"."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "str":
+        node = node.args[0] if len(node.args) == 1 else node
+    if isinstance(node, ast.Call):  # torch.device(...), get_device(), dist_util.dev()
+        func = node.func
+        name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+        return ctx.qualname(func) == "torch.device" or bool(DEVICE_FUNCTION.search(name))
+    return not isinstance(node, ast.Lambda | ast.Await | ast.Yield | ast.YieldFrom)
+
+
+def tests_another_value(node: ast.Constant, ctx: MatchContext) -> bool:
+    """``"cuda"`` as what a value that is not the program's device is tested against
+    (``str(read(node, "value")).startswith("cuda")``): neither TPD016 nor TPD002 renames it."""
+    parent = ctx.parents.get(id(node))
+    if isinstance(parent, ast.Call) and cuda_prefix_test(parent) and parent.args[0] is node:
+        return not names_a_device(parent.func.value, ctx)
+    if isinstance(parent, ast.Compare):
+        operands = [parent.left, *parent.comparators]
+        return any(not names_a_device(n, ctx) for n in operands if not isinstance(n, ast.Constant))
+    return False
 
 
 def cuda_prefix_test(node: ast.Call) -> bool:

@@ -44,6 +44,7 @@ from .pycustom import (
     MatchContext,
     calls_backward,
     runs_every_step,
+    tests_another_value,
 )
 from .pyimports import collect_aliases, imported_modules, module_aliases, qualified_name
 
@@ -294,6 +295,7 @@ class ModuleAnalyzer(ast.NodeVisitor):
             and not _is_docstring(node, self.parents)
             and not _names_a_device_kind(node, self.parents)
             and not _names_an_attribute(node, self.parents)
+            and not tests_another_value(node, self.ctx)
         ):
             for rx, rule in self.rules.strings:
                 if rx.search(node.value):
