@@ -33,6 +33,17 @@ def _device_type(ctx: FixContext) -> cst.BaseExpression:
 CUDA_AUTOCAST_PARAMETERS = ("enabled", "dtype", "cache_enabled")
 
 
+def _switched_off(call: cst.Call) -> bool:
+    """``autocast(..., enabled=False)``: a region kept in full precision, which a dtype would
+    only clutter."""
+    enabled = arg_named(call, "enabled", None)
+    return (
+        enabled is not None
+        and isinstance(enabled.value, cst.Name)
+        and enabled.value.value == "False"
+    )
+
+
 def _autocast_call(node: cst.Call, ctx: FixContext) -> cst.Call:
     """``torch.autocast(<target>, dtype=...)`` keeping enabled=/cache_enabled=, given by
     keyword or by position."""
@@ -54,7 +65,7 @@ def _autocast_call(node: cst.Call, ctx: FixContext) -> cst.Call:
     call = prepend_arg(
         node.with_changes(func=ctx.expr("torch.autocast"), args=args), _device_type(ctx)
     )
-    if ctx.target in BF16_TARGETS:
+    if ctx.target in BF16_TARGETS and not _switched_off(call):
         call = set_kwarg(call, "dtype", ctx.expr("torch.bfloat16"))
     return call
 
@@ -71,7 +82,7 @@ def autocast_cuda(node: cst.Call, ctx: FixContext):
     """Swap the "cuda" device argument; for bf16 targets make the dtype bfloat16."""
     call = with_arg_value(node, "device_type", 0, _device_type(ctx))
     callee = code_of(node.func)
-    if ctx.target in BF16_TARGETS and callee.endswith("autocast"):
+    if ctx.target in BF16_TARGETS and callee.endswith("autocast") and not _switched_off(call):
         call = set_kwarg(call, "dtype", ctx.expr("torch.bfloat16"))
     return call
 
