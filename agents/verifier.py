@@ -47,6 +47,7 @@ from . import attribution, kernel_check, port_launch, precision_check, verify_pa
 from .data_notes import interpreter_note
 from .defaults import VERIFY_STEPS
 from .diagnose import diagnose, load_signatures
+from .provide_step import provide_step
 from .unimportable import unimportable_port
 
 VERDICTS = ("verified", "ran", "failed", "not-runnable")
@@ -1066,13 +1067,15 @@ def name_missing_dependency(v: Verification, environment: dict[str, Any]) -> Ver
             )
         if why is None:
             continue
+        # Not "the original fails here too": the package is missing from the runs'
+        # environment (torchport's, or the interpreter given), not wrong in the program.
         v.verdict, v.failure = "not-runnable", None
-        original_failed = bool(v.reference) and v.reference.get("status") != "ok"
-        v.reason = (
-            ("the original fails here too: " if original_failed else "")
-            + f"the program needs {dist} (import {module}), which could not be installed: "
-            f"{why}; {HOW_TO_PROVIDE}"
-        )
+        v.reason = f"the program needs {dist} (import {module}), which its runs lack here: {why}"
+        step = provide_step(dist, environment)
+        if step is None:
+            v.reason += f"; {HOW_TO_PROVIDE}"
+            step = HOW_TO_PROVIDE[0].upper() + HOW_TO_PROVIDE[1:]
+        v.next_step = step
         return v
     return v
 
