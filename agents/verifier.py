@@ -43,7 +43,14 @@ from torchport.tools.codemods import tpu_launch
 from torchport.tools.depinstall import HOW_TO_PROVIDE
 from torchport.tools.depresolve import NOT_FOR_THE_PORT
 
-from . import attribution, kernel_check, port_launch, precision_check, verify_pair
+from . import (
+    attribution,
+    kernel_check,
+    original_keyword,
+    port_launch,
+    precision_check,
+    verify_pair,
+)
 from .data_notes import interpreter_note
 from .defaults import VERIFY_STEPS
 from .diagnose import diagnose, load_signatures
@@ -822,16 +829,20 @@ def verify_tree(
         say("verifying: running the original on the CUDA reference shim")
         progress = _steps(say, "original", budget)
         recorded = kernel_check.record_specs(kernel_check.discover(source))
-        return reference_run(source, argv, budget, cache, progress, site_paths, recorded)
+        return reference_run(runnable, argv, budget, cache, progress, site_paths, recorded)
 
     migrated = _migration(tree, argv, mode, budget, (preload, site_paths), say, bool(step))
-    pair = verify_pair.run_both(original, migrated, plan.together and given is None)
+    # PyTorch 0.3's ``async=`` keyword: the original runs renamed, as the port is, and says so
+    with original_keyword.runnable_original(source) as (runnable, renamed):
+        pair = verify_pair.run_both(original, migrated, plan.together and given is None)
     reference, run = pair.reference, pair.migrated
     ran = time.perf_counter()
     policy = choose_policy(_python_texts(tree), tolerance)
     imports = attribution.imported_names([*_python_texts(source), *_python_texts(tree)])
     v = name_missing_dependency(judge(reference, run, policy, mode, imports), environment)
     v = unimportable_port(v, target)  # a CUDA-only import the port kept: named as such
+    if renamed:
+        v.reason += f"; {original_keyword.note(renamed)}"
     checks = (plan, policies_for(tolerance))
     v = _sites_checked(v, source, tree, (reference, run), mode, budget, site_paths, checks, say)
     v, again = with_precision_checks(v, target, run, lambda: migrated(None))
