@@ -327,6 +327,7 @@ def _brief(result: dict[str, Any] | None) -> dict[str, Any] | None:
         "phases": result.get("phases") or {},
         "synthetic_data": result.get("synthetic_data", []),
         "standin_modules": result.get("standin_modules", []),
+        "network": result.get("network", []),
         "command_rewrites": result.get("command_rewrites", []),
         "command_kept": result.get("command_kept", []),
         "reference_standins": result.get("reference_standins", []),

@@ -258,3 +258,37 @@ def test_library_site_skips_torch_and_stops_at_the_programs_own_frame() -> None:
     assert attribution.library_site(run) == "timm/data/mixup.py:19"
     run = {"error": {"traceback": [lib, frame, torch_frame]}}
     assert attribution.library_site(run) == ""  # the program's own code is innermost
+
+
+_DOWNLOADER = """import os, urllib.request
+
+def load(name, root):
+    url = "https://weights.example.invalid/models/" + name + ".pt"
+    path = os.path.join(root, name + ".pt")
+    if not os.path.isfile(path):
+        with urllib.request.urlopen(url) as source, open(path, "wb") as out:
+            out.write(source.read())
+    return path
+
+"""
+
+
+@pytest.mark.slow
+def test_a_refused_download_names_its_url_and_where_the_program_asks_for_it(tmp_path):
+    """A library's own loader downloads with urllib (no stand-in knows it): URLError names
+    no file. The sandbox records the URL (an audit event), and the next step says which
+    file to give locally and at which line the program asks for it."""
+    original, port = _pair(tmp_path, "")
+    for root in (original, port):
+        (root / "weights.py").write_text(_DOWNLOADER)
+        text = (root / "train.py").read_text()
+        (root / "train.py").write_text(
+            "import os, weights\nweights.load('vit', os.path.expanduser('~/.cache'))\n" + text
+        )
+    v, reference = verify_tree(original, port, ["python", "train.py"], "tpu", _BUDGET, None)
+    url = "https://weights.example.invalid/models/vit.pt"
+    assert url in reference["network"], reference.get("network")
+    assert v.verdict == "not-runnable" and "fails here too" not in v.reason
+    assert f"(it reached for {url})" in v.reason
+    assert v.next_step.startswith(f"download {url} on a machine with a network")
+    assert "train.py:2 (`weights.load('vit', os.path.expanduser('~/.cache'))`)" in v.next_step
