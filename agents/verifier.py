@@ -49,6 +49,7 @@ from . import (
     original_keyword,
     port_launch,
     precision_check,
+    submodules,
     verify_pair,
 )
 from .data_notes import interpreter_note
@@ -842,6 +843,7 @@ def verify_tree(
     imports = attribution.imported_names([*_python_texts(source), *_python_texts(tree)])
     v = name_missing_dependency(judge(reference, run, policy, mode, imports), environment)
     v = unimportable_port(v, target)  # a CUDA-only import the port kept: named as such
+    v = submodules.name_empty_submodule(v, source)  # a clone without --recursive
     if renamed:
         v.reason += f"; {original_keyword.note(renamed)}"
     checks = (plan, policies_for(tolerance))
