@@ -292,3 +292,21 @@ def test_a_refused_download_names_its_url_and_where_the_program_asks_for_it(tmp_
     assert f"(it reached for {url})" in v.reason
     assert v.next_step.startswith(f"download {url} on a machine with a network")
     assert "train.py:2 (`weights.load('vit', os.path.expanduser('~/.cache'))`)" in v.next_step
+
+
+def test_a_compiled_package_built_for_another_torch_is_the_environments() -> None:
+    """A package's native library that does not load beside the runs' torch (an installed
+    release built for an older torch) fails inside the package at its import: the
+    environment's doing, not the program's."""
+    frame = {"file": "train.py", "line": 3, "function": "<module>", "code": "import textlib"}
+    message = "Could not load this library: /env/site-packages/textlib/lib/libtextlib.so"
+    error = {"type": "OSError", "message": message, "frame": frame}
+    v = judge(_failed(error), _failed(error), FP32, "tpu")
+    assert v.verdict == "not-runnable" and "fails here too" not in v.reason
+    assert v.reason.startswith("the environment the runs used (a compiled package")
+    assert "--python" in v.next_step
+    # the same error type from the program's own file, about something else: the program's
+    other = {**error, "message": "[Errno 2] No such file or directory: 'data.bin'"}
+    assert judge(_failed(other), _failed(other), FP32, "tpu").reason.startswith(
+        "the original fails here too"
+    )
