@@ -91,6 +91,7 @@ class Fact:
     cause: str
     next: str
     types: tuple[str, ...] = ()
+    next_url: str = ""
 
 
 @functools.cache
@@ -106,6 +107,7 @@ def facts() -> tuple[Fact, ...]:
             cause=t["cause"],
             next=t["next"],
             types=tuple(t.get("types", ())),
+            next_url=t.get("next_url", ""),
         )
         for t in table
     )
@@ -313,8 +315,25 @@ def _sandbox_fact(result: Mapping[str, Any], imports: frozenset[str] | None) -> 
             continue
         said = match.group(0) if fact.where == "stderr" else _message(result)
         cause = f"torchport's sandbox ({fact.cause})" if fact.kind == "sandbox-fact" else fact.cause
-        return Attribution(fact.kind, cause, first_line(said), fact.next)
+        evidence, step = first_line(said), fact.next
+        urls = [str(r) for r in result.get("network") or [] if "://" in str(r)]
+        if fact.next_url and urls:
+            evidence += f" (it reached for {urls[0]})"
+            step = fact.next_url.format(url=urls[0], call=program_call(result) or "its own code")
+        return Attribution(fact.kind, cause, evidence, step)
     return None
+
+
+def program_call(result: Mapping[str, Any]) -> str:
+    """``zero_shot.py:7 (`model = clip.load("ViT-B/32")`)``: the outermost frame of the
+    program's own files (a path relative to its folder), where it called what failed; ""
+    when the traceback has none."""
+    for frame in _frames(result):
+        path = str(frame.get("file") or "")
+        if path and not os.path.isabs(path) and not path.startswith("<"):
+            code = str(frame.get("code") or "").strip()
+            return f"{path}:{frame.get('line')}" + (f" (`{code}`)" if code else "")
+    return ""
 
 
 Check = Callable[[Mapping[str, Any], "frozenset[str] | None"], Attribution | None]

@@ -43,10 +43,19 @@ from torchport.tools.codemods import tpu_launch
 from torchport.tools.depinstall import HOW_TO_PROVIDE
 from torchport.tools.depresolve import NOT_FOR_THE_PORT
 
-from . import attribution, kernel_check, port_launch, precision_check, verify_pair
+from . import (
+    attribution,
+    kernel_check,
+    original_keyword,
+    port_launch,
+    precision_check,
+    submodules,
+    verify_pair,
+)
 from .data_notes import interpreter_note
 from .defaults import VERIFY_STEPS
 from .diagnose import diagnose, load_signatures
+from .provide_step import provide_step
 from .unimportable import unimportable_port
 
 VERDICTS = ("verified", "ran", "failed", "not-runnable")
@@ -319,6 +328,7 @@ def _brief(result: dict[str, Any] | None) -> dict[str, Any] | None:
         "phases": result.get("phases") or {},
         "synthetic_data": result.get("synthetic_data", []),
         "standin_modules": result.get("standin_modules", []),
+        "network": result.get("network", []),
         "command_rewrites": result.get("command_rewrites", []),
         "command_kept": result.get("command_kept", []),
         "reference_standins": result.get("reference_standins", []),
@@ -821,16 +831,21 @@ def verify_tree(
         say("verifying: running the original on the CUDA reference shim")
         progress = _steps(say, "original", budget)
         recorded = kernel_check.record_specs(kernel_check.discover(source))
-        return reference_run(source, argv, budget, cache, progress, site_paths, recorded)
+        return reference_run(runnable, argv, budget, cache, progress, site_paths, recorded)
 
     migrated = _migration(tree, argv, mode, budget, (preload, site_paths), say, bool(step))
-    pair = verify_pair.run_both(original, migrated, plan.together and given is None)
+    # PyTorch 0.3's ``async=`` keyword: the original runs renamed, as the port is, and says so
+    with original_keyword.runnable_original(source) as (runnable, renamed):
+        pair = verify_pair.run_both(original, migrated, plan.together and given is None)
     reference, run = pair.reference, pair.migrated
     ran = time.perf_counter()
     policy = choose_policy(_python_texts(tree), tolerance)
     imports = attribution.imported_names([*_python_texts(source), *_python_texts(tree)])
     v = name_missing_dependency(judge(reference, run, policy, mode, imports), environment)
     v = unimportable_port(v, target)  # a CUDA-only import the port kept: named as such
+    v = submodules.name_empty_submodule(v, source)  # a clone without --recursive
+    if renamed:
+        v.reason += f"; {original_keyword.note(renamed)}"
     checks = (plan, policies_for(tolerance))
     v = _sites_checked(v, source, tree, (reference, run), mode, budget, site_paths, checks, say)
     v, again = with_precision_checks(v, target, run, lambda: migrated(None))
@@ -1066,13 +1081,15 @@ def name_missing_dependency(v: Verification, environment: dict[str, Any]) -> Ver
             )
         if why is None:
             continue
+        # Not "the original fails here too": the package is missing from the runs'
+        # environment (torchport's, or the interpreter given), not wrong in the program.
         v.verdict, v.failure = "not-runnable", None
-        original_failed = bool(v.reference) and v.reference.get("status") != "ok"
-        v.reason = (
-            ("the original fails here too: " if original_failed else "")
-            + f"the program needs {dist} (import {module}), which could not be installed: "
-            f"{why}; {HOW_TO_PROVIDE}"
-        )
+        v.reason = f"the program needs {dist} (import {module}), which its runs lack here: {why}"
+        step = provide_step(dist, environment)
+        if step is None:
+            v.reason += f"; {HOW_TO_PROVIDE}"
+            step = HOW_TO_PROVIDE[0].upper() + HOW_TO_PROVIDE[1:]
+        v.next_step = step
         return v
     return v
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -74,6 +75,9 @@ class Repo:
     # wheels into a folder that pip sees through PIP_FIND_LINKS, named in ``deps``
     wheels: tuple[str, ...] = ()
     table: int = 1  # the table of shared/REALWORLD.md the repository is in
+    # the README clones with --recursive: each git submodule is extracted at the commit the
+    # tree pins, from its own fetched snapshot (a GitHub URL's owner/name under --mirrors)
+    recursive: bool = False
 
     @property
     def title(self) -> str:
@@ -313,6 +317,7 @@ SECOND: tuple[Repo, ...] = (
         "python cifar.py -a resnet --depth 20 --epochs 1 --schedule 81 122 --gamma 0.1"
         " --wd 1e-4 --checkpoint checkpoints/cifar10/resnet-20 --train-batch 16"
         " --test-batch 16 -j 0",
+        recursive=True,  # README: git clone --recursive (utils/progress is verigak/progress)
         table=2,
     ),
     Repo(
@@ -349,9 +354,35 @@ REPOS = REPOS + SECOND
 TABLES = {"1": (1,), "2": (2,), "all": (1, 2)}
 
 
-def extract(gitdir: Path, commit: str, dest: Path) -> list[str]:
+def _submodule_urls(gitdir: Path, commit: str) -> dict[str, str]:
+    """path -> URL of each submodule the tree's ``.gitmodules`` declares."""
+    text = subprocess.run(
+        ["git", f"--git-dir={gitdir}", "config", "--blob", f"{commit}:.gitmodules", "--list"],
+        capture_output=True,
+        text=True,
+    ).stdout
+    entries = dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
+    return {
+        value: entries.get(key[: -len(".path")] + ".url", "")
+        for key, value in entries.items()
+        if key.endswith(".path")
+    }
+
+
+def _submodule_mirror(url: str, mirrors: Path) -> Path | None:
+    """The fetched snapshot of a GitHub URL (``https://github.com/OWNER/NAME.git``)."""
+    found = re.match(r"^(?:https://|git@)github\.com[/:]([\w.-]+)/([\w.-]+?)(?:\.git)?/?$", url)
+    if found is None:
+        return None
+    gitdir = mirrors / f"{found.group(1)}+{found.group(2)}" / "repo"
+    return gitdir if gitdir.is_dir() else None
+
+
+def extract(gitdir: Path, commit: str, dest: Path, mirrors: Path | None = None) -> list[str]:
     """Write the tree of ``commit`` under ``dest``; returns the paths the snapshot lacks
-    (it keeps no file of 4 MiB or more). Symlinks are left out: nothing here follows one."""
+    (it keeps no file of 4 MiB or more, and a submodule is not fetched). Symlinks are left
+    out: nothing here follows one. With ``mirrors``, each submodule is extracted too, at
+    the commit the tree pins (``git clone --recursive``)."""
     listing = subprocess.run(
         ["git", f"--git-dir={gitdir}", "ls-tree", "-r", "-z", commit],
         capture_output=True,
@@ -364,9 +395,18 @@ def extract(gitdir: Path, commit: str, dest: Path) -> list[str]:
     )
     assert reader.stdin is not None and reader.stdout is not None
     missing = []
+    urls = _submodule_urls(gitdir, commit) if mirrors is not None else {}
     for record in filter(None, listing.split(b"\0")):
         meta, raw_path = record.split(b"\t", 1)
         mode, kind, sha = meta.split()
+        if kind == b"commit" and mirrors is not None:
+            path = os.fsdecode(raw_path)
+            inner = _submodule_mirror(urls.get(path, ""), mirrors)
+            if inner is None:
+                missing.append(f"{path} (submodule {urls.get(path) or '?'}: not fetched)")
+                continue
+            missing += [f"{path}/{m}" for m in extract(inner, sha.decode(), dest / path, mirrors)]
+            continue
         if kind != b"blob" or mode == b"120000":
             continue
         reader.stdin.write(sha + b"\n")
@@ -499,7 +539,7 @@ def run_one(
     out = work / "out" / f"{slug}-{target}"
     shutil.rmtree(root, ignore_errors=True)
     shutil.rmtree(out, ignore_errors=True)
-    missing = extract(gitdir, repo.commit, root)
+    missing = extract(gitdir, repo.commit, root, mirrors if repo.recursive else None)
     folder = root / repo.folder
     for step in repo.prepare:
         prepare(step, root, folder)

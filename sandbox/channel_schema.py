@@ -91,6 +91,7 @@ END_FIELDS: dict[str, Callable[[Any], bool]] = {
     "counters": lambda v: isinstance(v, dict | list) and _json(v),
     "synthetic_data": _dicts,
     "standin_modules": _list_of(lambda e: isinstance(e, str)),
+    "network": _list_of(lambda e: isinstance(e, str)),
     "reference_standins": _list_of(lambda e: isinstance(e, str)),
     "reference_interpreters": _interpreters,
     "cuda_kernel_runner": _dicts,

@@ -160,6 +160,8 @@ class RunResult:
     synthetic_data: list[dict[str, Any]] = field(default_factory=list)
     # modules torchport's synthetic finder served for an absent library (torchvision, ...)
     standin_modules: list[str] = field(default_factory=list)
+    # addresses the program reached for (sandbox.network_log): the sandbox has no network
+    network: list[str] = field(default_factory=list)
     reference_standins: list[str] = field(default_factory=list)  # reference mode: APIs stood in
     # reference mode: kernels that ran in an interpreter (Triton's), per interpreter
     reference_interpreters: list[dict[str, Any]] = field(default_factory=list)
@@ -421,6 +423,7 @@ def _run_once(spec: RunSpec, withdrawn: dict[str, str]) -> tuple[RunResult, list
             "stopped",
             "synthetic_data",
             "standin_modules",
+            "network",
             "reference_standins",
             "reference_interpreters",
             "cuda_kernel_runner",

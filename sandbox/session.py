@@ -96,6 +96,8 @@ class Session:
             out["synthetic_data"] = self.synthetic.records()
         if served := standin_modules():
             out["standin_modules"] = served
+        if reached := _network_records():
+            out["network"] = reached
         if self.standins is not None and self.standins.records():
             out["reference_standins"] = self.standins.records()
         if self.interpreters is not None and self.interpreters.records():
@@ -115,6 +117,12 @@ class Session:
 
 
 _current: Session | None = None
+
+
+def _network_records() -> list[str]:
+    """The addresses the process reached for (``sandbox.network_log``), if it recorded."""
+    module = sys.modules.get("torchport.sandbox.network_log")
+    return module.records() if module is not None else []
 
 
 def _kernel_runner_records() -> list[dict[str, Any]]:
@@ -173,6 +181,9 @@ def start(config: RunConfig, reporter: Reporter, *, child: bool = False) -> Sess
     from torchport.sandbox import rendezvous
 
     rendezvous.install()  # every mode: an unreachable rendezvous fails at once
+    from torchport.sandbox import network_log
+
+    network_log.install()  # every mode: a refused download is named in the verdict
     if config.mode == "reference":
         # CUDA-only libraries (flash-attn, xformers, apex) as pure-PyTorch stand-ins
         # when absent; never in a target mode: the port must not depend on them.

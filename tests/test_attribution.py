@@ -279,3 +279,55 @@ def test_a_download_retried_until_the_timeout_is_the_sandboxs_network(tmp_path: 
     assert v.verdict == "not-runnable" and "fails here too" not in v.reason, v.reason
     assert "kept retrying a download" in v.reason and "github.com" in v.reason, v.reason
     assert "locally" in v.next_step
+
+
+_DOWNLOADER = """import os, urllib.request
+
+def load(name, root):
+    url = "https://weights.example.invalid/models/" + name + ".pt"
+    path = os.path.join(root, name + ".pt")
+    if not os.path.isfile(path):
+        with urllib.request.urlopen(url) as source, open(path, "wb") as out:
+            out.write(source.read())
+    return path
+
+"""
+
+
+@pytest.mark.slow
+def test_a_refused_download_names_its_url_and_where_the_program_asks_for_it(tmp_path):
+    """A library's own loader downloads with urllib (no stand-in knows it): URLError names
+    no file. The sandbox records the URL (an audit event), and the next step says which
+    file to give locally and at which line the program asks for it."""
+    original, port = _pair(tmp_path, "")
+    for root in (original, port):
+        (root / "weights.py").write_text(_DOWNLOADER)
+        text = (root / "train.py").read_text()
+        (root / "train.py").write_text(
+            "import os, weights\nweights.load('vit', os.path.expanduser('~/.cache'))\n" + text
+        )
+    v, reference = verify_tree(original, port, ["python", "train.py"], "tpu", _BUDGET, None)
+    url = "https://weights.example.invalid/models/vit.pt"
+    assert url in reference["network"], reference.get("network")
+    assert v.verdict == "not-runnable" and "fails here too" not in v.reason
+    assert f"(it reached for {url})" in v.reason
+    assert v.next_step.startswith(f"download {url} on a machine with a network")
+    assert "train.py:2 (`weights.load('vit', os.path.expanduser('~/.cache'))`)" in v.next_step
+
+
+def test_a_compiled_package_built_for_another_torch_is_the_environments() -> None:
+    """A package's native library that does not load beside the runs' torch (an installed
+    release built for an older torch) fails inside the package at its import: the
+    environment's doing, not the program's."""
+    frame = {"file": "train.py", "line": 3, "function": "<module>", "code": "import textlib"}
+    message = "Could not load this library: /env/site-packages/textlib/lib/libtextlib.so"
+    error = {"type": "OSError", "message": message, "frame": frame}
+    v = judge(_failed(error), _failed(error), FP32, "tpu")
+    assert v.verdict == "not-runnable" and "fails here too" not in v.reason
+    assert v.reason.startswith("the environment the runs used (a compiled package")
+    assert "--python" in v.next_step
+    # the same error type from the program's own file, about something else: the program's
+    other = {**error, "message": "[Errno 2] No such file or directory: 'data.bin'"}
+    assert judge(_failed(other), _failed(other), FP32, "tpu").reason.startswith(
+        "the original fails here too"
+    )

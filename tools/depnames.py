@@ -64,14 +64,47 @@ class CompanionFix:
     note: str  # "torchvision==0.20.0 is built for torch 2.5; ..."
 
 
+def _minor_key(minor: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in minor.split(".") if p.isdigit())
+
+
+def ended_for(name: str, torch: str) -> tuple[str, str] | None:
+    """``(last torch, last series)`` when ``name`` is a companion whose releases ended
+    (``companions_ended``) before ``torch``: no release of it is built for that torch, and
+    none will be. None otherwise (no companion, or one with a release for it, or one that
+    may still get one)."""
+    series_of = _tables()["companions"].get(name)
+    if series_of is None or name not in _tables().get("companions_ended", {}):
+        return None
+    last_torch, last = max(series_of.items(), key=lambda item: _minor_key(item[0]))
+    if _minor_key(torch_minor(torch)) <= _minor_key(last_torch):
+        return None
+    return last_torch, last
+
+
 def companion_fix(
     name: str, asked: str, specifier: SpecifierSet, torch: str
 ) -> CompanionFix | None:
     """None when ``name`` is no torch companion, or ``specifier`` (``asked`` as written)
-    admits the series built for ``torch``; the replacement otherwise."""
+    admits the series built for ``torch``; the replacement otherwise. An unpinned companion
+    is left to pip (with torch held as installed, it picks the release built for it),
+    except one whose releases ended before ``torch``: pip would still take its last
+    release, which cannot load beside this torch, so it is not installed and says why."""
     series_of = _tables()["companions"].get(name)
-    if series_of is None or not str(specifier):
+    if series_of is None:
         return None
+    if not str(specifier):
+        ended = ended_for(name, torch)
+        if ended is None:
+            return None
+        last_torch, last = ended
+        why = _tables()["companions_ended"][name]
+        return CompanionFix(
+            "",
+            f"{name} has no release for torch {torch_minor(torch)} (the last, {last}, is for "
+            f"torch {last_torch}; {why}): not installed, since its native library would not "
+            "load beside this torch",
+        )
     minor = torch_minor(torch)
     series = series_of.get(minor)
     if series is not None and _admits_series(specifier, series):

@@ -21,8 +21,9 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
+from . import legacy_keyword
 from .catalogue import TARGETS
-from .codemods import migrate_python
+from .codemods import Edit, migrate_python
 from .codemods.annotate import annotate_python
 from .codemods.text import migrate_text
 from .findings import Finding
@@ -230,7 +231,12 @@ def _rewrite_file(
     if rel.endswith(".ipynb"):
         after = _rewrite_notebook(outcome, rel, before, auto, manual, options)
     elif rel.endswith((".py", ".pyw")):
-        after = _rewrite_python(outcome, rel, before, auto, manual, options)
+        # ``x.cuda(async=True)`` (PyTorch 0.3) parses nowhere since Python 3.7: renamed
+        # non_blocking= first, as the scan read it, so the codemods can parse the file
+        fixed = legacy_keyword.repaired(before)
+        outcome.edits += _keyword_renames(rel, fixed)
+        source = fixed.text if fixed is not None else before
+        after = _rewrite_python(outcome, rel, source, auto, manual, options)
     else:
         text = migrate_text(before, auto, target, rel)
         outcome.edits += text.edits
@@ -238,6 +244,19 @@ def _rewrite_file(
         after = text.source
     change = FileChange(rel, before, after) if after != before else None
     return outcome.edits, outcome.unapplied, change
+
+
+ASYNC_KEYWORD = "async-keyword"  # the rule the renames of ``async=`` are listed under
+
+
+def _keyword_renames(rel: str, fixed: legacy_keyword.Repaired | None) -> list[Edit]:
+    """Each ``async=`` renamed ``non_blocking=``, listed in the report as an edit."""
+    if fixed is None:
+        return []
+    return [
+        Edit(ASYNC_KEYWORD, rel, r.line, r.line, r.before, r.after, legacy_keyword.WHY)
+        for r in fixed.renames
+    ]
 
 
 def _rewrite_python(result, rel, source, auto, manual, options, cell=None) -> str:

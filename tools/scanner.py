@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..sandbox.safepath import read_regular
+from . import legacy_keyword
 from .catalogue import TARGETS, Rule, load_catalogue
 from .depfiles import (
     CUDA_ONLY_RULES,
@@ -129,7 +130,15 @@ class _Engine:
         is_setup = f.rel.rsplit("/", 1)[-1] == "setup.py"
         if self.prefilter is not None and not is_setup and not self.prefilter.search(data):
             return
-        tree = parse_python(text, f.rel)
+        try:
+            tree = parse_python(text, f.rel)
+        except Unscannable:
+            # PyTorch 0.3's ``x.cuda(async=True)``: scanned as the migration rewrites it
+            # (tools.legacy_keyword), so the findings' positions are the migrated text's
+            fixed = legacy_keyword.repaired(text)
+            if fixed is None:
+                raise
+            text, tree = fixed.text, parse_python(fixed.text, f.rel)
         lines = text.splitlines()
         for raw in analyze_module(tree, text, self.python):
             s = raw.span
