@@ -243,6 +243,13 @@ def case_view_after_transpose():
     correct = pred.eq(pred)  # laid out as pred is: transposed
     correct[:3].view(-1)  # <-
 
+def case_zero_dim_index():
+    loss = torch.ones(3).sum()
+    loss.data[0]  # <-
+
+def case_name_gone():
+    from json import imread  # <-
+
 def case_data_missing():
     open("/nonexistent/torchport-case/train.csv")  # <-
 
@@ -346,6 +353,8 @@ CPU_EXPECTED: dict[str, tuple[str, str, set[str]]] = {
     "cuda_autocast": ("cuda-autocast-disabled", "rules", {"TPA001", "TPA003"}),
     "key_error": ("unknown", "llm", set()),
     "view_after_transpose": ("view-not-contiguous", "llm", set()),
+    "zero_dim_index": ("zero-dim-index", "llm", set()),
+    "name_gone": ("name-gone-from-package", "human", set()),
     "data_missing": ("data-missing", "human", set()),
     "argument_refused": ("argument-refused", "human", set()),
 }
