@@ -138,3 +138,25 @@ def test_the_mapped_tf32_option_sets_the_precision_on_the_emulated_tpu(tmp_path,
         assert result["status"] == "ok", (result["error"], result["stderr_tail"][-3000:])
         seen.append(result["stdout_tail"].split())
     assert seen == [["precision", "highest"], ["precision", "high"]]
+
+
+def test_a_dropped_option_says_why_for_the_target(tmp_path, capsys):
+    """``set_device(args.gpu)`` goes on tpu because a TorchTPU process has one device: the
+    entry says so, not only that CUDA is missing."""
+    program = textwrap.dedent(
+        """
+        import argparse
+
+        import torch
+
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--gpu", type=int, default=0)
+        args = parser.parse_args()
+        torch.cuda.set_device(args.gpu)
+        """
+    )
+    out, _ = _migrate(tmp_path, program, "tpu", capsys)
+    report = json.loads((out / "torchport-report" / "changes.json").read_text())
+    (entry,) = report["dropped_options"]
+    assert entry["option"] == "the effect of args.gpu"
+    assert "on tpu: remove (a TorchTPU process has one device" in entry["why"], entry["why"]

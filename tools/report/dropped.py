@@ -106,8 +106,10 @@ def _settings(tree: ast.AST) -> Iterable[tuple[str, str]]:
                     yield _callee(call), ast.unparse(arg)
 
 
-def dropped_options(edits: Iterable) -> list[Dropped]:
-    """The user options the edits dropped, in edit order (``Edit`` of ``tools.codemods``)."""
+def dropped_options(edits: Iterable, target: str | None = None) -> list[Dropped]:
+    """The user options the edits dropped, in edit order (``Edit`` of ``tools.codemods``).
+    ``target``: say why in the words of the rule's fix for it (on tpu, ``set_device(args.gpu)``
+    goes because "a TorchTPU process has one device"), not only what CUDA lacks."""
     rules = load_catalogue().by_code
     edits = list(edits)
     written: dict[str, list[str]] = {}  # path -> the code the edits wrote there
@@ -120,6 +122,9 @@ def dropped_options(edits: Iterable) -> list[Dropped]:
             continue
         rule = rules.get(edit.rule)
         why = rule.message if rule is not None else edit.reason
+        fix = rule.fixes.get(target) if rule is not None and target else None
+        if fix is not None and fix.hint:
+            why = f"{why}; on {target}: {fix.hint}"
         if not edit.after.strip():
             for setting, value in _settings(before):
                 if any(value in code for code in written[edit.path]):

@@ -55,7 +55,7 @@ def migration_to_dict(result: MigrationResult, counts: Counts | None = None) -> 
         "edits": [asdict(e) for e in result.edits],
         "left_for_humans": _json_items(counts, counts.left),
         "advisories": _json_items(counts, counts.advisory),
-        "dropped_options": [d.to_json() for d in dropped_options(result.edits)],
+        "dropped_options": [d.to_json() for d in dropped_options(result.edits, result.target)],
         "skipped": [asdict(s) for s in result.scan.skipped],
         "summary": migration_summary(result, counts),
     }
@@ -78,7 +78,7 @@ def migration_summary(result: MigrationResult, counts: Counts | None = None) -> 
         "left_for_humans": total["left"],
         "advisories": total["advisory"],
         "edits": len(result.edits),
-        "dropped_options": len(dropped_options(result.edits)),
+        "dropped_options": len(dropped_options(result.edits, result.target)),
         "refused_by_guard": sum(why.startswith(REFUSED) for _, why in result.left_for_humans),
         "converted_share": round(total["converted"] / total["found"], 4) if total["found"] else 1.0,
         "files_changed": len(result.changes),
@@ -150,7 +150,7 @@ def _manual(result: MigrationResult, counts: Counts) -> str:
         ]
     for entry in left:
         lines += _entry_lines(result, entry, changed)
-    dropped = dropped_options(result.edits)
+    dropped = dropped_options(result.edits, result.target)
     if dropped:
         lines += [
             "# User options the port dropped",
