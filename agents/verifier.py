@@ -418,15 +418,7 @@ def _judged(
     if reference is not None and reference.get("status") != "ok":
         return _judge_failed_original(v, reference, target, policy, mode, imports)
     if target.get("status") != "ok":
-        # The original ran: only what differs between the two runs can be torchport's (the
-        # packages it hides from a target run, a sandbox that could not start the port)
-        blame = attribution.attribute(target, imports, ("own-environment", "sandbox-start"))
-        if blame is not None:
-            return _attributed(v, blame, "the migration", target)
-        v.verdict, v.failure = "failed", target
-        where = _failure_where(target)
-        v.reason = f"{target.get('status')}: {f'{where}: ' if where else ''}{_error_text(target)}"
-        return v
+        return _judge_failed_port(v, target, imports)
     if _on_the_cpu(target):
         v.verdict = "ran"
         v.reason = f"it ran, but on the CPU: no operation reached the emulated {mode} device"
@@ -444,6 +436,32 @@ def _judged(
         v.reason = "neither a loss nor a model output was recorded in both runs to compare"
         v.parity = Parity("nothing")
         return v
+    return _judge_parity(v, parity, reference, target, policy)
+
+
+def _judge_failed_port(
+    v: Verification, target: dict[str, Any], imports: frozenset[str] | None
+) -> Verification:
+    """The original ran, the port did not: only what differs between the two runs can be
+    torchport's (the packages it hides from a target run, a sandbox that could not start
+    the port); anything else is the port's failure."""
+    blame = attribution.attribute(target, imports, ("own-environment", "sandbox-start"))
+    if blame is not None:
+        return _attributed(v, blame, "the migration", target)
+    v.verdict, v.failure = "failed", target
+    where = _failure_where(target)
+    v.reason = f"{target.get('status')}: {f'{where}: ' if where else ''}{_error_text(target)}"
+    return v
+
+
+def _judge_parity(
+    v: Verification,
+    parity: Parity,
+    reference: dict[str, Any],
+    target: dict[str, Any],
+    policy: Policy,
+) -> Verification:
+    """Both ran and recorded something to compare: ``verified`` when it matches."""
     v.parity = parity
     if parity.holds:
         v.verdict = "verified"
@@ -599,15 +617,7 @@ def _judge_failed_original(
         v.verdict, v.reason = "not-runnable", f"torchport could not run the original: {failure}"
         return v
     if target.get("status") == "ok" and RUNNER_REFUSAL in _full_error(reference):
-        # The original's kernels are beyond torchport's CPU runner: no reference numbers,
-        # as for an original that was not run; the runner's reason says what it refused.
-        v.verdict = "ran"
-        v.reason = f"the original could not run on the CPU reference: {failure}"
-        if _on_the_cpu(target):
-            v.reason += f"; the migration ran, but on the CPU, not the emulated {mode} device"
-        else:
-            v.reason += "; the migration ran, with nothing to compare it with"
-        return v
+        return _beyond_the_runner(v, target, mode, failure)
     ref_losses, tgt_losses = reference.get("losses") or [], target.get("losses") or []
     parity = compare_series(ref_losses, tgt_losses, policy) if ref_losses and tgt_losses else None
     same = _fails_identically(reference, target)
@@ -633,6 +643,28 @@ def _judge_failed_original(
     if blame is not None:
         v.parity = parity
         return _attributed(v, blame, "the original", reference)
+    return _original_fails(v, parity, target, failure, same)
+
+
+def _beyond_the_runner(
+    v: Verification, target: dict[str, Any], mode: str, failure: str
+) -> Verification:
+    """The original's kernels are beyond torchport's CPU runner: no reference numbers, as
+    for an original that was not run; the runner's reason says what it refused."""
+    v.verdict = "ran"
+    v.reason = f"the original could not run on the CPU reference: {failure}"
+    if _on_the_cpu(target):
+        v.reason += f"; the migration ran, but on the CPU, not the emulated {mode} device"
+    else:
+        v.reason += "; the migration ran, with nothing to compare it with"
+    return v
+
+
+def _original_fails(
+    v: Verification, parity: Parity | None, target: dict[str, Any], failure: str, same: bool
+) -> Verification:
+    """The original's own failure, nothing of torchport's on its path: ``not-runnable``,
+    saying so first, then how far the migration got."""
     v.verdict, v.parity = "not-runnable", parity
     if target.get("status") == "ok":
         v.reason = f"the original fails here, the migration does not: {failure}"
@@ -805,15 +837,11 @@ def verify_tree(
     """Run the original (``reference``, if not given) and ``tree`` on the target; judge
     under the tolerance policy (``tolerance``: the project's setting, ``policies_for``).
 
-    ``environment`` is the dependency overlay the runs use (``tools.depinstall``'s
-    record): its folder goes on the programs' sys.path, and a package it could not
-    provide is named in the verdict. The two runs start together when the machine has
-    room for both (``verify_pair.schedule``; ``together`` overrides it). Returns the
-    verdict, with its ``timings``, and the reference run, which callers may keep (the
-    graph checkpoints it; the disk cache makes a second call cheap anyway). The migration
-    is compared with exact float32 matmuls, then run again at the TPU's default arithmetic
-    where that matters (``with_precision_checks``).
-    """
+    ``environment``: the dependency overlay the runs use (``tools.depinstall``'s record).
+    The runs start together when there is room (``together`` overrides). Returns the
+    verdict, with its ``timings``, and the reference run, which callers may keep. The
+    port is compared at exact float32 matmuls, then again at the TPU's default arithmetic
+    where that matters (``with_precision_checks``)."""
     started = time.perf_counter()
     environment = environment or {}
     site_paths = _site_paths(environment)
@@ -841,11 +869,7 @@ def verify_tree(
     ran = time.perf_counter()
     policy = choose_policy(_python_texts(tree), tolerance)
     imports = attribution.imported_names([*_python_texts(source), *_python_texts(tree)])
-    v = name_missing_dependency(judge(reference, run, policy, mode, imports), environment)
-    v = unimportable_port(v, target)  # a CUDA-only import the port kept: named as such
-    v = submodules.name_empty_submodule(v, source)  # a clone without --recursive
-    if renamed:
-        v.reason += f"; {original_keyword.note(renamed)}"
+    v = _named(judge(reference, run, policy, mode, imports), environment, target, source, renamed)
     checks = (plan, policies_for(tolerance))
     v = _sites_checked(v, source, tree, (reference, run), mode, budget, site_paths, checks, say)
     v, again = with_precision_checks(v, target, run, lambda: migrated(None))
@@ -855,6 +879,24 @@ def verify_tree(
     v.timings = verify_pair.timings(pair, got, compare, done - started, plan, again)
     v.launch = step
     return v, reference
+
+
+def _named(
+    v: Verification,
+    environment: dict[str, Any],
+    target: str,
+    source: Path,
+    renamed: Any,
+) -> Verification:
+    """The verdict with what its reason must name: a package the environment could not
+    provide, a CUDA-only import the port kept, an empty submodule (a clone without
+    --recursive), the ``async=`` keywords the original ran renamed with."""
+    v = name_missing_dependency(v, environment)
+    v = unimportable_port(v, target)
+    v = submodules.name_empty_submodule(v, source)
+    if renamed:
+        v.reason += f"; {original_keyword.note(renamed)}"
+    return v
 
 
 def _migration(
