@@ -53,6 +53,15 @@ NEAR = 3
 EMPTY_LOADER = re.compile(
     r"^(?:ZeroDivisionError|StopIteration)\b|num_samples should be a positive integer"
 )
+# A program's own floor on its data (``assert len(images) >= 100, "you should have at least
+# 100 images"``): the number it asks for.
+AT_LEAST = re.compile(
+    r"(?i)\b(?:at least|a minimum of|no fewer than|minimum(?: number of \w+)? is)\s+(\d+)\b"
+    r"|\b(\d+) or more\b"
+)
+# The column a failing read asked for: ``KeyError: 'image'`` from a dict of columns, or the
+# real datasets' ``Column image not in the dataset``.
+_COLUMN = re.compile(r"^'(\w+)'$|Column '?(\w+)'? not in the dataset")
 # The message of the target runs' hiding finder (sandbox.target_imports).
 OWN_ONLY = "torchport has it only to run the original's code"
 _NO_MODULE = re.compile(r"No module named '([\w.]+)'")
@@ -266,23 +275,75 @@ def _lowered_argument(
     )
 
 
-def _standin_size(result: Mapping[str, Any], imports: frozenset[str] | None) -> Attribution | None:
-    """A stand-in dataset smaller than one of the program's batches: zero batches."""
-    text = _message(result)
-    sized = [
+def _sized(result: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    return [
         r
         for r in result.get("synthetic_data") or []
         if isinstance(r, Mapping) and isinstance(r.get("size"), int) and r["size"] > 0
     ]
-    if not sized or not EMPTY_LOADER.search(text):
+
+
+def _standin_size(result: Mapping[str, Any], imports: frozenset[str] | None) -> Attribution | None:
+    """A stand-in dataset smaller than one of the program's batches (zero batches), or
+    than the floor the program (or a library it calls) checks for (``at least 100``)."""
+    text = _message(result)
+    sized = _sized(result)
+    if not sized:
         return None
     small = min(sized, key=lambda r: r["size"])
     name = f"{small.get('library')} {small.get('dataset')}"
+    if EMPTY_LOADER.search(text):
+        return Attribution(
+            "standin",
+            f"torchport's stand-in for {name} ({small['size']} samples)",
+            f"a loader over fewer samples than one batch has no batches: {first_line(text)}",
+            f"pass a batch size below {small['size']} in --entry",
+        )
+    floors = [int(a or b) for a, b in AT_LEAST.findall(text)]
+    if not floors or small["size"] >= max(floors):
+        return None
     return Attribution(
         "standin",
         f"torchport's stand-in for {name} ({small['size']} samples)",
-        f"a loader over fewer samples than one batch has no batches: {first_line(text)}",
-        f"pass a batch size below {small['size']} in --entry",
+        f"the stand-in holds fewer samples than the run checks for ({max(floors)}): "
+        f"{first_line(text)}",
+        "report it to torchport (a stand-in should hold what the program asks for), or give "
+        "the program a real dataset of that size in --entry",
+    )
+
+
+def _standin_columns(
+    result: Mapping[str, Any], imports: frozenset[str] | None
+) -> Attribution | None:
+    """A column read (``examples["image"]``) that a stand-in dataset lacks: the real
+    dataset has it, the stand-in was not told."""
+    error = _error(result)
+    found = _COLUMN.search(str(error.get("message") or ""))
+    if error.get("type") not in ("KeyError", "ValueError") or found is None:
+        return None
+    column = next(g for g in found.groups() if g)
+    lacking = [
+        r
+        for r in result.get("synthetic_data") or []
+        if isinstance(r, Mapping)
+        and isinstance(r.get("columns"), list)
+        and column not in r["columns"]
+    ]
+    # a bare KeyError is a column's only where the failing line subscripts with its name;
+    # the real library's message says so itself
+    read = re.search(rf"""\[\s*['"]{column}['"]\s*\]""", _code(result))
+    if not lacking or (found.group(1) and read is None):
+        return None
+    standin = lacking[0]
+    have = ", ".join(str(c) for c in standin["columns"])
+    return Attribution(
+        "standin",
+        f"torchport's stand-in for {standin.get('library')} {standin.get('dataset')} "
+        f"(columns: {have})",
+        f"the run read the column {column!r}, which the real dataset has and the stand-in "
+        f"lacks: {first_line(_message(result))}",
+        "report the dataset's columns to torchport (sandbox/data/hf_datasets.toml names the "
+        "datasets it knows), or give the program local data in --entry",
     )
 
 
@@ -326,6 +387,7 @@ CHECKS: tuple[tuple[str, Check], ...] = (
     ("own-environment", _own_environment),
     ("lowered-argument", _lowered_argument),
     ("standin-size", _standin_size),
+    ("standin-columns", _standin_columns),
     ("sandbox-fact", _sandbox_fact),
 )
 
