@@ -74,6 +74,16 @@ def test_a_placeholder_data_path_gets_an_image_folder_inside_the_copy(tmp_path):
     assert rewrite(["/path/to/imagenet"], other).args == fitted.args[:1]
 
 
+def test_an_image_folder_is_named_as_the_programs_code_names_images(tmp_path):
+    pytest.importorskip("PIL")
+    (tmp_path / "data.py").write_text("EXTS = ['png', 'jpg']\nx = glob('*.png')\n")
+    assert files.image_suffix(tmp_path) == ".png"
+    assert files.image_suffix(tmp_path / "nowhere") == files.DEFAULT_IMAGE_SUFFIX
+    fitted = rewrite(["/path/to/images"], tmp_path)
+    written = list((tmp_path / fitted.args[0]).rglob("*.*"))
+    assert written and {p.suffix for p in written} == {".png"}
+
+
 def test_a_missing_llmc_token_shard_is_written_where_the_glob_looks(tmp_path):
     fitted = rewrite(["--input_bin", "dev/data/fineweb_train_*.bin"], tmp_path)
     assert fitted.args == ["--input_bin", "dev/data/fineweb_train_*.bin"]  # found in place
@@ -274,8 +284,8 @@ from pathlib import Path
 import torch
 from PIL import Image
 
-paths = [p for ext in ("jpg", "jpeg", "png") for p in Path(sys.argv[1]).glob(f"**/*.{ext}")]
-paths += list(Path(sys.argv[1]).glob("**/*.JPEG"))
+exts = ["jpg", "jpeg", "png"]  # a case-sensitive glob, as users' files are named
+paths = [p for ext in exts for p in Path(sys.argv[1]).glob(f"**/*.{ext}")]
 assert len(paths) >= 100, "you should have at least 100 images in your folder"
 model = torch.nn.Conv2d(3, 3, 3, padding=1)
 opt = torch.optim.SGD(model.parameters(), lr=0.1)
@@ -292,8 +302,9 @@ for path in paths[:8]:
 
 @pytest.mark.slow
 def test_an_image_folder_stand_in_holds_what_a_program_checks_for(tmp_path):
-    """A user's folder of images holds thousands; a program (or its library) may refuse
-    fewer than 100 before training: the stand-in holds more than such a floor."""
+    """A user's folder of images holds thousands, named as the code globs them (``*.jpg``);
+    a program (or its library) may refuse fewer than 100 before training: the stand-in
+    holds more than such a floor, with the suffix the program's code names."""
     pytest.importorskip("PIL")
     result = _run(_program(tmp_path, FOLDER_FLOOR), "path/to/your/images")
     assert result.status == "ok", (result.error, result.stderr_tail)
