@@ -54,10 +54,12 @@ EMPTY_LOADER = re.compile(
     r"^(?:ZeroDivisionError|StopIteration)\b|num_samples should be a positive integer"
 )
 # A program's own floor on its data (``assert len(images) >= 100, "you should have at least
-# 100 images"``): the number it asks for.
+# 100 images in your folder"``): the number, said of the items a dataset holds (not "an
+# effective batch size of at least 16").
+_ITEMS = r"(?:images?|samples?|files?|examples?|items?|pictures?|photos?|clips?|rows?|documents?)"
 AT_LEAST = re.compile(
-    r"(?i)\b(?:at least|a minimum of|no fewer than|minimum(?: number of \w+)? is)\s+(\d+)\b"
-    r"|\b(\d+) or more\b"
+    rf"(?i)\b(?:at least|a minimum of|no fewer than)\s+(\d+)\s+(?:\w+\s+)?{_ITEMS}\b"
+    rf"|\b(\d+)\s+or more\s+(?:\w+\s+)?{_ITEMS}\b"
 )
 # The column a failing read asked for: ``KeyError: 'image'`` from a dict of columns, or the
 # real datasets' ``Column image not in the dataset``.
@@ -300,15 +302,26 @@ def _standin_size(result: Mapping[str, Any], imports: frozenset[str] | None) -> 
             f"pass a batch size below {small['size']} in --entry",
         )
     floors = [int(a or b) for a, b in AT_LEAST.findall(text)]
-    if not floors or small["size"] >= max(floors):
+    datasets = [r for r in sized if not r.get("standin")]  # not a tokenizer's vocabulary
+    if not floors or not datasets:
         return None
+    small = min(datasets, key=lambda r: r["size"])
+    name = f"{small.get('library')} {small.get('dataset')}"
+    floor = max(floors)
+    # at or above the floor, the run still counted fewer: it does not see the stand-in's
+    # items (files named otherwise than it looks for them), the stand-in's failure too
+    why = (
+        f"the stand-in holds fewer samples than the run checks for ({floor})"
+        if small["size"] < floor
+        else f"the stand-in holds {small['size']}, yet the run counted fewer than {floor}: "
+        "it does not find the stand-in's items (named otherwise than it looks for them?)"
+    )
     return Attribution(
         "standin",
         f"torchport's stand-in for {name} ({small['size']} samples)",
-        f"the stand-in holds fewer samples than the run checks for ({max(floors)}): "
-        f"{first_line(text)}",
-        "report it to torchport (a stand-in should hold what the program asks for), or give "
-        "the program a real dataset of that size in --entry",
+        f"{why}: {first_line(text)}",
+        "report it to torchport (a stand-in should hold what the program asks for, named as "
+        "it looks for it), or give the program a real dataset of that size in --entry",
     )
 
 

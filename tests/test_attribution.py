@@ -154,11 +154,19 @@ def test_a_standin_below_the_floor_the_program_checks_is_named() -> None:
         "program: the stand-in holds fewer samples than the run checks for (100)"
     )
     assert "report it to torchport" in v.next_step
-    # a stand-in as large as the floor: the failure is the program's
-    big = judge(
-        _failed(error, synthetic_data=[{**folder, "size": 160}]), _failed(error), FP32, "tpu"
+    # a stand-in as large as the floor that the run counted short: it missed the files
+    big = [{**folder, "size": 160}]
+    missed = judge(_failed(error, synthetic_data=big), _failed(error), FP32, "tpu")
+    assert "fails here too" not in missed.reason
+    assert "the stand-in holds 160, yet the run counted fewer than 100" in missed.reason
+    # a floor on something other than the data (a batch size): the program's
+    batch = {**error, "message": "your effective batch size should be at least 16 or above"}
+    assert (
+        judge(_failed(batch, synthetic_data=big), _failed(batch), FP32, "tpu").attribution is None
     )
-    assert big.reason.startswith("the original fails here too") and big.attribution is None
+    # a floor with no stand-in served: the program's own failure
+    real = judge(_failed(error), _failed(error), FP32, "tpu")
+    assert real.reason.startswith("the original fails here too") and real.attribution is None
 
 
 def test_a_column_a_standin_dataset_lacks_is_the_standins() -> None:
