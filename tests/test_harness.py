@@ -263,9 +263,8 @@ def test_hf_load_dataset_text_is_synthetic(tmp_path):
     result = _run(root, "main.py", steps=4)
     assert result.status == "ok", result.stderr_tail
     assert result.steps == 4
-    assert {"library": "datasets", "dataset": "imdb", "size": 512, "split": "train"} in (
-        result.synthetic_data
-    )
+    served = {"library": "datasets", "dataset": "imdb", "size": 512, "split": "train"}
+    assert {**served, "columns": ["text", "label"]} in result.synthetic_data
 
 
 def test_torchrun_commands_are_taken_apart():

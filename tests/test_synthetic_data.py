@@ -171,6 +171,10 @@ def test_an_unknown_hf_dataset_has_the_columns_the_program_reads():
     schema = hf.from_program(reads)
     assert (schema.image, schema.label, schema.texts) == ("image", "labels", ())
     assert hf.from_program(["text", "label"]).image is None
+    reviews = hf.from_program(["sentence", "labels"])
+    assert (reviews.image, reviews.texts, reviews.label) == (None, ("sentence",), "labels")
+    assert hf.from_program([]).texts == ("text",)
+    assert hf.from_program(["text", "labels", "label"]).label == "label"  # read, and written
     captioned = hf.from_program(["image", "caption"])
     assert (captioned.image, captioned.label, captioned.texts) == ("image", "label", ("caption",))
     folder = hf.load_dataset("imagefolder", data_dir="never/read", split="train")

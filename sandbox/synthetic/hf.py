@@ -88,13 +88,17 @@ def columns_read(texts: list[str]) -> list[str]:
 def from_program(reads: list[str]) -> Schema:
     """The schema of a dataset known by no name, from the columns the program reads: an
     image dataset where it reads an image column (a loader's ``examples["image"]``), a
-    text classification set otherwise (``[program]`` of :data:`SCHEMAS_FILE`)."""
+    text classification set otherwise, its text and label columns named as the program
+    reads them (``[program]`` of :data:`SCHEMAS_FILE`)."""
     rules = table()["program"]
-    image = next((c for c in reads if c in rules["image_names"]), None)
-    if image is None:
-        return _schema(rules["default"])
-    label = next((c for c in reads if c in rules["label_names"]), "label")
+    # in the vocabulary's order: a program that reads "label" and writes "labels" for its
+    # model (``out["labels"] = ex["label"]``) has a dataset with "label"
+    image = next((c for c in rules["image_names"] if c in reads), None)
+    label = next((c for c in rules["label_names"] if c in reads), "label")
     texts = tuple(c for c in reads if c in rules["text_names"])
+    if image is None:
+        default = _schema(rules["default"])
+        return _schema(rules["default"], texts=texts or default.texts, label=label)
     return _schema(rules["image"], image=image, label=label, texts=texts)
 
 
