@@ -61,6 +61,9 @@ AT_LEAST = re.compile(
     rf"(?i)\b(?:at least|a minimum of|no fewer than)\s+(\d+)\s+(?:\w+\s+)?{_ITEMS}\b"
     rf"|\b(\d+)\s+or more\s+(?:\w+\s+)?{_ITEMS}\b"
 )
+# What a stand-in dataset's record says of columns it took from the real dataset's features
+# (sandbox/synthetic/hf.py): a column missing there is missing in the real one too.
+KNOWN_COLUMNS = "the dataset's features"
 # The column a failing read asked for: ``KeyError: 'image'`` from a dict of columns, or the
 # real datasets' ``Column image not in the dataset``.
 _COLUMN = re.compile(r"^'(\w+)'$|Column '?(\w+)'? not in the dataset")
@@ -341,6 +344,7 @@ def _standin_columns(
         if isinstance(r, Mapping)
         and isinstance(r.get("columns"), list)
         and column not in r["columns"]
+        and r.get("columns_from") != KNOWN_COLUMNS  # the real dataset lacks it too
     ]
     # a bare KeyError is a column's only where the failing line subscripts with its name;
     # the real library's message says so itself

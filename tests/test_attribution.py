@@ -194,6 +194,11 @@ def test_a_column_a_standin_dataset_lacks_is_the_standins() -> None:
     real = {"type": "KeyError", "message": '"Column image not in the dataset. Current columns'}
     v = judge(_failed(real, synthetic_data=data), _ok(), FP32, "tpu")
     assert v.reason.startswith("torchport's stand-in for datasets someone/photos"), v.reason
+    # a dataset known offline has the real one's columns: one it lacks, the real one lacks
+    known = [{**data[0], "columns_from": "the dataset's features"}]
+    assert (
+        judge(_failed(error, synthetic_data=known), _failed(error), FP32, "tpu").attribution is None
+    )
     # a column the stand-in has, or a KeyError of another dict: the program's own
     has = [{**data[0], "columns": ["image", "label"]}]
     assert (
@@ -203,6 +208,25 @@ def test_a_column_a_standin_dataset_lacks_is_the_standins() -> None:
     assert (
         judge(_failed(other, synthetic_data=data), _failed(other), FP32, "tpu").attribution is None
     )
+
+
+@pytest.mark.slow
+def test_a_column_the_hf_standin_could_not_know_is_named_in_a_sandboxed_pair(tmp_path) -> None:
+    """A Hub dataset torchport does not know, read by a column outside the vocabularies it
+    guesses from: the stand-in lacks it, and the verdict says so instead of blaming the
+    original (the real library is absent here: the stand-in module serves it)."""
+    head = (
+        "from datasets import load_dataset\n"
+        'rows = load_dataset("someone/recordings", split="train")\n'
+        'clip = rows[0]["waveform"]\n'
+    )
+    original, port = _pair(tmp_path, head)
+    v, reference = verify_tree(original, port, ["python", "train.py"], "tpu", _BUDGET, None)
+    assert reference["error"]["type"] == "KeyError", reference["error"]
+    assert v.verdict == "not-runnable" and "fails here too" not in v.reason
+    assert v.reason.startswith(
+        "torchport's stand-in for datasets someone/recordings (columns: text, label) caused this"
+    ), v.reason
 
 
 def test_a_package_only_torchports_environment_has_is_not_the_ports_failure() -> None:

@@ -264,7 +264,8 @@ def test_hf_load_dataset_text_is_synthetic(tmp_path):
     assert result.status == "ok", result.stderr_tail
     assert result.steps == 4
     served = {"library": "datasets", "dataset": "imdb", "size": 512, "split": "train"}
-    assert {**served, "columns": ["text", "label"]} in result.synthetic_data
+    columns = {"columns": ["text", "label"], "columns_from": "the dataset's features"}
+    assert {**served, **columns} in result.synthetic_data
 
 
 def test_torchrun_commands_are_taken_apart():

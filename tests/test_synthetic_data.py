@@ -181,6 +181,15 @@ def test_an_unknown_hf_dataset_has_the_columns_the_program_reads():
     assert folder.column_names == ["image", "label"]
 
 
+def test_the_report_says_a_standin_datasets_columns_and_whence_they_came():
+    served = {"library": "datasets", "dataset": "someone/photos", "size": 512, "split": "train"}
+    served |= {"columns": ["image", "label"], "columns_from": "the columns the program reads"}
+    assert data_notes({"synthetic_data": [served]}) == [
+        "synthetic data used instead of the real data: datasets someone/photos (512 items, "
+        "train, columns image label, from the columns the program reads)"
+    ]
+
+
 def test_the_report_names_the_stand_ins_and_the_rewrites():
     notes = data_notes(
         {

@@ -173,7 +173,13 @@ def _split(path: str, name: str | None, split: str, make: Callable[..., Any]) ->
     cols = columns(path, name, split)
     ds = make(cols)
     dataset_id = path if name is None else f"{path}/{name}"
-    data.record("datasets", dataset_id, len(ds), split=split, columns=list(cols))
+    # where the columns came from: a dataset known offline has the real one's, so a column
+    # it lacks the real one lacks too; guessed ones may be the stand-in's mistake
+    known = _lookup(path, name) is not None
+    source = "the dataset's features" if known else "the columns the program reads"
+    data.record(
+        "datasets", dataset_id, len(ds), split=split, columns=list(cols), columns_from=source
+    )
     return ds
 
 
