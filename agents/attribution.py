@@ -53,6 +53,20 @@ NEAR = 3
 EMPTY_LOADER = re.compile(
     r"^(?:ZeroDivisionError|StopIteration)\b|num_samples should be a positive integer"
 )
+# A program's own floor on its data (``assert len(images) >= 100, "you should have at least
+# 100 images in your folder"``): the number, said of the items a dataset holds (not "an
+# effective batch size of at least 16").
+_ITEMS = r"(?:images?|samples?|files?|examples?|items?|pictures?|photos?|clips?|rows?|documents?)"
+AT_LEAST = re.compile(
+    rf"(?i)\b(?:at least|a minimum of|no fewer than)\s+(\d+)\s+(?:\w+\s+)?{_ITEMS}\b"
+    rf"|\b(\d+)\s+or more\s+(?:\w+\s+)?{_ITEMS}\b"
+)
+# What a stand-in dataset's record says of columns it took from the real dataset's features
+# (sandbox/synthetic/hf.py): a column missing there is missing in the real one too.
+KNOWN_COLUMNS = "the dataset's features"
+# The column a failing read asked for: ``KeyError: 'image'`` from a dict of columns, or the
+# real datasets' ``Column image not in the dataset``.
+_COLUMN = re.compile(r"^'(\w+)'$|Column '?(\w+)'? not in the dataset")
 # The message of the target runs' hiding finder (sandbox.target_imports).
 OWN_ONLY = "torchport has it only to run the original's code"
 _NO_MODULE = re.compile(r"No module named '([\w.]+)'")
@@ -268,23 +282,87 @@ def _lowered_argument(
     )
 
 
-def _standin_size(result: Mapping[str, Any], imports: frozenset[str] | None) -> Attribution | None:
-    """A stand-in dataset smaller than one of the program's batches: zero batches."""
-    text = _message(result)
-    sized = [
+def _sized(result: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    return [
         r
         for r in result.get("synthetic_data") or []
         if isinstance(r, Mapping) and isinstance(r.get("size"), int) and r["size"] > 0
     ]
-    if not sized or not EMPTY_LOADER.search(text):
+
+
+def _standin_size(result: Mapping[str, Any], imports: frozenset[str] | None) -> Attribution | None:
+    """A stand-in dataset smaller than one of the program's batches (zero batches), or
+    than the floor the program (or a library it calls) checks for (``at least 100``)."""
+    text = _message(result)
+    sized = _sized(result)
+    if not sized:
         return None
     small = min(sized, key=lambda r: r["size"])
     name = f"{small.get('library')} {small.get('dataset')}"
+    if EMPTY_LOADER.search(text):
+        return Attribution(
+            "standin",
+            f"torchport's stand-in for {name} ({small['size']} samples)",
+            f"a loader over fewer samples than one batch has no batches: {first_line(text)}",
+            f"pass a batch size below {small['size']} in --entry",
+        )
+    floors = [int(a or b) for a, b in AT_LEAST.findall(text)]
+    datasets = [r for r in sized if not r.get("standin")]  # not a tokenizer's vocabulary
+    if not floors or not datasets:
+        return None
+    small = min(datasets, key=lambda r: r["size"])
+    name = f"{small.get('library')} {small.get('dataset')}"
+    floor = max(floors)
+    # at or above the floor, the run still counted fewer: it does not see the stand-in's
+    # items (files named otherwise than it looks for them), the stand-in's failure too
+    why = (
+        f"the stand-in holds fewer samples than the run checks for ({floor})"
+        if small["size"] < floor
+        else f"the stand-in holds {small['size']}, yet the run counted fewer than {floor}: "
+        "it does not find the stand-in's items (named otherwise than it looks for them?)"
+    )
     return Attribution(
         "standin",
         f"torchport's stand-in for {name} ({small['size']} samples)",
-        f"a loader over fewer samples than one batch has no batches: {first_line(text)}",
-        f"pass a batch size below {small['size']} in --entry",
+        f"{why}: {first_line(text)}",
+        "report it to torchport (a stand-in should hold what the program asks for, named as "
+        "it looks for it), or give the program a real dataset of that size in --entry",
+    )
+
+
+def _standin_columns(
+    result: Mapping[str, Any], imports: frozenset[str] | None
+) -> Attribution | None:
+    """A column read (``examples["image"]``) that a stand-in dataset lacks: the real
+    dataset has it, the stand-in was not told."""
+    error = _error(result)
+    found = _COLUMN.search(str(error.get("message") or ""))
+    if error.get("type") not in ("KeyError", "ValueError") or found is None:
+        return None
+    column = next(g for g in found.groups() if g)
+    lacking = [
+        r
+        for r in result.get("synthetic_data") or []
+        if isinstance(r, Mapping)
+        and isinstance(r.get("columns"), list)
+        and column not in r["columns"]
+        and r.get("columns_from") != KNOWN_COLUMNS  # the real dataset lacks it too
+    ]
+    # a bare KeyError is a column's only where the failing line subscripts with its name;
+    # the real library's message says so itself
+    read = re.search(rf"""\[\s*['"]{column}['"]\s*\]""", _code(result))
+    if not lacking or (found.group(1) and read is None):
+        return None
+    standin = lacking[0]
+    have = ", ".join(str(c) for c in standin["columns"])
+    return Attribution(
+        "standin",
+        f"torchport's stand-in for {standin.get('library')} {standin.get('dataset')} "
+        f"(columns: {have})",
+        f"the run read the column {column!r}, which the real dataset has and the stand-in "
+        f"lacks: {first_line(_message(result))}",
+        "report the dataset's columns to torchport (sandbox/data/hf_datasets.toml names the "
+        "datasets it knows), or give the program local data in --entry",
     )
 
 
@@ -345,6 +423,7 @@ CHECKS: tuple[tuple[str, Check], ...] = (
     ("own-environment", _own_environment),
     ("lowered-argument", _lowered_argument),
     ("standin-size", _standin_size),
+    ("standin-columns", _standin_columns),
     ("sandbox-fact", _sandbox_fact),
 )
 

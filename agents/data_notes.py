@@ -18,6 +18,9 @@ def _standin(entry: Any) -> str:
     if entry.get("path"):
         words += f" at {entry['path']}"
     details = [str(entry[k]) for k in ("split", "dtype", "standin") if entry.get(k)]
+    if isinstance(entry.get("columns"), list):  # a dataset's columns, and whence they came
+        whence = f", from {entry['columns_from']}" if entry.get("columns_from") else ""
+        details.append(f"columns {' '.join(map(str, entry['columns']))}{whence}")
     size = entry.get("size")
     return words + f" ({', '.join([f'{size} items' if size else '', *details]).strip(', ')})"
 

@@ -192,7 +192,9 @@ class Maker:
 
     kind: str
     write: Callable[..., int]
-    sized: bool = False  # ``write`` takes ``batch=``, the program's batch size (or None)
+    # ``write`` takes ``batch=``, the program's batch size (or None), and ``program=``, the
+    # copy of the program (whose code says how its files are named)
+    sized: bool = False
 
 
 IMAGE_FOLDER = Maker(
@@ -386,7 +388,9 @@ class _Rewriter:
         """Write the stand-ins, once the command is final: a folder holds a few batches of
         ``batch_size`` (``synthetic.batch``), the batch the rewritten command runs with."""
         sizes = {
-            target: make.write(target, **({"batch": batch_size} if make.sized else {}))
+            target: make.write(
+                target, **({"batch": batch_size, "program": self.root} if make.sized else {})
+            )
             for target, make in self.made.items()
         }
         for entry, target in self.entries:

@@ -136,6 +136,99 @@ def test_a_standin_dataset_smaller_than_a_batch_is_named() -> None:
     assert v.next_step == "pass a batch size below 512 in --entry"
 
 
+def test_a_standin_below_the_floor_the_program_checks_is_named() -> None:
+    """A library asserts a minimum number of images in the folder the stand-in filled."""
+    message = "you should have at least 100 images in your folder. at least 10k recommended"
+    frame = {
+        "file": "lib.py",
+        "line": 9,
+        "function": "__init__",
+        "code": "assert len(paths) >= 100",
+    }
+    error = {"type": "AssertionError", "message": message, "frame": frame}
+    folder = {"library": "torchport", "dataset": "image folder", "size": 88, "path": "imgs"}
+    v = judge(_failed(error, synthetic_data=[folder]), _failed(error), FP32, "tpu")
+    assert v.verdict == "not-runnable" and "fails here too" not in v.reason
+    assert v.reason.startswith(
+        "torchport's stand-in for torchport image folder (88 samples) caused this, not the "
+        "program: the stand-in holds fewer samples than the run checks for (100)"
+    )
+    assert "report it to torchport" in v.next_step
+    # a stand-in as large as the floor that the run counted short: it missed the files
+    big = [{**folder, "size": 160}]
+    missed = judge(_failed(error, synthetic_data=big), _failed(error), FP32, "tpu")
+    assert "fails here too" not in missed.reason
+    assert "the stand-in holds 160, yet the run counted fewer than 100" in missed.reason
+    # a floor on something other than the data (a batch size): the program's
+    batch = {**error, "message": "your effective batch size should be at least 16 or above"}
+    assert (
+        judge(_failed(batch, synthetic_data=big), _failed(batch), FP32, "tpu").attribution is None
+    )
+    # a floor with no stand-in served: the program's own failure
+    real = judge(_failed(error), _failed(error), FP32, "tpu")
+    assert real.reason.startswith("the original fails here too") and real.attribution is None
+
+
+def test_a_column_a_standin_dataset_lacks_is_the_standins() -> None:
+    """The program reads ``examples["image"]`` of a Hugging Face dataset the stand-in made
+    without that column."""
+    read = {
+        "file": "train.py",
+        "line": 12,
+        "function": "tf",
+        "code": 'for im in examples["image"]:',
+    }
+    error = {"type": "KeyError", "message": "'image'", "frame": read}
+    data = [
+        {"library": "datasets", "dataset": "someone/photos", "size": 512, "split": "train"}
+        | {"columns": ["text", "label"]}
+    ]
+    v = judge(_failed(error, synthetic_data=data), _failed(error, synthetic_data=data), FP32, "tpu")
+    assert v.verdict == "not-runnable" and "fails here too" not in v.reason
+    assert v.reason.startswith(
+        "torchport's stand-in for datasets someone/photos (columns: text, label) caused this, "
+        "not the program: the run read the column 'image'"
+    )
+    assert "hf_datasets.toml" in v.next_step and v.attribution["kind"] == "standin"
+    # the real library's own message names the column wherever it is raised
+    real = {"type": "KeyError", "message": '"Column image not in the dataset. Current columns'}
+    v = judge(_failed(real, synthetic_data=data), _ok(), FP32, "tpu")
+    assert v.reason.startswith("torchport's stand-in for datasets someone/photos"), v.reason
+    # a dataset known offline has the real one's columns: one it lacks, the real one lacks
+    known = [{**data[0], "columns_from": "the dataset's features"}]
+    assert (
+        judge(_failed(error, synthetic_data=known), _failed(error), FP32, "tpu").attribution is None
+    )
+    # a column the stand-in has, or a KeyError of another dict: the program's own
+    has = [{**data[0], "columns": ["image", "label"]}]
+    assert (
+        judge(_failed(error, synthetic_data=has), _failed(error), FP32, "tpu").attribution is None
+    )
+    other = {**error, "frame": {**read, "code": "x = options[name]"}}
+    assert (
+        judge(_failed(other, synthetic_data=data), _failed(other), FP32, "tpu").attribution is None
+    )
+
+
+@pytest.mark.slow
+def test_a_column_the_hf_standin_could_not_know_is_named_in_a_sandboxed_pair(tmp_path) -> None:
+    """A Hub dataset torchport does not know, read by a column outside the vocabularies it
+    guesses from: the stand-in lacks it, and the verdict says so instead of blaming the
+    original (the real library is absent here: the stand-in module serves it)."""
+    head = (
+        "from datasets import load_dataset\n"
+        'rows = load_dataset("someone/recordings", split="train")\n'
+        'clip = rows[0]["waveform"]\n'
+    )
+    original, port = _pair(tmp_path, head)
+    v, reference = verify_tree(original, port, ["python", "train.py"], "tpu", _BUDGET, None)
+    assert reference["error"]["type"] == "KeyError", reference["error"]
+    assert v.verdict == "not-runnable" and "fails here too" not in v.reason
+    assert v.reason.startswith(
+        "torchport's stand-in for datasets someone/recordings (columns: text, label) caused this"
+    ), v.reason
+
+
 def test_a_package_only_torchports_environment_has_is_not_the_ports_failure() -> None:
     """The original ran (torchport's environment has bitsandbytes for it); a library of the
     port probed for it and the target run refuses it. The program never imports it."""

@@ -263,9 +263,9 @@ def test_hf_load_dataset_text_is_synthetic(tmp_path):
     result = _run(root, "main.py", steps=4)
     assert result.status == "ok", result.stderr_tail
     assert result.steps == 4
-    assert {"library": "datasets", "dataset": "imdb", "size": 512, "split": "train"} in (
-        result.synthetic_data
-    )
+    served = {"library": "datasets", "dataset": "imdb", "size": 512, "split": "train"}
+    columns = {"columns": ["text", "label"], "columns_from": "the dataset's features"}
+    assert {**served, **columns} in result.synthetic_data
 
 
 def test_torchrun_commands_are_taken_apart():

@@ -64,7 +64,7 @@ def test_a_placeholder_data_path_gets_an_image_folder_inside_the_copy(tmp_path):
     assert fitted.args[0] == ".torchport-data/path_to_imagenet"
     assert sorted(p.name for p in folder.iterdir()) == ["train", "val"]
     assert len(list((folder / "train").iterdir())) == len(files.IMAGE_CLASSES)
-    assert len(list(folder.rglob("*.JPEG"))) == 4 * (16 + 4)
+    assert len(list(folder.rglob("*.JPEG"))) == 4 * (32 + 8)
     assert fitted.args[2] == ".torchport-data/data"
     assert fitted.args[3:] == ["--out", "$OUT", "--lr", "$LR"]  # not input data: left alone
     assert not Path("/path/to/imagenet").exists()
@@ -72,6 +72,16 @@ def test_a_placeholder_data_path_gets_an_image_folder_inside_the_copy(tmp_path):
     other = tmp_path / "other"
     other.mkdir()
     assert rewrite(["/path/to/imagenet"], other).args == fitted.args[:1]
+
+
+def test_an_image_folder_is_named_as_the_programs_code_names_images(tmp_path):
+    pytest.importorskip("PIL")
+    (tmp_path / "data.py").write_text("EXTS = ['png', 'jpg']\nx = glob('*.png')\n")
+    assert files.image_suffix(tmp_path) == ".png"
+    assert files.image_suffix(tmp_path / "nowhere") == files.DEFAULT_IMAGE_SUFFIX
+    fitted = rewrite(["/path/to/images"], tmp_path)
+    written = list((tmp_path / fitted.args[0]).rglob("*.*"))
+    assert written and {p.suffix for p in written} == {".png"}
 
 
 def test_a_missing_llmc_token_shard_is_written_where_the_glob_looks(tmp_path):
@@ -153,6 +163,33 @@ def test_hf_image_and_language_model_datasets_have_their_columns():
     assert list(hf.load_dataset("ILSVRC/imagenet-1k")) == ["train", "validation", "test"]
 
 
+def test_an_unknown_hf_dataset_has_the_columns_the_program_reads():
+    """A dataset known by no name is an image dataset for a program that reads an image
+    column (``examples["image"]``), a text classification set for one that reads none."""
+    reads = hf.columns_read(['imgs = [tf(im) for im in examples["image"]]', "y = b['labels']"])
+    assert reads == ["image", "labels"]
+    schema = hf.from_program(reads)
+    assert (schema.image, schema.label, schema.texts) == ("image", "labels", ())
+    assert hf.from_program(["text", "label"]).image is None
+    reviews = hf.from_program(["sentence", "labels"])
+    assert (reviews.image, reviews.texts, reviews.label) == (None, ("sentence",), "labels")
+    assert hf.from_program([]).texts == ("text",)
+    assert hf.from_program(["text", "labels", "label"]).label == "label"  # read, and written
+    captioned = hf.from_program(["image", "caption"])
+    assert (captioned.image, captioned.label, captioned.texts) == ("image", "label", ("caption",))
+    folder = hf.load_dataset("imagefolder", data_dir="never/read", split="train")
+    assert folder.column_names == ["image", "label"]
+
+
+def test_the_report_says_a_standin_datasets_columns_and_whence_they_came():
+    served = {"library": "datasets", "dataset": "someone/photos", "size": 512, "split": "train"}
+    served |= {"columns": ["image", "label"], "columns_from": "the columns the program reads"}
+    assert data_notes({"synthetic_data": [served]}) == [
+        "synthetic data used instead of the real data: datasets someone/photos (512 items, "
+        "train, columns image label, from the columns the program reads)"
+    ]
+
+
 def test_the_report_names_the_stand_ins_and_the_rewrites():
     notes = data_notes(
         {
@@ -210,6 +247,81 @@ def test_imagefolder_on_a_placeholder_path_trains_in_the_sandbox(tmp_path):
     ]
     assert result.synthetic_data[0]["path"] == ".torchport-data/path_to_imagenet"
     assert not (root / ".torchport-data").exists()  # the scratch copy, never the original
+
+
+HF_IMAGES = """\
+import torch
+from datasets import load_dataset
+
+dataset = load_dataset("someone/flower-photos", split="train")
+
+
+def pixels(im):
+    raw = im.convert("RGB").resize((8, 8)).tobytes()
+    return torch.frombuffer(bytearray(raw), dtype=torch.uint8).view(8, 8, 3).permute(2, 0, 1) / 255
+
+
+def transform(examples):
+    return {"input": [pixels(im) for im in examples["image"]]}
+
+
+dataset.set_transform(transform)
+loader = torch.utils.data.DataLoader(dataset, batch_size=4, shuffle=True)
+model = torch.nn.Conv2d(3, 3, 3, padding=1)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for batch in loader:
+    x = batch["input"]
+    loss = (model(x) - x).pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+"""
+
+
+@pytest.mark.slow
+def test_an_hf_image_dataset_the_program_reads_by_column_trains_in_the_sandbox(tmp_path):
+    """An image dataset of the Hub whose name torchport does not know: the program reads
+    ``examples["image"]`` (PIL images) through ``set_transform``; the stand-in has it."""
+    pytest.importorskip("PIL")
+    result = _run(_program(tmp_path, HF_IMAGES))
+    assert result.status == "ok", (result.error, result.stderr_tail)
+    assert result.steps == 3
+    served = [r for r in result.synthetic_data if r["library"] == "datasets"]
+    assert served[0]["columns"] == ["image", "label"], served
+
+
+FOLDER_FLOOR = """\
+import sys
+from pathlib import Path
+
+import torch
+from PIL import Image
+
+exts = ["jpg", "jpeg", "png"]  # a case-sensitive glob, as users' files are named
+paths = [p for ext in exts for p in Path(sys.argv[1]).glob(f"**/*.{ext}")]
+assert len(paths) >= 100, "you should have at least 100 images in your folder"
+model = torch.nn.Conv2d(3, 3, 3, padding=1)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for path in paths[:8]:
+    raw = Image.open(path).convert("RGB").resize((8, 8)).tobytes()
+    x = torch.frombuffer(bytearray(raw), dtype=torch.uint8).view(1, 8, 8, 3)
+    x = x.permute(0, 3, 1, 2) / 255
+    loss = (model(x) - x).pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+"""
+
+
+@pytest.mark.slow
+def test_an_image_folder_stand_in_holds_what_a_program_checks_for(tmp_path):
+    """A user's folder of images holds thousands, named as the code globs them (``*.jpg``);
+    a program (or its library) may refuse fewer than 100 before training: the stand-in
+    holds more than such a floor, with the suffix the program's code names."""
+    pytest.importorskip("PIL")
+    result = _run(_program(tmp_path, FOLDER_FLOOR), "path/to/your/images")
+    assert result.status == "ok", (result.error, result.stderr_tail)
+    assert result.steps == 3 and result.synthetic_data[0]["size"] >= 128
 
 
 NANOGPT = """\

@@ -309,7 +309,7 @@ def test_a_program_given_a_missing_data_root_positionally_trains_on_a_stand_in(t
 
 @pytest.mark.slow
 def test_a_stand_in_folder_holds_a_few_batches_of_the_scripts_batch_size(tmp_path):
-    """A hard-coded ``batch_size=512`` with ``drop_last`` over the default 64 images was no
+    """A hard-coded ``batch_size=512`` with ``drop_last`` over the default 128 images was no
     batch at all. An argparse default is the batch size unless the command gives one; the
     command's is lowered first (``-b 512`` runs with 8), and the folder sized by that."""
     pytest.importorskip("PIL")
@@ -320,7 +320,7 @@ def test_a_stand_in_folder_holds_a_few_batches_of_the_scripts_batch_size(tmp_pat
     folder = tmp_path / ".torchport-data/data_imagenet"
     assert len(list((folder / "train").rglob("*.JPEG"))) == 4 * 512
     assert len(list((folder / "val").rglob("*.JPEG"))) == 3 * 512
-    for name, command, images in (("default", [], 4 * 512), ("given", ["-b", "512"], 64)):
+    for name, command, images in (("default", [], 4 * 512), ("given", ["-b", "512"], 128)):
         other = tmp_path / name
         other.mkdir()
         (other / "train.py").write_text(

@@ -166,6 +166,71 @@ def capability_branch(node: ast.AST, ctx: MatchContext) -> bool:
     return False
 
 
+# accelerate's Accelerator, and the mixed-precision modes that need no change on a target
+# whose autocast is bf16 (a literal "fp16", or a value only known at run time, does).
+ACCELERATORS = frozenset({"accelerate.Accelerator", "accelerate.accelerator.Accelerator"})
+PRECISIONS_KEPT = frozenset({"no", "bf16", "fp8"})
+# The helper TPA007's fix wraps a run-time value in: a wrapped value is ported already.
+BF16_MODE = "_bf16_for_fp16"
+
+
+@custom("accelerate_fp16", ast.Call, prefilter="mixed_precision")
+def accelerate_fp16(node: ast.Call, ctx: MatchContext) -> bool:
+    """``Accelerator(mixed_precision="fp16")``, or a ``mixed_precision=`` whose value is
+    known only at run time (``"fp16" if amp else "no"``, ``args.mixed_precision``)."""
+    if ctx.qualname(node.func) not in ACCELERATORS:
+        return False
+    value = next((k.value for k in node.keywords if k.arg == "mixed_precision"), None)
+    if value is None or (
+        isinstance(value, ast.Call)
+        and isinstance(value.func, ast.Name)
+        and value.func.id == BF16_MODE
+    ):
+        return False
+    literal = isinstance(value, ast.Constant) and isinstance(value.value, str)
+    return not (literal and value.value in PRECISIONS_KEPT) and not (
+        isinstance(value, ast.Constant) and value.value is None
+    )
+
+
+# The fields of a CUDA device's properties that tell its generation: its compute capability.
+CAPABILITY_FIELDS = frozenset({"major", "minor"})
+
+
+@custom("capability_properties", ast.Call, prefilter="get_device_properties")
+def capability_properties(node: ast.Call, ctx: MatchContext) -> bool:
+    """``torch.cuda.get_device_properties(d)`` read only for its compute capability:
+    ``(...).major`` directly, or ``props = ...`` whose every other mention in its function
+    (or module) is ``props.major`` / ``props.minor``."""
+    if ctx.qualname(node.func) != "torch.cuda.get_device_properties":
+        return False
+    parent = ctx.parents.get(id(node))
+    if isinstance(parent, ast.Attribute):
+        return parent.attr in CAPABILITY_FIELDS
+    if not (
+        isinstance(parent, ast.Assign)
+        and len(parent.targets) == 1
+        and isinstance(parent.targets[0], ast.Name)
+    ):
+        return False
+    name = parent.targets[0].id
+    scope: ast.AST | None = parent
+    while scope is not None and not isinstance(
+        scope, ast.FunctionDef | ast.AsyncFunctionDef | ast.Module
+    ):
+        scope = ctx.parents.get(id(scope))
+    if scope is None:
+        return False
+    mentions = [n for n in ast.walk(scope) if isinstance(n, ast.Name) and n.id == name]
+    reads = [n for n in mentions if _capability_read(n, ctx)]
+    return bool(reads) and len(mentions) == len(reads) + 1  # + the assignment itself
+
+
+def _capability_read(name: ast.Name, ctx: MatchContext) -> bool:
+    parent = ctx.parents.get(id(name))
+    return isinstance(parent, ast.Attribute) and parent.attr in CAPABILITY_FIELDS
+
+
 # ``device.startswith("cuda")`` / ``("cuda:")``: a prefix test on a device's name.
 CUDA_PREFIX = re.compile(r"^cuda(:\d*)?$")
 

@@ -28,8 +28,11 @@ if TYPE_CHECKING:  # imported where images are drawn: the sandbox imports this m
 STANDIN_DIR = ".torchport-data"
 TOKENS = 1 << 16  # enough for a block of 1024 tokens and a batch of them
 LLMC_MAGIC, LLMC_VERSION, LLMC_HEADER_INTS = 20240520, 1, 256
-# split -> images per class; the classes and image side below
-IMAGE_SPLITS = {"train": 16, "val": 4}
+# split -> images per class at least; the classes and image side below. A user's folder holds
+# thousands of images, and programs check for a floor before they train (a diffusion
+# trainer asserts 100): 128 training images (and 32 to validate) pass such checks and cost
+# well under a second to write.
+IMAGE_SPLITS = {"train": 32, "val": 8}
 IMAGE_LIMIT = 8192  # images a split holds at most, however large the program's batch
 IMAGE_CLASSES = ("class_a", "class_b", "class_c", "class_d")
 IMAGE_SIDE = 32
@@ -109,13 +112,45 @@ def images_per_class(batch: int | None) -> dict[str, int]:
     }
 
 
-def write_image_folder(root: Path, batch: int | None = None) -> int:
+# The image files a program's code names (``exts = ['jpg', 'png']``, ``glob("*.JPEG")``,
+# ``endswith(".png")``): a string literal that is an image suffix, with or without "*." or
+# ".". A hand-written glob is case-sensitive, so the stand-in's files are named as the code
+# names them; ImageNet's ".JPEG" where it names none (torchvision's ImageFolder takes any).
+IMAGE_SUFFIX = re.compile(r"""(['"])(?:\*?\.)?(jpe?g|JPE?G|png|PNG)\1""")
+DEFAULT_IMAGE_SUFFIX = ".JPEG"
+# How much of a program is read for them: its Python files, each up to this many bytes.
+SUFFIX_SCAN_FILES, SUFFIX_SCAN_BYTES = 2000, 1 << 20
+
+
+def image_suffix(program: Path | None) -> str:
+    """The image suffix the program's Python files under ``program`` name most (the first
+    named, on a tie), else :data:`DEFAULT_IMAGE_SUFFIX`. The stand-ins folder is skipped."""
+    if program is None or not program.is_dir():
+        return DEFAULT_IMAGE_SUFFIX
+    counts: dict[str, int] = {}
+    for i, path in enumerate(sorted(program.rglob("*.py"))):
+        if i >= SUFFIX_SCAN_FILES:
+            break
+        if STANDIN_DIR in path.relative_to(program).parts or not path.is_file():
+            continue
+        try:
+            with open(path, encoding="utf-8", errors="replace") as f:
+                text = f.read(SUFFIX_SCAN_BYTES)
+        except OSError:
+            continue
+        for m in IMAGE_SUFFIX.finditer(text):
+            counts["." + m.group(2)] = counts.get("." + m.group(2), 0) + 1
+    return max(counts, key=counts.__getitem__) if counts else DEFAULT_IMAGE_SUFFIX
+
+
+def write_image_folder(root: Path, batch: int | None = None, program: Path | None = None) -> int:
     """``root/{train,val}/<class>/<n>.JPEG``: small RGB images with a pattern per class (the
-    ImageFolder layout), a few batches of ``batch`` where given. Returns how many images
-    were written."""
+    ImageFolder layout), a few batches of ``batch`` where given, named with the suffix the
+    code under ``program`` names (:func:`image_suffix`). Returns how many were written."""
     import torch
     from PIL import Image
 
+    suffix = image_suffix(program)
     written = 0
     for split, per_class in images_per_class(batch).items():
         gen = data.generator("imagefolder", split)
@@ -125,7 +160,8 @@ def write_image_folder(root: Path, batch: int | None = None) -> int:
         for i, (img, target) in enumerate(zip(pixels, targets.tolist(), strict=True)):
             folder = root / split / IMAGE_CLASSES[target]
             folder.mkdir(parents=True, exist_ok=True)
-            Image.fromarray(img.numpy()).save(folder / f"{i:05d}.JPEG", quality=95)
+            # the format follows the suffix (JPEG or PNG), as a user's files are
+            Image.fromarray(img.numpy()).save(folder / f"{i:05d}{suffix}", quality=95)
             written += 1
     return written
 

@@ -1,5 +1,8 @@
 """A Hugging Face ``datasets`` stand-in: ``load_dataset`` answers with synthetic columns.
 
+A dataset known offline by name (``data/hf_datasets.toml``) has that dataset's columns; any
+other has the columns the program's code reads (an image dataset for a program that reads
+``examples["image"]``): the columns a real dataset of its kind has, not text by default.
 Only the common surface is provided (``Dataset`` with indexing, ``map``, ``filter``,
 ``select``, ``shuffle``, ``train_test_split``, ``set_format``/``with_format("torch")``;
 ``DatasetDict``). With the real library installed, :func:`columns` feeds its own
@@ -8,68 +11,107 @@ Only the common surface is provided (``Dataset`` with indexing, ``map``, ``filte
 
 from __future__ import annotations
 
+import functools
+import os
+import re
+import sys
+import tomllib
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
 
-from . import data
+from . import batch, data
 
-# name -> (splits, text field, label field or None, number of classes)
-_SCHEMAS: dict[str, tuple[tuple[str, ...], str, str | None, int]] = {
-    "imdb": (("train", "test", "unsupervised"), "text", "label", 2),
-    "rotten_tomatoes": (("train", "validation", "test"), "text", "label", 2),
-    "yelp_polarity": (("train", "test"), "text", "label", 2),
-    "amazon_polarity": (("train", "test"), "content", "label", 2),
-    "ag_news": (("train", "test"), "text", "label", 4),
-    "emotion": (("train", "validation", "test"), "text", "label", 6),
-    "sst2": (("train", "validation", "test"), "sentence", "label", 2),
-    "cola": (("train", "validation", "test"), "sentence", "label", 2),
-    "wikitext": (("train", "validation", "test"), "text", None, 0),
-    "tiny_shakespeare": (("train", "validation", "test"), "text", None, 0),
-    "tinyshakespeare": (("train", "validation", "test"), "text", None, 0),
-    "tinystories": (("train", "validation"), "text", None, 0),
-    "openwebtext": (("train",), "text", None, 0),
-    "bookcorpus": (("train",), "text", None, 0),
-    "c4": (("train", "validation"), "text", None, 0),
-    "fineweb": (("train",), "text", None, 0),
-    "fineweb-edu": (("train",), "text", None, 0),
-}
-# name -> (splits, image field, label field, number of classes, image shape HxW[xC])
-_IMAGE_SCHEMAS: dict[str, tuple[tuple[str, ...], str, str, int, tuple[int, ...]]] = {
-    "mnist": (("train", "test"), "image", "label", 10, (28, 28)),
-    "fashion_mnist": (("train", "test"), "image", "label", 10, (28, 28)),
-    "cifar10": (("train", "test"), "img", "label", 10, (32, 32, 3)),
-    "cifar100": (("train", "test"), "img", "fine_label", 100, (32, 32, 3)),
-    "food101": (("train", "validation"), "image", "label", 101, (32, 32, 3)),
-    "tiny-imagenet": (("train", "valid"), "image", "label", 200, (32, 32, 3)),
-    "imagenet-1k": (("train", "validation", "test"), "image", "label", 1000, (32, 32, 3)),
-}
-_DEFAULT = (("train", "test"), "text", "label", 2)
+# What the stand-in knows of datasets by name, and how it reads a program for the rest.
+SCHEMAS_FILE = Path(__file__).parent.parent / "data" / "hf_datasets.toml"
+# A column read by name in the program's code: ``examples["image"]``, ``batch['img']``.
+COLUMN_READ = re.compile(r"""\[\s*(['"])([A-Za-z_]\w*)\1\s*\]""")
 
 
-def _lookup(table: dict[str, Any], path: str, name: str | None) -> Any:
+@dataclass(frozen=True)
+class Schema:
+    """The columns of a dataset's split: an image column (PIL images of ``shape``) or
+    none, text columns, a label column of ``classes`` classes or none."""
+
+    splits: tuple[str, ...]
+    image: str | None = None
+    texts: tuple[str, ...] = ()
+    label: str | None = None
+    classes: int = 0
+    shape: tuple[int, ...] = ()
+
+
+def _schema(entry: dict[str, Any], **override: Any) -> Schema:
+    text = entry.get("text")
+    fields = {
+        "splits": tuple(entry["splits"]),
+        "image": entry.get("image"),
+        "texts": (text,) if text else (),
+        "label": entry.get("label"),
+        "classes": int(entry.get("classes", 0)),
+        "shape": tuple(entry.get("shape", ())),
+    }
+    return Schema(**{**fields, **override})
+
+
+@functools.cache
+def table() -> dict[str, Any]:
+    with open(SCHEMAS_FILE, "rb") as f:
+        return tomllib.load(f)
+
+
+def _lookup(path: str, name: str | None) -> Schema | None:
+    known = {**table()["text"], **table()["image"]}
     for key in (name, path.rsplit("/", 1)[-1]):
-        if key and key.lower() in table:
-            return table[key.lower()]
+        if key and key.lower() in known:
+            return _schema(known[key.lower()])
     return None
 
 
-def _schema(path: str, name: str | None) -> tuple[tuple[str, ...], str, str | None, int]:
-    return _lookup(_SCHEMAS, path, name) or _DEFAULT
+@functools.lru_cache(maxsize=32)
+def _source(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read(1 << 20)
+    except OSError:
+        return ""
 
 
-def _image_columns(path: str, name: str | None, split: str) -> dict[str, list[Any]] | None:
-    """Images (PIL where Pillow is installed, as ``datasets`` gives them) and labels."""
-    schema = _lookup(_IMAGE_SCHEMAS, path, name)
-    if schema is None:
-        return None
-    _, image_field, label_field, classes, shape = schema
-    n = data.size_for(split.startswith("train"))
-    gen = data.generator("datasets", path, name, split)
-    targets = data.labels(n, classes, gen)
-    pixels = data.images(n, shape, targets, classes, gen)
-    return {image_field: [_pil(img) for img in pixels], label_field: targets.tolist()}
+def columns_read(texts: list[str]) -> list[str]:
+    """The column names ``texts`` (a program's sources) read by subscript, in order."""
+    return list(dict.fromkeys(m.group(2) for t in texts for m in COLUMN_READ.finditer(t)))
+
+
+def from_program(reads: list[str]) -> Schema:
+    """The schema of a dataset known by no name, from the columns the program reads: an
+    image dataset where it reads an image column (a loader's ``examples["image"]``), a
+    text classification set otherwise, its text and label columns named as the program
+    reads them (``[program]`` of :data:`SCHEMAS_FILE`)."""
+    rules = table()["program"]
+    # in the vocabulary's order: a program that reads "label" and writes "labels" for its
+    # model (``out["labels"] = ex["label"]``) has a dataset with "label"
+    image = next((c for c in rules["image_names"] if c in reads), None)
+    label = next((c for c in rules["label_names"] if c in reads), "label")
+    texts = tuple(c for c in reads if c in rules["text_names"])
+    if image is None:
+        default = _schema(rules["default"])
+        return _schema(rules["default"], texts=texts or default.texts, label=label)
+    return _schema(rules["image"], image=image, label=label, texts=texts)
+
+
+def _program_sources() -> list[str]:
+    """The program's entry script and the file that called ``load_dataset``."""
+    script = sys.argv[0] if sys.argv and sys.argv[0].endswith(".py") else ""
+    paths = dict.fromkeys(os.path.abspath(p) for p in (script, batch.caller()) if p)
+    return [_source(p) for p in paths]
+
+
+def schema_for(path: str, name: str | None) -> Schema:
+    """The named dataset's schema where it is known offline, else the program's."""
+    return _lookup(path, name) or from_program(columns_read(_program_sources()))
 
 
 def _pil(img: torch.Tensor) -> Any:
@@ -81,23 +123,26 @@ def _pil(img: torch.Tensor) -> Any:
 
 
 def split_names(path: str, name: str | None) -> tuple[str, ...]:
-    image = _lookup(_IMAGE_SCHEMAS, path, name)
-    return image[0] if image else _schema(path, name)[0]
+    return schema_for(path, name).splits
 
 
 def columns(path: str, name: str | None, split: str) -> dict[str, list[Any]]:
-    images = _image_columns(path, name, split)
-    if images is not None:
-        return images
-    _, text_field, label_field, classes = _schema(path, name)
+    """Images (PIL where Pillow is installed, as ``datasets`` gives them), texts and
+    labels of the schema's columns, deterministic for the dataset and split."""
+    schema = schema_for(path, name)
     n = data.size_for(split.startswith("train"))
     gen = data.generator("datasets", path, name, split)
-    targets = data.labels(n, max(classes, 2), gen)
-    cols: dict[str, list[Any]] = {text_field: data.sentences(targets, gen)}
-    if label_field is not None:
+    targets = data.labels(n, max(schema.classes, 2), gen)
+    cols: dict[str, list[Any]] = {}
+    if schema.image is not None:
+        pixels = data.images(n, schema.shape, targets, max(schema.classes, 2), gen)
+        cols[schema.image] = [_pil(img) for img in pixels]
+    for text in schema.texts:
+        cols[text] = data.sentences(targets, gen)
+    if schema.label is not None:
         unlabeled = split == "unsupervised"
-        cols[label_field] = [-1] * n if unlabeled else targets.tolist()
-    if text_field == "sentence":
+        cols[schema.label] = [-1] * n if unlabeled else targets.tolist()
+    if schema.texts == ("sentence",):
         cols["idx"] = list(range(n))
     return cols
 
@@ -114,18 +159,27 @@ def load(
     make: Callable[[dict[str, list[Any]]], Any],
     make_dict: Callable[[dict[str, Any]], Any],
 ) -> Any:
-    dataset_id = path if name is None else f"{path}/{name}"
+    """The split (or splits, or every split as ``make_dict``) of the named dataset, each
+    recorded with its size and columns: a failure over a column the stand-in lacks is
+    then told to be the stand-in's (``agents.attribution``)."""
     if split is None:
-        out = {}
-        for s in split_names(path, name):
-            out[s] = make(columns(path, name, s))
-            data.record("datasets", dataset_id, len(out[s]), split=s)
-        return make_dict(out)
+        return make_dict({s: _split(path, name, s, make) for s in split_names(path, name)})
     if isinstance(split, list | tuple):
         return [load(path, name, s, make, make_dict) for s in split]
-    base = _base_split(str(split))
-    ds = make(columns(path, name, base))
-    data.record("datasets", dataset_id, len(ds), split=base)
+    return _split(path, name, _base_split(str(split)), make)
+
+
+def _split(path: str, name: str | None, split: str, make: Callable[..., Any]) -> Any:
+    cols = columns(path, name, split)
+    ds = make(cols)
+    dataset_id = path if name is None else f"{path}/{name}"
+    # where the columns came from: a dataset known offline has the real one's, so a column
+    # it lacks the real one lacks too; guessed ones may be the stand-in's mistake
+    known = _lookup(path, name) is not None
+    source = "the dataset's features" if known else "the columns the program reads"
+    data.record(
+        "datasets", dataset_id, len(ds), split=split, columns=list(cols), columns_from=source
+    )
     return ds
 
 
@@ -133,6 +187,8 @@ class Dataset:
     def __init__(self, cols: dict[str, list[Any]]) -> None:
         self._cols = {k: list(v) for k, v in cols.items()}
         self._format: tuple[str | None, list[str] | None] = (None, None)
+        # ``set_transform``'s function, applied to a batch (a dict of lists) on access
+        self._transform: Callable[[dict[str, list[Any]]], dict[str, Any]] | None = None
 
     @classmethod
     def from_dict(cls, mapping: dict[str, list[Any]], **_: Any) -> Dataset:
@@ -164,6 +220,9 @@ class Dataset:
         return value
 
     def _row(self, i: int) -> dict[str, Any]:
+        if self._transform is not None:  # as datasets does: a batch of one, then its row
+            out = self._transform({k: [v[i]] for k, v in self._cols.items()})
+            return {k: v[0] for k, v in out.items()}
         kind, cols = self._format
         keys = [k for k in self._cols if kind is None or cols is None or k in cols]
         return {k: self._fmt(k, self._cols[k][i]) for k in keys}
@@ -172,6 +231,8 @@ class Dataset:
         if isinstance(key, str):
             return self._fmt(key, self._cols[key])
         if isinstance(key, slice):
+            if self._transform is not None:
+                return self._transform({k: v[key] for k, v in self._cols.items()})
             return {k: self._fmt(k, v[key]) for k, v in self._cols.items()}
         if isinstance(key, int | torch.Tensor):
             return self._row(int(key))
@@ -183,7 +244,7 @@ class Dataset:
 
     def _new(self, cols: dict[str, list[Any]]) -> Dataset:
         out = Dataset(cols)
-        out._format = self._format
+        out._format, out._transform = self._format, self._transform
         return out
 
     def select(self, indices: Any) -> Dataset:
@@ -255,7 +316,16 @@ class Dataset:
         return out
 
     def reset_format(self) -> None:
-        self._format = (None, None)
+        self._format, self._transform = (None, None), None
+
+    def set_transform(self, transform: Callable[..., Any] | None, **_: Any) -> None:
+        """``transform`` turns each accessed batch (a dict of lists) into what is returned."""
+        self._transform = transform
+
+    def with_transform(self, transform: Callable[..., Any] | None, **_: Any) -> Dataset:
+        out = self._new(self._cols)
+        out.set_transform(transform)
+        return out
 
     def __repr__(self) -> str:
         return f"Dataset(features: {self.column_names}, num_rows: {len(self)}) [synthetic]"
@@ -277,6 +347,13 @@ class DatasetDict(dict):
 
     def with_format(self, *args: Any, **kwargs: Any) -> DatasetDict:
         return DatasetDict({k: v.with_format(*args, **kwargs) for k, v in self.items()})
+
+    def set_transform(self, *args: Any, **kwargs: Any) -> None:
+        for v in self.values():
+            v.set_transform(*args, **kwargs)
+
+    def with_transform(self, *args: Any, **kwargs: Any) -> DatasetDict:
+        return DatasetDict({k: v.with_transform(*args, **kwargs) for k, v in self.items()})
 
     def remove_columns(self, names: Any) -> DatasetDict:
         return DatasetDict({k: v.remove_columns(names) for k, v in self.items()})

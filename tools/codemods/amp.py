@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from ..pycustom import BF16_MODE
 from .base import (
     ACCELERATOR_TYPE,
     DEVICE_STRING,
@@ -116,3 +117,27 @@ def custom_fwd(node: cst.CSTNode, ctx: FixContext):
     name = code_of(call.func).rsplit(".", 1)[-1]
     call = call.with_changes(func=ctx.expr(f"torch.amp.{name}"))
     return set_kwarg(drop_args(call, "device_type"), "device_type", _device_type(ctx))
+
+
+# accelerate's mode for the target's autocast, where the program's is fp16: a helper the file
+# defines once, so that a value known only at run time is read once and kept otherwise.
+BF16_MODE_CODE = f'''def {BF16_MODE}(mixed_precision):
+    """torchport (TPA007): the target's autocast is bf16; accelerate refuses fp16 there."""
+    return "bf16" if str(mixed_precision) == "fp16" else mixed_precision
+'''
+
+
+@register("TPA007", BF16_TARGETS)
+def accelerate_fp16(node: cst.Call, ctx: FixContext):
+    """``Accelerator(mixed_precision="fp16")`` -> ``"bf16"``, and a value known only at run
+    time (``"fp16" if amp else "no"``) -> ``_bf16_for_fp16(...)``: accelerate refuses fp16
+    on the target ("fp16 mixed precision is not supported on 'tpu'"; TorchTPU has no
+    GradScaler kernels), and the target's autocast is bf16, as TPA001 ports autocast."""
+    arg = arg_named(node, "mixed_precision")
+    if arg is None:
+        raise NotApplicable("no mixed_precision= keyword")
+    if isinstance(arg.value, cst.SimpleString) and arg.value.evaluated_value == "fp16":
+        return set_kwarg(node, "mixed_precision", arg.value.with_changes(value='"bf16"'))
+    ctx.define(BF16_MODE, BF16_MODE_CODE)
+    wrapped = cst.Call(func=cst.Name(BF16_MODE), args=[cst.Arg(value=arg.value)])
+    return set_kwarg(node, "mixed_precision", wrapped)

@@ -554,6 +554,22 @@ def capability_branch(node: cst.BaseExpression, ctx: FixContext):
     return cst.Name("True" if value else "False")
 
 
+# What the target answers for a CUDA device's compute capability: a modern GPU's, as TPD014
+# does for a capability branch.
+MODERN_CAPABILITY = {"major": 9, "minor": 0}
+
+
+@register("TPD027", {"tpu", "neuron"})
+def capability_properties(node: cst.Call, ctx: FixContext):
+    """``torch.cuda.get_device_properties(d)`` read only for ``.major``/``.minor`` (the
+    matcher checked every use) -> ``types.SimpleNamespace(major=9, minor=0)``: the call
+    raises on a torch without CUDA, and a generation check behind a ``cuda.is_available()``
+    that became ``accelerator.is_available()`` reaches it on the target."""
+    ctx.need("types")
+    fields = ", ".join(f"{k}={v}" for k, v in MODERN_CAPABILITY.items())
+    return cst.parse_expression(f"types.SimpleNamespace({fields})")
+
+
 FOLD = "fold_branches"
 
 
