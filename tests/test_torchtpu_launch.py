@@ -330,7 +330,11 @@ def setup():
     # the ranks' launcher (mpiexec here) says who this rank is; the program writes the rest
     rank, size = int(os.environ.get("PMI_RANK", "0")), int(os.environ.get("PMI_SIZE", "1"))
     backend = "nccl" if torch.cuda.is_available() else "gloo"
-    os.environ["MASTER_ADDR"] = "127.0.0.1"
+    if backend == "gloo":
+        host = "127.0.0.1"
+    else:
+        host = "127.0.0.1"  # the ranks' launcher may say otherwise
+    os.environ["MASTER_ADDR"] = host
     os.environ["RANK"] = str(rank)
     os.environ["WORLD_SIZE"] = str(size)
     os.environ["MASTER_PORT"] = os.environ.get("PMI_PORT", "29512")

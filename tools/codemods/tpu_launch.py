@@ -107,8 +107,9 @@ def _environ_of(statement: cst.SimpleStatementLine, ctx: FixContext) -> str:
     ``WORLD_SIZE`` (the matcher found that write)."""
     block = ctx.parent(statement)
     body = list(getattr(block, "body", ()))
-    for line in body[: body.index(statement)] if statement in body else ():
-        for small in getattr(line, "body", ()):
+    lines = body[: body.index(statement)] if statement in body else []
+    for line in (x for x in lines if isinstance(x, cst.SimpleStatementLine)):
+        for small in line.body:
             for target in getattr(small, "targets", ()):
                 t = target.target
                 key = t.slice[0].slice.value if isinstance(t, cst.Subscript) else None
