@@ -1067,12 +1067,18 @@ def name_missing_dependency(v: Verification, environment: dict[str, Any]) -> Ver
         if why is None:
             continue
         v.verdict, v.failure = "not-runnable", None
+        # torchport's environment, not the program: the original runs where it is installed
         original_failed = bool(v.reference) and v.reference.get("status") != "ok"
-        v.reason = (
-            ("the original fails here too: " if original_failed else "")
-            + f"the program needs {dist} (import {module}), which could not be installed: "
-            f"{why}; {HOW_TO_PROVIDE}"
+        blame = attribution.Attribution(
+            "own-environment",
+            f"torchport could not install {dist}",
+            f"the program needs it (import {module})"
+            + (", so neither run could start" if original_failed else "")
+            + f": {why}",
+            HOW_TO_PROVIDE,
         )
+        v.attribution, v.next_step = blame.to_json(), blame.next_step
+        v.reason = f"{blame.cause}: {blame.evidence}; {blame.next_step}"
         return v
     return v
 

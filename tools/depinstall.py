@@ -196,6 +196,28 @@ def _dry_run(
     ], ""
 
 
+NO_DISTRIBUTION = "No matching distribution found"
+_VERSIONS = re.compile(r"^Available versions: (.+)$", re.MULTILINE)
+
+
+def sources_only(name: str, env: dict[str, str], deadline: float) -> str | None:
+    """Why ``name`` had no distribution for the wheels-only resolution, where the index has
+    it as source distributions only (for this interpreter): pip's index listing counts
+    sdists, which the resolution refuses. Only file names are read; nothing is built."""
+    done = _pip(["index", "versions", name], env, deadline, f"listing {name}'s releases")
+    found = _VERSIONS.search(done.stdout or "") if done.returncode == 0 else None
+    if found is None:
+        return None
+    versions = found.group(1).split(", ")
+    shown = ", ".join(versions[:3]) + (
+        f" and {len(versions) - 3} more" if len(versions) > 3 else ""
+    )
+    return (
+        f"{name} has no wheel for this interpreter, only source distributions ({shown}), and "
+        "torchport installs wheels only (building an sdist runs the package's code on the host)"
+    )
+
+
 def _resolve(
     overlay: Overlay, requirements: dict[str, str], env: dict[str, str], work: Path, deadline: float
 ) -> list[tuple[str, str]]:
@@ -206,6 +228,8 @@ def _resolve(
     usable = []
     for name, requirement in requirements.items():  # which ones could not be had
         alone, why = _dry_run([requirement], env, work, deadline)
+        if alone is None and NO_DISTRIBUTION in why:
+            why = sources_only(name, env, deadline) or why
         if alone is None:
             overlay.unavailable[name] = why
         else:
