@@ -170,7 +170,7 @@ def test_a_package_published_as_sources_only_is_torchports_gap_not_the_originals
     repo = write(tmp_path / "repo", {"requirements.txt": "tinydep\nsdistonly\n"})
     overlay = depinstall.prepare(resolve(repo), tmp_path / "cache")
     why = overlay.unavailable["sdistonly"]
-    assert "only source distributions (0.3)" in why and "wheels only" in why, why
+    assert "source distributions only (newest 0.3)" in why and "wheels only" in why, why
     failed = {
         "status": "failed",
         "error": {"type": "ModuleNotFoundError", "message": "No module named 'sdistonly'"},

@@ -208,13 +208,10 @@ def sources_only(name: str, env: dict[str, str], deadline: float) -> str | None:
     found = _VERSIONS.search(done.stdout or "") if done.returncode == 0 else None
     if found is None:
         return None
-    versions = found.group(1).split(", ")
-    shown = ", ".join(versions[:3]) + (
-        f" and {len(versions) - 3} more" if len(versions) > 3 else ""
-    )
+    newest = found.group(1).split(", ")[0]
     return (
-        f"{name} has no wheel for this interpreter, only source distributions ({shown}), and "
-        "torchport installs wheels only (building an sdist runs the package's code on the host)"
+        f"{name} is published as source distributions only (newest {newest}), no wheel for "
+        "this interpreter; torchport installs wheels only (a build runs its code on the host)"
     )
 
 
