@@ -234,7 +234,9 @@ from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
 os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=os.environ["PORT"], RANK="0", WORLD_SIZE="1")
 dist.init_process_group("nccl")
 device = torch.device(torch.cuda.current_device())  # a CUDA machine: cuda:0
-model = FSDP(torch.nn.Linear(4, 2).cuda(), device_id=torch.cuda.current_device())
+model = FSDP(
+    torch.nn.Linear(4, 2).cuda(), device_id=torch.cuda.current_device(), sync_module_states=True
+)
 opt = torch.optim.SGD(model.parameters(), lr=0.1)
 for step in range(2):
     loss = model(torch.randn(8, 4).to(device)).pow(2).mean()

@@ -251,9 +251,21 @@ def _make_fsdp_init(real_init: Any) -> Any:
 FSDP_MODULE = "torch.distributed.fsdp.fully_sharded_data_parallel"
 
 
+def _states_on_the_cpu_device(module_states: list[torch.Tensor]) -> None:
+    """FSDP's ``sync_module_states=True`` refuses CPU tensors because NCCL cannot broadcast
+    them; the shim's CUDA is the CPU and its process group gloo, which can: the broadcast
+    that follows is the one the CUDA machine makes."""
+    if module_states:
+        record("FullyShardedDataParallel(sync_module_states=True)")
+
+
 def _patch_fsdp(module: ModuleType) -> None:
     fsdp = module.FullyShardedDataParallel
     patching.patch(fsdp, "__init__", _make_fsdp_init(fsdp.__init__), by="shim.devices")
+    init_utils = sys.modules.get("torch.distributed.fsdp._init_utils")
+    check = "_check_module_states_for_sync_module_states"
+    if init_utils is not None and hasattr(init_utils, check):
+        patching.patch(init_utils, check, _states_on_the_cpu_device, by="shim.devices")
 
 
 class _FsdpFinder(importlib.abc.MetaPathFinder):
