@@ -43,7 +43,7 @@ from torchport.tools.codemods import tpu_launch
 from torchport.tools.depinstall import HOW_TO_PROVIDE
 from torchport.tools.depresolve import NOT_FOR_THE_PORT
 
-from . import attribution, kernel_check, port_launch, precision_check, verify_pair
+from . import attribution, kernel_check, port_launch, precision_check, torch_pin, verify_pair
 from .data_notes import interpreter_note
 from .defaults import VERIFY_STEPS
 from .diagnose import diagnose, load_signatures
@@ -831,6 +831,7 @@ def verify_tree(
     imports = attribution.imported_names([*_python_texts(source), *_python_texts(tree)])
     v = name_missing_dependency(judge(reference, run, policy, mode, imports), environment)
     v = unimportable_port(v, target)  # a CUDA-only import the port kept: named as such
+    v = torch_pin.with_torch_pin(v, environment)  # an original that pins another torch
     checks = (plan, policies_for(tolerance))
     v = _sites_checked(v, source, tree, (reference, run), mode, budget, site_paths, checks, say)
     v, again = with_precision_checks(v, target, run, lambda: migrated(None))
