@@ -1070,10 +1070,11 @@ def name_missing_dependency(v: Verification, environment: dict[str, Any]) -> Ver
         v.verdict, v.failure = "not-runnable", None
         # torchport's environment, not the program: the original runs where it is installed
         original_failed = bool(v.reference) and v.reference.get("status") != "ok"
+        tried = dist in (environment.get("unavailable") or {})  # else skipped or hidden
         blame = attribution.Attribution(
             "own-environment",
-            f"torchport could not install {dist}",
-            f"the program needs it (import {module})"
+            f"torchport {'could not install' if tried else 'did not install'} {dist}",
+            f"the program needs {dist} (import {module})"
             + (", so neither run could start" if original_failed else "")
             + f": {why}",
             HOW_TO_PROVIDE,
