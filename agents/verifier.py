@@ -50,6 +50,7 @@ from . import (
     port_launch,
     precision_check,
     submodules,
+    torch_pin,
     verify_pair,
 )
 from .data_notes import interpreter_note
@@ -889,10 +890,12 @@ def _named(
     renamed: Any,
 ) -> Verification:
     """The verdict with what its reason must name: a package the environment could not
-    provide, a CUDA-only import the port kept, an empty submodule (a clone without
-    --recursive), the ``async=`` keywords the original ran renamed with."""
+    provide, a CUDA-only import the port kept, the torch the original pins, an empty
+    submodule (a clone without --recursive), the ``async=`` keywords the original ran
+    renamed with."""
     v = name_missing_dependency(v, environment)
     v = unimportable_port(v, target)
+    v = torch_pin.with_torch_pin(v, environment)  # an original that pins another torch
     v = submodules.name_empty_submodule(v, source)
     if renamed:
         v.reason += f"; {original_keyword.note(renamed)}"
@@ -1126,12 +1129,19 @@ def name_missing_dependency(v: Verification, environment: dict[str, Any]) -> Ver
         # Not "the original fails here too": the package is missing from the runs'
         # environment (torchport's, or the interpreter given), not wrong in the program.
         v.verdict, v.failure = "not-runnable", None
-        v.reason = f"the program needs {dist} (import {module}), which its runs lack here: {why}"
+        original_failed = bool(v.reference) and v.reference.get("status") != "ok"
+        tried = dist in (environment.get("unavailable") or {})  # else skipped or hidden
         step = provide_step(dist, environment)
-        if step is None:
-            v.reason += f"; {HOW_TO_PROVIDE}"
-            step = HOW_TO_PROVIDE[0].upper() + HOW_TO_PROVIDE[1:]
-        v.next_step = step
+        blame = attribution.Attribution(
+            "own-environment",
+            f"torchport {'could not install' if tried else 'did not install'} {dist}",
+            f"the program needs {dist} (import {module})"
+            + (", so neither run could start" if original_failed else "")
+            + f": {why}",
+            step or HOW_TO_PROVIDE[0].upper() + HOW_TO_PROVIDE[1:],
+        )
+        v.attribution, v.next_step = blame.to_json(), blame.next_step
+        v.reason = f"{blame.cause}: {blame.evidence}" + ("" if step else f"; {HOW_TO_PROVIDE}")
         return v
     return v
 

@@ -74,6 +74,11 @@ class Repo:
     # folders of the snapshot a user installs from source (``pip install .``): built as
     # wheels into a folder that pip sees through PIP_FIND_LINKS, named in ``deps``
     wheels: tuple[str, ...] = ()
+    # requirements the repository's README installs (``pip install -r requirements.txt``) that
+    # the index has as source distributions only: pip builds them on the user's machine, and
+    # torchport installs wheels only, so the benchmark builds them (``pip wheel --no-binary``)
+    # into the same PIP_FIND_LINKS folder, as that user's pip would
+    sdists: tuple[str, ...] = ()
     table: int = 1  # the table of shared/REALWORLD.md the repository is in
     # the README clones with --recursive: each git submodule is extracted at the commit the
     # tree pins, from its own fetched snapshot (a GitHub URL's owner/name under --mirrors)
@@ -275,6 +280,8 @@ SECOND: tuple[Repo, ...] = (
         "python -m dinov2.train.train --config-file dinov2/configs/train/vitl16_short.yaml"
         " --output-dir out" + DINOV2_TINY,
         memory_mb=8192,
+        # requirements.txt's fvcore and iopath are published as sdists only
+        sdists=("fvcore", "iopath"),
         prepare=(
             # ImageNet's val layout: val/CLASS/ILSVRC2012_val_NNNNNNNN.JPEG
             Prepare(
@@ -566,19 +573,17 @@ def run_one(
         "--quiet",
     ]
     env = None
-    if repo.wheels:
+    if repo.wheels or repo.sdists:
         wheels = work / "wheels" / slug
         shutil.rmtree(wheels, ignore_errors=True)
-        for where in repo.wheels:
-            pip = [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(wheels)]
-            built = subprocess.run(
-                [*pip, str(root / where)],
-                capture_output=True,
-                text=True,
-            )
+        pip = [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(wheels)]
+        builds = [[str(root / where)] for where in repo.wheels]
+        builds += [["--no-binary", ":all:", name] for name in repo.sdists]
+        for what in builds:
+            built = subprocess.run([*pip, *what], capture_output=True, text=True)
             if built.returncode != 0:
                 why = (built.stderr.strip().splitlines() or ["no output"])[-1]
-                return Row(repo.title, "error", f"could not build a wheel of {where}: {why}")
+                return Row(repo.title, "error", f"could not build a wheel of {what[-1]}: {why}")
         env = {**os.environ, "PIP_FIND_LINKS": str(wheels)}
     if repo.deps:
         requirements = work / "deps" / f"{slug}.txt"

@@ -166,7 +166,9 @@ def test_an_unpinned_companion_with_no_release_for_this_torch_is_not_installed(t
     env = {"skipped": [asdict(w) for w in r.skipped], "import_names": r.import_names}
     v = verifier.name_missing_dependency(v, env)
     assert v.verdict == "not-runnable"
-    assert v.reason.startswith("the program needs torchtext (import torchtext)")
+    assert v.reason.startswith(
+        "torchport did not install torchtext: the program needs torchtext (import torchtext)"
+    ), v.reason
     assert "fails here too" not in v.reason and "PIP_FIND_LINKS" not in v.reason
     assert "--python PATH" in v.next_step and "torch 2.3 or older" in v.next_step
     assert "pytorch==1.3.1 (requirements.txt:1)" in v.next_step

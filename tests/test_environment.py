@@ -165,6 +165,27 @@ def test_a_package_without_a_wheel_is_named_with_how_to_provide_it(tmp_path, whe
 
 
 @pytest.mark.slow
+def test_a_package_published_as_sources_only_is_torchports_gap_not_the_originals(tmp_path, wheels):
+    (wheels / "sdistonly-0.3.tar.gz").write_bytes(b"")  # only its name is read, never built
+    repo = write(tmp_path / "repo", {"requirements.txt": "tinydep\nsdistonly\n"})
+    overlay = depinstall.prepare(resolve(repo), tmp_path / "cache")
+    why = overlay.unavailable["sdistonly"]
+    assert "source distributions only (newest 0.3)" in why and "wheels only" in why, why
+    failed = {
+        "status": "failed",
+        "error": {"type": "ModuleNotFoundError", "message": "No module named 'sdistonly'"},
+    }
+    env = {**overlay.to_json(), "import_names": {"sdistonly": "sdistonly"}}
+    v = verifier.Verification("failed", "failed", target=failed, reference=failed)
+    v = verifier.name_missing_dependency(v, env)
+    assert v.verdict == "not-runnable"
+    assert "the original fails" not in v.reason  # it runs where the package is installed
+    assert v.reason.startswith("torchport could not install sdistonly: the program needs"), v.reason
+    assert "PIP_FIND_LINKS" in v.next_step and "--python" in v.next_step
+    assert v.attribution["kind"] == "own-environment"
+
+
+@pytest.mark.slow
 def test_root_package_layout_and_an_installed_dependency_verify(tmp_path, wheels):
     """scripts/train.py imports mypkg (at the root) and tinydep (from the overlay)."""
     repo = write(

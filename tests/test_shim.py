@@ -225,6 +225,49 @@ def test_nccl_falls_back_to_gloo(active, tmp_path):
         dist.destroy_process_group()
 
 
+FSDP_PROGRAM = """\
+import os
+import torch
+import torch.distributed as dist
+from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+
+os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=os.environ["PORT"], RANK="0", WORLD_SIZE="1")
+dist.init_process_group("nccl")
+device = torch.device(torch.cuda.current_device())  # a CUDA machine: cuda:0
+model = FSDP(
+    torch.nn.Linear(4, 2).cuda(), device_id=torch.cuda.current_device(), sync_module_states=True
+)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for step in range(2):
+    loss = model(torch.randn(8, 4).to(device)).pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    print("STEP", step, device, flush=True)
+"""
+
+
+def test_a_bare_device_index_is_the_cuda_device_it_names_on_a_cuda_machine(active):
+    assert torch.device(0) == torch.device("cuda", 0)
+    assert torch.device(torch.cuda.current_device()).type == "cuda"
+    assert torch.device("cpu", 0) == torch.device("cpu", 0)  # only a bare index is CUDA's
+
+
+@pytest.mark.slow
+def test_fsdp_on_the_current_cuda_device_trains_on_the_reference(tmp_path):
+    import socket
+
+    from torchport.sandbox.harness import RunSpec, run
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = str(s.getsockname()[1])
+    (tmp_path / "main.py").write_text(FSDP_PROGRAM.replace('os.environ["PORT"]', repr(port)))
+    result = run(RunSpec(root=tmp_path, command=["python", "main.py"], mode="reference"))
+    assert result.status == "ok", (result.error, result.stderr_tail)
+    assert "STEP 1 cuda:0" in result.stdout_tail
+
+
 # --- activate / deactivate ------------------------------------------------------------
 
 

@@ -182,6 +182,35 @@ def test_memory_efficient_attention_biases_and_layouts():
     _close(out, expected)
 
 
+def test_block_diagonal_attention_is_each_sequence_attending_to_itself():
+    # two batches of packed sequences (2 of length 5, 3 of length 3), as a ViT's crops are
+    torch.manual_seed(6)
+    crops = [torch.randn(2, 5, 3, 4), torch.randn(3, 3, 3, 4)]
+    mask, packed = xformers.BlockDiagonalMask.from_tensor_list(crops)
+    assert packed.shape == (1, 19, 3, 4)
+    out = xformers.memory_efficient_attention(packed, packed, packed, attn_bias=mask)
+    alone = [xformers.memory_efficient_attention(c, c, c) for c in crops]
+    for got, expected in zip(mask.split(out), alone, strict=True):
+        torch.testing.assert_close(got, expected)
+    # from_seqlens, materialized: 0 inside a block, -inf across blocks
+    blocks = xformers.BlockDiagonalMask.from_seqlens([2, 1]).materialize((3, 3))
+    inf = float("-inf")
+    assert blocks.tolist() == [[0, 0, inf], [0, 0, inf], [inf, inf, 0]]
+    with pytest.raises(ValueError):  # a packed tensor of another length
+        xformers.memory_efficient_attention(packed[:, :4], packed[:, :4], packed[:, :4], mask)
+
+
+def test_scaled_index_add_and_index_select_cat_follow_their_reference_semantics():
+    x, source = torch.zeros(4, 3), torch.ones(2, 3)
+    index, scaling = torch.tensor([0, 2]), torch.tensor([1.0, 2.0, 3.0])
+    out = xformers.scaled_index_add(x, index, source, scaling=scaling, alpha=0.5)
+    assert out.tolist() == [[0.5, 1.0, 1.5], [0, 0, 0], [0.5, 1.0, 1.5], [0, 0, 0]]
+    assert x.abs().sum() == 0  # a new tensor, the input unchanged
+    a, b = torch.arange(6.0).view(3, 2), torch.arange(4.0).view(2, 2) + 10
+    cat = xformers.index_select_cat([a, b], [torch.tensor([2]), torch.tensor([0, 1])])
+    assert cat.tolist() == [4.0, 5.0, 10.0, 11.0, 12.0, 13.0]
+
+
 # --- apex ---------------------------------------------------------------------------------
 
 

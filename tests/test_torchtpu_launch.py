@@ -24,6 +24,7 @@ from torchport.agents.port_launch import port_command, stepped_command
 from torchport.sandbox import torchtpu_facts, tpu_launch
 from torchport.sandbox.harness import RunError, RunSpec, launcher_argv, run
 from torchport.sandbox.launch_step import exported
+from torchport.tools.migrate import MigrateOptions, migrate
 
 backend = test_emulator.backend
 FACTS = torchtpu_facts.section("distributed")
@@ -314,3 +315,104 @@ def test_a_tpu_torchrun_entry_gains_the_step_as_the_ports_command(tmp_path):
     assert _stepped_launch(tmp_path, TORCHRUN, "tpu") == STEP + " ".join(TORCHRUN)
     assert _stepped_launch(tmp_path, TORCHRUN, "neuron") == ""
     assert _stepped_launch(tmp_path, ["python", "train.py"], "tpu") == ""
+
+
+# -- a rank that launches itself (MPI-style: the program writes RANK and WORLD_SIZE) --------
+
+SELF_LAUNCHED = """\
+import os
+
+import torch
+import torch.distributed as dist
+
+
+def setup():
+    # the ranks' launcher (mpiexec here) says who this rank is; the program writes the rest
+    rank, size = int(os.environ.get("PMI_RANK", "0")), int(os.environ.get("PMI_SIZE", "1"))
+    backend = "nccl" if torch.cuda.is_available() else "gloo"
+    if backend == "gloo":
+        host = "127.0.0.1"
+    else:
+        host = "127.0.0.1"  # the ranks' launcher may say otherwise
+    os.environ["MASTER_ADDR"] = host
+    os.environ["RANK"] = str(rank)
+    os.environ["WORLD_SIZE"] = str(size)
+    os.environ["MASTER_PORT"] = os.environ.get("PMI_PORT", "29512")
+    dist.init_process_group(backend=backend, init_method="env://")
+
+
+setup()
+x = torch.ones(2).cuda() * (dist.get_rank() + 1)
+dist.all_reduce(x)
+os.write(1, f"RANK {dist.get_rank()} {x.sum().item()}\\n".encode())  # one write a rank
+"""
+# What mpiexec does for the program: start SIZE ranks with their PMI variables; STEP is
+# where a launch line takes TorchTPU's step (the parent of the ranks), or does not.
+MPIEXEC = """\
+import os, socket, subprocess, sys
+
+import torch
+
+STEP
+with socket.socket() as s:
+    s.bind(("127.0.0.1", 0))
+    port = str(s.getsockname()[1])
+size = int(sys.argv[1])
+ranks = [
+    subprocess.Popen(
+        [sys.executable, "main.py"],
+        env={**os.environ, "PMI_RANK": str(r), "PMI_SIZE": str(size), "PMI_PORT": port},
+    )
+    for r in range(size)
+]
+sys.exit(max(p.wait() for p in ranks))
+"""
+
+
+def _self_launched_port(tmp_path: Path, step: str = "pass") -> Path:
+    original, port = tmp_path / "original", tmp_path / "port"
+    original.mkdir()
+    (original / "main.py").write_text(SELF_LAUNCHED)
+    migrate(original, MigrateOptions(target="tpu", out=port))
+    (port / "mpiexec.py").write_text(MPIEXEC.replace("STEP", step))
+    return port
+
+
+def test_a_self_launched_rank_gets_local_rank_and_its_own_step_for_one_rank(tmp_path):
+    ported = (_self_launched_port(tmp_path) / "main.py").read_text()
+    expected = (
+        '    os.environ["MASTER_PORT"] = os.environ.get("PMI_PORT", "29512")\n'
+        '    os.environ.setdefault("LOCAL_RANK", os.environ["RANK"])\n'
+        '    if int(os.environ["WORLD_SIZE"]) == 1:\n'
+        f"        {FACTS['launch_function']}(nproc_per_node=1)\n"
+        '    dist.init_process_group(backend=backend, init_method="env://")\n'
+    )
+    assert expected in ported, ported
+    again = tmp_path / "again"
+    migrate(tmp_path / "port", MigrateOptions(target="tpu", out=again))
+    assert (again / "main.py").read_text() == ported  # a second migration adds nothing
+
+
+@pytest.mark.slow
+def test_a_self_launched_port_runs_one_rank_on_its_own(tmp_path):
+    port = _self_launched_port(tmp_path)
+    result = run(RunSpec(root=port, command=["python", "main.py"], mode="tpu", timeout_s=180))
+    assert result.status == "ok", (result.error, result.stderr_tail)
+    assert "RANK 0 2.0" in result.stdout_tail
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("step", [True, False])
+def test_two_self_launched_ranks_need_the_step_in_their_launchers_parent(tmp_path, step):
+    line = f"{FACTS['launch_function']}(nproc_per_node=2)" if step else "pass"
+    port = _self_launched_port(tmp_path, line)
+    command = ["python", "mpiexec.py", "2"]
+    result = run(RunSpec(root=port, command=command, mode="tpu", timeout_s=240))
+    if step:
+        assert result.status == "ok", (result.error, result.stderr_tail)
+        ranks = re.findall(r"RANK (\d) 6\.0", result.stdout_tail)
+        assert sorted(ranks) == ["0", "1"], (result.stdout_tail, result.stderr_tail)
+    else:  # each rank alone cannot decide addresses the other agrees on: TorchTPU says so
+        assert result.status == "failed"
+        output = json.dumps(result.error) + result.stderr_tail
+        assert _missing(*LAUNCH_VARIABLES) in output, output

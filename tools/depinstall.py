@@ -196,6 +196,25 @@ def _dry_run(
     ], ""
 
 
+NO_DISTRIBUTION = "No matching distribution found"
+_VERSIONS = re.compile(r"^Available versions: (.+)$", re.MULTILINE)
+
+
+def sources_only(name: str, env: dict[str, str], deadline: float) -> str | None:
+    """Why ``name`` had no distribution for the wheels-only resolution, where the index has
+    it as source distributions only (for this interpreter): pip's index listing counts
+    sdists, which the resolution refuses. Only file names are read; nothing is built."""
+    done = _pip(["index", "versions", name], env, deadline, f"listing {name}'s releases")
+    found = _VERSIONS.search(done.stdout or "") if done.returncode == 0 else None
+    if found is None:
+        return None
+    newest = found.group(1).split(", ")[0]
+    return (
+        f"{name} is published as source distributions only (newest {newest}), no wheel for "
+        "this interpreter; torchport installs wheels only (a build runs its code on the host)"
+    )
+
+
 def _resolve(
     overlay: Overlay, requirements: dict[str, str], env: dict[str, str], work: Path, deadline: float
 ) -> list[tuple[str, str]]:
@@ -206,6 +225,8 @@ def _resolve(
     usable = []
     for name, requirement in requirements.items():  # which ones could not be had
         alone, why = _dry_run([requirement], env, work, deadline)
+        if alone is None and NO_DISTRIBUTION in why:
+            why = sources_only(name, env, deadline) or why
         if alone is None:
             overlay.unavailable[name] = why
         else:

@@ -908,16 +908,55 @@ def _has_launch_step(module: ast.AST) -> bool:
     )
 
 
+# A rank that sets its own worker variables before ``init_process_group(init_method="env://")``
+# (an MPI-style program: mpiexec starts the ranks, the program writes RANK and WORLD_SIZE).
+SELF_LAUNCH_VARIABLES = ("RANK", "WORLD_SIZE")
+INIT_PROCESS_GROUP = "torch.distributed.init_process_group"
+
+
+def environ_key(target: ast.AST, ctx: MatchContext) -> str | None:
+    """``K`` where ``target`` is ``os.environ["K"]`` (as a store), else None."""
+    if not (isinstance(target, ast.Subscript) and ctx.qualname(target.value) == "os.environ"):
+        return None
+    key = target.slice
+    return key.value if isinstance(key, ast.Constant) and isinstance(key.value, str) else None
+
+
+def self_launched(node: ast.Call, ctx: MatchContext) -> bool:
+    """``init_process_group`` in a body that assigned ``os.environ["RANK"]`` and
+    ``os.environ["WORLD_SIZE"]`` in statements before it: the rank is its own launcher."""
+    if ctx.qualname(node.func) != INIT_PROCESS_GROUP:
+        return False
+    statement: ast.AST = node
+    while (parent := ctx.parents.get(id(statement))) is not None and not (
+        isinstance(statement, ast.stmt) and statement in getattr(parent, "body", ())
+    ):
+        statement = parent
+    if parent is None:
+        return False
+    body = parent.body
+    before = body[: body.index(statement)]
+    keys = {
+        environ_key(target, ctx)
+        for s in before
+        if isinstance(s, ast.Assign)
+        for target in s.targets
+    }
+    return all(name in keys for name in SELF_LAUNCH_VARIABLES)
+
+
 @custom(
     "multiprocess_launch",
     ast.Call,
-    prefilter=r"spawn|start_processes|torchrun|torch\.distributed\.(?:run|launch)",
+    prefilter=r"spawn|start_processes|torchrun|torch\.distributed\.(?:run|launch)|WORLD_SIZE",
 )
 def multiprocess_launch(node: ast.Call, ctx: MatchContext) -> bool:
     """Workers started from this process (``mp.spawn``, ``start_processes``, a ``torchrun``
-    subprocess) in a file that never takes TorchTPU's launch step first."""
+    subprocess), or a rank that launched itself (it sets ``RANK`` and ``WORLD_SIZE`` before
+    ``init_process_group``), in a file that never takes TorchTPU's launch step."""
     name = ctx.qualname(node.func)
     starts = name in SPAWNERS or (name in SUBPROCESS_LAUNCHERS and _launches_torchrun(node))
+    starts = starts or self_launched(node, ctx)
     return starts and not _has_launch_step(_module_of(node, ctx))
 
 

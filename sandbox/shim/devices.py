@@ -4,7 +4,8 @@ A TorchFunctionMode sees every torch call (factories, tensor methods, `Module.to
 `torch._C._nn._parse_to`) and rewrites `device=` / positional devices before the CPU-only
 torch would reject them (it raises "Torch not compiled with CUDA enabled"). What never
 reaches `__torch_function__` is patched directly: `Module.cuda`, `torch.load`,
-`torch.Generator`, `DataLoader(pin_memory=True)` and the legacy `torch.cuda.*Tensor` types.
+`torch.Generator`, `DataLoader(pin_memory=True)`, FSDP's `device_id` and the legacy
+`torch.cuda.*Tensor` types.
 
 Known gap: moving a CPU tensor "to CUDA" returns the same tensor (as `.to("cpu")` does)
 instead of a copy, so code that mutates the moved tensor also mutates the original.
@@ -12,7 +13,10 @@ instead of a copy, so code that mutates the moved tensor also mutates the origin
 
 from __future__ import annotations
 
+import importlib.abc
 import inspect
+import sys
+from types import ModuleType
 from typing import Any
 
 import torch
@@ -21,6 +25,7 @@ from torch.overrides import TorchFunctionMode, resolve_name
 from torch.utils.data import DataLoader
 
 from .. import patching
+from ..importhook import PatchingLoader
 from .recording import quiet, record
 
 CPU = torch.device("cpu")
@@ -98,7 +103,18 @@ def _tensor_type(func: Any, args: tuple, kwargs: dict) -> Any:
     return func(*args, **kwargs)
 
 
+def _device(func: Any, args: tuple, kwargs: dict) -> Any:
+    """``torch.device(N)``: the current accelerator's device N, which on the CUDA machine the
+    shim stands for is ``cuda:N`` (a CPU-only torch has no accelerator and raises). The CUDA
+    device is kept, as ``torch.device("cuda", N)`` is: the calls that use it map it."""
+    if len(args) == 1 and not kwargs and type(args[0]) is int:
+        record("torch.device(int)")
+        return func("cuda", args[0])
+    return func(*args, **kwargs)
+
+
 _SPECIAL = {
+    torch.device: _device,
     torch.Tensor.to: _to,
     torch._C._nn._parse_to: _parse_to,
     torch.Tensor.cuda: _tensor_cuda,
@@ -214,6 +230,64 @@ def _make_dataloader_init(real_init: Any) -> Any:
     return __init__
 
 
+def _make_fsdp_init(real_init: Any) -> Any:
+    """FSDP's ``device_id`` names the device its flat parameters live and compute on; a CUDA
+    one (``torch.cuda.current_device()``, ``"cuda:0"``) is the CPU here, as every other CUDA
+    device is, else FSDP checks the parameters the shim kept on the CPU against CUDA."""
+    signature = inspect.signature(real_init)
+
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        bound = signature.bind_partial(self, *args, **kwargs)
+        device_id = bound.arguments.get("device_id")
+        if device_id is not None and is_cuda_device(device_id):
+            record("FullyShardedDataParallel(device_id=cuda)")
+            bound.arguments["device_id"] = CPU
+        real_init(*bound.args, **bound.kwargs)
+
+    __init__.__wrapped__ = real_init  # type: ignore[attr-defined]
+    return __init__
+
+
+FSDP_MODULE = "torch.distributed.fsdp.fully_sharded_data_parallel"
+
+
+def _states_on_the_cpu_device(module_states: list[torch.Tensor]) -> None:
+    """FSDP's ``sync_module_states=True`` refuses CPU tensors because NCCL cannot broadcast
+    them; the shim's CUDA is the CPU and its process group gloo, which can: the broadcast
+    that follows is the one the CUDA machine makes."""
+    if module_states:
+        record("FullyShardedDataParallel(sync_module_states=True)")
+
+
+def _patch_fsdp(module: ModuleType) -> None:
+    fsdp = module.FullyShardedDataParallel
+    patching.patch(fsdp, "__init__", _make_fsdp_init(fsdp.__init__), by="shim.devices")
+    init_utils = sys.modules.get("torch.distributed.fsdp._init_utils")
+    check = "_check_module_states_for_sync_module_states"
+    if init_utils is not None and hasattr(init_utils, check):
+        patching.patch(init_utils, check, _states_on_the_cpu_device, by="shim.devices")
+
+
+class _FsdpFinder(importlib.abc.MetaPathFinder):
+    """Patches FSDP when the program imports it (importing it for every run costs a second)."""
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
+        if name != FSDP_MODULE:
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(name, path, target)
+            if spec is not None:
+                if spec.loader is not None:
+                    spec.loader = PatchingLoader(spec.loader, _patch_fsdp)
+                return spec
+        return None
+
+
+_FSDP_FINDER = _FsdpFinder()
+
+
 _mode: CudaToCpuMode | None = None
 
 
@@ -230,6 +304,10 @@ def install() -> None:
     )
     for name in _LEGACY_TYPES:
         patching.patch(torch.cuda, name, getattr(torch, name), by="shim.devices")
+    if FSDP_MODULE in sys.modules:
+        _patch_fsdp(sys.modules[FSDP_MODULE])
+    elif _FSDP_FINDER not in sys.meta_path:
+        sys.meta_path.insert(0, _FSDP_FINDER)
     _mode = CudaToCpuMode()
     _mode.__enter__()
 
@@ -237,6 +315,8 @@ def install() -> None:
 def uninstall() -> None:
     """Leave the device-mapping mode (its patches are undone by `patching.undo_all("shim")`)."""
     global _mode
+    if _FSDP_FINDER in sys.meta_path:
+        sys.meta_path.remove(_FSDP_FINDER)
     if _mode is not None:
         _mode.__exit__(None, None, None)
         _mode = None

@@ -70,8 +70,19 @@ def cuda_method(node: cst.Call, ctx: FixContext):
     return call.with_changes(func=func.with_changes(attr=cst.Name("to")))
 
 
+def _plain_fstring(node: cst.CSTNode) -> cst.SimpleString | None:
+    """``f"cuda"``, an f-string without a replacement field, as the plain string it is."""
+    if not isinstance(node, cst.FormattedString) or not all(
+        isinstance(part, cst.FormattedStringText) for part in node.parts
+    ):
+        return None
+    text = "".join(part.value for part in node.parts)
+    return cst.SimpleString(f"{node.end}{text}{node.end}")
+
+
 @register("TPD002")
 def device_string(node: cst.SimpleString, ctx: FixContext):
+    node = _plain_fstring(node) or node
     value = string_value(node) or ""
     m = CUDA_STRING.match(value)
     if not m:

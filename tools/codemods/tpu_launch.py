@@ -10,6 +10,14 @@ facts (``[distributed] launch_function`` / ``launch_module``):
   ``start_processes`` / a ``torchrun`` subprocess. On one host it makes one address per rank,
   by default one per attached chip, so the port passes the launch's own count
   (``nproc_per_node=nprocs``) where the launch states it.
+- A rank that launches itself (an MPI-style program: ``mpiexec`` starts the ranks and each
+  writes ``os.environ["RANK"]`` and ``["WORLD_SIZE"]`` before
+  ``init_process_group(init_method="env://")``): the wheel's worker with an integer
+  ``WORLD_SIZE`` also requires ``LOCAL_RANK`` (``[distributed] worker_requires``), which such a
+  launcher does not set, so the port sets it where unset (one host: the rank). A job of one
+  rank is its own parent and takes the step itself (``nproc_per_node=1``); several ranks must
+  agree on the step's addresses, which only their launcher's parent can decide, so they keep
+  TorchTPU's own error naming what is missing unless the launch line takes the step first.
 - Shell: ``python -m torch.tpu.distributed`` prints the assignments, quoted
   (``TORCH_TPU_TOPOLOGY="2,2,1"``), and exports nothing: ``export $(...)`` would keep the
   quotes in the values and a bare ``eval`` would not export them to torchrun, so the port runs
@@ -83,11 +91,48 @@ def launch_step(node: cst.CSTNode, ctx: FixContext):
         statement = ctx.parent(statement)
     if statement is None:
         raise NotApplicable("the launch is not inside a statement")
-    count = _count(node)
-    argument = f"nproc_per_node={code_of(count)}" if count is not None else ""
-    step = ctx.expr(f"{torchtpu.launch_function()}({argument})")
-    ctx.state.setdefault(PENDING, {})[id(statement)] = step
+    if (dotted(node.func) or "").endswith("init_process_group"):
+        steps = _self_launch_steps(statement, ctx)
+    else:
+        count = _count(node)
+        argument = f"nproc_per_node={code_of(count)}" if count is not None else ""
+        step = ctx.expr(f"{torchtpu.launch_function()}({argument})")
+        steps = [cst.SimpleStatementLine(body=[cst.Expr(step)])]
+    ctx.state.setdefault(PENDING, {})[id(statement)] = steps
     return node
+
+
+def _environ_of(statement: cst.SimpleStatementLine, ctx: FixContext) -> str:
+    """How the statements before ``statement`` spell ``os.environ`` where they write
+    ``WORLD_SIZE`` (the matcher found that write)."""
+    block = ctx.parent(statement)
+    body = list(getattr(block, "body", ()))
+    lines = body[: body.index(statement)] if statement in body else []
+    for line in (x for x in lines if isinstance(x, cst.SimpleStatementLine)):
+        for small in line.body:
+            for target in getattr(small, "targets", ()):
+                t = target.target
+                key = t.slice[0].slice.value if isinstance(t, cst.Subscript) else None
+                if isinstance(key, cst.SimpleString) and key.evaluated_value == "WORLD_SIZE":
+                    return code_of(t.value)
+    raise NotApplicable(
+        "the rank's own WORLD_SIZE is not written in this block: set LOCAL_RANK and call "
+        f"{torchtpu.launch_function()}() before init_process_group by hand"
+    )
+
+
+def _self_launch_steps(
+    statement: cst.SimpleStatementLine, ctx: FixContext
+) -> list[cst.BaseStatement]:
+    """Above the self-launched rank's ``init_process_group`` (see the module's docstring)."""
+    environ = _environ_of(statement, ctx)
+    launch = code_of(ctx.expr(f"{torchtpu.launch_function()}(nproc_per_node=1)"))
+    code = (
+        f'{environ}.setdefault("LOCAL_RANK", {environ}["RANK"])\n'
+        f'if int({environ}["WORLD_SIZE"]) == 1:\n'
+        f"    {launch}\n"
+    )
+    return list(cst.parse_module(code).body)
 
 
 @follow_up("TPN010")
@@ -95,10 +140,11 @@ def step_above_the_launch(original: cst.CSTNode, node: cst.CSTNode, ctx: FixCont
     pending = ctx.state.get(PENDING)
     if not pending or id(original) not in pending or not isinstance(node, cst.SimpleStatementLine):
         return None
-    step = cst.SimpleStatementLine(
-        body=[cst.Expr(pending.pop(id(original)))], leading_lines=node.leading_lines
-    )
-    return cst.FlattenSentinel([step, node.with_changes(leading_lines=[])])
+    first, *rest = pending.pop(id(original))
+    return cst.FlattenSentinel(
+        [first.with_changes(leading_lines=node.leading_lines), *rest,
+         node.with_changes(leading_lines=[])]
+    )  # fmt: skip
 
 
 # -- shell, Make, YAML lines ---------------------------------------------------------------

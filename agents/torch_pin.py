@@ -1,0 +1,48 @@
+"""An original that fails on torchport's torch where the repository pins another release.
+
+torchport never installs torch (its runs use its own, the one the target's runtime is built
+for), so a repository that pins ``torch==2.0.0`` runs on, say, 2.13 here. When the original
+then fails, "the original fails here too" reads as the repository being broken, where it may
+only rely on its release (a private attribute of a torch class, a removed function). The
+verdict says which torch ran and which the repository asks for, and what to do next.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+
+# torch==2.0.0 (pip), pytorch::pytorch=2.0.0 / pytorch=2.0 (conda); not pytorch-cuda=11.7
+_PIN = re.compile(r"(?:^|::)(?:py)?torch\s*={1,2}\s*(\d+)\.(\d+)(?:\.\d+)?\s*$")
+ORIGINAL_FAILS = "the original fails here too: "
+
+
+def torch_pin(environment: Mapping[str, Any]) -> tuple[str, str] | None:
+    """The repository's exact pin of another torch minor release than this one:
+    ``(requirement, where)``, else None."""
+    here = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2])
+    for skipped in environment.get("skipped") or []:
+        requirement = str(skipped.get("requirement", ""))
+        found = _PIN.search(requirement)
+        if found and (int(found.group(1)), int(found.group(2))) != here:
+            return requirement, str(skipped.get("source", ""))
+    return None
+
+
+def with_torch_pin(v: Any, environment: Mapping[str, Any]) -> Any:
+    """A reason that blames the original while the repository pins another torch says so."""
+    pin = torch_pin(environment)
+    if pin is None or not str(v.reason).startswith(ORIGINAL_FAILS):
+        return v
+    requirement, where = pin
+    here = torch.__version__.split("+")[0]
+    asks = f"{where} asks for {requirement}" if where else f"the repository asks for {requirement}"
+    v.reason = (
+        f"the original fails on this torch ({here}; {asks}): {v.reason[len(ORIGINAL_FAILS) :]}"
+        f"; if it runs on its own release, it relies on that release's torch, and the port "
+        f"must be updated for torch {here} (torchport never installs torch)"
+    )
+    return v
