@@ -77,3 +77,18 @@ def test_the_original_runs_with_the_rename_and_the_verdict_says_so(tmp_path: Pat
     assert v.verdict == "verified", v.reason
     assert "the original ran with `async=` renamed `non_blocking=` (train.py:7)" in v.reason
     assert "async=True" in (original / "train.py").read_text()  # the original stays as written
+
+
+def test_the_dependencies_of_a_program_with_async_keywords_are_read(tmp_path):
+    """The entry parses only renamed; read unrenamed, nothing it imports was seen, so
+    torchport's own matplotlib was hidden from the runs of a program that imports it."""
+    from torchport.tools.depresolve import resolve
+
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "lib" / "__init__.py").write_text("from .log import *\n")
+    (tmp_path / "lib" / "log.py").write_text("import matplotlib\n")
+    (tmp_path / "train.py").write_text(
+        "import torch\nfrom lib import *\nx = torch.zeros(1).cuda(async=True)\n"
+    )
+    names = resolve(tmp_path, ["python", "train.py"]).import_names
+    assert names.get("matplotlib") == "matplotlib", names

@@ -29,6 +29,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion, Version
 
 from ..sandbox.safepath import read_inside, read_regular
+from . import legacy_keyword
 from .catalogue import load_catalogue
 from .depfiles import (
     CUDA_ONLY_RULES,
@@ -444,7 +445,11 @@ def resolve(root: Path, program: list[str] | None = None) -> Resolution:
             try:
                 tree = parse_python(text, f.rel)
             except Unscannable:
-                continue
+                # PyTorch 0.3's ``x.cuda(async=True)``: read as the runs see it, renamed
+                fixed = legacy_keyword.repaired(text)
+                if fixed is None:
+                    continue
+                tree = parse_python(fixed.text, f.rel)
             python.append((f.rel, tree))
             trees[f.path.resolve()] = tree
             if f.rel.rsplit("/", 1)[-1] == "setup.py":
