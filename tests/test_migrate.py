@@ -347,6 +347,32 @@ def test_notebook_cells_are_migrated_and_outputs_kept(tmp_path):
     assert new["cells"][1] == nb["cells"][1] and new["metadata"] == nb["metadata"]
 
 
+def test_a_notebook_cell_gets_no_import_a_cell_above_has(tmp_path):
+    """Cells are migrated one by one but run top to bottom in one namespace: a later cell's
+    rewrite needs ``torch``, which the first cell imports, so nothing is added to it; a
+    first cell that needs an import still gets one."""
+    nb = {
+        "nbformat": 4,
+        "nbformat_minor": 5,
+        "metadata": {},
+        "cells": [
+            {"cell_type": "code", "metadata": {}, "execution_count": None, "outputs": [],
+             "source": ["import torch\n", "import torch.nn as nn\n"]},
+            {"cell_type": "code", "metadata": {}, "execution_count": None, "outputs": [],
+             "source": ["if torch.cuda.is_available():\n", "    device = torch.device('cuda')"]},
+        ],
+    }  # fmt: skip
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "nb.ipynb").write_text(json.dumps(nb, indent=1))
+    migrate(src, MigrateOptions(target="tpu", out=tmp_path / "out"))
+    cells = json.loads((tmp_path / "out" / "nb.ipynb").read_text())["cells"]
+    assert cells[1]["source"] == [
+        "if torch.accelerator.is_available():\n",
+        "    device = torch.device('tpu')",
+    ], cells[1]["source"]
+
+
 def test_annotate_marks_what_is_left_once(tmp_path):
     src = tmp_path / "src"
     src.mkdir()

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import shutil
 import tempfile
 import time
@@ -285,14 +286,38 @@ def scan_source_findings(text: str, rel: str, options: MigrateOptions) -> list[F
 def _rewrite_notebook(result, rel, text, auto, manual, options) -> str:
     sources = notebook_sources(text)
     new_sources = {}
+    earlier: set[str] = set()  # ``import x`` lines of the cells above, which run first
     for number, source in sources.items():
         cell_auto = [f for f in auto if f.cell == number]
         cell_manual = [f for f in manual if f.cell == number]
         if cell_auto or (options.annotate and cell_manual):
-            new_sources[number] = _rewrite_python(
-                result, rel, source, cell_auto, cell_manual, options, cell=number
-            )
+            new = _rewrite_python(result, rel, source, cell_auto, cell_manual, options, number)
+            new_sources[number] = _without_repeated_imports(new, source, earlier)
+        earlier |= set(_IMPORT_LINE.findall(source))
     return replace_cell_sources(text, new_sources)
+
+
+# ``import torch`` as the codemods add it: a whole line, one module, no alias
+_IMPORT_LINE = re.compile(r"^import [\w.]+$", re.MULTILINE)
+
+
+def _without_repeated_imports(new: str, old: str, earlier: set[str]) -> str:
+    """A cell's rewrite less the ``import x`` lines it added that a cell above already has:
+    cells are migrated one at a time, but run in one namespace, top to bottom."""
+    had = set(_IMPORT_LINE.findall(old))
+    lines = new.splitlines(keepends=True)
+    kept: list[str] = []
+    dropping = False
+    for line in lines:
+        bare = line.rstrip("\r\n")
+        if bare in earlier and bare not in had and _IMPORT_LINE.fullmatch(bare):
+            dropping = True  # and the blank line the import brought with it
+            continue
+        if dropping and not bare.strip() and (not kept or not kept[-1].strip()):
+            continue
+        dropping = False
+        kept.append(line)
+    return "".join(kept)
 
 
 # -- writing -------------------------------------------------------------
