@@ -13,7 +13,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-import torch
+from torchport.tools.depresolve import installed_version
 
 # torch==2.0.0 (pip), pytorch::pytorch=2.0.0 / pytorch=2.0 (conda); not pytorch-cuda=11.7
 _PIN = re.compile(r"(?:^|::)(?:py)?torch\s*={1,2}\s*(\d+)\.(\d+)(?:\.\d+)?\s*$")
@@ -23,7 +23,7 @@ ORIGINAL_FAILS = "the original fails here too: "
 def torch_pin(environment: Mapping[str, Any]) -> tuple[str, str] | None:
     """The repository's exact pin of another torch minor release than this one:
     ``(requirement, where)``, else None."""
-    here = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2])
+    here = tuple(int(p) for p in _torch_version().split(".")[:2])
     for skipped in environment.get("skipped") or []:
         requirement = str(skipped.get("requirement", ""))
         found = _PIN.search(requirement)
@@ -38,7 +38,7 @@ def with_torch_pin(v: Any, environment: Mapping[str, Any]) -> Any:
     if pin is None or not str(v.reason).startswith(ORIGINAL_FAILS):
         return v
     requirement, where = pin
-    here = torch.__version__.split("+")[0]
+    here = _torch_version()
     asks = f"{where} asks for {requirement}" if where else f"the repository asks for {requirement}"
     v.reason = (
         f"the original fails on this torch ({here}; {asks}): {v.reason[len(ORIGINAL_FAILS) :]}"
@@ -46,3 +46,9 @@ def with_torch_pin(v: Any, environment: Mapping[str, Any]) -> Any:
         f"must be updated for torch {here} (torchport never installs torch)"
     )
     return v
+
+
+def _torch_version() -> str:
+    """The runs' torch (torchport's own), read from its metadata: importing torch here
+    would load it into every command that only migrates."""
+    return (installed_version("torch") or "0.0").split("+")[0]
