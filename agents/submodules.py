@@ -13,26 +13,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
 
 from torchport.sandbox.safepath import read_inside
+
+from .unimportable import V
 
 _SECTION = re.compile(r'^\s*\[submodule\s+"([^"]*)"\]\s*$')
 _ENTRY = re.compile(r"^\s*(path|url)\s*=\s*(.*?)\s*$")
 _NO_MODULE = re.compile(r"No module named '([\w.]+)'")
-
-
-class Judged(Protocol):
-    """What this reads and rewrites of ``agents.verifier.Verification``."""
-
-    verdict: str
-    reason: str
-    reference: dict[str, Any] | None
-    target: dict[str, Any] | None
-    next_step: str
-
-
-V = TypeVar("V", bound=Judged)
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@ before the program does. Standard library only."""
 
 from __future__ import annotations
 
+import importlib.abc
 import sys
 from collections.abc import Callable
 from types import ModuleType
@@ -29,3 +30,24 @@ class PatchingLoader:
             self._patch(module)
         except Exception as exc:
             print(f"torchport: could not patch {module.__name__}: {exc!r}", file=sys.stderr)
+
+
+class PatchOnImport(importlib.abc.MetaPathFinder):
+    """Finds ``name`` as the finders after it would, and patches the module once loaded:
+    a library adapted only when the program imports it (importing it for every run costs)."""
+
+    def __init__(self, name: str, patch: Callable[[ModuleType], None]) -> None:
+        self._name, self._patch = name, patch
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
+        if name != self._name:
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(name, path, target)
+            if spec is not None:
+                if spec.loader is not None:
+                    spec.loader = PatchingLoader(spec.loader, self._patch)
+                return spec
+        return None  # not installed: the program meets its ImportError

@@ -13,7 +13,6 @@ instead of a copy, so code that mutates the moved tensor also mutates the origin
 
 from __future__ import annotations
 
-import importlib.abc
 import inspect
 import sys
 from types import ModuleType
@@ -25,7 +24,7 @@ from torch.overrides import TorchFunctionMode, resolve_name
 from torch.utils.data import DataLoader
 
 from .. import patching
-from ..importhook import PatchingLoader
+from ..importhook import PatchOnImport
 from .recording import quiet, record
 
 CPU = torch.device("cpu")
@@ -268,24 +267,8 @@ def _patch_fsdp(module: ModuleType) -> None:
         patching.patch(init_utils, check, _states_on_the_cpu_device, by="shim.devices")
 
 
-class _FsdpFinder(importlib.abc.MetaPathFinder):
-    """Patches FSDP when the program imports it (importing it for every run costs a second)."""
-
-    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
-        if name != FSDP_MODULE:
-            return None
-        for finder in sys.meta_path:
-            if finder is self or not hasattr(finder, "find_spec"):
-                continue
-            spec = finder.find_spec(name, path, target)
-            if spec is not None:
-                if spec.loader is not None:
-                    spec.loader = PatchingLoader(spec.loader, _patch_fsdp)
-                return spec
-        return None
-
-
-_FSDP_FINDER = _FsdpFinder()
+# FSDP patched when the program imports it (importing it for every run costs a second)
+_FSDP_FINDER = PatchOnImport(FSDP_MODULE, _patch_fsdp)
 
 
 _mode: CudaToCpuMode | None = None

@@ -34,7 +34,6 @@ interpreter, and the verdict says so.
 
 from __future__ import annotations
 
-import importlib.abc
 import os
 import sys
 import threading
@@ -43,7 +42,7 @@ from types import ModuleType
 from typing import Any
 
 from .. import patching
-from ..importhook import PatchingLoader
+from ..importhook import PatchOnImport
 
 ENV = "TRITON_INTERPRET"
 BY = "shim.triton"
@@ -185,22 +184,7 @@ def adapt(triton: ModuleType) -> None:
     patching.patch(driver, "_active", reference, by=BY)
 
 
-class _TritonFinder(importlib.abc.MetaPathFinder):
-    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
-        if name != "triton":
-            return None
-        for finder in sys.meta_path:
-            if finder is self or not hasattr(finder, "find_spec"):
-                continue
-            spec = finder.find_spec(name, path, target)
-            if spec is not None:
-                if spec.loader is not None:
-                    spec.loader = PatchingLoader(spec.loader, adapt)
-                return spec
-        return None  # triton is not installed: the program meets its ImportError
-
-
-_FINDER = _TritonFinder()
+_FINDER = PatchOnImport("triton", adapt)
 
 
 def install() -> None:

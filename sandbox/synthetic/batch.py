@@ -90,7 +90,8 @@ def from_source(text: str, defaults: bool = True) -> list[int]:
 
 
 @functools.lru_cache(maxsize=32)
-def _source(path: str) -> str:
+def program_source(path: str) -> str:
+    """A program file's text (its first MiB; "" when unreadable), read once per run."""
     try:
         with open(path, encoding="utf-8", errors="replace") as f:
             return f.read(1 << 20)
@@ -122,6 +123,6 @@ def hint(files: Iterable[str] = ()) -> int | None:
     paths = dict.fromkeys(os.path.abspath(p) for p in (script, caller(), *files) if p)
     found = list(command)
     for path in paths:
-        found += from_source(_source(path), defaults=not command)
+        found += from_source(program_source(path), defaults=not command)
     found = [n for n in found if n > 0]
     return min(max(found), LIMIT) if found else None

@@ -71,15 +71,6 @@ def _lookup(path: str, name: str | None) -> Schema | None:
     return None
 
 
-@functools.lru_cache(maxsize=32)
-def _source(path: str) -> str:
-    try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            return f.read(1 << 20)
-    except OSError:
-        return ""
-
-
 def columns_read(texts: list[str]) -> list[str]:
     """The column names ``texts`` (a program's sources) read by subscript, in order."""
     return list(dict.fromkeys(m.group(2) for t in texts for m in COLUMN_READ.finditer(t)))
@@ -106,7 +97,7 @@ def _program_sources() -> list[str]:
     """The program's entry script and the file that called ``load_dataset``."""
     script = sys.argv[0] if sys.argv and sys.argv[0].endswith(".py") else ""
     paths = dict.fromkeys(os.path.abspath(p) for p in (script, batch.caller()) if p)
-    return [_source(p) for p in paths]
+    return [batch.program_source(p) for p in paths]
 
 
 def schema_for(path: str, name: str | None) -> Schema:
