@@ -29,6 +29,7 @@ from torchport.tools.report.counts import count_constructs
 from torchport.tools.safetext import markdown_code, markdown_text
 from torchport.tools.sourcefile import read_exact
 
+from . import legacy_repair
 from .data_notes import data_notes, interpreter_note
 from .state import State, scan_filters
 
@@ -64,6 +65,9 @@ def migration_result(state: State) -> MigrationResult:
         )
         for rel, text in sorted(overlay.items())
     ]
+    # the lines the original ran repaired for current PyTorch, repaired in the port too
+    repairs = (state.get("verification") or {}).get("legacy_repairs") or []
+    result.edits = [*result.edits, *legacy_repair.port_edits(repairs)]
     return result
 
 

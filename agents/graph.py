@@ -172,6 +172,9 @@ def verify(state: State, ctx: Runtime) -> dict[str, Any]:
         update["decisions"] = [decision("verify", v.verdict, why=v.reason)]
         return update
     update["environment"] = outcome.environment
+    if outcome.overlay is not None:  # the lines the original ran repaired, in the port too
+        update["overlay"] = outcome.overlay
+        state = {**state, "overlay": outcome.overlay}
     if state.get("reference") is None:
         update["reference"] = outcome.reference
     ctx.say(f"verdict: {v.verdict} ({v.reason})")

@@ -24,7 +24,7 @@ import time
 import tomllib
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field, replace
-from functools import cache
+from functools import cache, partial
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +46,7 @@ from torchport.tools.depresolve import NOT_FOR_THE_PORT
 from . import (
     attribution,
     kernel_check,
+    legacy_repair,
     original_keyword,
     port_launch,
     precision_check,
@@ -290,6 +291,9 @@ class Verification:
     # What of torchport's was on a failing run's path (agents.attribution), when something
     # was: the failure is then not the program's, and ``reason`` says so first
     attribution: dict[str, str] | None = None
+    # The original's lines repaired for current PyTorch, as the port has them
+    # (agents.legacy_repair): each a dict of ``Repair``
+    legacy_repairs: list[dict[str, Any]] = field(default_factory=list)
     # What the user can do next (the attribution's step, or the diagnosed signature's hint)
     next_step: str = ""
 
@@ -840,37 +844,38 @@ def verify_tree(
 
     ``environment``: the dependency overlay the runs use (``tools.depinstall``'s record).
     The runs start together when there is room (``together`` overrides). Returns the
-    verdict, with its ``timings``, and the reference run, which callers may keep. The
-    port is compared at exact float32 matmuls, then again at the TPU's default arithmetic
-    where that matters (``with_precision_checks``)."""
+    verdict, with its ``timings``, and the reference run, which callers may keep. The port
+    is compared at exact float32 matmuls, then at the TPU's arithmetic where that matters
+    (``with_precision_checks``); lines PyTorch 0.4+ broke are repaired (``_legacy_repaired``)."""
     started = time.perf_counter()
     environment = environment or {}
     site_paths = _site_paths(environment)
-    why = unsupported_target(target)
-    if why:
+    if why := unsupported_target(target):
         return Verification("not-runnable", why), reference
     mode = MODE_FOR_TARGET[target] or "plain"
     say = verify_pair.serialised(say)
     plan = _schedule(budget, together)
     given, step = reference, _stepped_launch(tree, argv, mode)
 
-    def original() -> dict[str, Any]:
-        if given is not None:
-            return given
+    def original_at(root: Path) -> dict[str, Any]:
         say("verifying: running the original on the CUDA reference shim")
         progress = _steps(say, "original", budget)
         recorded = kernel_check.record_specs(kernel_check.discover(source))
-        return reference_run(runnable, argv, budget, cache, progress, site_paths, recorded)
+        return reference_run(root, argv, budget, cache, progress, site_paths, recorded)
 
     migrated = _migration(tree, argv, mode, budget, (preload, site_paths), say, bool(step))
     # PyTorch 0.3's ``async=`` keyword: the original runs renamed, as the port is, and says so
     with original_keyword.runnable_original(source) as (runnable, renamed):
+        original = (lambda: given) if given is not None else partial(original_at, runnable)
         pair = verify_pair.run_both(original, migrated, plan.together and given is None)
+        if given is None:
+            pair = _legacy_repaired(pair, runnable, tree, (original_at, migrated), target)
     reference, run = pair.reference, pair.migrated
     ran = time.perf_counter()
     policy = choose_policy(_python_texts(tree), tolerance)
     imports = attribution.imported_names([*_python_texts(source), *_python_texts(tree)])
-    v = _named(judge(reference, run, policy, mode, imports), environment, target, source, renamed)
+    judged = judge(reference, run, policy, mode, imports)
+    v = _named(judged, environment, target, source, (renamed, reference))
     checks = (plan, policies_for(tolerance))
     v = _sites_checked(v, source, tree, (reference, run), mode, budget, site_paths, checks, say)
     v, again = with_precision_checks(v, target, run, lambda: migrated(None))
@@ -882,23 +887,63 @@ def verify_tree(
     return v, reference
 
 
+def _legacy_repaired(
+    pair: verify_pair.Pair,
+    runnable: Path,
+    tree: Path,
+    runs: tuple[Callable[[Path], dict[str, Any]], Callable[..., dict[str, Any]]],
+    target: str,
+) -> verify_pair.Pair:
+    """The pair again, where the original failed at a line PyTorch 0.4+ broke: the
+    original's copy and the port repaired there (``agents.legacy_repair``), the port run
+    again, and the repairs kept in the reference's record for the verdict."""
+    original_at, migrated = runs
+    with legacy_repair.repaired_original(pair.reference, runnable, original_at, target) as (
+        reference,
+        repairs,
+    ):
+        if not repairs:
+            return pair
+        done = legacy_repair.repair_port(tree, repairs)
+    reference = {**reference, "legacy_repairs": [r.to_json() for r in done]}
+    started = time.perf_counter()
+    run = migrated() if any(r.port_lines for r in done) else pair.migrated
+    return replace(
+        pair, reference=reference, migrated=run, migrated_s=time.perf_counter() - started
+    )
+
+
 def _named(
     v: Verification,
     environment: dict[str, Any],
     target: str,
     source: Path,
-    renamed: Any,
+    original: tuple[Any, dict[str, Any]],
 ) -> Verification:
     """The verdict with what its reason must name: a package the environment could not
     provide, a CUDA-only import the port kept, the torch the original pins, an empty
     submodule (a clone without --recursive), the ``async=`` keywords the original ran
-    renamed with."""
+    renamed with and the lines it ran repaired (``original``: those renames and its run)."""
+    renamed, reference = original
     v = name_missing_dependency(v, environment)
     v = unimportable_port(v, target)
     v = torch_pin.with_torch_pin(v, environment)  # an original that pins another torch
     v = submodules.name_empty_submodule(v, source)
     if renamed:
         v.reason += f"; {original_keyword.note(renamed)}"
+    v = _with_repairs(v, reference)
+    return v
+
+
+def _with_repairs(v: Verification, reference: dict[str, Any]) -> Verification:
+    """The verdict with the lines the original ran repaired (``agents.legacy_repair``)."""
+    repaired = reference.get("legacy_repairs")
+    if not repaired:
+        return v
+    frame = (reference.get("error") or {}).get("frame") or {}
+    failed_at = (frame.get("file"), frame.get("line")) if frame else None
+    v.legacy_repairs = list(repaired)
+    v.reason += f"; {legacy_repair.note(repaired, failed_at)}"
     return v
 
 

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from torchport.tools.sourcefile import read_exact
+
 from . import loosening, runs, verifier
 from .environment import prepare_environment
 from .state import PlanRecord
@@ -26,6 +28,8 @@ class VerifyOutcome:
     verification: verifier.Verification
     reference: dict[str, Any] | None  # the original's run (None when not runnable)
     environment: dict[str, Any] | None  # the dependency overlay the runs used
+    # the overlay with the lines the original ran repaired (agents.legacy_repair); None: as given
+    overlay: dict[str, str] | None = None
 
 
 def verify_overlay(
@@ -73,4 +77,14 @@ def verify_overlay(
     )
     # a looser check than torchport's own, from the repository's file or the user, is said
     verification = loosening.said(verification, settings)
-    return VerifyOutcome(verification, ran, environment)
+    return VerifyOutcome(verification, ran, environment, _repaired(overlay, work, verification))
+
+
+def _repaired(
+    overlay: Mapping[str, str], work: Path, v: verifier.Verification
+) -> dict[str, str] | None:
+    """``overlay`` with the port's files the legacy repairs changed in ``work``, or None."""
+    changed = {r["path"] for r in v.legacy_repairs if r.get("port_lines")}
+    if not changed:
+        return None
+    return {**overlay, **{rel: read_exact(work / rel) for rel in sorted(changed)}}

@@ -184,6 +184,8 @@ def verify(state: ChatState, chat: ChatRuntime) -> dict[str, Any]:
     v, reference = outcome.verification, outcome.reference
     record = v.to_json()
     emit("text", f"verdict: {v.verdict} — {v.reason}")
+    if outcome.overlay is not None:  # judged with repairs the proposal does not have
+        emit("text", "The proposal lacks those repaired lines: /migrate again to have them.")
     if v.verdict == "failed":
         _diagnose(record, state["target"])
     per_step = (record.get("parity") or {}).get("per_step") or []
@@ -192,7 +194,7 @@ def verify(state: ChatState, chat: ChatRuntime) -> dict[str, Any]:
     return {
         "plan": p,
         "verification": record,
-        "verified": digest(overlay),
+        "verified": digest(overlay) if outcome.overlay is None else None,
         "reference": reference,
         "reference_of": key,
         **settings,
