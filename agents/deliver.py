@@ -29,7 +29,7 @@ from torchport.tools.report.counts import count_constructs
 from torchport.tools.safetext import markdown_code, markdown_text
 from torchport.tools.sourcefile import read_exact
 
-from . import legacy_repair
+from . import legacy_repair, library_patch
 from .data_notes import data_notes, interpreter_note
 from .state import State, scan_filters
 
@@ -132,9 +132,11 @@ def sandbox_used(verification: dict[str, Any] | None) -> list[dict[str, Any]]:
 def verification_files(state: State, outcome: str) -> dict[str, str]:
     """``verification.json`` and ``verification.md``, for the writer to put in the report."""
     record = verification_record(state, outcome)
+    patches = (state.get("verification") or {}).get("library_patches") or []
     return {
         "verification.json": json.dumps(printable_data(record), indent=2, default=str),
         "verification.md": verification_markdown(record),
+        **library_patch.patch_files(patches),  # the installed files the port ran ported
     }
 
 

@@ -294,6 +294,9 @@ class Verification:
     # The original's lines repaired for current PyTorch, as the port has them
     # (agents.legacy_repair): each a dict of ``Repair``
     legacy_repairs: list[dict[str, Any]] = field(default_factory=list)
+    # Files of installed libraries the port ran with ported (agents.library_patch): each a
+    # dict of ``Patch``; the verdict holds only with them
+    library_patches: list[dict[str, Any]] = field(default_factory=list)
     # What the user can do next (the attribution's step, or the diagnosed signature's hint)
     next_step: str = ""
 
@@ -1041,8 +1044,10 @@ def _stepped_launch(tree: Path, argv: list[str], mode: str) -> str:
 
 
 def _site_paths(environment: dict[str, Any]) -> tuple[str, ...]:
-    """The dependency overlay's folders, as the programs' sys.path gets them."""
-    return tuple(p for p in [environment.get("path"), *environment.get("site_paths", [])] if p)
+    """The dependency overlay's folders, as the programs' sys.path gets them: the packages
+    with installed files ported (``agents.library_patch``), if any, first."""
+    paths = [environment.get("patched_site"), environment.get("path")]
+    return tuple(p for p in [*paths, *environment.get("site_paths", [])] if p)
 
 
 def _sites_checked(

@@ -8,6 +8,7 @@ chat session's verdict is the one ``torchport migrate`` would give.
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,10 +16,12 @@ from typing import Any
 
 from torchport.tools.sourcefile import read_exact
 
-from . import loosening, runs, verifier
+from . import library_patch, loosening, runs, verifier
 from .environment import prepare_environment
 from .state import PlanRecord
 from .workspace import materialize
+
+MAX_PATCHED = library_patch.MAX_FILES
 
 
 @dataclass
@@ -63,21 +66,61 @@ def verify_overlay(
             time_limit_s=budget.timeout_s,
         )
     work = materialize(source, dict(overlay), scratch / "work")
-    verification, ran = verifier.verify_tree(
-        source,
-        work,
-        plan["entry"],
-        target,
-        budget,
-        runs.home() / "references",
-        reference=reference,
-        say=say,
-        environment=environment,
-        tolerance=settings.get("tolerance"),
-    )
+
+    def verify(environment: dict[str, Any], reference: dict[str, Any] | None) -> Verified:
+        return verifier.verify_tree(
+            source,
+            work,
+            plan["entry"],
+            target,
+            budget,
+            runs.home() / "references",
+            reference=reference,
+            say=say,
+            environment=environment,
+            tolerance=settings.get("tolerance"),
+        )
+
+    verification, ran = verify(environment, reference)
+    verification = _library_patched(verification, ran, verify, environment, (target, scratch))
     # a looser check than torchport's own, from the repository's file or the user, is said
     verification = loosening.said(verification, settings)
     return VerifyOutcome(verification, ran, environment, _repaired(overlay, work, verification))
+
+
+Verified = tuple[verifier.Verification, dict[str, Any] | None]
+
+
+def _library_patched(
+    v: verifier.Verification,
+    ran: dict[str, Any] | None,
+    verify: Callable[[dict[str, Any], dict[str, Any] | None], Verified],
+    environment: dict[str, Any],
+    where: tuple[str, Path],
+) -> verifier.Verification:
+    """``v``, or where the port failed on CUDA inside an installed library, the verdict of
+    the port run again with those files ported (``agents.library_patch``), when it got
+    further; the original's run (``ran``) is reused."""
+    target, scratch = where
+    patched = scratch / library_patch.SITE
+    shutil.rmtree(patched, ignore_errors=True)
+    patched.mkdir(parents=True)
+    sites = tuple(p for p in [environment.get("path")] if p)  # what torchport installed
+    patches, current = [], v
+    while ran is not None and ran.get("status") == "ok" and len(patches) < MAX_PATCHED:
+        inside = library_patch.failing_file(current.failure or {}, target, sites)
+        patch = library_patch.patch_file(inside, sites, patched, target) if inside else None
+        if patch is None:
+            break
+        patches.append(patch.to_json())
+        patched_env = {**environment, "patched_site": str(patched)}
+        current, _ = verify(patched_env, ran)
+    if not patches or verifier.rank(current.to_json()) <= verifier.rank(v.to_json()):
+        return v
+    current.library_patches = patches
+    current.reason = f"{library_patch.note(patches)}; {current.reason}"
+    current.next_step = library_patch.next_step(patches)
+    return current
 
 
 def _repaired(
