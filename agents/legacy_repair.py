@@ -25,6 +25,7 @@ from typing import Any
 
 from torchport.tools.codemods import Edit
 from torchport.tools.legacy_torch import RULES, WHY, at_line, of_expressions
+from torchport.tools.repowalk import walk_repo
 from torchport.tools.sourcefile import read_exact
 
 from .diagnose import diagnose
@@ -36,8 +37,9 @@ RULE = "legacy-torch"  # the rule the report lists the repairs under
 @dataclass(frozen=True)
 class Repair:
     """One failure repaired: where the original failed, the expressions repaired there and
-    elsewhere in the file (as written), the failing line before and after, and the lines
-    changed in the original and in the port (none: the port has no such expression)."""
+    wherever else the repository has them (as written), the failing line before and after,
+    the (file, line)s changed in the original, and the port's (file, line, before, after)s
+    (none: the port has no such expression)."""
 
     signature: str
     path: str
@@ -45,9 +47,8 @@ class Repair:
     expressions: tuple[str, ...]
     before: str
     after: str
-    lines: tuple[int, ...]
-    # the port's lines repaired: (line, before, after); none: the port has no such expression
-    port_lines: tuple[tuple[int, str, str], ...] = ()
+    lines: tuple[tuple[str, int], ...]
+    port_lines: tuple[tuple[str, int, str, str], ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -69,8 +70,9 @@ def _python_file(root: Path, rel: str | None) -> Path | None:
 
 
 def _next_repair(result: Mapping[str, Any], root: Path, target: str) -> Repair | None:
-    """The repair of the line ``result`` failed at (written into ``root``), when its failure
-    is one ``RULES`` knows and the line is the repository's own and changes."""
+    """The repair of the line ``result`` failed at (written into ``root``, with the same
+    expressions in the repository's other files), when its failure is one ``RULES`` knows
+    and the line is the repository's own and changes."""
     if result.get("status") == "ok":
         return None
     found = diagnose(result, target)
@@ -82,10 +84,34 @@ def _next_repair(result: Mapping[str, Any], root: Path, target: str) -> Repair |
     if fixed is None:
         return None
     path.write_bytes(fixed.text.encode("utf-8"))
+    rel = str(found.file)
+    elsewhere = _repair_tree(root, found.signature, fixed.expressions, skip=rel)
+    lines = (*((rel, n) for n in fixed.lines), *((f, n) for f, n, _, _ in elsewhere))
     before, after = _line(text, found.line), _line(fixed.text, found.line)
-    return Repair(
-        found.signature, str(found.file), found.line, fixed.expressions, before, after, fixed.lines
-    )
+    return Repair(found.signature, rel, found.line, fixed.expressions, before, after, lines)
+
+
+def _repair_tree(
+    root: Path, signature: str, expressions: tuple[str, ...], skip: str = ""
+) -> tuple[tuple[str, int, str, str], ...]:
+    """Repair ``expressions`` in every Python file under ``root`` (but ``skip``) that has
+    them; the (file, line, before, after) of each line changed."""
+    changed = []
+    for f in walk_repo(root, []):
+        if f.kind != "python" or f.rel == skip or f.path.suffix != ".py" or f.path.is_symlink():
+            continue
+        try:
+            text = read_exact(f.path)
+        except (OSError, UnicodeDecodeError):
+            continue
+        if not any(e in text for e in expressions):  # cheap: most files have none
+            continue
+        fixed = of_expressions(signature, text, expressions)
+        if fixed is None:
+            continue
+        f.path.write_bytes(fixed.text.encode("utf-8"))
+        changed += [(f.rel, n, _line(text, n), _line(fixed.text, n)) for n in fixed.lines]
+    return tuple(changed)
 
 
 @contextlib.contextmanager
@@ -116,28 +142,16 @@ def repaired_original(
 
 def repair_port(tree: Path, repairs: list[Repair]) -> list[Repair]:
     """Apply each repair to the port in ``tree`` (a port torchport wrote): the same
-    expressions in the same file; returns the repairs with the port's lines."""
-    return [replace(r, port_lines=_repair_file(tree, r)) for r in repairs]
-
-
-def _repair_file(tree: Path, repair: Repair) -> tuple[tuple[int, str, str], ...]:
-    path = _python_file(tree, repair.path)
-    if path is None:
-        return ()
-    text = read_exact(path)
-    fixed = of_expressions(repair.signature, text, repair.expressions)
-    if fixed is None:
-        return ()
-    path.write_bytes(fixed.text.encode("utf-8"))
-    return tuple((n, _line(text, n), _line(fixed.text, n)) for n in fixed.lines)
+    expressions wherever its files have them; returns the repairs with the port's lines."""
+    return [replace(r, port_lines=_repair_tree(tree, r.signature, r.expressions)) for r in repairs]
 
 
 def port_edits(repairs: list[dict[str, Any]]) -> list[Edit]:
     """The port's repaired lines as the report's edits (rule ``RULE``), with the reason."""
     return [
-        Edit(RULE, r["path"], line, line, before, after, WHY[r["signature"]])
+        Edit(RULE, path, line, line, before, after, WHY[r["signature"]])
         for r in repairs
-        for line, before, after in r.get("port_lines") or ()
+        for path, line, before, after in r.get("port_lines") or ()
     ]
 
 
@@ -154,12 +168,15 @@ def note(repairs: list[dict[str, Any]], failed_at: tuple[str, int] | None = None
         f"({where})"
     )
     if more:
-        text += f" and {more} more line(s) with the same expression, which the run may not reach"
+        text += (
+            f" and {more} more line(s) with the same expression in the repository, which the "
+            "run may not reach"
+        )
     text += f": as written it fails on any PyTorch since 0.4 ({why}); the port has the same repairs"
     unported = [f"{r['path']}:{r['line']}" for r in repairs if not r.get("port_lines")]
     if unported:
         text += f", except at {', '.join(unported)} (the port has no such expression there)"
-    repaired_lines = {(r["path"], line) for r in repairs for line in r["lines"]}
+    repaired_lines = {tuple(site) for r in repairs for site in r["lines"]}
     if failed_at and failed_at in repaired_lines:
         text += (
             f"; the original then failed at {failed_at[0]}:{failed_at[1]}, a line torchport "

@@ -127,7 +127,7 @@ def _repaired(
     overlay: Mapping[str, str], work: Path, v: verifier.Verification
 ) -> dict[str, str] | None:
     """``overlay`` with the port's files the legacy repairs changed in ``work``, or None."""
-    changed = {r["path"] for r in v.legacy_repairs if r.get("port_lines")}
+    changed = {site[0] for r in v.legacy_repairs for site in r.get("port_lines") or ()}
     if not changed:
         return None
     return {**overlay, **{rel: read_exact(work / rel) for rel in sorted(changed)}}

@@ -88,11 +88,22 @@ print("eval", evaluate())
 """
 
 
+_VALIDATE = """import torch
+
+model = torch.nn.Linear(4, 3)
+x, y = torch.randn(16, 4), torch.randint(0, 3, (16,))
+loss = torch.nn.functional.cross_entropy(model(x), y)
+print(loss.data[0])
+"""
+
+
 @pytest.mark.slow
 def test_a_pytorch_0_3_program_verifies_with_its_lines_repaired_and_listed(tmp_path: Path):
     source = tmp_path / "repo"
     source.mkdir()
     (source / "train.py").write_text(_TRAIN)
+    # another script of the repository with the same read, which the run never imports
+    (source / "validate.py").write_text(_VALIDATE)
     out = tmp_path / "port"
     code = cli(["migrate", str(source), "-t", "tpu", "--llm", "none", "--steps", "3",
                 "--entry", "python train.py", "--out", str(out)])  # fmt: skip
@@ -101,20 +112,31 @@ def test_a_pytorch_0_3_program_verifies_with_its_lines_repaired_and_listed(tmp_p
     assert (code, v["verdict"]) == (0, "verified"), v["reason"]
     repaired = {(r["signature"], r["line"]): r for r in v["legacy_repairs"]}
     assert set(repaired) == {("zero-dim-index", 29), ("view-not-contiguous", 14)}, repaired
-    # the same read in evaluate(), which the run reached only after its steps, goes too
-    assert repaired["zero-dim-index", 29]["lines"] == [20, 29]
+    # the same read in evaluate(), which the run reached only after its steps, goes too,
+    # and in the script it never ran
+    assert repaired["zero-dim-index", 29]["lines"] == [
+        ["train.py", 20],
+        ["train.py", 29],
+        ["validate.py", 6],
+    ]
+    assert (out / "validate.py").read_text() == _VALIDATE.replace("loss.data[0]", "loss.item()")
+    assert (source / "validate.py").read_text() == _VALIDATE
     port = (out / "train.py").read_text()
     assert "loss.data" not in port and "return correct[:k].reshape(-1).float().sum(0)" in port
     assert "2 failing line(s) repaired for current PyTorch" in v["reason"]
-    assert "1 more line(s) with the same expression" in v["reason"]
+    assert "2 more line(s) with the same expression in the repository" in v["reason"]
     assert (source / "train.py").read_text() == _TRAIN  # the original stays as written
     # the report lists each repaired line of the port as an edit, with its reason
     changes = json.loads((out / "torchport-report" / "changes.json").read_text())
-    listed = [
-        (e["line"], e["after"].strip()) for e in changes["edits"] if e["rule"] == "legacy-torch"
-    ]
+    edits = [e for e in changes["edits"] if e["rule"] == "legacy-torch"]
+    listed = [(e["path"], e["line"], e["after"].strip()) for e in edits]
     assert sorted(listed) == [
-        (14, "return correct[:k].reshape(-1).float().sum(0)"),
-        (20, "return loss.item()"),
-        (29, 'print("step", step, "loss", loss.item(), "top2", accuracy(out, y.to("tpu")).item())'),
+        ("train.py", 14, "return correct[:k].reshape(-1).float().sum(0)"),
+        ("train.py", 20, "return loss.item()"),
+        (
+            "train.py",
+            29,
+            'print("step", step, "loss", loss.item(), "top2", accuracy(out, y.to("tpu")).item())',
+        ),
+        ("validate.py", 6, "print(loss.item())"),
     ], listed
