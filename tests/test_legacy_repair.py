@@ -140,3 +140,28 @@ def test_a_pytorch_0_3_program_verifies_with_its_lines_repaired_and_listed(tmp_p
         ),
         ("validate.py", 6, "print(loss.item())"),
     ], listed
+
+
+@pytest.mark.slow
+def test_the_verify_step_returns_the_port_with_the_repairs_it_was_judged_with(tmp_path: Path):
+    """Chat's /verify and the MCP server verify a proposal as it is: the outcome hands back
+    the overlay with the repaired lines, so neither calls the proposal verified without them."""
+    from torchport.agents.verify_step import verify_overlay
+    from torchport.tools.migrate import MigrateOptions, migrate
+
+    source = tmp_path / "repo"
+    source.mkdir()
+    (source / "train.py").write_text(_TRAIN)
+    proposal = {
+        c.path: c.after for c in migrate(source, MigrateOptions("tpu", dry_run=True)).changes
+    }
+    plan = {"entry": ["python", "train.py"]}
+    settings = {"steps": 3, "timeout_s": 120, "deps": "none"}
+    outcome = verify_overlay(
+        source, proposal, plan, "tpu", settings, tmp_path / "scratch", lambda m: None
+    )
+    assert outcome.verification.verdict == "verified", outcome.verification.reason
+    assert outcome.overlay is not None
+    assert "loss.data" in proposal["train.py"]  # the proposal as it was
+    assert "loss.data" not in outcome.overlay["train.py"]
+    assert outcome.overlay["train.py"].count("loss.item()") == 2

@@ -229,7 +229,9 @@ class Tools:
         record = done["verification"]
         p = s.proposals.get(proposal_id or "")
         if p is not None:  # still there: not applied while it was verified
-            p.verification, p.verified = record, digest(job["overlay"])
+            p.verification = record
+            # verified as it is, unless judged with repaired lines it lacks (legacy-torch)
+            p.verified = None if "repaired_beyond_it" in done else digest(job["overlay"])
         s.last_report = {"kind": "verify", "proposal_id": proposal_id, **done}
         answer = {"verdict": record["verdict"], "reason": record["reason"], **done}
         answer.update(self._configuration())

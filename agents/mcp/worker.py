@@ -56,11 +56,18 @@ def verify_job(job: dict[str, Any], say: Say) -> dict[str, Any]:
     outcome = verify_overlay(
         original.source, original.overlay, plan, target, job["settings"], scratch, say
     )
-    return {
+    verified = {
         "compared": original.compared,
         "entry": plan.get("entry"),
         "verification": outcome.verification.to_json(),
     }
+    if outcome.overlay is not None:  # judged with lines repaired that what it compared lacks
+        verified["repaired_beyond_it"] = [
+            f"{path}:{line}: {after.strip()}"
+            for r in outcome.verification.legacy_repairs
+            for path, line, _, after in r.get("port_lines") or ()
+        ]
+    return verified
 
 
 def run_job(job: dict[str, Any], say: Say) -> dict[str, Any]:
