@@ -2,8 +2,9 @@
 
 Each repository of ``benchmarks/realworld.py`` is extracted at its pinned commit, migrated
 without verification (``--llm none --no-verify``), and every rewritten Python file is checked
-with pyflakes against its original: a finding the migration introduced (counted by kind and
-name, never by line) is a bug or noise a reviewer would ask to remove. Also counted: the fixes
+with pyflakes against its original (as the migration read it: PyTorch 0.3's ``async=``
+renamed where only that makes it parse): a finding the migration introduced (counted by kind
+and name, never by line) is a bug or noise a reviewer would ask to remove. Also counted: the fixes
 the semantic guard refused. Not part of ``make test``; a few seconds a repository.
 
     python benchmarks/review_checks.py                      # both tables, target tpu
@@ -26,6 +27,7 @@ from pathlib import Path
 
 from realworld import MIRRORS, TABLES, Repo, extract, prepare, selected
 from torchport.tools.codemods.guard import REFUSED, introduced
+from torchport.tools.legacy_keyword import repaired
 
 
 @dataclass
@@ -75,7 +77,7 @@ def check_one(repo: Repo, mirrors: Path, work: Path, target: str, torchport: lis
         if before == after:
             continue
         row.files += 1
-        new = introduced(before, after, str(rel))
+        new = introduced(_as_read(before), after, str(rel))
         row.new_findings += len(new)
         row.examples += [f"{rel}:{p.line}: {p.kind} {p.name}" for p in new]
     report = json.loads(changes.read_text())
@@ -83,6 +85,14 @@ def check_one(repo: Repo, mirrors: Path, work: Path, target: str, torchport: lis
     row.counts_add_up = _counts_add_up(report["summary"])
     row.second_pass = _second_pass(out, work / "again" / out.name, target, torchport)
     return row
+
+
+def _as_read(original: str) -> str:
+    """The original as the migration read it: a file that parses only with PyTorch 0.3's
+    ``async=`` renamed (``tools.legacy_keyword``) is compared renamed, else every finding of
+    the port would count as new against an original pyflakes cannot read."""
+    fixed = repaired(original)
+    return fixed.text if fixed is not None else original
 
 
 def _counts_add_up(summary: dict) -> bool:
