@@ -29,6 +29,8 @@ from typing import Any
 
 from torchport.sandbox.launch import OWN_CODE
 
+from .diagnose import traceback_exception
+
 # torchport's stand-in modules live here; a frame in them is a stand-in's code.
 SYNTHETIC_DIR = os.path.join(OWN_CODE, "sandbox", "synthetic") + os.sep
 # Which library each stand-in file stands in for.
@@ -128,8 +130,13 @@ def facts() -> tuple[Fact, ...]:
 
 
 def first_line(text: str, limit: int = 300) -> str:
-    """A message's first non-empty line, at most ``limit`` characters: a reason is one line."""
-    line = next((ln.strip() for ln in str(text).splitlines() if ln.strip()), "")
+    """A message's first non-empty line, at most ``limit`` characters: a reason is one line.
+    A message that carries a traceback (a rank's failure, re-raised by ``mp.spawn`` or a
+    launcher: "-- Process 0 terminated with the following error: Traceback ...") gives its
+    exception line instead, which is what the run died of (the operator a backend lacks)."""
+    text = str(text)
+    line = traceback_exception(text) if "Traceback (most recent call last):" in text else None
+    line = line or next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 

@@ -285,6 +285,23 @@ def user_frame(tb: Any) -> dict[str, Any] | None:
     }
 
 
+MESSAGE_MAX = 2000
+
+
+def clipped(message: str, limit: int = MESSAGE_MAX) -> str:
+    """A message of at most ``limit`` characters that keeps its end as well as its start: a
+    rank's failure re-raised with the rank's whole traceback ends with the exception the
+    run died of, which cutting the tail would lose."""
+    if len(message) <= limit:
+        return message
+    half = (limit - 3) // 2
+    head, tail = message[:half], message[-half:]
+    # whole lines only: a line cut in two could read as an exception line ("me")
+    head = head[: head.rfind("\n")] if "\n" in head else head
+    tail = tail[tail.find("\n") + 1 :] if "\n" in tail else tail
+    return f"{head}\n…\n{tail}"
+
+
 def error_of(exc: BaseException) -> dict[str, Any]:
     """An exception as a result's ``error``. ``sys.exit(1)`` raised while handling the
     program's exception (as ``mp.spawn``'s wrapper does) reports that exception."""
@@ -292,7 +309,7 @@ def error_of(exc: BaseException) -> dict[str, Any]:
         exc = exc.__context__
     return {
         "type": type(exc).__name__,
-        "message": str(exc)[:2000],
+        "message": clipped(str(exc)),
         "frame": user_frame(exc.__traceback__),
         "traceback": traceback_frames(exc.__traceback__),
     }
