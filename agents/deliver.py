@@ -29,9 +29,12 @@ from torchport.tools.report.counts import count_constructs
 from torchport.tools.safetext import markdown_code, markdown_text
 from torchport.tools.sourcefile import read_exact
 
-from . import legacy_repair, library_patch
+from . import legacy_repair, library_patch, plots
 from .data_notes import data_notes, interpreter_note
 from .state import State, scan_filters
+from .verifier import policies_for
+
+PLOT = "losses.png"  # beside verification.md, which shows it
 
 
 def options_of(settings: dict[str, Any], dry_run: bool | None = None) -> MigrateOptions:
@@ -129,7 +132,7 @@ def sandbox_used(verification: dict[str, Any] | None) -> list[dict[str, Any]]:
     ]
 
 
-def verification_files(state: State, outcome: str) -> dict[str, str]:
+def verification_files(state: State, outcome: str) -> dict[str, str | bytes]:
     """``verification.json`` and ``verification.md``, for the writer to put in the report."""
     record = verification_record(state, outcome)
     patches = (state.get("verification") or {}).get("library_patches") or []
@@ -137,7 +140,16 @@ def verification_files(state: State, outcome: str) -> dict[str, str]:
         "verification.json": json.dumps(printable_data(record), indent=2, default=str),
         "verification.md": verification_markdown(record),
         **library_patch.patch_files(patches),  # the installed files the port ran ported
+        **_plots(state),
     }
+
+
+def _plots(state: State) -> dict[str, bytes]:
+    """``losses.png``: both runs' losses per step and the tolerance band they were judged by."""
+    v = state.get("verification") or {}
+    policy = policies_for(state["settings"].get("tolerance")).get(str(v.get("policy") or ""))
+    drawn = plots.loss_png(v, (policy.rtol, policy.atol)) if policy is not None else None
+    return {PLOT: drawn} if drawn else {}
 
 
 def verification_markdown(record: dict[str, Any]) -> str:
@@ -268,6 +280,8 @@ def _parity_markdown(parity: dict[str, Any]) -> list[str]:
         f"\nmax abs error {parity.get('max_abs', 0):.3g}, "
         f"max rel error {parity.get('max_rel', 0):.3g}"
     )
+    if parity.get("compared") == "losses":  # drawn beside this file (_plots)
+        lines += ["", f"![both runs' losses per step, with the tolerance band]({PLOT})"]
     return lines
 
 

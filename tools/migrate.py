@@ -112,7 +112,7 @@ def write_result(
     result: MigrationResult,
     options: MigrateOptions,
     progress: Callable[[str], None] | None = None,
-    extra_report_files: Mapping[str, str] | None = None,
+    extra_report_files: Mapping[str, str | bytes] | None = None,
 ) -> None:
     """Write a computed migration (``result.changes``) and its report where the options say.
 
@@ -327,7 +327,7 @@ def _write(
     result: MigrationResult,
     options: MigrateOptions,
     say: Callable[[str], None],
-    extra_report_files: Mapping[str, str] | None = None,
+    extra_report_files: Mapping[str, str | bytes] | None = None,
 ) -> None:
     _leave_unwritable(result, say)
     extra = dict(extra_report_files or {})
@@ -341,14 +341,14 @@ def _write(
     say(f"wrote {len(result.changes)} changed files to {result.output}")
 
 
-def _report_files(result: MigrationResult, extra: dict[str, str]) -> dict[str, str]:
+def _report_files(result: MigrationResult, extra: dict[str, str | bytes]) -> dict[str, str | bytes]:
     from .report.migration import migration_report_files
 
     return {**migration_report_files(result), **extra}
 
 
 def _write_in_place(
-    result: MigrationResult, say: Callable[[str], None], extra: dict[str, str]
+    result: MigrationResult, say: Callable[[str], None], extra: dict[str, str | bytes]
 ) -> None:
     root = result.root
     check_in_place(root)
@@ -366,7 +366,7 @@ def _write_branch(
     result: MigrationResult,
     options: MigrateOptions,
     say: Callable[[str], None],
-    extra: dict[str, str],
+    extra: dict[str, str | bytes],
 ) -> None:
     check_destination(result.root, destination_of(result.root, options), options.force)
     result.branch = options.branch
@@ -381,7 +381,7 @@ def _write_folder(
     result: MigrationResult,
     options: MigrateOptions,
     say: Callable[[str], None],
-    extra: dict[str, str],
+    extra: dict[str, str | bytes],
     copy: bool,
 ) -> None:
     """Stage the migrated copy (or, without ``copy``, the report alone) and swap it in."""

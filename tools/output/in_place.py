@@ -47,7 +47,7 @@ def backup_folder(root: Path) -> str:
 
 
 def write_in_place(
-    root: Path, changes: dict[str, str], report_files: dict[str, str], backup: str
+    root: Path, changes: dict[str, str], report_files: dict[str, str | bytes], backup: str
 ) -> int:
     """Back up every file in ``changes``, then rewrite them, then write the report; returns
     how many files were backed up."""

@@ -105,9 +105,11 @@ def write_bytes(base: Path, rel: str, data: bytes, mode: int | None = None) -> N
         write_in_folder(folder, name, data, mode=mode)
 
 
-def write_text(base: Path, rel: str, text: str) -> None:
-    """``write_bytes`` of UTF-8 text; undecodable bytes read with surrogateescape come back."""
-    write_bytes(base, rel, text.encode("utf-8", "surrogateescape"))
+def write_text(base: Path, rel: str, text: str | bytes) -> None:
+    """``write_bytes`` of UTF-8 text; undecodable bytes read with surrogateescape come back.
+    Bytes (a report's picture) are written as they are."""
+    data = text if isinstance(text, bytes) else text.encode("utf-8", "surrogateescape")
+    write_bytes(base, rel, data)
 
 
 def read_bytes(base: Path, rel: str) -> tuple[bytes, int]:
