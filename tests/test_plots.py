@@ -47,15 +47,16 @@ def test_the_png_is_an_image_and_only_for_compared_losses():
 
 
 _TRAIN = """import torch
-torch.manual_seed(0)
-model = torch.nn.Linear(4, 1).cuda()
-opt = torch.optim.SGD(model.parameters(), lr=0.1)
-x, y = torch.randn(8, 4), torch.randn(8, 1)
-for step in range(3):
-    loss = ((model(x.cuda()) - y.cuda()) ** 2).mean()
-    opt.zero_grad()
-    loss.backward()
-    opt.step()
+from torch import nn
+
+torch.manual_seed(1)
+net = nn.Sequential(nn.Linear(3, 5), nn.Tanh(), nn.Linear(5, 2)).cuda()
+sgd = torch.optim.SGD(net.parameters(), lr=0.05, momentum=0.9)
+inputs, labels = torch.randn(6, 3).cuda(), torch.tensor([0, 1, 1, 0, 1, 0]).cuda()
+for _ in range(3):
+    sgd.zero_grad()
+    nn.functional.cross_entropy(net(inputs), labels).backward()
+    sgd.step()
 """
 
 
