@@ -18,6 +18,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import astparse
+
 # How many of the repository's modules are read for a parser: the entry script and what it
 # imports from the repository, breadth first. A parser lives near the entry point.
 MAX_MODULES = 40
@@ -159,7 +161,7 @@ def program_options(root: Path, entry: Path | None) -> dict[str, Option]:
         try:
             if path.stat().st_size > MAX_BYTES:
                 continue
-            tree = ast.parse(path.read_bytes())
+            tree = astparse.parse(path.read_bytes())
         except (OSError, SyntaxError, ValueError):
             continue  # not a module Python can read: the program fails on its own
         for option in _options_in(tree, path.relative_to(root).as_posix()):

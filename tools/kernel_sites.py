@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from torchport.sandbox import astparse
 from torchport.sandbox.safepath import read_inside
 from torchport.tools.pyimports import collect_aliases, qualified_name
 
@@ -201,7 +202,7 @@ def kernel_sites(
     if not MENTIONS.search(text):
         return []
     try:
-        tree = ast.parse(text)
+        tree = astparse.parse(text)
     except SyntaxError:
         return []
     aliases = collect_aliases(tree)
@@ -330,7 +331,7 @@ def unused_kernels(text: str, elsewhere: Iterable[str] = ()) -> list[tuple[int, 
     strings only they read that nothing in ``text`` reads any more, bottom-up; a name
     another file of the program mentions (``elsewhere``: their texts) is kept."""
     try:
-        tree = ast.parse(text)
+        tree = astparse.parse(text)
     except SyntaxError:
         return []
     aliases = collect_aliases(tree)
@@ -395,7 +396,7 @@ def parameters(text: str, entry: str) -> list[str]:
     """The parameter names of ``entry`` (a top-level function, or ``Class.apply`` of an
     autograd Function: its forward's, after ``ctx``) in ``text``; empty when not found."""
     try:
-        tree = ast.parse(text)
+        tree = astparse.parse(text)
     except SyntaxError:
         return []
     name, _, method = entry.partition(".")
@@ -415,7 +416,7 @@ def parameters(text: str, entry: str) -> list[str]:
 def definition_line(text: str, entry: str) -> int | None:
     """The line of ``entry``'s top-level ``def`` or ``class`` in ``text`` (None: not there)."""
     try:
-        tree = ast.parse(text)
+        tree = astparse.parse(text)
     except SyntaxError:
         return None
     name = entry.partition(".")[0]
@@ -428,7 +429,7 @@ def definition_line(text: str, entry: str) -> int | None:
 def kernel_spans(text: str) -> dict[str, tuple[int, int]]:
     """Each top-level kernel of ``text`` (decorated def, extension build) and its lines."""
     try:
-        tree = ast.parse(text)
+        tree = astparse.parse(text)
     except SyntaxError:
         return {}
     aliases = collect_aliases(tree)

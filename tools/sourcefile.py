@@ -8,7 +8,9 @@ import re
 import tokenize
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
+from ..sandbox import astparse
 from ..sandbox.safepath import DEFAULT_MAX_BYTES
 
 # Python 2 constructs that are syntax errors in Python 3: a print statement,
@@ -59,7 +61,7 @@ def read_exact(path: Path, errors: str = "strict") -> str:
 def parse_python(text: str, filename: str) -> ast.Module:
     """Parse Python 3 source; a failure names the line and whether it looks like Python 2."""
     try:
-        return ast.parse(text, filename=filename)
+        return cast(ast.Module, astparse.parse(text, filename))
     except SyntaxError as exc:
         where = f"line {exc.lineno}" if exc.lineno else "unknown line"
         if _PY2_MARKERS.search(text):
