@@ -13,6 +13,8 @@ import json
 import socket
 import sys
 import textwrap
+import threading
+import time
 import uuid
 import warnings
 from pathlib import Path
@@ -242,3 +244,35 @@ def test_safe_env_is_an_allowlist(monkeypatch: pytest.MonkeyPatch, tmp_path: Pat
     for name in ("HF_TOKEN", "ANTHROPIC_API_KEY", "AWS_ACCESS_KEY_ID", "DB_PASSWORD"):
         with pytest.raises(ValueError, match="looks like a secret"):
             safe_env({name: "x"})
+
+
+def test_output_a_slow_reader_has_not_read_when_the_run_ends_is_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a loaded machine the reader threads can be behind when the run ends: what the run
+    wrote before its end is still read (a spawned worker's last line was lost so, when the
+    readers had two seconds each)."""
+    from torchport.sandbox.isolation import runner
+
+    ended = threading.Event()
+    drain, stop = runner._drain, runner._stop
+
+    def late(stream, *args):  # a reader scheduled only 5 s after the run ended
+        ended.wait(60)
+        time.sleep(5)
+        drain(stream, *args)
+
+    def stopped(proc):
+        stop(proc)
+        ended.set()
+
+    monkeypatch.setattr(runner, "_drain", late)
+    monkeypatch.setattr(runner, "_stop", stopped)
+    res = run_isolated(
+        [sys.executable, "-c", "print('the last line', flush=True)"],
+        scratch=tmp_path,
+        timeout_s=20,
+        memory_mb=512,
+    )
+    assert res.returncode == 0
+    assert res.stdout == "the last line\n"

@@ -32,6 +32,10 @@ WATCHDOG = Path(__file__).with_name("watchdog.py")
 DEADLINE_GRACE_S = 10.0
 # How long the watchdog may take to stop a run (docker kill included) before it is killed.
 STOP_WAIT_S = 90.0
+# How long the readers may take, once the run ended, to read what it wrote before its end.
+# Two seconds lost a spawned worker's last line on a loaded machine (a fresh clone's test
+# run); a writer that outlives the run (escaped its group) holds the pipe this long at most.
+DRAIN_WAIT_S = 20.0
 
 
 @dataclass
@@ -185,7 +189,7 @@ def _supervise(
         if group is not None:
             group.kill()
         for t in readers:
-            t.join(timeout=2)
+            t.join(timeout=DRAIN_WAIT_S)
         for stream in (proc.stdout, proc.stderr):
             with contextlib.suppress(OSError):
                 stream.close()
