@@ -214,13 +214,15 @@ def test_parent_secrets_are_absent(
     assert env["HOME"] == str(scratch.resolve())
 
 
-def test_output_is_a_capped_tail(tmp_path: Path) -> None:
-    res = run_isolated(
-        [sys.executable, "-c", "for i in range(200_000): print(i)"],
-        scratch=tmp_path,
-        timeout_s=20,
-        memory_mb=512,
+def _python(source: str, scratch: Path) -> IsolationResult:
+    """``python -c source`` in the strongest sandbox there is."""
+    return run_isolated(
+        [sys.executable, "-c", source], scratch=scratch, timeout_s=20, memory_mb=512
     )
+
+
+def test_output_is_a_capped_tail(tmp_path: Path) -> None:
+    res = _python("for i in range(200_000): print(i)", tmp_path)
     assert res.returncode == 0
     assert len(res.stdout) <= 64 * 1024
     assert res.stdout.endswith("199999\n")
@@ -268,11 +270,6 @@ def test_output_a_slow_reader_has_not_read_when_the_run_ends_is_kept(
 
     monkeypatch.setattr(runner, "_drain", late)
     monkeypatch.setattr(runner, "_stop", stopped)
-    res = run_isolated(
-        [sys.executable, "-c", "print('the last line', flush=True)"],
-        scratch=tmp_path,
-        timeout_s=20,
-        memory_mb=512,
-    )
+    res = _python("print('the last line', flush=True)", tmp_path)
     assert res.returncode == 0
     assert res.stdout == "the last line\n"
