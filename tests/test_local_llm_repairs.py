@@ -83,7 +83,8 @@ def test_a_prompt_injection_in_a_comment_changes_nothing_outside_the_migration(t
     assert (out / "README.md").read_text() == "# demo\n"
     assert (out / "notes.py").read_text() == "X = 1\n"
     assert secret not in (out / "train.py").read_text()
-    report = "".join(p.read_text() for p in (out / "torchport-report").iterdir())
-    assert secret not in report
+    # every report file, the picture of the losses included, read as bytes
+    report = b"".join(p.read_bytes() for p in (out / "torchport-report").iterdir())
+    assert secret.encode() not in report
     assert {e["path"] for e in llm_edits(final)} <= {"train.py"}
     assert final["outcome"] == "verified", final["decisions"]
