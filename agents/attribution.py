@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass
 from importlib import resources
 from typing import Any
 
+from torchport.sandbox import astparse
 from torchport.sandbox.launch import OWN_CODE
 
 from .diagnose import traceback_exception
@@ -146,7 +147,7 @@ def imported_names(texts: Iterable[str]) -> frozenset[str]:
     names: set[str] = set()
     for text in texts:
         try:
-            tree = ast.parse(text)
+            tree = astparse.parse(text)
         except (SyntaxError, ValueError):
             continue
         for node in ast.walk(tree):

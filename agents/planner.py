@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from torchport.sandbox import astparse
 from torchport.sandbox.commandline import fillable
 from torchport.sandbox.safepath import read_inside
 from torchport.tools.findings import EntryPoint, ScanResult, work_counts
@@ -57,7 +58,7 @@ def work_of(plan: Mapping[str, Any]) -> dict[str, int]:
 def required_arguments(source: str) -> list[str]:
     """Options and positionals an argparse parser in ``source`` insists on."""
     try:
-        tree = ast.parse(source)
+        tree = astparse.parse(source)
     except SyntaxError:
         return []
     required: list[str] = []
@@ -91,7 +92,7 @@ def does_something_at_top_level(source: str) -> bool:
     """Whether running the file does more than define names: a top-level loop, call or
     ``with``/``if``/``try`` block (a script without a ``__main__`` guard)."""
     try:
-        tree = ast.parse(source)
+        tree = astparse.parse(source)
     except SyntaxError:
         return False
     defining = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import libcst as cst
+from torchport.sandbox import astparse
 from torchport.tools.ast_edits import EditRefused, insert_import, remove_unused_imports
 from torchport.tools.catalogue import load_catalogue
 from torchport.tools.codemods.guard import blocking, removed_imported_names, top_level_names
@@ -241,7 +242,7 @@ def with_missing_imports(text: str, path: str) -> tuple[str, list[str]]:
     a local import) counts as defined, so nothing is added where it might shadow.
     """
     try:
-        tree = ast.parse(text)
+        tree = astparse.parse(text)
     except SyntaxError:
         return text, []  # the verifier reports such a file
     used: set[str] = set()

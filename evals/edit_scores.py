@@ -20,6 +20,8 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+from torchport.sandbox import astparse
+
 _BODIES = ("body", "orelse", "finalbody", "handlers", "cases")
 # Files a migration may touch that are not code run by the program.
 IGNORED_PARTS = {"torchport-report", "__pycache__", ".git"}
@@ -70,7 +72,7 @@ def units(path: str, text: str) -> list[str]:
         return units("cells.py", "\n".join(lines))
     if path.endswith(".py"):
         try:
-            return _statements(ast.parse(text).body)
+            return _statements(astparse.parse(text).body)
         except SyntaxError:
             return ["<does not parse>", *text.splitlines()]
     return [line.strip() for line in text.splitlines() if line.strip()]

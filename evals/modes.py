@@ -21,6 +21,7 @@ from typing import Any
 
 from torchport.agents import verifier
 from torchport.agents.verifier import RunLimits
+from torchport.sandbox import astparse
 from torchport.sandbox.modes import EMULATED
 
 from .tasks import Task
@@ -128,7 +129,7 @@ def llm_only(task: Task, target: str, out: Path, budget: RunLimits, cache: Path)
     for path in sorted(out.rglob("*.py")):
         rel = str(path.relative_to(out))
         try:
-            tree = ast.parse(path.read_text(encoding="utf-8"))
+            tree = astparse.parse(path.read_text(encoding="utf-8"))
         except SyntaxError:
             continue
         lines = path.read_text(encoding="utf-8").splitlines()

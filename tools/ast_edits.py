@@ -22,6 +22,7 @@ from libcst.metadata import (
     PositionProvider,
     WhitespaceInclusivePositionProvider,
 )
+from torchport.sandbox import astparse
 
 
 class EditRefused(ValueError):
@@ -111,7 +112,7 @@ def replace_node(
 
 def _tree(source: str) -> str | None:
     try:
-        return ast.dump(ast.parse(source))
+        return ast.dump(astparse.parse(source))
     except SyntaxError:
         return None
 

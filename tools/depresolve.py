@@ -27,6 +27,7 @@ from typing import Any
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion, Version
+from torchport.sandbox import astparse
 
 from ..sandbox.safepath import read_inside, read_regular
 from . import legacy_keyword
@@ -284,7 +285,7 @@ def project_identity(root: Path) -> tuple[str, str] | None:
 
 def _setup_py_identity(root: Path) -> tuple[str, str] | None:
     try:
-        tree = ast.parse(_repository_text(root, "setup.py") or "")
+        tree = astparse.parse(_repository_text(root, "setup.py") or "")
     except (SyntaxError, ValueError):
         return None
     for node in ast.walk(tree):

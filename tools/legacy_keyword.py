@@ -12,11 +12,12 @@ is returned so that the migration and the verdict list it like any other change.
 
 from __future__ import annotations
 
-import ast
 import io
 import keyword
 import tokenize
 from dataclasses import dataclass
+
+from torchport.sandbox import astparse
 
 OLD, NEW = "async", "non_blocking"
 WHY = (
@@ -44,7 +45,7 @@ class Repaired:
 
 def _parses(text: str) -> bool:
     try:
-        ast.parse(text)
+        astparse.parse(text)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return False
     return True

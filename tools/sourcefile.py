@@ -8,7 +8,6 @@ import re
 import tokenize
 from dataclasses import dataclass
 from pathlib import Path
-from typing import cast
 
 from ..sandbox import astparse
 from ..sandbox.safepath import DEFAULT_MAX_BYTES
@@ -61,7 +60,7 @@ def read_exact(path: Path, errors: str = "strict") -> str:
 def parse_python(text: str, filename: str) -> ast.Module:
     """Parse Python 3 source; a failure names the line and whether it looks like Python 2."""
     try:
-        return cast(ast.Module, astparse.parse(text, filename))
+        return astparse.parse(text, filename)
     except SyntaxError as exc:
         where = f"line {exc.lineno}" if exc.lineno else "unknown line"
         if _PY2_MARKERS.search(text):

@@ -24,6 +24,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from torchport.sandbox import astparse
+
 # The torch whose glue library the per-torch facts (autocast, readers of variables) come
 # from: torchport's pinned torch (the Makefile's TORCH, torch==2.13.0+cpu).
 GLUE_TORCH = "2_13_0"
@@ -99,7 +101,7 @@ class Wheel:
 
     def tree(self, member: str) -> ast.Module:
         if member not in self._trees:
-            self._trees[member] = ast.parse(self.text(member), filename=member)
+            self._trees[member] = astparse.parse(self.text(member), filename=member)
         return self._trees[member]
 
     def strings(self, member: str) -> list[str]:

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from torchport.sandbox import astparse
 from torchport.tools import ast_edits
 from torchport.tools.atomicfile import atomic_write
 
@@ -277,7 +278,7 @@ class Workspace:
         hits = []
         for rel, text in self._python_files():
             try:
-                tree = ast.parse(text)
+                tree = astparse.parse(text)
             except SyntaxError:
                 continue
             lines = text.splitlines()

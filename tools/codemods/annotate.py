@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import ast
 
+from torchport.sandbox import astparse
+
 from ..findings import Finding
 
 
@@ -35,7 +37,7 @@ def annotate_python(source: str, findings: list[Finding], target: str | None = N
     if not findings:
         return source
     try:
-        starts = _statement_starts(ast.parse(source))
+        starts = _statement_starts(astparse.parse(source))
     except SyntaxError:
         return source
     lines = source.splitlines(keepends=True)

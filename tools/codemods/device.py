@@ -15,6 +15,7 @@ import operator
 import re
 
 import libcst as cst
+from torchport.sandbox import astparse
 
 from .base import (
     ACCELERATOR_TYPE,
@@ -386,7 +387,7 @@ def cuda_else_cpu(node: cst.CSTNode, ctx: FixContext):
     arm = getattr(node, cuda_arm).visit(_ArmDevices(ctx))
     new = node.with_changes(test=test, **{cuda_arm: arm})
     try:
-        value = bool(_constant_value(ast.parse(code_of(test).strip(), mode="eval").body))
+        value = bool(_constant_value(astparse.parse(code_of(test).strip(), mode="eval").body))
     except (SyntaxError, ValueError, TypeError, KeyError, IndexError):
         value = None
     if value is not None:
@@ -556,7 +557,7 @@ def capability_branch(node: cst.BaseExpression, ctx: FixContext):
     code = re.sub(r"[\w.]*get_device_properties\([^()]*\)\.major", "9", code)
     code = re.sub(r"[\w.]*get_device_properties\([^()]*\)\.minor", "0", code)
     try:
-        value = bool(_constant_value(ast.parse(code.strip(), mode="eval").body))
+        value = bool(_constant_value(astparse.parse(code.strip(), mode="eval").body))
     except (SyntaxError, ValueError) as exc:
         raise NotApplicable(f"cannot evaluate the capability test: {exc}") from exc
     branch = ctx.parent(ctx.original)

@@ -8,7 +8,6 @@ is checked to parse and compile before it is accepted.
 
 from __future__ import annotations
 
-import ast
 import os
 import re
 from collections import defaultdict
@@ -16,6 +15,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper, ParentNodeProvider, PositionProvider
+from torchport.sandbox import astparse
 
 from ..findings import Finding
 from .base import (
@@ -567,7 +567,7 @@ def _migrate_once(
         if id(f) not in applied
     ]
     try:
-        compile(new_source, path, "exec", flags=ast.PyCF_ONLY_AST)
+        astparse.parse(new_source, path)
     except SyntaxError as exc:
         reason = f"migrated code did not compile ({exc.msg}, line {exc.lineno}); file left as is"
         return SourceResult(source, unapplied=[(f, reason) for f in findings]), applier

@@ -16,6 +16,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from pyflakes.checker import Checker
+from torchport.sandbox import astparse
 
 from ..pyimports import dotted_parts
 
@@ -50,7 +51,7 @@ def _problems(source: str, path: str) -> tuple[Problem, ...]:
     """Kept for the few sources a file's migration asks about: the original is checked
     once per guard round, not once per comparison (pyflakes is most of the guard's time)."""
     try:
-        tree = ast.parse(source, path)
+        tree = astparse.parse(source, path)
     except SyntaxError:
         return ()  # compiling is checked elsewhere; nothing to compare here
     found = [
@@ -217,7 +218,7 @@ def orphaned_imports(
     idle = {p.name for p in problems(before) if p.kind == "UnusedImport"}
     lines = before.splitlines()
     found = []
-    for node in ast.walk(ast.parse(before)):
+    for node in ast.walk(astparse.parse(before)):
         if isinstance(node, ast.Import):
             named = [(a.name, None, a.asname, _flake_name(a.name, a.asname)) for a in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
@@ -244,7 +245,7 @@ def top_level_names(source: str) -> set[str]:
     """The names a module binds at its top level (functions, classes, assignments, imports):
     what ``from module import name`` can reach."""
     try:
-        tree = ast.parse(source)
+        tree = astparse.parse(source)
     except SyntaxError:
         return set()
     names: set[str] = set()
@@ -267,7 +268,7 @@ def imported_from(module_rel: str, names: set[str], importer: str) -> set[str]:
     stem = module_rel.removesuffix(".py").split("/")
     last = stem[-2] if stem[-1] == "__init__" and len(stem) > 1 else stem[-1]
     try:
-        tree = ast.parse(importer)
+        tree = astparse.parse(importer)
     except SyntaxError:
         return set()
     taken: set[str] = set()

@@ -17,11 +17,11 @@ by the global switch: the others take a spawn context at the call.
 
 from __future__ import annotations
 
-import ast
 from dataclasses import dataclass, field
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper, ParentNodeProvider, PositionProvider
+from torchport.sandbox import astparse
 
 from ..pyimports import collect_aliases
 from ..pystartmethod import DEFAULT_CONTEXT, GET_CONTEXT, SET_START_METHOD
@@ -225,7 +225,7 @@ def _refusal(call: cst.Call, form: str, parents: dict, context: dict) -> str | N
 @prescan("TPN011")
 def plan_start_method(module: cst.Module, lines: list[int], target: str) -> dict:
     """Which launches can be made spawn, and whether the ``__main__`` block does it once."""
-    aliases = collect_aliases(ast.parse(module.code))
+    aliases = collect_aliases(astparse.parse(module.code))
     wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
     found = _Launches(aliases)
     wrapper.visit(found)

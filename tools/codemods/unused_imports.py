@@ -25,6 +25,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 import libcst as cst
+from torchport.sandbox import astparse
 
 if TYPE_CHECKING:  # libcst.codemod imports libcst.matchers: a second of start-up, paid
     from libcst.codemod.visitors import RemoveImportsVisitor  # only by a file with removals
@@ -58,7 +59,7 @@ def unused_names(source: str, names: set[str]) -> set[str] | None:
     """Which of ``names`` (each bound by an import in ``source``) nothing reads; None when
     that cannot be told without scope analysis."""
     try:
-        tree = ast.parse(source)
+        tree = astparse.parse(source)
     except (SyntaxError, ValueError):
         return None
     uses = _NameUses()

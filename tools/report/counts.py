@@ -15,6 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from torchport.sandbox import astparse
+
 from ..findings import ADVISORY_CATEGORY as ADVISORY_CATEGORY  # where it was defined
 from ..findings import Finding, is_advisory
 from .linemap import line_map
@@ -129,7 +131,7 @@ def _imports(source: str) -> set[tuple[str, str]] | None:
     for ``import apex``, ("apex.optimizers", "FusedAdam") for a from-import (None if
     ``source`` does not parse)."""
     try:
-        tree = ast.parse(source)
+        tree = astparse.parse(source)
     except (SyntaxError, ValueError):
         return None
     found: set[tuple[str, str]] = set()

@@ -22,6 +22,8 @@ import textwrap
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from torchport.sandbox import astparse
+
 from ..catalogue import load_catalogue
 
 
@@ -57,7 +59,7 @@ def _parse(code: str) -> ast.AST | None:
         return None
     for mode in ("exec", "eval"):
         try:
-            return ast.parse(text, mode=mode)
+            return astparse.parse(text, mode=mode)
         except SyntaxError:
             continue
     return None
