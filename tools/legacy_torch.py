@@ -36,31 +36,35 @@ _DTYPE_NAMES = frozenset(
 )
 
 
-def _is_zero_index(node: cst.Subscript) -> bool:
-    if len(node.slice) != 1:
+def _is_zero_subscript(node: cst.CSTNode) -> bool:
+    """``x[0]``, ``x.data[0]``: a subscript with the one index ``0``."""
+    if not isinstance(node, cst.Subscript) or len(node.slice) != 1:
         return False
     element = node.slice[0].slice
-    return isinstance(element, cst.Index) and (
-        isinstance(element.value, cst.Integer) and element.value.value == "0"
+    return (
+        isinstance(element, cst.Index)
+        and isinstance(element.value, cst.Integer)
+        and element.value.value == "0"
     )
 
 
-def _is_data(node: cst.BaseExpression) -> bool:
-    return isinstance(node, cst.Attribute) and node.attr.value == "data"
+def _data_of(node: cst.BaseExpression) -> cst.BaseExpression | None:
+    """``x`` of ``x.data``, else None."""
+    if isinstance(node, cst.Attribute) and node.attr.value == "data":
+        return node.value
+    return None
 
 
-def _zero_dim_sites(nodes: Sequence[cst.CSTNode]) -> list[cst.CSTNode]:
-    """``x.data[0]`` on the line, else the single ``x[0]``: the 0.3 idiom for a scalar."""
-    subscripts = [n for n in nodes if isinstance(n, cst.Subscript) and _is_zero_index(n)]
-    data = [n for n in subscripts if _is_data(n.value)]
-    if data:
-        return list(data)
-    return list(subscripts) if len(subscripts) == 1 else []
+def _zero_dim_pick(sites: Sequence[cst.CSTNode]) -> list[cst.CSTNode]:
+    """Of the line's ``[0]`` subscripts: the ``x.data[0]`` ones (PyTorch 0.3's read of a
+    scalar), else the single one; none when several leave no way to tell."""
+    data = [n for n in sites if isinstance(n, cst.Subscript) and _data_of(n.value) is not None]
+    return data or (list(sites) if len(sites) == 1 else [])
 
 
 def _item(node: cst.CSTNode) -> cst.CSTNode:
     assert isinstance(node, cst.Subscript)
-    value = node.value.value if _is_data(node.value) else node.value  # type: ignore[attr-defined]
+    value = _data_of(node.value) or node.value
     return cst.Call(cst.Attribute(value, cst.Name("item")))
 
 
@@ -75,17 +79,20 @@ def _is_dtype(arg: cst.Arg) -> bool:
     return isinstance(value, cst.SimpleString)
 
 
-def _view_sites(nodes: Sequence[cst.CSTNode]) -> list[cst.CSTNode]:
-    """Every shape ``.view(...)`` on the line: reshape is the same view wherever view works."""
-    return [
-        n
-        for n in nodes
-        if isinstance(n, cst.Call)
-        and isinstance(n.func, cst.Attribute)
-        and n.func.attr.value == "view"
-        and n.args
-        and not any(_is_dtype(a) for a in n.args)
-    ]
+def _is_shape_view(node: cst.CSTNode) -> bool:
+    """``x.view(shape)``; not ``x.view(dtype)``, which reinterprets bytes and has no reshape."""
+    return (
+        isinstance(node, cst.Call)
+        and isinstance(node.func, cst.Attribute)
+        and node.func.attr.value == "view"
+        and bool(node.args)
+        and not any(_is_dtype(a) for a in node.args)
+    )
+
+
+def _every(sites: Sequence[cst.CSTNode]) -> list[cst.CSTNode]:
+    """Every shape view on the line: reshape is the same view wherever view works."""
+    return list(sites)
 
 
 def _reshape(node: cst.CSTNode) -> cst.CSTNode:
@@ -113,7 +120,7 @@ class _Replace(cst.CSTTransformer):
         self.chosen = {id(n) for n in chosen}
         self.change = change
 
-    def on_leave(self, original_node, updated_node):  # type: ignore[no-untyped-def]
+    def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode) -> cst.CSTNode:
         if id(original_node) in self.chosen:
             return self.change(updated_node)
         return updated_node
@@ -126,18 +133,10 @@ class _Rule:
     change: Callable[[cst.CSTNode], cst.CSTNode]
 
 
-def _is_zero_subscript(node: cst.CSTNode) -> bool:
-    return isinstance(node, cst.Subscript) and _is_zero_index(node)
-
-
-def _is_shape_view(node: cst.CSTNode) -> bool:
-    return bool(_view_sites([node]))
-
-
 # the failure signature (agents/data/signatures.toml) -> how to repair the line it names
 RULES: dict[str, _Rule] = {
-    "zero-dim-index": _Rule(_is_zero_subscript, _zero_dim_sites, _item),
-    "view-not-contiguous": _Rule(_is_shape_view, _view_sites, _reshape),
+    "zero-dim-index": _Rule(_is_zero_subscript, _zero_dim_pick, _item),
+    "view-not-contiguous": _Rule(_is_shape_view, _every, _reshape),
 }
 
 
