@@ -102,18 +102,22 @@ def _library_patched(
     the port run again with those files ported (``agents.library_patch``), when it got
     further; the original's run (``ran``) is reused."""
     target, scratch = where
-    patched = scratch / library_patch.SITE
-    shutil.rmtree(patched, ignore_errors=True)
-    patched.mkdir(parents=True)
     sites = tuple(p for p in [environment.get("path")] if p)  # what torchport installed
+    if ran is None or ran.get("status") != "ok" or not sites:
+        return v
+    patched = scratch / library_patch.SITE
+    shutil.rmtree(patched, ignore_errors=True)  # an earlier round's copies
+    patched_env = {**environment, "patched_site": str(patched)}
     patches, current = [], v
-    while ran is not None and ran.get("status") == "ok" and len(patches) < MAX_PATCHED:
+    while len(patches) < MAX_PATCHED:
         inside = library_patch.failing_file(current.failure or {}, target, sites)
-        patch = library_patch.patch_file(inside, sites, patched, target) if inside else None
+        if inside is None:
+            break
+        patched.mkdir(parents=True, exist_ok=True)
+        patch = library_patch.patch_file(inside, sites, patched, target)
         if patch is None:
             break
         patches.append(patch.to_json())
-        patched_env = {**environment, "patched_site": str(patched)}
         current, _ = verify(patched_env, ran)
     if not patches or verifier.rank(current.to_json()) <= verifier.rank(v.to_json()):
         return v
