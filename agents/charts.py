@@ -102,7 +102,7 @@ def ranked_bars(
     ax.invert_yaxis()
     ax.set_xlabel(axis)
     ax.set_title(title, fontsize="medium", **_PLAIN)
-    ax.margins(x=0.2)
+    ax.margins(x=0.2, y=0.3 / max(1, len(rows)))  # about a third of a bar above and below
     if rows:
         from matplotlib.patches import Patch
 

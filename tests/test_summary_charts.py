@@ -112,7 +112,8 @@ def test_an_empty_batch_draws_nothing_and_one_repository_draws_its_bar(tmp_path)
     assert "summary.png" not in (tmp_path / "summary.md").read_text()
     write_summary(tmp_path, batch(("only", "ran", 0.25)))
     assert image_size((tmp_path / "summary.png").read_bytes())[0] > 300
-    slow = batch_charts.figure(batch(("only", "ran", 0.25))).get_axes()[1]
+    counts, slow = batch_charts.figure(batch(("only", "ran", 0.25))).get_axes()[:2]
+    assert counts.get_title() == "torchport batch: 1 repository to tpu"
     assert ticks(slow.yaxis) == ["only"] and slow.get_title() == "time per repository"
 
 

@@ -44,7 +44,8 @@ def figure(summary: dict[str, Any]) -> Any | None:
     heights = (1.0 + 0.35 * len(data["verdicts"]), 1.2 + 0.3 * len(times))
     fig, (counts, slow) = charts.figure(8.0, heights)
     target = summary["settings"].get("target")
-    charts.count_bars(counts, data["verdicts"], f"torchport batch: {n} repositories to {target}")
+    repositories = "repository" if n == 1 else "repositories"
+    charts.count_bars(counts, data["verdicts"], f"torchport batch: {n} {repositories} to {target}")
     which = "time per repository" if len(times) == n else f"the {len(times)} slowest of {n}"
     charts.ranked_bars(slow, times, which, "wall time (s)", "s")
     return fig
