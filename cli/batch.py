@@ -50,6 +50,7 @@ SOURCES:
 DIR afterwards:
   summary.md, .csv, .json   one row per repository (verdict, constructs, converted
                             share, manual items, LLM tokens, time) and the totals
+  summary.png               verdict counts and time per repository (summary.md shows it)
   results/NAME.json         each finished repository's record
   repos/NAME/migrated/      the migrated copy, with torchport-report/ inside
   logs/NAME.log             what the repository's migration printed

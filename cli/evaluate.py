@@ -46,7 +46,7 @@ def add_parser(sub: Any) -> None:
         help="benchmark migration modes on a suite of CUDA projects; write a leaderboard",
         description="Migrate every task of a suite with each mode for each target, verify "
         "each result on the emulated device, score its edits against the task's golden "
-        "migration, and write leaderboard.md/.json/.csv/.png.",
+        "migration, and write leaderboard.md/.json/.csv and its .png charts.",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -120,5 +120,6 @@ def run(args: argparse.Namespace) -> int:
     )
     paths = leaderboard.write(results, out, command)
     print(leaderboard.markdown(results, command).split("## Tasks")[0].rstrip())
-    print(f"\nleaderboard: {paths['markdown']} (also .json, .csv, .png)")
+    drawn = ", ".join(name for name in paths if name.endswith(".png"))
+    print(f"\nleaderboard: {paths['markdown']} (also .json, .csv; charts: {drawn})")
     return 0

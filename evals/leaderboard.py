@@ -1,7 +1,7 @@
 """The leaderboard: success rate per mode and difficulty, and every task's details.
 
 Written as Markdown (for people and the README), JSON and CSV (for machines and
-spreadsheets) and a PNG bar chart (matplotlib, no display needed). Success means
+spreadsheets) and PNG charts (``evals.charts``) that the Markdown shows. Success means
 the verdict a correct port reaches for that task and target (``task.toml``).
 
 A suite is a user's folder of repositories: task names, expectations, reasons and report
@@ -18,6 +18,7 @@ from typing import Any
 
 from torchport.tools.safetext import csv_cell, markdown_code, markdown_text, uri_path
 
+from .charts import CHARTS, write_charts
 from .tasks import DIFFICULTIES
 
 
@@ -129,33 +130,9 @@ def markdown(results: list[dict[str, Any]], command: str = "") -> str:
             f"{r['precision']:.2f} | {r['recall']:.2f} | {r['residual_constructs']} | "
             f"{r['wall_s']} | {report} |"
         )
+    if results:  # drawn beside this file (evals.charts)
+        lines += ["", "## Charts", "", *(f"![{what}]({name})" for name, what in CHARTS.items())]
     return "\n".join(lines) + "\n"
-
-
-def chart(results: list[dict[str, Any]], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    summary = summarize(results)
-    modes = list(summary)
-    present = [d for d in DIFFICULTIES if any(d in s["by_difficulty"] for s in summary.values())]
-    width = 0.8 / max(1, len(present))
-    fig, ax = plt.subplots(figsize=(2 + 1.6 * len(modes), 4))
-    for i, difficulty in enumerate(present):
-        values = [
-            100 * summary[m]["by_difficulty"].get(difficulty, {}).get("success", 0.0) for m in modes
-        ]
-        ax.bar([x + i * width for x in range(len(modes))], values, width, label=difficulty)
-    ax.set_xticks([x + width * (len(present) - 1) / 2 for x in range(len(modes))], modes)
-    ax.set_ylabel("success rate (%)")
-    ax.set_ylim(0, 100)
-    ax.set_title("torchport eval: success per mode and difficulty")
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
 
 
 def write(results: list[dict[str, Any]], out: Path, command: str = "") -> dict[str, Path]:
@@ -164,7 +141,6 @@ def write(results: list[dict[str, Any]], out: Path, command: str = "") -> dict[s
         "markdown": out / "leaderboard.md",
         "json": out / "leaderboard.json",
         "csv": out / "leaderboard.csv",
-        "png": out / "leaderboard.png",
     }
     paths["markdown"].write_text(markdown(results, command), encoding="utf-8")
     paths["json"].write_text(
@@ -175,5 +151,5 @@ def write(results: list[dict[str, Any]], out: Path, command: str = "") -> dict[s
         writer = csv.DictWriter(handle, fieldnames=fields, extrasaction="ignore")
         writer.writeheader()
         writer.writerows({k: csv_cell(v) for k, v in r.items()} for r in results)
-    chart(results, paths["png"])
+    paths.update({chart.name: chart for chart in write_charts(results, summarize(results), out)})
     return paths

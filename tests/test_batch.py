@@ -235,6 +235,8 @@ def test_a_git_source_is_migrated_at_its_ref_and_the_original_left_alone(tmp_pat
     assert rows["prog-v1"]["verdict"] == rows["prog"]["verdict"] == "not verified"
     assert rows["prog-bad"]["verdict"] == "error"
     assert "no-such-ref" in rows["prog-bad"]["reason"]
+    assert (out / "summary.png").read_bytes().startswith(b"\x89PNG")
+    assert "](summary.png)" in (out / "summary.md").read_text()
     assert "Traceback" in json.loads((out / "results/prog-bad.json").read_text())["error"]
     migrated = (out / rows["prog-v1"]["report"]).parent / "train.py"
     assert "synchronize" not in migrated.read_text() and '"tpu"' in migrated.read_text()

@@ -151,7 +151,9 @@ def test_cli_writes_the_leaderboard_for_a_user_suite(suite, tmp_path, capsys):
     assert "| rules |" in table and "| shim |" in table
     data = json.loads((out / "leaderboard.json").read_text())
     assert data["summary"]["rules"]["success"] == 1.0
-    assert (out / "leaderboard.png").read_bytes()[:4] == b"\x89PNG"
+    for chart in ("leaderboard.png", "verdicts.png", "edit_scores.png"):
+        assert (out / chart).read_bytes()[:4] == b"\x89PNG"
+        assert f"]({chart})" in table
     assert (out / "leaderboard.csv").read_text().startswith("task,mode,target")
     assert main(["eval", "--suite", str(tmp_path / "none"), "-q"]) == 2
     assert main(["eval", "--suite", str(suite), "--modes", "magic", "-q"]) == 2

@@ -142,15 +142,22 @@ def render(markdown: str, tables: bool = False) -> str:
     return (md.enable("table") if tables else md).render(markdown)
 
 
-def assert_renders_only_its_own_structure(markdown: str, links: set[str] = frozenset()) -> str:
-    """No element but the report's own (links only to ``links``), no cell split in two, no
-    attacker text in an attribute; returns the rendered text (with GFM tables)."""
-    allowed = STRUCTURE | TABLES | ({"a"} if links else set())
+def assert_renders_only_its_own_structure(
+    markdown: str, links: set[str] = frozenset(), images: dict[str, str] | None = None
+) -> str:
+    """No element but the report's own (links only to ``links``, images only the report's
+    charts: ``images`` maps each file to its alt text), no cell split in two, no attacker
+    text in an attribute; returns the rendered text (with GFM tables)."""
+    images = images or {}
+    allowed = STRUCTURE | TABLES | ({"a"} if links else set()) | ({"img"} if images else set())
     for html in (render(markdown), render(markdown, tables=True)):
         for tag, attrs in Elements(html).elements:
             assert tag in allowed, (tag, attrs)
             if tag == "a":
                 assert [k for k, _ in attrs] == ["href"] and dict(attrs)["href"] in links, attrs
+            elif tag == "img":
+                expected = [[("src", src), ("alt", alt)] for src, alt in images.items()]
+                assert list(attrs) in expected, attrs
             else:
                 assert set(attrs) <= ALIGNMENT, (tag, attrs)
     html = render(markdown, tables=True)
@@ -367,7 +374,10 @@ def test_batch_summary_escapes_reasons_and_refs_and_its_progress_reads_no_markup
     settings = {"target": "tpu", "verify": True, "steps": 1, "llm": "none"}
     write_summary(tmp_path, summarize([record], settings))
     markdown = (tmp_path / "summary.md").read_text()
-    text = assert_renders_only_its_own_structure(markdown, links={"reports/repo-1/summary.md"})
+    chart = {"summary.png": "verdicts, and time per repository"}
+    text = assert_renders_only_its_own_structure(
+        markdown, links={"reports/repo-1/summary.md"}, images=chart
+    )
     assert_terminal_safe(markdown)
     assert r"<img src=x onerror=alert(1)> \x1b]0;t\x07 | @SUM(1)" in text
     rows = list(csv.DictReader(io.StringIO((tmp_path / "summary.csv").read_text())))
@@ -422,7 +432,10 @@ def test_leaderboard_escapes_task_names_and_neutralises_csv(tmp_path):
     paths = leaderboard.write(results, tmp_path / "board", command="torchport eval `x`")
     markdown = paths["markdown"].read_text()
     link = quote(os.fsencode(tmp_path / "a b(c)"))
-    text = assert_renders_only_its_own_structure(markdown, links={link})
+    charts = {"leaderboard.png": "success per mode and difficulty"}
+    charts |= {"verdicts.png": "verdicts per target and mode"}
+    charts |= {"edit_scores.png": "edit precision and recall per mode"}
+    text = assert_renders_only_its_own_structure(markdown, links={link}, images=charts)
     assert_terminal_safe(markdown)
     assert "<img src=x onerror=alert(1)>" in text and r"@SUM(1)\x1b]0;t\x07" in text
     rows = list(csv.DictReader(paths["csv"].open()))

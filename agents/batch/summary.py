@@ -24,6 +24,7 @@ from torchport.tools.atomicfile import atomic_write
 from torchport.tools.filenames import printable_data
 from torchport.tools.safetext import csv_cell, markdown_text, uri_path
 
+from .charts import CHART, write_chart
 from .job import share
 
 FIELDS = (
@@ -69,7 +70,7 @@ def summarize(records: list[dict[str, Any]], settings: dict[str, Any]) -> dict[s
 
 
 def write_summary(out_dir: Path, summary: dict[str, Any]) -> list[Path]:
-    """Write DIR/summary.{md,csv,json}, each atomically; returns their paths.
+    """Write DIR/summary.{md,csv,json,png}, each atomically; returns their paths.
 
     A source path that is not UTF-8 is written as ``tools.filenames.printable`` says."""
     summary = printable_data(summary)
@@ -82,7 +83,8 @@ def write_summary(out_dir: Path, summary: dict[str, Any]) -> list[Path]:
         path = out_dir / f"summary.{suffix}"
         atomic_write(path, text)
         written.append(path)
-    return written
+    chart = write_chart(out_dir, summary)  # verdict counts and time per repository
+    return written + ([chart] if chart else [])
 
 
 def to_csv(summary: dict[str, Any]) -> str:
@@ -109,6 +111,7 @@ def to_markdown(summary: dict[str, Any]) -> str:
         f"{t['advisories']} performance advisories",
         f"- {llm}; time: {t['time_s']:.1f} s in all (sum over repositories)",
         f"- verification: {verification}",
+        *(["", f"![verdicts, and time per repository]({CHART})"] if summary["repos"] else []),
         "",
         "| repository | verdict | constructs | converted | manual | advisories | tokens | time "
         "| details |",
