@@ -1,0 +1,97 @@
+"""MkDocs hook (mkdocs.yml ``hooks:``): pages that live elsewhere in the repository join
+the documentation site at build time instead of being copied into ``docs/``.
+
+Each rule's documentation is ``tools/catalogue/docs/<CODE>.md``, the text that
+``torchport rules CODE`` prints; the site shows the same text at ``rules/<CODE>.md``,
+read through the catalogue's own loader, so a rule added with ``scripts/new_rule.py``
+appears without touching ``docs/``. ``rules/all.md`` lists them by category, made from
+the same data as ``torchport rules``. ``DEVELOPERS.md`` stays at the repository's root,
+where developers look for it, and is the site's ``developers.md``.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from mkdocs.config.defaults import MkDocsConfig
+from mkdocs.structure.files import File, Files
+from torchport.tools.catalogue import CATEGORIES, TARGETS, Rule, load_catalogue
+
+ROOT = Path(__file__).resolve().parents[1]
+ALL_RULES = "rules/all.md"
+# A list item at the margin, and one two spaces in (a nested item).
+ITEM = re.compile(r"^(?:[-*+]|[0-9]+\.) ")
+NESTED_ITEM = re.compile(r"^  (?:[-*+]|[0-9]+\.) ")
+
+
+def _cell(text: str) -> str:
+    """A table cell: a pipe outside a code span would end the cell (Python-Markdown's
+    tables keep the pipes of a code span, and would show a backslash there)."""
+    parts = re.split(r"(`+[^`]*`+)", text)
+    return "".join(p if p.startswith("`") else p.replace("|", "\\|") for p in parts)
+
+
+def python_markdown_lists(markdown: str) -> str:
+    """The rule docs write lists as GitHub and a terminal read them: nested two spaces
+    deep, and sometimes straight after a paragraph's last line. Python-Markdown nests
+    only at four spaces and starts a list only after a blank line, so it would flatten
+    the one and run the other into the paragraph. A nested item and its continuation
+    lines move two spaces in; a list that follows a paragraph gets its blank line."""
+    lines: list[str] = []
+    fenced = nested = False
+    for line in markdown.split("\n"):
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+        if fenced:
+            lines.append(line)
+            continue
+        if NESTED_ITEM.match(line):
+            nested = True
+        elif line.strip() and not line.startswith("    "):
+            nested = False
+        previous = lines[-1] if lines else ""
+        after_text = previous.strip() and not previous.startswith((" ", "#"))
+        if ITEM.match(line) and after_text and not ITEM.match(previous):
+            lines.append("")
+        lines.append("  " + line if nested and line.strip() else line)
+    return "\n".join(lines)
+
+
+def _row(rule: Rule) -> str:
+    kinds = " | ".join(rule.fixes[target].kind.value for target in TARGETS)
+    title = _cell(rule.title)
+    return f"| [{rule.code}]({rule.code}.md) | {title} | {rule.severity.value} | {kinds} |"
+
+
+def all_rules_page(rules: list[Rule]) -> str:
+    """The generated index: every rule, by category, with its fix kind per target."""
+    lines = [
+        "# All rules",
+        "",
+        f"{len(rules)} rules, generated from `tools/catalogue/` when the site is built "
+        "(`torchport rules` prints the same list). The fix kinds: `auto` a codemod, `llm` "
+        "for the LLM, `manual` for a person, `none` when the target needs nothing. Each "
+        "code links to its page, which is what `torchport rules CODE` prints.",
+    ]
+    header = "| rule | title | severity | " + " | ".join(TARGETS) + " |"
+    rule_line = "|---|---|---|" + "---|" * len(TARGETS)
+    for category in CATEGORIES:
+        members = [r for r in rules if r.category == category]
+        if not members:
+            continue
+        lines += ["", f"## {category}", "", header, rule_line]
+        lines += [_row(r) for r in members]
+    return "\n".join(lines) + "\n"
+
+
+def on_files(files: Files, config: MkDocsConfig) -> Files:
+    """Adds the rule pages, their index and DEVELOPERS.md to the site's files."""
+    rules = list(load_catalogue())
+    for rule in rules:
+        page = python_markdown_lists(rule.doc)
+        files.append(File.generated(config, f"rules/{rule.code}.md", content=page))
+    files.append(File.generated(config, ALL_RULES, content=all_rules_page(rules)))
+    developers = (ROOT / "DEVELOPERS.md").read_text(encoding="utf-8")
+    files.append(File.generated(config, "developers.md", content=developers))
+    return files
