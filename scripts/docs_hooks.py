@@ -6,7 +6,8 @@ Each rule's documentation is ``tools/catalogue/docs/<CODE>.md``, the text that
 read through the catalogue's own loader, so a rule added with ``scripts/new_rule.py``
 appears without touching ``docs/``. ``rules/all.md`` lists them by category, made from
 the same data as ``torchport rules``. ``DEVELOPERS.md`` stays at the repository's root,
-where developers look for it, and is the site's ``developers.md``.
+where developers look for it, and is the site's ``developers.md``. The README is the
+site's home page, its links into ``docs/`` made relative to the site.
 """
 
 from __future__ import annotations
@@ -22,6 +23,9 @@ ROOT = Path(__file__).resolve().parents[1]
 ALL_RULES = "rules/all.md"
 # A list item at the margin, and one two spaces in (a nested item).
 ITEM = re.compile(r"^(?:[-*+]|[0-9]+\.) ")
+# A link's target in the README, and the root files that are pages of the site.
+README_LINK = re.compile(r"\]\(([^)\s]+)\)")
+SITE_NAMES = {"DEVELOPERS.md": "developers.md"}
 NESTED_ITEM = re.compile(r"^  (?:[-*+]|[0-9]+\.) ")
 
 
@@ -58,10 +62,20 @@ def python_markdown_lists(markdown: str) -> str:
     return "\n".join(lines)
 
 
+def _fix_kinds(rule: Rule) -> str:
+    """Each target's fix kind, targets that agree merged (``all: auto``, or
+    ``tpu, neuron: auto; xla, accelerator: manual``), as ``torchport scan`` shows them."""
+    by_kind: dict[str, list[str]] = {}
+    for target in TARGETS:
+        by_kind.setdefault(rule.fixes[target].kind.value, []).append(target)
+    if len(by_kind) == 1:
+        return f"all: {next(iter(by_kind))}"
+    return "; ".join(f"{', '.join(targets)}: {kind}" for kind, targets in by_kind.items())
+
+
 def _row(rule: Rule) -> str:
-    kinds = " | ".join(rule.fixes[target].kind.value for target in TARGETS)
-    title = _cell(rule.title)
-    return f"| [{rule.code}]({rule.code}.md) | {title} | {rule.severity.value} | {kinds} |"
+    cells = (f"[{rule.code}]({rule.code}.md)", _cell(rule.title), rule.severity.value)
+    return "| " + " | ".join((*cells, _fix_kinds(rule))) + " |"
 
 
 def all_rules_page(rules: list[Rule]) -> str:
@@ -70,12 +84,12 @@ def all_rules_page(rules: list[Rule]) -> str:
         "# All rules",
         "",
         f"{len(rules)} rules, generated from `tools/catalogue/` when the site is built "
-        "(`torchport rules` prints the same list). The fix kinds: `auto` a codemod, `llm` "
-        "for the LLM, `manual` for a person, `none` when the target needs nothing. Each "
-        "code links to its page, which is what `torchport rules CODE` prints.",
+        "(`torchport rules` prints the same list). The fix kinds, per target: `auto` a "
+        "codemod, `llm` for the LLM, `manual` for a person, `none` when the target needs "
+        "nothing. Each code links to its page, which is what `torchport rules CODE` prints.",
     ]
-    header = "| rule | title | severity | " + " | ".join(TARGETS) + " |"
-    rule_line = "|---|---|---|" + "---|" * len(TARGETS)
+    header = "| rule | title | severity | fix per target |"
+    rule_line = "|---|---|---|---|"
     for category in CATEGORIES:
         members = [r for r in rules if r.category == category]
         if not members:
@@ -85,8 +99,21 @@ def all_rules_page(rules: list[Rule]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def readme_as_home(readme: str) -> str:
+    """The README links to pages as ``docs/PAGE.md`` (from the repository's root, as GitHub
+    reads it); from the site's root the same page is ``PAGE.md``. Any other link is left
+    as it is, so strict mode fails on one the site cannot follow."""
+
+    def relink(match: re.Match[str]) -> str:
+        target = match.group(1)
+        target = SITE_NAMES.get(target, target.removeprefix("docs/"))
+        return f"]({target})"
+
+    return README_LINK.sub(relink, readme)
+
+
 def on_files(files: Files, config: MkDocsConfig) -> Files:
-    """Adds the rule pages, their index and DEVELOPERS.md to the site's files."""
+    """Adds the rule pages, their index, DEVELOPERS.md and the README (as the home page)."""
     rules = list(load_catalogue())
     for rule in rules:
         page = python_markdown_lists(rule.doc)
@@ -94,4 +121,6 @@ def on_files(files: Files, config: MkDocsConfig) -> Files:
     files.append(File.generated(config, ALL_RULES, content=all_rules_page(rules)))
     developers = (ROOT / "DEVELOPERS.md").read_text(encoding="utf-8")
     files.append(File.generated(config, "developers.md", content=developers))
+    home = readme_as_home((ROOT / "README.md").read_text(encoding="utf-8"))
+    files.append(File.generated(config, "index.md", content=home))
     return files
