@@ -1,6 +1,6 @@
 """The leaderboard: success rate per mode and difficulty, and every task's details.
 
-Written as Markdown (for people and the README), JSON and CSV (for machines and
+Written as Markdown (for people and docs/benchmarks/eval-suite.md), JSON and CSV (for machines and
 spreadsheets) and a PNG bar chart (matplotlib, no display needed). Success means
 the verdict a correct port reaches for that task and target (``task.toml``).
 
