@@ -38,18 +38,28 @@ def _cell(text: str) -> str:
 
 def python_markdown_lists(markdown: str) -> str:
     """The rule docs write lists as GitHub and a terminal read them: nested two spaces
-    deep, and sometimes straight after a paragraph's last line. Python-Markdown nests
-    only at four spaces and starts a list only after a blank line, so it would flatten
-    the one and run the other into the paragraph. A nested item and its continuation
-    lines move two spaces in; a list that follows a paragraph gets its blank line."""
+    deep, an item's second paragraph two spaces in, and sometimes a list straight after a
+    paragraph's last line. Python-Markdown nests only at four spaces and starts a list
+    only after a blank line, so it would flatten the nesting, end the item before its
+    second paragraph and run the list into the paragraph. Nested items and second
+    paragraphs move two spaces in; a list item that follows a paragraph (or a second
+    paragraph) gets the blank line before it."""
     lines: list[str] = []
-    fenced = nested = False
+    fenced = nested = in_item = blank_in_item = inner_paragraph = False
     for line in markdown.split("\n"):
         if line.lstrip().startswith("```"):
             fenced = not fenced
         if fenced:
             lines.append(line)
             continue
+        if line.strip() and not line.startswith(" "):
+            if ITEM.match(line) and inner_paragraph:
+                lines.append("")  # else it would read as that paragraph's lazy continuation
+            in_item, blank_in_item, inner_paragraph = bool(ITEM.match(line)), False, False
+        elif not line.strip():
+            blank_in_item = in_item
+        elif blank_in_item and not NESTED_ITEM.match(line):
+            inner_paragraph = True
         if NESTED_ITEM.match(line):
             nested = True
         elif line.strip() and not line.startswith("    "):
@@ -58,7 +68,8 @@ def python_markdown_lists(markdown: str) -> str:
         after_text = previous.strip() and not previous.startswith((" ", "#"))
         if ITEM.match(line) and after_text and not ITEM.match(previous):
             lines.append("")
-        lines.append("  " + line if nested and line.strip() else line)
+        inner = nested or (inner_paragraph and line.startswith("  "))
+        lines.append("  " + line if inner and line.strip() else line)
     return "\n".join(lines)
 
 

@@ -192,3 +192,70 @@ def test_the_readmes_links_resolve_and_its_images_are_small():
             assert anchor in ids, link
         if path.suffix in (".png", ".jpg", ".svg", ".gif"):
             assert path.stat().st_size < IMAGE_MAX_BYTES, link
+
+
+def _hooks():
+    """scripts/docs_hooks.py, the hook mkdocs.yml names (it imports MkDocs)."""
+    pytest.importorskip("mkdocs", reason="MkDocs is the `docs` extra: pip install -e '.[docs]'")
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        import docs_hooks
+    finally:
+        sys.path.remove(str(ROOT / "scripts"))
+    return docs_hooks
+
+
+RULE_DOC_LISTS = """## How it is fixed
+A list straight after a paragraph:
+- **tpu** (auto): the first paragraph
+  goes on here.
+  - a nested item
+    with its own continuation
+  - another nested item
+
+  A second paragraph of the tpu item.
+- **neuron** (none): nothing to do.
+
+```python
+  - not a list: code
+```
+"""
+
+
+def test_rule_docs_lists_render_as_lists_in_python_markdown():
+    """The rule docs' GitHub-style lists keep their shape on the site: a nested list
+    inside its item, a second paragraph inside its item, the next item a new item."""
+    hooks = _hooks()
+    import markdown
+
+    html = markdown.markdown(
+        hooks.python_markdown_lists(RULE_DOC_LISTS), extensions=["fenced_code"]
+    )
+    assert "<p>A list straight after a paragraph:</p>\n<ul>" in html
+    tpu = html[html.index("<strong>tpu</strong>") : html.index("<strong>neuron</strong>")]
+    assert "<ul>\n<li>a nested item" in tpu
+    assert "<li>another nested item</li>" in tpu
+    assert "<p>A second paragraph of the tpu item.</p>\n</li>\n<li>" in html
+    assert "  - not a list: code" in html
+
+
+def test_the_readme_becomes_the_home_page_with_site_relative_links():
+    hooks = _hooks()
+    text = (
+        "[a](docs/scan.md) ![b](docs/img/report.png) [c](DEVELOPERS.md) "
+        "[d](https://example.org/docs/x.md) [e](docs/benchmarks/speed.md#scanning)"
+    )
+    assert hooks.readme_as_home(text) == (
+        "[a](scan.md) ![b](img/report.png) [c](developers.md) "
+        "[d](https://example.org/docs/x.md) [e](benchmarks/speed.md#scanning)"
+    )
+
+
+def test_the_list_of_all_rules_merges_targets_that_agree_and_keeps_code_pipes():
+    hooks = _hooks()
+    from torchport.tools.catalogue import load_catalogue
+
+    catalogue = load_catalogue()
+    assert hooks._fix_kinds(catalogue.get("TPD001")) == "all: auto"
+    assert hooks._fix_kinds(catalogue.get("TPD012")) == "tpu, accelerator: llm; neuron, xla: manual"
+    assert hooks._cell("`a|b` or c|d") == "`a|b` or c\\|d"
