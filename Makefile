@@ -13,7 +13,8 @@ STAMP := $(VENV)/.torchport-installed
 # CUDA-only libraries that also run on a CPU (bitsandbytes), for the reference run. `triton`
 # is Triton's interpreter for the reference run of an original's kernels (~250 MB wheel;
 # without it those tests skip, naming the extra). `mcp` is the SDK of `torchport mcp`.
-EXTRAS ?= dev,mcp,local,cluster,reference,triton
+# `docs` is MkDocs with the Material theme, for `make docs` and tests/test_docs_site.py.
+EXTRAS ?= dev,mcp,local,cluster,reference,triton,docs
 # llama.cpp compiled for the build machine's CPU (its default) uses AMX tile kernels on
 # CPUs that have them, and those fault on the virtual machines here (see
 # scripts/ensure-portable-llama): build it for AVX2 instead, which every x86-64 CPU
@@ -22,7 +23,7 @@ ifeq ($(shell uname -m),x86_64)
 LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
 endif
 
-.PHONY: setup demo test test-fast lint bench sandbox-tools torch-tpu-wheel
+.PHONY: setup demo test test-fast lint docs bench sandbox-tools torch-tpu-wheel
 
 # The native emulator (sandbox/native, a C++ PrivateUse1 backend, about a
 # minute of CPU) is compiled into ~/.cache/torchport/emulator at set-up; without a C++
@@ -76,6 +77,14 @@ test-fast: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .
+
+# The documentation site (mkdocs.yml, docs/) into site/, git-ignored: open site/index.html.
+# --strict with mkdocs.yml's validation settings fails on a broken link or anchor, an
+# absolute link or a page missing from the nav; tests/test_docs_site.py builds it the same
+# way. NO_MKDOCS_2_WARNING silences the Material theme's banner about its successor, which
+# is not a warning about these pages.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/python -m mkdocs build --strict --site-dir site
 
 # TorchFix pins an older libcst, so it lives in a venv of its own.
 .venv-bench/bin/torchfix:

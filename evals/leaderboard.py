@@ -1,7 +1,7 @@
 """The leaderboard: success rate per mode and difficulty, and every task's details.
 
-Written as Markdown (for people and the README), JSON and CSV (for machines and
-spreadsheets) and PNG charts (``evals.charts``) that the Markdown shows. Success means
+Written as Markdown (for people and docs/benchmarks/eval-suite.md), JSON and CSV (for
+machines and spreadsheets) and PNG charts (``evals.charts``) that the Markdown shows. Success means
 the verdict a correct port reaches for that task and target (``task.toml``).
 
 A suite is a user's folder of repositories: task names, expectations, reasons and report

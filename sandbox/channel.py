@@ -20,8 +20,8 @@ torchport report it). So:
 
 Processes the program starts (``torchrun`` ranks, ``mp.spawn`` children) connect to the
 same socket from their own bootstrap. The program could connect too, so their numbers
-are only as trustworthy as a program that does not attack torchport (see the README's
-Security section); the launcher's own are not open to that.
+are only as trustworthy as a program that does not attack torchport (see docs/security.md,
+*What a verdict rests on*); the launcher's own are not open to that.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The builtin eval suite: well formed, golden migrations that parse, and the CI subset
-of the acceptance command (the whole suite is a benchmark: see the README)."""
+of the acceptance command (the whole suite is a benchmark: see docs/benchmarks/eval-suite.md)."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 there is isolated (``-I``) and works in a folder of torchport's.
 
 Each attack plants a package whose import leaves a mark on the host (a file in the test's
-folder, outside the repository) and starts torchport the way its README shows, from
+folder, outside the repository) and starts torchport the way its documentation shows, from
 inside the repository (``cd repo && torchport ...``): ``pip/`` during ``migrate --deps
 auto``, ``torchport/`` under ``torchport mcp .`` and ``torchport doctor``, and a
 ``llama_cpp/`` in the temporary folder the model server used to start in. Before the fix

@@ -114,7 +114,7 @@ def test_an_mp_spawn_ddp_program_verifies_rank_by_rank_on_neuron_and_counts_rank
             # torch.accelerator.device_count(), is 1 there (its device guard asks the PJRT
             # client, which uses one device): the port trains one rank where the original
             # trained two, and the verdict says so instead of verifying rank 0 alone. The
-            # faithful port counts ranks with the launch step (README, known gaps).
+            # faithful port counts ranks with the launch step (docs/fidelity.md, device_count).
             assert verification.verdict == "failed", verification.reason
             assert "the original ran ranks [0, 1], the port [0]" in verification.reason
             continue

@@ -56,7 +56,7 @@ class JobSpec:
 
 
 def paths(out_dir: str | Path, name: str) -> dict[str, Path]:
-    """Where a job keeps its things under DIR (one place, so the driver and README agree)."""
+    """Where a job keeps its things under DIR (one place, so the driver and docs/batch.md agree)."""
     out = Path(out_dir)
     return {
         "repo": out / "repos" / name,
