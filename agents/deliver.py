@@ -29,7 +29,7 @@ from torchport.tools.report.counts import count_constructs
 from torchport.tools.safetext import markdown_code, markdown_text
 from torchport.tools.sourcefile import read_exact
 
-from . import legacy_repair, library_patch, plots
+from . import divergence_report, legacy_repair, library_patch, plots
 from .data_notes import data_notes, interpreter_note
 from .state import State, scan_filters
 from .verifier import policies_for
@@ -145,11 +145,16 @@ def verification_files(state: State, outcome: str) -> dict[str, str | bytes]:
 
 
 def _plots(state: State) -> dict[str, bytes]:
-    """``losses.png``: both runs' losses per step and the tolerance band they were judged by."""
+    """``losses.png``: both runs' losses per step and the tolerance band they were judged by;
+    ``divergence.png``: where a port that fails first computes otherwise, module by module."""
     v = state.get("verification") or {}
     policy = policies_for(state["settings"].get("tolerance")).get(str(v.get("policy") or ""))
     drawn = plots.loss_png(v, (policy.rtol, policy.atol)) if policy is not None else None
-    return {PLOT: drawn} if drawn else {}
+    profile = divergence_report.png(v.get("divergence") or {}, policy.rtol) if policy else None
+    return {
+        **({PLOT: drawn} if drawn else {}),
+        **({divergence_report.PLOT: profile} if profile else {}),
+    }
 
 
 def verification_markdown(record: dict[str, Any]) -> str:
@@ -160,6 +165,7 @@ def verification_markdown(record: dict[str, Any]) -> str:
     v = record.get("verification") or {}
     lines = _summary_markdown(record, v) + timings_markdown(v.get("timings") or {})
     lines += _parity_markdown(v.get("parity") or {})
+    lines += divergence_report.markdown(v.get("divergence") or {})
     lines += precision_markdown(v.get("precision") or {})
     lines += kernel_check_markdown(v.get("kernel_check") or {})
     lines += environment_markdown(record.get("environment") or {})
@@ -258,6 +264,12 @@ def timings_markdown(timings: dict[str, Any]) -> list[str]:
             f"; the migration again at the TPU's default matmul precision "
             f"{timings['default_precision']['seconds']} s"
             if "default_precision" in timings
+            else ""
+        )
+        + (
+            f"; the two traced runs that found the first divergence "
+            f"{timings['divergence']['seconds']} s"
+            if "divergence" in timings
             else ""
         )
     ]

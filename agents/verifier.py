@@ -45,6 +45,7 @@ from torchport.tools.depresolve import NOT_FOR_THE_PORT
 
 from . import (
     attribution,
+    divergence_runs,
     kernel_check,
     legacy_repair,
     original_keyword,
@@ -299,6 +300,9 @@ class Verification:
     library_patches: list[dict[str, Any]] = field(default_factory=list)
     # What the user can do next (the attribution's step, or the diagnosed signature's hint)
     next_step: str = ""
+    # Where a port whose losses differ first computes something else (agents.divergence:
+    # ``Divergence`` as a dict), or why that could not be found; None when not looked for
+    divergence: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -708,10 +712,12 @@ def run_program(
     record_sites: tuple[str, ...] = (),
     matmul_precision: str | None = None,
     launch_step: bool = False,
+    trace: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """One sandboxed run as plain data (a harness that cannot start is a failed run).
     ``matmul_precision``: pinned on the emulated device (``RunSpec``), or None;
-    ``launch_step``: TorchTPU's launch step runs in torchrun's parent first."""
+    ``launch_step``: TorchTPU's launch step runs in torchrun's parent first; ``trace``:
+    ``sandbox.module_trace``'s settings."""
     dist = torchrun_parts(argv)
     spec = RunSpec(
         launch_step=launch_step,
@@ -732,6 +738,7 @@ def run_program(
         record_sites=record_sites,
         matmul_precision=matmul_precision,
         lower_args=budget.lower_args,
+        trace=trace,
     )
     try:
         return run(spec).to_json()
@@ -887,7 +894,76 @@ def verify_tree(
     compare = done - ran - (again[1] if again else 0.0)
     v.timings = verify_pair.timings(pair, got, compare, done - started, plan, again)
     v.launch = step
-    return v, reference
+    return _with_divergence(v, (source, tree), argv, mode, budget, site_paths, say), reference
+
+
+def _with_divergence(
+    v: Verification,
+    trees: tuple[Path, Path],
+    argv: list[str],
+    mode: str,
+    budget: RunLimits,
+    site_paths: tuple[str, ...],
+    say: Callable[[str], None],
+) -> Verification:
+    """A port whose losses differ from the original's (``ParityMismatch``), or whose
+    training differs at the TPU's arithmetic (``PrecisionSensitive``): where it first
+    computes otherwise (``agents.divergence``), in its reason, its next step and the failure
+    that diagnosis reads."""
+    kind = (v.failure or {}).get("error", {}).get("type")
+    if v.verdict != "failed" or kind not in ("ParityMismatch", "PrecisionSensitive"):
+        return v
+    source, tree = trees
+    exact = precision_check.HIGHEST if mode in EMULATED else None
+    fp32 = policies()["fp32"]
+    if kind == "ParityMismatch":
+        policy = policies_for(None).get(v.policy) or fp32
+        step = divergence_runs.first_differing_step(v.parity, policy)
+        sides = ((source, "reference", None), (tree, mode, exact))
+        names = ("original", "port")
+    else:  # the port against itself: exact float32 matmuls, then the TPU's own
+        policy, step = fp32, _first_step_apart((v.precision or {}).get("default") or {}, fp32)
+        sides, names = ((tree, mode, exact), (tree, mode, None)), ("exact run", "default run")
+    if step is None:
+        return v
+    say(f"verifying: tracing every module at step {step} on both sides")
+
+    def traced(root: Path, run_mode: str, precision: str | None, trace: dict) -> dict[str, Any]:
+        limits = replace(budget, steps=step + 1, forwards=None)
+        return run_program(
+            root, argv, run_mode, limits, (), None, site_paths, (), precision, False, trace
+        )
+
+    started = time.perf_counter()
+    found = divergence_runs.find(sides, step, policy, traced, names)
+    seconds = round(time.perf_counter() - started, 3)
+    if v.timings:
+        v.timings["divergence"] = {"seconds": seconds}
+        v.timings["total_s"] = round(v.timings["total_s"] + seconds, 3)
+    return _told_divergence(v, found, mode)
+
+
+def _first_step_apart(check: dict[str, Any], policy: Policy) -> int | None:
+    """The precision check's first step whose two losses differ beyond ``policy``."""
+    for row in check.get("per_step") or []:
+        if not _close(row["default"], row["highest"], policy)[0]:
+            return int(row["step"])
+    return 1
+
+
+def _told_divergence(v: Verification, found: dict[str, Any], mode: str) -> Verification:
+    """The divergence in the reason and in the failure diagnosis reads (a port line as
+    its frame), and the next step the diagnosis then gives."""
+    v.divergence = found
+    v.reason += f"; first divergence: {found['summary']}"
+    if v.failure is None:
+        return v
+    v.failure["error"] = {**v.failure["error"], "message": v.reason}
+    if found.get("blame") == "port" and found.get("port_lines"):
+        where, line = found["where"].rpartition(":")[0], found["port_lines"][0]
+        v.failure["error"]["frame"] = {"file": where, "line": line, "function": found.get("cls")}
+    v.next_step = next_step(v, None, v.failure, mode)
+    return v
 
 
 def _legacy_repaired(

@@ -97,6 +97,7 @@ END_FIELDS: dict[str, Callable[[Any], bool]] = {
     "cuda_kernel_runner": _dicts,
     "kernel_site_calls": _dicts,
     "site_check": lambda v: isinstance(v, dict) and _json(v),
+    "module_trace": lambda v: isinstance(v, dict) and _json(v),
 }
 # The numbers travel as their own messages, the moment they are recorded; a report's own
 # copy of them is not read.

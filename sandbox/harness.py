@@ -10,6 +10,7 @@ it is.
 
 from __future__ import annotations
 
+import json
 import shutil
 import sys
 import time
@@ -110,6 +111,9 @@ class RunSpec:
     # Size and time arguments lowered for a short run (sandbox.commandline); False runs the
     # command as given (--keep-args).
     lower_args: bool = True
+    # sandbox.module_trace's settings ({"step": k, "send_weights": bool, "weights": file}),
+    # for the verifier's search for where a port first diverges; None: no trace
+    trace: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         """Limits that do not bound (zero steps, a NaN timeout, ...) are refused before the
@@ -180,6 +184,8 @@ class RunResult:
     kernel_site_calls: list[dict[str, Any]] = field(default_factory=list)
     # a kernel site check's run (sandbox.site_check): each case's outputs and gradients
     site_check: dict[str, Any] = field(default_factory=dict)
+    # a traced run (sandbox.module_trace): every module's output at one step
+    module_trace: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -322,6 +328,8 @@ def launcher_argv(spec: RunSpec, results: Path, program_dir: Path) -> list[str]:
         argv += ["--record-site", site]
     if spec.matmul_precision is not None:
         argv += ["--matmul-precision", spec.matmul_precision]
+    if spec.trace is not None:
+        argv += ["--trace", json.dumps(spec.trace)]
     program = dist.program if dist is not None else program_argv(spec.command)
     return [*argv, "--", *program]
 
@@ -430,6 +438,7 @@ def _run_once(spec: RunSpec, withdrawn: dict[str, str]) -> tuple[RunResult, list
             "ranks",
             "kernel_site_calls",
             "site_check",
+            "module_trace",
         ):
             if key in data:
                 setattr(result, key, data[key])

@@ -95,6 +95,12 @@ def _parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
         help="pin the emulated device's float32 matmul precision for every process of the run",
     )
     parser.add_argument(
+        "--trace",
+        default=None,
+        metavar="JSON",
+        help="note every module's output at one step (sandbox.module_trace's settings)",
+    )
+    parser.add_argument(
         "--real-data",
         action="store_true",
         help="do not substitute synthetic data for torchvision/torchaudio/HF datasets",
@@ -197,6 +203,7 @@ def main(argv: list[str] | None = None) -> int:
         real_data=options.real_data,
         record_sites=tuple(options.record_site),
         matmul_precision=options.matmul_precision,
+        trace=options.trace,
     )
     place_site_paths()  # after site-packages: torchport's own and torch's always win
     try:

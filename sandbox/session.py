@@ -52,6 +52,8 @@ class RunConfig:
     # the emulated device's float32 matmul precision pinned for the run (None: the
     # program's own settings, as on TorchTPU); see sandbox.matmul_precision
     matmul_precision: str | None = None
+    # sandbox.module_trace's settings as JSON (the step, the weights to send or load), or None
+    trace: str | None = None
 
     def to_env(self) -> str:
         return json.dumps(asdict(self))
@@ -108,6 +110,11 @@ class Session:
                 out["cuda_kernel_runner"] = kernels
         if self.site_calls is not None and self.site_calls.records():
             out["kernel_site_calls"] = self.site_calls.records()
+        if self.config.trace:
+            from torchport.sandbox import module_trace
+
+            if (traced := module_trace.report()) is not None:
+                out["module_trace"] = traced
         out.update(self.extra)  # what a torchport driver run in the sandbox reports
         return out
 
@@ -219,6 +226,10 @@ def start(config: RunConfig, reporter: Reporter, *, child: bool = False) -> Sess
     session.budget = install(
         Budget(max_steps=config.steps, max_forwards=config.forwards, journal=_journal(session))
     )
+    if config.trace:
+        from torchport.sandbox import module_trace
+
+        module_trace.install(json.loads(config.trace), config.mode)
     os.register_at_fork(after_in_child=_forked)
     return session
 

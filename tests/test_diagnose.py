@@ -382,6 +382,8 @@ WRITTEN = {"run-memory-limit", "run-killed", "rendezvous-timeout", "kernel-misma
 WRITTEN |= {"invalid-device-ordinal"}  # the neuron host's text, below
 # precision-sensitive: tests/test_precision_check.py (a port judged at both precisions)
 WRITTEN |= {"precision-sensitive"}
+# parity-port-line (a real port, bug in one layer), parity-emulated-op: tests/test_divergence.py
+WRITTEN |= {"parity-port-line", "parity-emulated-op"}
 # What the sandbox lacks: texts written out below (test_what_the_sandbox_lacks)
 WRITTEN |= {"hub-download", "network-unreachable", "no-terminal", "read-only-path"}
 WRITTEN |= {"binary-incompatible"}
