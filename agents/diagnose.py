@@ -29,6 +29,7 @@ from dataclasses import asdict, dataclass
 from importlib import resources
 from typing import Any, Literal, cast
 
+from torchport.sandbox.exception_line import exception_start
 from torchport.sandbox.launch import OWN_CODE
 from torchport.tools.catalogue import TARGETS, Catalogue, FixKind, load_catalogue
 
@@ -58,12 +59,6 @@ _KEYS = {
 _TB_FILE = re.compile(
     r'^(?:\[[^\]\n]*\]:)?\s*File "(?P<file>[^"]+)", line (?P<line>\d+)', re.MULTILINE
 )
-# The start of a traceback, possibly behind a launcher's "[rank1]:" prefix on every line.
-_TB_START = re.compile(
-    r"^(?P<prefix>\[[^\]\n]*\]:\s?)?Traceback \(most recent call last\):\s*$", re.MULTILINE
-)
-# An exception line: "Type: message" or a bare "Type" (dotted names allowed).
-_EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(?::\s|$)")
 # The error the harness writes when a run left no result (its signature: run-crashed).
 _NO_RESULT = "NoResult: "
 # The harness copies the program to <tmp>/torchport-run-XXXX/program/ (sandbox.harness.run):
@@ -322,15 +317,12 @@ def traceback_exception(stderr: str) -> str | None:
     torchrun's own code) still printed its traceback: that, not "a native crash", is
     what the run died of.
     """
-    starts = list(_TB_START.finditer(stderr))
-    if not starts:
+    found = exception_start(stderr)
+    if found is None:
         return None
-    prefix = starts[-1]["prefix"] or ""
-    for line in stderr[starts[-1].end() :].splitlines():
-        line = line.removeprefix(prefix)
-        if _EXCEPTION_LINE.match(line):
-            return line.strip()[:EVIDENCE_MAX]
-    return None
+    offset, prefix = found
+    line = stderr[offset:].partition("\n")[0].removeprefix(prefix)
+    return line.strip()[:EVIDENCE_MAX]
 
 
 def _failure_text(result: Mapping[str, Any], stderr: str) -> tuple[str, str]:

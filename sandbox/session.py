@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from .channel import Reporter
+from .exception_line import exception_start
 from .modes import EMULATED
 from .pythonpath import installed_overlays, program_path
 
@@ -297,15 +298,34 @@ def user_frame(tb: Any) -> dict[str, Any] | None:
 
 
 MESSAGE_MAX = 2000
+# The whole message a clipped one came from, kept in the result as ``full_message``
+# (a rank's traceback is a few kilobytes; this bounds a pathological one).
+FULL_MESSAGE_MAX = 100_000
+
+
+def _head_lines(text: str, limit: int) -> str:
+    """``text``'s start, at most ``limit`` characters, in whole lines where a line fits."""
+    if len(text) <= limit:
+        return text
+    head = text[:limit]
+    return head[: head.rfind("\n")] if "\n" in head else head
 
 
 def clipped(message: str, limit: int = MESSAGE_MAX) -> str:
-    """A message of at most ``limit`` characters that keeps its end as well as its start: a
-    rank's failure re-raised with the rank's whole traceback ends with the exception the
-    run died of, which cutting the tail would lose."""
+    """A message of at most ``limit`` characters that keeps its exception line as well as
+    its start: a rank's failure re-raised with the rank's whole traceback ends with the
+    exception the run died of, which cutting the tail would lose; and where that
+    exception's own message is long (torch's "Could not run 'aten::X' ..." lists every
+    dispatch key after it), the kept tail starts at the exception line, not after it."""
     if len(message) <= limit:
         return message
     half = (limit - 3) // 2
+    found = exception_start(message)
+    if found is not None and len(message) - found[0] > half:
+        start = found[0]
+        head = _head_lines(message[:start].rstrip("\n"), half)
+        rest = _head_lines(message[start:], limit - len(head) - 5)
+        return f"{head}\n…\n{rest}\n…"
     head, tail = message[:half], message[-half:]
     # whole lines only: a line cut in two could read as an exception line ("me")
     head = head[: head.rfind("\n")] if "\n" in head else head
@@ -315,15 +335,21 @@ def clipped(message: str, limit: int = MESSAGE_MAX) -> str:
 
 def error_of(exc: BaseException) -> dict[str, Any]:
     """An exception as a result's ``error``. ``sys.exit(1)`` raised while handling the
-    program's exception (as ``mp.spawn``'s wrapper does) reports that exception."""
+    program's exception (as ``mp.spawn``'s wrapper does) reports that exception. A message
+    too long for ``message`` is kept whole in ``full_message`` (the report's JSON), so the
+    rank's traceback the reason was cut from can still be read."""
     if isinstance(exc, SystemExit) and exc.__context__ is not None:
         exc = exc.__context__
-    return {
+    text = str(exc)
+    error = {
         "type": type(exc).__name__,
-        "message": clipped(str(exc)),
+        "message": clipped(text),
         "frame": user_frame(exc.__traceback__),
         "traceback": traceback_frames(exc.__traceback__),
     }
+    if len(text) > MESSAGE_MAX:
+        error["full_message"] = clipped(text, FULL_MESSAGE_MAX)
+    return error
 
 
 # Frames a result's error keeps of the whole traceback, innermost last.

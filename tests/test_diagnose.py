@@ -283,6 +283,10 @@ def case_tpu_attribute():
 def case_op_missing():
     torch.tril_indices(3, 3, device="tpu")  # <-
 
+def case_op_without_cpu_kernel():
+    q = torch.ones(1, 1, 4, 8, device="tpu")
+    torch.ops.aten._flash_attention_forward(q, q, q, None, None, 4, 4, 0.0, False, False)  # <-
+
 def case_pinned_factory():
     torch.empty(2, pin_memory=True)  # <-
 
@@ -365,6 +369,8 @@ TPU_EXPECTED: dict[str, tuple[str, str, set[str]]] = {
     "legacy_synchronize": ("legacy-device-api", "llm", set()),
     "tpu_attribute": ("target-api-missing", "llm", set()),
     "op_missing": ("emulator-op-missing", "human", set()),
+    # An op torch has no CPU kernel for, on device tensors: the emulator runs the CPU one.
+    "op_without_cpu_kernel": ("emulator-op-missing-cpu-kernel", "human", set()),
     # Still fails on both emulators (no getPinnedMemoryAllocator hook): an emulator gap, and
     # no rule, since a tpu port keeps pin_memory=True (TPL001 is "none" on tpu).
     "pinned_factory": ("emulator-hook-missing", "human", set()),
@@ -473,6 +479,8 @@ def test_causes_name_what_the_error_named(cases: dict) -> None:
     assert "torch.accelerator.synchronize" in legacy.hint
     missing = diagnose(cases["tpu"]["op_missing"], "tpu")
     assert "aten::tril_indices" in missing.cause and "emulator" in missing.cause
+    no_kernel = diagnose(cases["tpu"]["op_without_cpu_kernel"], "tpu")
+    assert "aten::_flash_attention_forward" in no_kernel.cause and no_kernel.limitation
     assert "tpu:0" in diagnose(cases["tpu"]["numpy_on_device"], "tpu").cause
     assert "'ncll'" in diagnose(cases["cpu"]["backend_typo"], "tpu").cause
     assert "BFloat16" in diagnose(cases["cpu"]["fft_bfloat16"], "tpu").cause

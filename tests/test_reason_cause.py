@@ -56,3 +56,41 @@ def test_the_reason_and_the_diagnosis_name_the_exception_and_the_operator():
     assert diagnose(target, "tpu").signature != "unknown"
     # a message without a traceback still gives its first line
     assert first_line("ValueError: bad shape\nmore detail") == "ValueError: bad shape"
+
+
+# torch's message for an op a backend lacks goes on after its exception line with one line
+# per dispatch key, each of which reads like an exception line.
+_DISPATCH_KEYS = "".join(
+    f"Key{i}: fallthrough registered at /__w/aten/src/ATen/k{i}.cpp:{i} [backend fallback]\n"
+    for i in range(60)
+)
+_CPU_OP = (
+    "NotImplementedError: Could not run 'aten::batch_norm_stats' with arguments from the "
+    "'CPU' backend. This could be because the operator doesn't exist for this backend.\n"
+)
+
+
+def test_a_long_exception_message_keeps_its_exception_line_not_only_its_end():
+    message = _rank_failure(200).removesuffix(f"{_OP}\n") + _CPU_OP + _DISPATCH_KEYS
+    assert len(message) - message.index(_CPU_OP) > MESSAGE_MAX // 2  # the old tail missed it
+    kept = clipped(message)
+    assert len(kept) <= MESSAGE_MAX
+    assert _CPU_OP.strip() in kept.splitlines()
+    assert first_line(kept) == _CPU_OP.strip()
+    try:
+        raise RuntimeError(message)
+    except RuntimeError as exc:
+        error = error_of(exc)
+    assert error["message"] == kept
+    assert error["full_message"] == message  # the whole traceback stays in the JSON
+    target = {"status": "failed", "exit_code": 1, "error": error, "losses": []}
+    d = diagnose(target, "tpu")
+    assert d.signature == "emulator-op-missing-cpu-kernel"
+    assert "aten::batch_norm_stats" in d.cause
+
+
+def test_a_short_message_has_no_full_copy():
+    try:
+        raise ValueError("bad shape")
+    except ValueError as exc:
+        assert "full_message" not in error_of(exc)
