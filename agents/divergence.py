@@ -176,19 +176,31 @@ def _blame(d: Divergence, source: Path, tree: Path) -> None:
     d.blame = "port" if changed else "device"
 
 
-def _calls_by_name(calls: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    return {call["name"]: call for call in calls}
-
-
-def _culprit(rows: list[Row], first: int, port_calls: list[dict[str, Any]]) -> tuple[str, str, str]:
-    """(module, class, where) of the code that computes otherwise at ``rows[first]``."""
+def _culprit(rows: list[Row], first: int) -> tuple[str, str, str]:
+    """(module, class, where) of the code that computes otherwise at ``rows[first]``: the
+    module itself when its input matches; else the innermost enclosing call whose own input
+    still matches (a container such as ``nn.Sequential`` passes its input on unchanged, so
+    the code that made it is further out); ("", "", "") when none does."""
     row = rows[first]
-    if row.input_holds is False:
-        if row.parent is None:
+    if row.input_holds is not False:
+        return row.name, row.cls, row.where
+    at = first
+    while True:
+        enclosing = _enclosing(rows, at)
+        if enclosing is None:
             return "", "", ""
-        parent = _calls_by_name(port_calls).get(row.parent, {})
-        return row.parent, parent.get("cls", ""), parent.get("where", "")
-    return row.name, row.cls, row.where
+        at, parent = enclosing, rows[enclosing]
+        if parent.input_holds is not False:
+            return parent.name, parent.cls, parent.where
+
+
+def _enclosing(rows: list[Row], at: int) -> int | None:
+    """The row of the call that encloses ``rows[at]``: the next call of its parent module
+    (forward hooks fire when a call returns, so a parent's comes after its children's)."""
+    parent = rows[at].parent
+    if parent is None:
+        return None
+    return next((i for i in range(at + 1, len(rows)) if rows[i].name == parent), None)
 
 
 def _gradients(
@@ -220,7 +232,7 @@ def locate(
     if first is None:
         return _after_forward(step, reference, port, policy, profile)
     row = rows[first]
-    module, cls, where = _culprit(rows, first, port.get("calls") or [])
+    module, cls, where = _culprit(rows, first)
     d = Divergence(step, "module", "", module=module, cls=cls, where=where, ops=row.ops)
     d.max_abs, d.max_rel, d.dtypes, d.profile = row.max_abs, row.max_rel, row.dtypes, profile
     d.rows = rows[max(0, first - WINDOW[0]) : first + WINDOW[1]]

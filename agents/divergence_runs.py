@@ -28,7 +28,11 @@ Runner = Callable[[Path, str, str | None, dict[str, Any]], dict[str, Any]]
 
 
 def first_differing_step(parity: Any, policy: Any) -> int | None:
-    """The first step whose losses differ beyond ``policy`` (rank 0's, where ranks ran)."""
+    """The first step whose losses differ beyond ``policy`` (rank 0's, where ranks ran);
+    for an inference program whose outputs differ, 1: its forward calls before any
+    optimizer step are traced."""
+    if parity is not None and parity.compared == "outputs" and not parity.holds:
+        return 1
     for row in parity.per_step if parity is not None else []:
         if row.get("rank", 0) not in (0, None):
             continue
@@ -104,7 +108,8 @@ def find(
                 "found": "unknown",
                 "summary": f"the {side}'s traced run failed: {why}",
             }
-    if min(port.get("steps_seen") or 0, ref.get("steps_seen") or 0) < step:
+    traced = bool(port.get("calls")) and bool(ref.get("calls"))
+    if not traced and min(port.get("steps_seen") or 0, ref.get("steps_seen") or 0) < step:
         return {
             "step": step,
             "found": "unknown",

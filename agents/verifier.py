@@ -929,7 +929,7 @@ def _with_divergence(
     say(f"verifying: tracing every module at step {step} on both sides")
 
     def traced(root: Path, run_mode: str, precision: str | None, trace: dict) -> dict[str, Any]:
-        limits = replace(budget, steps=step + 1, forwards=None)
+        limits = replace(budget, steps=step + 1)  # the same forward budget as the runs compared
         return run_program(
             root, argv, run_mode, limits, (), None, site_paths, (), precision, False, trace
         )

@@ -89,7 +89,9 @@ def sample(tensor: Any) -> dict[str, Any]:
     flat = tensor.detach().reshape(-1)
     n = flat.numel()
     if n > SAMPLE:
-        flat = flat[torch.linspace(0, n - 1, SAMPLE, device=flat.device).long()]
+        # integer positions: a float linspace rounds n - 1 up past the end for n > 2**24
+        positions = torch.arange(SAMPLE, dtype=torch.int64) * (n - 1) // (SAMPLE - 1)
+        flat = flat[positions.to(flat.device)]
     values = flat.to("cpu", torch.float64).tolist() if n else []
     out["values"] = [v if math.isfinite(v) else None for v in values]
     return out

@@ -98,6 +98,22 @@ def test_a_module_whose_input_matches_is_itself_blamed_and_an_unchanged_span_is_
     assert "the port did not change model.py:2-5" in found.summary
 
 
+def test_a_container_passing_its_input_on_is_climbed_to_the_forward_that_made_it(tmp_path):
+    """dcgan's Discriminator scales its features before ``adv_layer``, an nn.Sequential:
+    the Sequential's first Linear sees the changed input first, and so does the Sequential."""
+    source, tree = _trees(tmp_path, ORIGINAL_MODEL.replace("q * 0.5", "q * 0.25"))
+    seq = "torch.nn.modules.container.Sequential"
+    ref, port = [], []
+    for calls, feature in ((ref, 1.0), (port, 1.5)):
+        calls.append(_call("model", [1.0], given=[1.0], parent="D"))
+        calls.append(_call("adv.0", [feature * 2], given=[feature], parent="adv"))
+        calls.append(_call("adv", [feature * 2], given=[feature], parent="D", where=seq))
+        calls.append(_call("D", [feature * 2], given=[1.0], where="model.py:2-5"))
+    found = divergence.locate({"calls": ref}, {"calls": port}, FP32, source, tree)
+    assert (found.module, found.where, found.blame) == ("D", "model.py:2-5", "port")
+    assert found.port_lines == [4]
+
+
 def test_an_input_no_module_made_is_blamed_on_code_outside_the_modules(tmp_path):
     source, tree = _trees(tmp_path, ORIGINAL_MODEL)
     ref = {"step": 1, "calls": [_call("embed", [1.0], given=[5.0])]}
@@ -143,6 +159,7 @@ def test_the_first_differing_step_is_rank_0s_first_step_beyond_the_policy():
     ]
     assert first_differing_step(Parity("losses", per_step=rows), FP32) == 2
     assert first_differing_step(Parity("losses", per_step=rows[:1]), FP32) is None
+    assert first_differing_step(Parity("outputs", holds=False), FP32) == 1
 
 
 def test_a_divergence_in_an_unchanged_torch_layer_is_diagnosed_as_the_emulators(tmp_path):
