@@ -155,11 +155,11 @@ def verification_files(state: State, outcome: str) -> dict[str, str | bytes]:
         "verification.json": json.dumps(printable_data(record), indent=2, default=str),
         "verification.md": verification_markdown(record),
         **library_patch.patch_files(patches),  # the installed files the port ran ported
-        **_plots(state),
+        **plot_files(state),
     }
 
 
-def _plots(state: State) -> dict[str, bytes]:
+def plot_files(state: State) -> dict[str, bytes]:
     """``losses.png``: both runs' losses per step and the tolerance band they were judged by."""
     v = state.get("verification") or {}
     policy = policies_for(state["settings"].get("tolerance")).get(str(v.get("policy") or ""))
@@ -309,7 +309,7 @@ def _parity_markdown(parity: dict[str, Any]) -> list[str]:
         f"\nmax abs error {parity.get('max_abs', 0):.3g}, "
         f"max rel error {parity.get('max_rel', 0):.3g}"
     )
-    if parity.get("compared") == "losses":  # drawn beside this file (_plots)
+    if parity.get("compared") == "losses":  # drawn beside this file (plot_files)
         lines += ["", f"![both runs' losses per step, with the tolerance band]({PLOT})"]
     return lines
 

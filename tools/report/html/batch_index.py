@@ -11,7 +11,7 @@ import html
 from typing import Any
 
 from ...safetext import uri_path
-from .code import visible
+from .code import visible, visible_name
 from .style import VERDICT_COLOURS, document_head
 
 COLUMNS = ("repository", "verdict", "constructs", "converted", "manual", "time", "reason")
@@ -19,7 +19,7 @@ COLUMNS = ("repository", "verdict", "constructs", "converted", "manual", "time",
 
 def _row(r: dict[str, Any]) -> str:
     name = f"{r['name']} @ {r['ref']}" if r.get("ref") else str(r["name"])
-    shown = html.escape(visible(name))
+    shown = html.escape(visible_name(name))
     if r.get("report"):
         href = html.escape(uri_path(f"{r['report']}/index.html"))
         shown = f'<a href="{href}">{shown}</a>'

@@ -17,7 +17,7 @@ from pygments.token import STANDARD_TYPES, _TokenType
 from pygments.util import ClassNotFound
 
 from ...filenames import printable
-from ...safetext import terminal_text
+from ...safetext import terminal_line, terminal_text
 
 
 def _lexer(path: str) -> Lexer:
@@ -37,6 +37,11 @@ def _css_class(kind: _TokenType) -> str:
 def visible(text: str) -> str:
     """``text`` with control characters, bidi controls and undecodable bytes shown escaped."""
     return terminal_text(printable(text))
+
+
+def visible_name(name: str) -> str:
+    """A file name on one line: its newlines and tabs escaped too (``tools.safetext``)."""
+    return terminal_line(printable(name))
 
 
 def highlighted_lines(path: str, text: str) -> list[str]:

@@ -16,7 +16,7 @@ from itertools import zip_longest
 from typing import Any
 
 from ..hunks import opcodes
-from .code import highlighted_lines, visible
+from .code import highlighted_lines, visible, visible_name
 
 CONTEXT = 3
 NOTE_MARK = "\N{BLACK FLAG}"
@@ -117,7 +117,7 @@ def file_view(
         by_line.setdefault(min(max(note.line, 1), max(len(right), 1)) - 1, []).append(note)
     keep = _shown(rows, set(by_line))
     out = [
-        f'<table class="diff" id="{fid}"><caption>{html.escape(visible(path))}</caption>',
+        f'<table class="diff" id="{fid}"><caption>{html.escape(visible_name(path))}</caption>',
         '<colgroup><col class="n"><col><col class="n"><col><col class="r"></colgroup>',
     ]
     folded = 0

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...catalogue import load_catalogue
-from .code import visible
+from .code import visible, visible_name
 from .diff_view import file_view, note_html
 from .safe_markdown import markdown_html
 from .style import VERDICT_COLOURS, document_head
@@ -57,7 +57,7 @@ def _header(page: ReportPage, anchors: list[tuple[str, str]]) -> str:
     kind = page.verdict if page.verdict in VERDICT_COLOURS else "other"
     nav = "".join(f'<a href="#{a}">{html.escape(t)}</a>' for a, t in anchors)
     return (
-        f"<header><h1>torchport: {html.escape(visible(page.title))} to "
+        f"<header><h1>torchport: {html.escape(visible_name(page.title))} to "
         f"{html.escape(page.target)}</h1>\n"
         f'<p class="verdict" id="verdict"><span class="badge v-{kind}">'
         f"{html.escape(page.verdict)}</span> {html.escape(visible(page.reason))}</p>\n"
@@ -78,7 +78,7 @@ def _changes(page: ReportPage, documented: dict[str, Any]) -> str:
     if page.notes:
         out.append('<h3 id="manual">Left for a human</h3><ul class="notes">')
         for n in page.notes:
-            where = html.escape(visible(f"{n.path}:{n.line}"))
+            where = html.escape(visible_name(f"{n.path}:{n.line}"))
             if n.path in index:
                 where = f'<a href="#f{index[n.path]}-R{n.line}">{where}</a>'
             out.append(f"<li>{where} {note_html(n, documented)}</li>")
@@ -108,7 +108,7 @@ def render_page(page: ReportPage) -> str:
     documented = {c: catalogue[c] for c in codes}
     anchors = [(s.anchor, s.title) for s in page.lead] + [("changes", "Changes")]
     anchors += [(s.anchor, s.title) for s in page.sections] + [("rules", "Rules")] * bool(codes)
-    title = html.escape(visible(f"torchport report: {page.title} to {page.target}"))
+    title = html.escape(visible_name(f"torchport report: {page.title} to {page.target}"))
     parts = [document_head(title), _header(page, anchors), "<main>\n"]
     parts += [_section(s, page.images) for s in page.lead]
     parts.append(_changes(page, documented))
