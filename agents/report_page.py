@@ -192,7 +192,7 @@ def _counts(s: dict[str, Any]) -> str:
     return (
         f"{s['constructs_found']} CUDA constructs found: **{s['converted']} converted** "
         f"automatically ({s['edits']} edits), {s['left_for_humans']} left for a human, "
-        f"{s['advisories']} performance advisories; {s['files_changed']} files changed "
+        f"{s['advisories']} performance advisories; files changed: {s['files_changed']} "
         "(the patch: `changes.patch`; every edit: `changes.json`)."
     )
 

@@ -130,3 +130,12 @@ def test_the_batch_index_links_each_repositorys_page_relatively():
     page = assert_self_contained(batch_index(summary), links=("a-tpu/r/index.html",))
     assert "<b> @ v1" in page.text and "<i>x</i>" in page.text
     assert [a["href"] for t, a in page.elements if t == "a"] == ["a-tpu/r/index.html"]
+
+
+def test_a_very_long_file_is_shown_escaped_but_uncoloured():
+    from torchport.tools.report.html.code import MAX_COLOURED_LINES
+
+    short = highlighted_lines("t.py", "x = '<b>'\n")
+    long = highlighted_lines("t.py", "x = '<b>'\n" * (MAX_COLOURED_LINES + 1))
+    assert "<span" in short[0] and long[0] == "x = &#x27;&lt;b&gt;&#x27;"
+    assert len(long) == MAX_COLOURED_LINES + 1

@@ -19,9 +19,15 @@ from pygments.util import ClassNotFound
 from ...filenames import printable
 from ...safetext import terminal_line, terminal_text
 
+# Pygments tokenises some 10,000 lines a second here: a longer file is shown uncoloured,
+# so that a large port's page costs seconds, not minutes.
+MAX_COLOURED_LINES = 5000
 
-def _lexer(path: str) -> Lexer:
+
+def _lexer(path: str, lines: int) -> Lexer:
     options = {"stripnl": False, "ensurenl": False}
+    if lines > MAX_COLOURED_LINES:
+        return TextLexer(**options)
     try:
         return get_lexer_for_filename(path, **options)
     except ClassNotFound:
@@ -47,7 +53,7 @@ def visible_name(name: str) -> str:
 def highlighted_lines(path: str, text: str) -> list[str]:
     """The lines of ``text`` (the file ``path``) as HTML fragments, without line ends."""
     lines: list[list[str]] = [[]]
-    for kind, value in _lexer(path).get_tokens(visible(text)):
+    for kind, value in _lexer(path, text.count("\n")).get_tokens(visible(text)):
         css = _css_class(kind)
         for i, piece in enumerate(value.split("\n")):
             if i:
