@@ -14,7 +14,8 @@ STAMP := $(VENV)/.torchport-installed
 # is Triton's interpreter for the reference run of an original's kernels (~250 MB wheel;
 # without it those tests skip, naming the extra). `mcp` is the SDK of `torchport mcp`.
 # `docs` is MkDocs with the Material theme, for `make docs` and tests/test_docs_site.py.
-EXTRAS ?= dev,mcp,local,cluster,reference,triton,docs
+# `browser` is Playwright, which drives Debian's chromium in the HTML report's test.
+EXTRAS ?= dev,mcp,local,cluster,reference,triton,docs,browser
 # llama.cpp compiled for the build machine's CPU (its default) uses AMX tile kernels on
 # CPUs that have them, and those fault on the virtual machines here (see
 # scripts/ensure-portable-llama): build it for AVX2 instead, which every x86-64 CPU
@@ -23,7 +24,7 @@ ifeq ($(shell uname -m),x86_64)
 LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
 endif
 
-.PHONY: setup demo test test-fast lint docs bench sandbox-tools torch-tpu-wheel
+.PHONY: setup demo test test-fast lint docs bench sandbox-tools torch-tpu-wheel browser
 
 # The native emulator (sandbox/native, a C++ PrivateUse1 backend, about a
 # minute of CPU) is compiled into ~/.cache/torchport/emulator at set-up; without a C++
@@ -44,7 +45,7 @@ $(STAMP): pyproject.toml setup.py
 demo: $(STAMP)
 	$(BIN)/torchport scan examples/cuda_mnist --target tpu --exit-zero
 	$(BIN)/torchport migrate examples/cuda_mnist --target tpu --out out/cuda_mnist-tpu --exit-zero
-	@echo "diff: out/cuda_mnist-tpu/torchport-report/changes.patch; evidence: out/cuda_mnist-tpu/torchport-report/verification.md; still for a human: out/cuda_mnist-tpu/torchport-report/manual.md"
+	@echo "the whole report as one page: out/cuda_mnist-tpu/torchport-report/index.html; diff: out/cuda_mnist-tpu/torchport-report/changes.patch; evidence: out/cuda_mnist-tpu/torchport-report/verification.md; still for a human: out/cuda_mnist-tpu/torchport-report/manual.md"
 
 # Isolation backends for the sandbox tests: bubblewrap, and docker unless
 # TORCHPORT_WITH_DOCKER=0. Installs only as root with apt-get; otherwise says what is
@@ -68,7 +69,12 @@ PYTEST_PARALLEL = -n $(TEST_WORKERS) --dist loadgroup --durations=15
 torch-tpu-wheel: $(STAMP)
 	@$(BIN)/python scripts/fetch-torch-tpu || echo "the TorchTPU conformance tests will skip (see above)"
 
-test: $(STAMP) sandbox-tools torch-tpu-wheel
+# Debian's chromium for the HTML report's browser test (root + apt-get; otherwise it says
+# what is missing and that test skips, naming it).
+browser: $(STAMP)
+	@PYTHON=$(BIN)/python scripts/ensure-browser
+
+test: $(STAMP) sandbox-tools torch-tpu-wheel browser
 	$(BIN)/python -m pytest -q $(PYTEST_PARALLEL)
 
 # The developer's loop: everything not marked slow (no model server, no corpus runs).

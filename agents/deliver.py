@@ -4,7 +4,8 @@ Nothing reaches the user's tree before this point. The codemods' report
 (``changes.patch`` and friends, from ``tools.report.migration``) is written
 for the final overlay, so it includes the LLM's verified edits; beside it,
 ``verification.json`` and ``verification.md`` say what was run, what was
-compared, the verdict and every decision the agents made. All of them go to
+compared, the verdict and every decision the agents made; ``index.html`` shows all of
+it on one page. All of them go to
 the writer together, so the output appears whole (report included) or not at
 all, and a run killed while writing finishes the write when resumed.
 """
@@ -29,12 +30,13 @@ from torchport.tools.report.counts import count_constructs
 from torchport.tools.safetext import markdown_code, markdown_text
 from torchport.tools.sourcefile import read_exact
 
-from . import divergence_report, legacy_repair, library_patch, plots
+from . import divergence_report, legacy_repair, library_patch, plots, report_page
 from .data_notes import data_notes, interpreter_note
 from .state import State, scan_filters
 from .verifier import policies_for
 
 PLOT = "losses.png"  # beside verification.md, which shows it
+HTML = "index.html"  # the whole report as one page (agents.report_page)
 
 
 def options_of(settings: dict[str, Any], dry_run: bool | None = None) -> MigrateOptions:
@@ -80,7 +82,9 @@ def deliver(state: State, outcome: str, say: Callable[[str], None]) -> dict[str,
     if s.get("dry_run"):
         return {"written": None}
     result = migration_result(state)
-    write_result(result, options_of(s), say, verification_files(state, outcome))
+    files = verification_files(state, outcome)
+    files[HTML] = html_page(state, outcome, result, files)
+    write_result(result, options_of(s), say, files)
     totals = count_constructs(result).totals()
     written: dict[str, Any] = {
         "output": str(result.output),
@@ -97,6 +101,17 @@ def deliver(state: State, outcome: str, say: Callable[[str], None]) -> dict[str,
     if result.report_dir is not None:
         written["report"] = str(result.report_dir)
     return written
+
+
+def html_page(
+    state: State, outcome: str, result: MigrationResult, files: dict[str, str | bytes]
+) -> str:
+    """``index.html``: the whole report as one page, from the same record, parts of
+    verification.md and plots as the files beside it."""
+    record = verification_record(state, outcome)
+    images = {name: data for name, data in files.items() if isinstance(data, bytes)}
+    parts = verification_sections(record)
+    return report_page.html_report(state["settings"], result, record, parts, images)
 
 
 def verification_record(state: State, outcome: str) -> dict[str, Any]:
@@ -140,11 +155,11 @@ def verification_files(state: State, outcome: str) -> dict[str, str | bytes]:
         "verification.json": json.dumps(printable_data(record), indent=2, default=str),
         "verification.md": verification_markdown(record),
         **library_patch.patch_files(patches),  # the installed files the port ran ported
-        **_plots(state),
+        **plot_files(state),
     }
 
 
-def _plots(state: State) -> dict[str, bytes]:
+def plot_files(state: State) -> dict[str, bytes]:
     """``losses.png``: both runs' losses per step and the tolerance band they were judged by;
     ``divergence.png``: where a port that fails first computes otherwise, module by module."""
     v = state.get("verification") or {}
@@ -162,25 +177,39 @@ def verification_markdown(record: dict[str, Any]) -> str:
     edits and the decisions quote the program and the repository (error messages, file
     names, code), so each is a code span or escaped text: rendering it shows them, never
     runs their HTML or fetches their images."""
-    v = record.get("verification") or {}
-    lines = _summary_markdown(record, v) + timings_markdown(v.get("timings") or {})
-    lines += _parity_markdown(v.get("parity") or {})
-    lines += divergence_report.markdown(v.get("divergence") or {})
-    lines += precision_markdown(v.get("precision") or {})
-    lines += kernel_check_markdown(v.get("kernel_check") or {})
-    lines += environment_markdown(record.get("environment") or {})
-    lines += _evidence_markdown(v.get("target") or {})
-    lines += _agent_edits_markdown(record["agent_edits"])
-    lines += ["", "## Decisions", ""]
-    for d in record["decisions"]:
-        why = d.get("why") or ""
-        lines.append(
-            f"- **{_md(d['node'])}**: {_md(d['decision'])}" + (f" — {_md(why)}" if why else "")
-        )
+    lines = [line for part in verification_sections(record).values() for line in part]
     usage = record.get("llm_usage") or {}
     if usage:
         lines += ["", f"LLM: {markdown_code(json.dumps(usage))}"]
     return "\n".join(lines) + "\n"
+
+
+def verification_sections(record: dict[str, Any]) -> dict[str, list[str]]:
+    """verification.md's parts in its order, by name: the HTML report shows each where it
+    belongs (the summary first, the losses by the plots, ...) from the same lines."""
+    v = record.get("verification") or {}
+    return {
+        "summary": _summary_markdown(record, v),
+        "timing": timings_markdown(v.get("timings") or {}),
+        "losses": _parity_markdown(v.get("parity") or {}),
+        "divergence": divergence_report.markdown(v.get("divergence") or {}),
+        "precision": precision_markdown(v.get("precision") or {}),
+        "kernels": kernel_check_markdown(v.get("kernel_check") or {}),
+        "environment": environment_markdown(record.get("environment") or {}),
+        "evidence": _evidence_markdown(v.get("target") or {}),
+        "agent_edits": _agent_edits_markdown(record["agent_edits"]),
+        "decisions": _decisions_markdown(record["decisions"]),
+    }
+
+
+def _decisions_markdown(decisions: list[dict[str, Any]]) -> list[str]:
+    lines = ["", "## Decisions", ""]
+    for d in decisions:
+        why = d.get("why") or ""
+        lines.append(
+            f"- **{_md(d['node'])}**: {_md(d['decision'])}" + (f" — {_md(why)}" if why else "")
+        )
+    return lines
 
 
 def _summary_markdown(record: dict[str, Any], v: dict[str, Any]) -> list[str]:
@@ -292,7 +321,7 @@ def _parity_markdown(parity: dict[str, Any]) -> list[str]:
         f"\nmax abs error {parity.get('max_abs', 0):.3g}, "
         f"max rel error {parity.get('max_rel', 0):.3g}"
     )
-    if parity.get("compared") == "losses":  # drawn beside this file (_plots)
+    if parity.get("compared") == "losses":  # drawn beside this file (plot_files)
         lines += ["", f"![both runs' losses per step, with the tolerance band]({PLOT})"]
     return lines
 

@@ -72,7 +72,8 @@ def add_parser(sub: Any) -> None:
         "long tail, then run the original on the CUDA reference shim and the migration on the "
         "emulated device and compare. A migrated copy is written to PATH-<target> (PATH is "
         "untouched) with torchport-report/ (changes.patch, changes.json, changes.csv, "
-        "manual.md, summary.md, verification.json, verification.md).",
+        "manual.md, summary.md, verification.json, verification.md, and index.html: all of it "
+        "on one page, for a browser).",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

@@ -199,6 +199,7 @@ VOLATILE = [
     (re.compile(rb"\d{8}-\d{6}-[0-9a-f]{6}"), b"RUN"),  # run ids
     (re.compile(rb'("elapsed_s": )[0-9.e-]+'), rb"\1T"),
     (re.compile(rb"; [0-9.]+ s\n"), b"; T s\n"),  # verification.md's time
+    (re.compile(rb"\b[0-9.]+ s(?=</li>|,)"), b"T s"),  # index.html's times
     (re.compile(rb'("[^"]*torchport-report/[^"]*": )"[0-9a-f]{64}"'), rb'\1"H"'),  # marker
 ]
 

@@ -28,8 +28,10 @@ from urllib.parse import quote, unquote_to_bytes
 
 import jsonschema
 import pytest
+from html_checks import assert_self_contained
 from markdown_it import MarkdownIt
 from torchport.tools.filenames import printable
+from torchport.tools.safetext import terminal_text
 
 # file name -> how a person must see it (control characters visibly escaped); no '/' in names
 SHOWN = {
@@ -65,6 +67,7 @@ CODE = "\n".join(
         "x = torch.zeros(2).cuda()  # `</code>` <img src=x onerror=alert(4)> "
         "\x1b]0;code\x07 \u202e",
         's = "`</code><script>alert(5)</script>`"',
+        'q = "</textarea></title></style><!-- <a href=\'javascript:alert(6)\'>\\"x"',
         "",
         'if __name__ == "__main__":',
         "    print(cap, x, s)",
@@ -277,6 +280,45 @@ def test_changes_csv_cells_are_never_formulas(migrated):
     assert {"'=HYPERLINK(1).py", "'@SUM(1).py", "'-2+3.py", "p|q.py"} <= files
 
 
+def test_index_html_shows_names_and_code_as_text_and_loads_nothing(migrated):
+    page = assert_self_contained((migrated[2] / "index.html").read_text())
+    text = page.text
+    assert_terminal_safe(text)
+    captions = [t for t in page.texts if t in SHOWN.values()]
+    assert sorted(captions) == sorted(SHOWN[name] for name in MIGRATED)  # a view per file
+    for name in MIGRATED:
+        assert f"{SHOWN[name]}:3" in text  # the construct left for a human, listed
+    for line in CODE.splitlines()[1:6]:  # the hostile lines, as code, per file
+        assert text.count(terminal_text(line)) >= len(MIGRATED), line
+
+
+def test_index_html_escapes_the_programs_words():
+    from torchport.agents.deliver import verification_sections
+    from torchport.tools.report.html import Note, ReportPage, Section, render_page
+
+    record = _hostile_record()
+    parts = verification_sections(record)
+    name = "<img src=x onerror=alert(1)>\n\"'</textarea>.py"
+    page = ReportPage(
+        title=name,
+        target="tpu",
+        verdict="failed",
+        reason=HOSTILE,
+        lead=[Section("run", "The run", "\n".join(parts["summary"]))],
+        before={name: CODE},
+        after={name: CODE.replace(".cuda()", '.to("tpu")')},
+        hunks=[],
+        notes=[Note(name, 3, "TPD013", "left for you", HOSTILE)],
+        sections=[Section(k, k, "\n".join(v)) for k, v in parts.items() if k != "summary"],
+    )
+    shown = assert_self_contained(render_page(page))
+    assert_terminal_safe(shown.text)
+    escaped = r"<img src=x onerror=alert(1)> [x](javascript:alert(1)) `a` \x1b]0;t\x07\n# h"
+    assert shown.text.count(escaped) >= 5  # the reason, its note, the entry's, decisions
+    assert r"<img src=x onerror=alert(1)>\n" + "\"'</textarea>.py:3" in shown.text
+    assert "`x</code>` ``<img src=y>.py" in shown.text and "python <script>.py" in shown.text
+
+
 def test_chat_plain_shows_names_and_code_escaped(repo: Path):
     lines = ["/scan", "/migrate", "/diff", "/report", "/quit"]
     code, out, err = torchport("chat", str(repo), "--llm", "none", stdin="\n".join(lines) + "\n")
@@ -288,6 +330,11 @@ def test_chat_plain_shows_names_and_code_escaped(repo: Path):
         assert f"@@ {shown}:4 @@" in out.splitlines()  # /diff's hunk header, one line
     assert r"<img src=x onerror=alert(4)> \x1b]0;code\x07 \u202e" in out
     assert not any(line.startswith("line.py") for line in out.splitlines())
+    pages = [line.partition(": ")[2] for line in out.splitlines() if "as a page: " in line]
+    page = assert_self_contained(Path(pages[-1]).read_text())  # /report's page
+    assert_terminal_safe(page.text)
+    for name in MIGRATED:
+        assert f"{SHOWN[name]}:3" in page.text
 
 
 def test_chat_on_a_terminal_prints_no_escape_sequence_or_rich_markup_of_the_repository(
@@ -320,21 +367,22 @@ def test_chat_on_a_terminal_prints_no_escape_sequence_or_rich_markup_of_the_repo
     assert "[link=https:x.example]y.py" in shown and r"\x1b]0;pwned\x07.py" in shown
 
 
-def test_verification_md_escapes_the_programs_words():
-    from torchport.agents.deliver import verification_markdown
+HOSTILE = "<img src=x onerror=alert(1)> [x](javascript:alert(1)) `a` \x1b]0;t\x07\n# h"
 
-    hostile = "<img src=x onerror=alert(1)> [x](javascript:alert(1)) `a` \x1b]0;t\x07\n# h"
-    record = {
+
+def _hostile_record() -> dict:
+    """A failed run's record whose every quoted word is hostile."""
+    return {
         "run_id": "r1",
         "target": "tpu",
         "verdict": "failed",
         "verification": {
-            "reason": hostile,
-            "target": {"counters": {"cuda_calls": 0}, "synthetic_data": [hostile]},
+            "reason": HOSTILE,
+            "target": {"counters": {"cuda_calls": 0}, "synthetic_data": [HOSTILE]},
         },
         "iterations": 1,
-        "plan": {"entry": ["python", "<script>.py"], "entry_reason": hostile},
-        "decisions": [{"node": "verify", "decision": hostile, "why": hostile}],
+        "plan": {"entry": ["python", "<script>.py"], "entry_reason": HOSTILE},
+        "decisions": [{"node": "verify", "decision": HOSTILE, "why": HOSTILE}],
         "agent_edits": [
             {
                 "path": "`x</code>` ``<img src=y>.py",
@@ -342,12 +390,18 @@ def test_verification_md_escapes_the_programs_words():
                 "end_line": 2,
                 "by": "llm",
                 "for": "TPD099",
-                "reason": hostile,
+                "reason": HOSTILE,
             }
         ],
         "llm_usage": {"calls": 1, "note": "<b>"},
         "elapsed_s": 1.0,
     }
+
+
+def test_verification_md_escapes_the_programs_words():
+    from torchport.agents.deliver import verification_markdown
+
+    record = _hostile_record()
     markdown = verification_markdown(record)
     text = assert_renders_only_its_own_structure(markdown)
     assert_terminal_safe(markdown)
@@ -380,6 +434,11 @@ def test_batch_summary_escapes_reasons_and_refs_and_its_progress_reads_no_markup
     )
     assert_terminal_safe(markdown)
     assert r"<img src=x onerror=alert(1)> \x1b]0;t\x07 | @SUM(1)" in text
+    index = (tmp_path / "index.html").read_text()
+    page = assert_self_contained(index, links=("reports/repo-1/index.html",))
+    assert_terminal_safe(page.text)
+    assert r"<img src=x onerror=alert(1)> \x1b]0;t\x07 | @SUM(1)" in page.text
+    assert "repo-1 @ [x](javascript:alert(1))" in page.text
     rows = list(csv.DictReader(io.StringIO((tmp_path / "summary.csv").read_text())))
     assert rows[0]["source"] == '\'=HYPERLINK("http:x")'
     assert all(not v.startswith(FORMULA_START) for v in rows[0].values())

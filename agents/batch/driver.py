@@ -63,7 +63,7 @@ def run_batch(
                     progress.finished(record)
             summary = summarize([done[s.name] for s in sources], settings)
             written = write_summary(out_dir, summary)
-            progress.say(f"summary: {written[0]} (also .csv, .json)")
+            progress.say(f"summary: {written[0]} (also .csv, .json); the page: {written[-1]}")
     return summary
 
 

@@ -1,4 +1,5 @@
-"""The batch's summary in three formats: Markdown for people, CSV for spreadsheets, JSON for tools.
+"""The batch's summary in four formats: Markdown for people, CSV for spreadsheets, JSON for tools,
+and index.html, a page linking each repository's own report page (``tools.report.html``).
 
 Rows are sorted by name and hold only what the migration decided (no run ids,
 no dates, no absolute paths under DIR), so two batches of the same sources with
@@ -22,6 +23,7 @@ from typing import Any
 
 from torchport.tools.atomicfile import atomic_write
 from torchport.tools.filenames import printable_data
+from torchport.tools.report.html import batch_index
 from torchport.tools.safetext import csv_cell, markdown_text, uri_path
 
 from .charts import CHART, write_chart
@@ -70,7 +72,8 @@ def summarize(records: list[dict[str, Any]], settings: dict[str, Any]) -> dict[s
 
 
 def write_summary(out_dir: Path, summary: dict[str, Any]) -> list[Path]:
-    """Write DIR/summary.{md,csv,json,png}, each atomically; returns their paths.
+    """Write DIR/summary.{md,csv,json,png} and DIR/index.html, each atomically; returns
+    their paths.
 
     A source path that is not UTF-8 is written as ``tools.filenames.printable`` says."""
     summary = printable_data(summary)
@@ -83,8 +86,9 @@ def write_summary(out_dir: Path, summary: dict[str, Any]) -> list[Path]:
         path = out_dir / f"summary.{suffix}"
         atomic_write(path, text)
         written.append(path)
+    atomic_write(out_dir / "index.html", batch_index(summary))
     chart = write_chart(out_dir, summary)  # verdict counts and time per repository
-    return written + ([chart] if chart else [])
+    return [*written, out_dir / "index.html", *([chart] if chart else [])]
 
 
 def to_csv(summary: dict[str, Any]) -> str:

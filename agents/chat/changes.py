@@ -4,73 +4,21 @@ A change is one hunk of the difference between an original file and its
 proposed text (difflib's opcodes, no context). Undoing a change puts that
 hunk's original lines back and leaves every other hunk as proposed; because
 the opcodes partition both texts, the result is well defined whichever changes
-are undone. Changes are plain dicts so they live in the session's checkpoint.
+are undone. Changes are plain dicts so they live in the session's checkpoint
+(``tools.report.hunks`` cuts and attributes them; the HTML report shows the same hunks).
 """
 
 from __future__ import annotations
 
-import difflib
-from collections.abc import Iterable
 from typing import Any
 
+from torchport.tools.report.hunks import lines as _lines
+from torchport.tools.report.hunks import opcodes as _opcodes
+from torchport.tools.report.hunks import split
 from torchport.tools.report.patch import file_patch
 from torchport.tools.safetext import terminal_line
 
-
-def _lines(text: str) -> list[str]:
-    return text.splitlines(keepends=True)
-
-
-def _opcodes(before: str, after: str) -> list[tuple[str, int, int, int, int]]:
-    matcher = difflib.SequenceMatcher(None, _lines(before), _lines(after), autojunk=False)
-    return matcher.get_opcodes()
-
-
-def split(
-    base: dict[str, str], proposal: dict[str, str], edits: Iterable[dict[str, Any]] = ()
-) -> list[dict[str, Any]]:
-    """The proposal's changes, numbered from 1 in file and line order.
-
-    ``edits`` attribute each change to what made it: codemod edits carry a rule
-    code and original line numbers; LLM edits carry proposed line numbers.
-    """
-    edits = list(edits)
-    changes: list[dict[str, Any]] = []
-    for path in sorted(proposal):
-        for tag, i1, i2, j1, j2 in _opcodes(base.get(path, ""), proposal[path]):
-            if tag == "equal":
-                continue
-            change = {"id": len(changes) + 1, "path": path, "span": [i1, i2, j1, j2]}
-            change.update(_attribution(path, i1, i2, j1, j2, edits))
-            changes.append(change)
-    return changes
-
-
-def _attribution(
-    path: str, i1: int, i2: int, j1: int, j2: int, edits: list[dict[str, Any]]
-) -> dict[str, Any]:
-    rules: list[str] = []
-    reasons: list[str] = []
-    by = "supporting"  # an import or a line another change needs
-    for e in edits:
-        if e.get("path") != path:
-            continue
-        if e.get("by") == "llm":
-            start, end = int(e.get("start_line", 0)), int(e.get("end_line", 0))
-            if start <= max(j2, j1 + 1) and end >= j1 + 1:
-                by = "llm"
-                reasons.append(str(e.get("reason", "")))
-                if e.get("for"):
-                    rules.append(str(e["for"]))
-            continue
-        start, end = int(e.get("line", 0)), int(e.get("end_line", e.get("line", 0)))
-        if start <= max(i2, i1 + 1) and end >= i1 + 1:
-            by = "codemod" if by != "llm" else by
-            if e.get("rule") and e["rule"] not in rules:
-                rules.append(str(e["rule"]))
-            if e.get("reason"):
-                reasons.append(str(e["reason"]))
-    return {"by": by, "rules": rules, "reasons": [r for r in reasons if r]}
+__all__ = ["at_line", "current", "diff", "hunk", "map_line", "split"]
 
 
 def current(

@@ -52,7 +52,12 @@ COMMANDS: tuple[Command, ...] = (
     ),
     Command("redo", "/redo N|CODE|FILE|all", "put undone changes back"),
     Command("target", "/target [T]", "show or switch the target (tpu, neuron, xla, accelerator)"),
-    Command("report", "/report", "the session so far: changes, verdict, what is left for you"),
+    Command(
+        "report",
+        "/report",
+        "the session so far: changes, verdict, what is left for you; also as a page "
+        "(index.html, opened in a browser where there is a display)",
+    ),
     Command("help", "/help", "this list"),
     Command("quit", "/quit", "leave; the session is saved and can be resumed"),
 )

@@ -1,6 +1,6 @@
 """The commands that show the session and change neither it nor the repository: /scan
-/plan /diff /explain /report (which also saves the proposal as a patch in the session's
-folder) /help /quit."""
+/plan /diff /explain /report (which also saves the proposal as a patch and as an HTML
+report in the session's folder) /help /quit."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from torchport.tools.scanner import scan
 from .. import config_record
 from ..planner import make_plan, work_of
 from . import changes as ch
+from . import html_report
 from .events import emit, table
 from .slash_commands import help_rows, hidden
 from .state import ChatRuntime, ChatState, digest, overlay_of, scan_options
@@ -134,6 +135,8 @@ def report(state: ChatState, chat: ChatRuntime) -> dict[str, Any]:
         # the files' own bytes, as in migrate's changes.patch
         path.write_text(ch.diff(state["base"], overlay), "utf-8", "surrogateescape")
         emit("text", f"the proposal as a patch: {path}")
+    page = html_report.session_page(state, overlay, manual, bool(fresh))
+    emit("text", f"the report as a page: {html_report.write_page(chat.scratch, page)}")
     return {}
 
 
