@@ -130,14 +130,37 @@ def facts() -> tuple[Fact, ...]:
     )
 
 
+# torchport's own folders in a message, as a reason shows them: a package of the dependency
+# overlay (tools.depinstall: <cache>/envs/<key>/prefix/lib/pythonX.Y/site-packages/) where
+# the user's own environment would have it, the program's scratch copy
+# (<tmp>/torchport-run-XXXX/program/) as the repository's own path, torchport's code as
+# ``torchport/``.
+_OWN_PATHS = (
+    (
+        re.compile(r"/[^\s'\"()]*?/envs/[0-9a-f]+/prefix/lib/python3\.\d+/site-packages/"),
+        "site-packages/",
+    ),
+    (re.compile(r"/[^\s'\"()]*?/torchport-run-[^/\s'\"]+/program/"), ""),
+    (re.compile(re.escape(OWN_CODE + os.sep)), "torchport/"),
+)
+
+
+def shortened(text: str) -> str:
+    """``text`` with torchport's own folders shortened (``_OWN_PATHS``)."""
+    for pattern, short in _OWN_PATHS:
+        text = pattern.sub(short, text)
+    return text
+
+
 def first_line(text: str, limit: int = 300) -> str:
     """A message's first non-empty line, at most ``limit`` characters: a reason is one line.
     A message that carries a traceback (a rank's failure, re-raised by ``mp.spawn`` or a
     launcher: "-- Process 0 terminated with the following error: Traceback ...") gives its
-    exception line instead, which is what the run died of (the operator a backend lacks)."""
+    exception line instead, which is what the run died of (the operator a backend lacks).
+    torchport's own folders in it are shortened (``shortened``); the JSON keeps them."""
     text = str(text)
     line = traceback_exception(text) if "Traceback (most recent call last):" in text else None
-    line = line or next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+    line = shortened(line or next((ln.strip() for ln in text.splitlines() if ln.strip()), ""))
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 

@@ -94,3 +94,20 @@ def test_a_short_message_has_no_full_copy():
         raise ValueError("bad shape")
     except ValueError as exc:
         assert "full_message" not in error_of(exc)
+
+
+def test_a_reason_shows_torchports_own_folders_shortened():
+    """The dependency overlay, the scratch copy and torchport's code, as a user reads them:
+    Image-Captioning's ImportError named a cache folder of torchport's."""
+    from torchport.sandbox.launch import OWN_CODE
+
+    overlay = "/root/.cache/torchport/envs/e164d01809624d6fc046798a/prefix/lib/python3.11"
+    where = f"{overlay}/site-packages/scipy/misc/__init__.py"
+    message = f"cannot import name 'imread' from 'scipy.misc' ({where})"
+    assert first_line(message) == (
+        "cannot import name 'imread' from 'scipy.misc' (site-packages/scipy/misc/__init__.py)"
+    )
+    scratch = "/tmp/torchport-run-4242-1733390000-ab12/program/train.py"
+    assert first_line(f"at {scratch} via {OWN_CODE}/sandbox/x.py") == (
+        "at train.py via torchport/sandbox/x.py"
+    )
