@@ -1,14 +1,23 @@
-"""Kernels for the ops torch implements for accelerators only (no CPU kernel).
+"""Kernels for the ops torch implements for accelerators only (no CPU kernel), and which
+emulated devices refuse them.
 
-The emulator runs every op by its CPU kernel, so an op torch has for CUDA (and for a
-real TorchTPU / TorchNeuron device) but not for the CPU fails on the emulated device
-where it works on the real one: ``torch.nn.SyncBatchNorm`` calls
-``torch.batch_norm_stats``, ``batch_norm_gather_stats_with_counts``, ``batch_norm_elemt``
-and their backward ops, none of which the CPU has. ``KERNELS`` maps each such op to a
-kernel written with ops every backend has; the Python emulator runs it on the CPU
-tensors behind the device tensors (tensor.py), the native backend registers it as the
-op's PrivateUse1 kernel (native/register.py). A CPU tensor still gets torch's own
-"Could not run ... 'CPU' backend" error, as it would on the real machine.
+The emulator runs every op by its CPU kernel, so an op torch has for CUDA but not for
+the CPU would fail on the emulated device for want of a kernel, not because the target
+lacks it: ``torch.nn.SyncBatchNorm`` with world_size > 1 calls ``torch.batch_norm_stats``,
+``batch_norm_gather_stats_with_counts``, ``batch_norm_elemt`` and their backward ops, none
+of which the CPU has. ``KERNELS`` maps each such op to a kernel written with ops every
+backend has; the Python emulator runs it on the CPU tensors behind the device tensors
+(tensor.py), the native backend registers it as the op's PrivateUse1 kernel
+(native/register.py), and the reference run, whose CPU stands for the GPU, gets them as
+CPU kernels (shim/distributed.py). A CPU tensor still gets torch's own "Could not run ...
+'CPU' backend" error, as it would on the real machine.
+
+Whether the real device has them is the target's to say, and TorchTPU 0.2.0 does not:
+its glue library names none of these ops (sandbox/data/torch_tpu.toml, [device_only_ops],
+derived from the wheel), so on ``tpu`` each is refused with TorchTPU's own missing-op error
+(:func:`refusals`), and a SyncBatchNorm port does not verify here to fail on the hardware.
+On ``neuron`` the kernels stay: there is no evidence either way (no TorchNeuron artefact
+to read), so the emulator keeps the ops CUDA has.
 
 The arithmetic follows torch's CUDA kernels (aten/src/ATen/native/cuda/Normalization.cuh):
 statistics over every dimension but the channel dimension 1, the biased variance in
@@ -18,10 +27,13 @@ the running variance updated with the unbiased (``n / (n - 1)``) variance.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
 import torch
+
+from . import torchtpu_facts
 
 aten = torch.ops.aten
 Tensor = torch.Tensor
@@ -162,3 +174,27 @@ KERNELS: dict[Any, Callable[..., Any]] = {
     aten.batch_norm_backward_reduce.default: batch_norm_backward_reduce,
     aten.batch_norm_backward_elemt.default: batch_norm_backward_elemt,
 }
+
+
+def op_name(op: Any) -> str:
+    """``batch_norm_stats`` (the default overload) or ``name.overload``: how the facts name
+    an op of KERNELS."""
+    name = op._schema.name.split("::", 1)[1]
+    overload = op._schema.overload_name
+    return f"{name}.{overload}" if overload else name
+
+
+@functools.cache
+def refusals(device: str) -> dict[Any, str]:
+    """The ops of KERNELS the real ``device`` has no kernel for -> the error it raises.
+
+    ``tpu``: the ops absent from TorchTPU's glue library, each with its missing-op message
+    (a NotImplementedError in the emulators; the wheel's compiled fallback does not show the
+    type). Any other device: none (no evidence that its runtime lacks them)."""
+    if device != "tpu":
+        return {}
+    facts = torchtpu_facts.section("device_only_ops")
+    absent, template = set(facts["absent"]), facts["missing_op_error"]
+    return {
+        op: template.format(op=f"aten::{op_name(op)}") for op in KERNELS if op_name(op) in absent
+    }

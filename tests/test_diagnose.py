@@ -287,6 +287,10 @@ def case_op_without_cpu_kernel():
     q = torch.ones(1, 1, 4, 8, device="tpu")
     torch.ops.aten._flash_attention_forward(q, q, q, None, None, 4, 4, 0.0, False, False)  # <-
 
+def case_op_torchtpu_lacks():
+    x = torch.ones(4, 3, device="tpu")
+    torch.batch_norm_stats(x, 1e-5)  # <-
+
 def case_pinned_factory():
     torch.empty(2, pin_memory=True)  # <-
 
@@ -373,6 +377,9 @@ TPU_EXPECTED: dict[str, tuple[str, str, set[str]]] = {
     "op_without_cpu_kernel": ("emulator-op-missing-cpu-kernel", "human", set()),
     # Still fails on both emulators (no getPinnedMemoryAllocator hook): an emulator gap, and
     # no rule, since a tpu port keeps pin_memory=True (TPL001 is "none" on tpu).
+    # An op TorchTPU 0.2.0 has no kernel for (its wheel): refused with TorchTPU's own error,
+    # the port's problem on the real device too, not the emulator's.
+    "op_torchtpu_lacks": ("torchtpu-op-missing", "human", set()),
     "pinned_factory": ("emulator-hook-missing", "human", set()),
     "cpu_generator": ("device-mismatch", "llm", set()),
     "ordinal": ("tpu-one-device", "llm", {"TPD003"}),
@@ -481,6 +488,9 @@ def test_causes_name_what_the_error_named(cases: dict) -> None:
     assert "aten::tril_indices" in missing.cause and "emulator" in missing.cause
     no_kernel = diagnose(cases["tpu"]["op_without_cpu_kernel"], "tpu")
     assert "aten::_flash_attention_forward" in no_kernel.cause and no_kernel.limitation
+    lacks = diagnose(cases["tpu"]["op_torchtpu_lacks"], "tpu")
+    assert "aten::batch_norm_stats" in lacks.cause and not lacks.limitation
+    assert "SyncBatchNorm" in lacks.hint and "all_reduce" in lacks.hint
     assert "tpu:0" in diagnose(cases["tpu"]["numpy_on_device"], "tpu").cause
     assert "'ncll'" in diagnose(cases["cpu"]["backend_typo"], "tpu").cause
     assert "BFloat16" in diagnose(cases["cpu"]["fft_bfloat16"], "tpu").cause

@@ -4,9 +4,11 @@ SyncBatchNorm runs ops torch has for accelerators only (``batch_norm_stats``,
 ``batch_norm_gather_stats_with_counts``, ``batch_norm_elemt``, the backward pair) and
 gathers its statistics with ``all_gather_single`` into a ``(1, world * n)`` tensor,
 which gloo alone refuses. The emulator brings the ops (sandbox/device_only_ops.py) and
-the flat gather (emulator/process_group.py). The check: each rank's losses, gradients
-and running statistics equal one CPU process training the same net, with plain batch
-norm, on both ranks' batches together (what synchronised statistics mean).
+the flat gather (emulator/process_group.py) on ``neuron``. The check: each rank's losses,
+gradients and running statistics equal one CPU process training the same net, with plain
+batch norm, on both ranks' batches together (what synchronised statistics mean). On
+``tpu`` the same program fails as TorchTPU 0.2.0 would: its wheel has no kernel for these
+ops (sandbox/data/torch_tpu.toml, [device_only_ops]).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import pytest
 import test_emulator
 import torch
 from test_emulator import backend_env
-from torchport.sandbox import device_only_ops, launch_step, tpu_launch
+from torchport.sandbox import device_only_ops, launch_step, torchtpu_facts, tpu_launch
 
 backend = test_emulator.backend  # the fixture: each test runs on both emulators
 
@@ -80,17 +82,14 @@ with open(f"{sys.argv[2]}.{rank}", "w") as f:
 """
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("name", ["tpu", "neuron"])
-def test_sync_batchnorm_two_ranks_matches_full_batch_on_cpu(
-    tmp_path: Path, name: str, backend: str
-) -> None:
+def _two_ranks(tmp_path: Path, name: str, backend: str) -> subprocess.CompletedProcess:
+    """SCRIPT under torchrun, two ranks on the emulated ``name`` device."""
     script = tmp_path / "syncbn.py"
     script.write_text(SCRIPT)
     env = {**os.environ, **backend_env(backend), "TMPDIR": str(tmp_path)}
     if name == "tpu":  # TorchTPU's launch step, exported in torchrun's parent
         launch_step.exported(tpu_launch.printed(2, dict(env)), env)
-    proc = subprocess.run(
+    return subprocess.run(
         [
             *(sys.executable, "-m", "torch.distributed.run"),
             *("--nproc_per_node", "2", "--standalone"),
@@ -101,13 +100,32 @@ def test_sync_batchnorm_two_ranks_matches_full_batch_on_cpu(
         timeout=300,
         env=env,
     )
+
+
+@pytest.mark.slow
+def test_sync_batchnorm_two_ranks_matches_full_batch_on_cpu(tmp_path: Path, backend: str) -> None:
+    proc = _two_ranks(tmp_path, "neuron", backend)
     assert proc.returncode == 0, proc.stderr[-4000:]
     for rank in (0, 1):
-        r = json.loads((tmp_path / f"{name}.{rank}").read_text())
+        r = json.loads((tmp_path / f"neuron.{rank}").read_text())
         assert r["type"] == "SyncBatchNorm"
         assert r["losses"] == pytest.approx(r["ref_losses"], abs=1e-5)
         assert r["weight"] < 1e-5
         assert r["running_mean"] < 1e-6 and r["running_var"] < 1e-5
+
+
+@pytest.mark.slow
+def test_sync_batchnorm_two_ranks_fails_on_tpu_as_torchtpu_would(
+    tmp_path: Path, backend: str
+) -> None:
+    """TorchTPU 0.2.0 has no batch_norm_stats: the first forward raises its own error."""
+    facts = torchtpu_facts.section("device_only_ops")
+    assert "batch_norm_stats" in facts["absent"]
+    proc = _two_ranks(tmp_path, "tpu", backend)
+    assert proc.returncode != 0
+    message = facts["missing_op_error"].format(op="aten::batch_norm_stats")
+    assert f"NotImplementedError: {message}" in proc.stderr, proc.stderr[-4000:]
+    assert not list(tmp_path.glob("tpu.*")), "a rank finished training"
 
 
 def test_kernels_split_batch_equals_batch_norm_of_whole() -> None:

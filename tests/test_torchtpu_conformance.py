@@ -29,6 +29,7 @@ from torchport.tools import torchtpu_wheel
 from torchport.tools.catalogue import load_catalogue
 
 ROOT = Path(__file__).resolve().parents[1]
+backend = test_emulator.backend  # the fixture: each emulator in turn
 CORPUS = Path(__file__).parent / "fixtures" / "corpus"
 
 INTERNAL = facts.internal_for(torch.__version__)
@@ -538,3 +539,60 @@ def test_tpu_replacements_exist_in_the_installed_torch(tpu_migration):
         f"the tpu codemods and fixes call torch.accelerator APIs that torch {torch.__version__}"
         f" does not have: {bad}"
     )
+
+
+# --- (e) ops torch has for accelerators only: the emulated tpu has those TorchTPU has --------
+
+
+def test_the_op_reader_finds_torchtpus_own_batch_norm_kernels(wheel):
+    """The reader is not vacuous: the glue registers native_batch_norm and the
+    _native_batch_norm_legit overloads, and names none of SyncBatchNorm's ops."""
+    names = torchtpu_wheel.glue_op_names(torchtpu_wheel.open_wheel(wheel))
+    for op in ("native_batch_norm", "_native_batch_norm_legit.no_stats", "convolution"):
+        assert torchtpu_wheel.op_registered(op, names), op
+    assert not torchtpu_wheel.op_registered("batch_norm_stats", names)
+
+
+def test_the_derived_op_list_is_the_emulators_kernels():
+    from torchport.sandbox import device_only_ops
+
+    listed = sorted(device_only_ops.op_name(op) for op in device_only_ops.KERNELS)
+    section = facts.section("device_only_ops")
+    assert torchtpu_wheel.device_only_op_names() == listed
+    assert sorted(section["registered"] + section["absent"]) == listed, (
+        "[device_only_ops] of sandbox/data/torch_tpu.toml is not about the ops of"
+        " sandbox/device_only_ops.py KERNELS: run scripts/derive-torch-tpu-facts --write"
+    )
+
+
+DEVICE_ONLY = """
+x = torch.randn(4, 3, 2, device=torch.accelerator.current_accelerator())
+F = torch.nn.functional
+result["batch_norm_stats"] = outcome(lambda: list(torch.batch_norm_stats(x, 1e-5)[0].shape))
+result["batch_norm"] = outcome(lambda: list(F.batch_norm(x, None, None, training=True).shape))
+"""
+OUTCOME = """
+def outcome(fn):
+    try:
+        return ["ok", fn()]
+    except BaseException as exc:
+        return [type(exc).__name__, str(exc)]
+"""
+
+
+@pytest.mark.parametrize("name", ["tpu", "neuron"])
+def test_ops_torchtpu_lacks_are_refused_with_its_own_message(backend, name):
+    """On tpu an op absent from the wheel raises TorchTPU's missing-op error, on both
+    emulators; plain batch norm (native_batch_norm, which TorchTPU has) still runs, and
+    neuron keeps the kernels (no evidence its runtime lacks them)."""
+    section = facts.section("device_only_ops")
+    got = test_emulator.run_snippet(OUTCOME + DEVICE_ONLY, name=name, devices=1, backend=backend)
+    assert got["batch_norm"] == ["ok", [4, 3, 2]]
+    if name == "tpu" and "batch_norm_stats" in section["absent"]:
+        message = section["missing_op_error"].format(op="aten::batch_norm_stats")
+        assert got["batch_norm_stats"] == ["NotImplementedError", message], (
+            "TorchTPU has no kernel for batch_norm_stats (its glue library names it nowhere:"
+            f" [device_only_ops].absent); the emulated tpu: {got['batch_norm_stats']}"
+        )
+    else:
+        assert got["batch_norm_stats"] == ["ok", [3]]

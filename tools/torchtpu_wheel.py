@@ -75,6 +75,16 @@ WORKER_REQUIRES_ORDER = (
     "TORCH_TPU_SLICEBUILDER_ADDRESSES",
     "TORCH_TPU_TOPOLOGY",
 )
+# MISSING_OP_NAME: how TorchTPU's missing-op messages name the op. TpuMissingOpFallback (a
+# boxed fallback taking the c10::OperatorHandle, per its symbol) formats it at run time, and
+# the message's one string opens with the quote that closes it: the op is quoted before it,
+# INFERRED to be printed as torch prints a c10::OperatorName ("aten::name", ".overload" when
+# there is one), not readable in the strings.
+MISSING_OP_NAME = "'{op}"
+# The emulator's kernels for ops torch has for accelerators only: their names are read from
+# this file as syntax (KERNELS's keys, aten.NAME.OVERLOAD), so deriving needs no torch.
+DEVICE_ONLY_OPS_PY = Path(astparse.__file__).with_name("device_only_ops.py")
+
 # WORKER_MISSING_JOIN: what joins the ", "-joined names to the message's second string (too
 # short to be one of the library's strings).
 WORKER_MISSING_JOIN = "; "
@@ -795,6 +805,56 @@ def autocast_policy(wheel: Wheel) -> dict[str, list[str]]:
     return {p: sorted(ops) for p, ops in policy.items()}
 
 
+def device_only_op_names(source: Path = DEVICE_ONLY_OPS_PY) -> list[str]:
+    """The ops of ``device_only_ops.KERNELS`` as ``name`` (the default overload) or
+    ``name.overload``, from the keys ``aten.NAME.OVERLOAD`` of its dict literal."""
+    tree = astparse.parse(source.read_text(encoding="utf-8"), filename=str(source))
+    table = _module_assignments(tree).get("KERNELS")
+    if not isinstance(table, ast.Dict):
+        raise WheelError(f"{source.name} has no KERNELS dict literal")
+    names = []
+    for key in table.keys:
+        parts = ast.unparse(key).split(".") if key is not None else []
+        if len(parts) != 3 or parts[0] != "aten":
+            raise WheelError(f"{source.name}: KERNELS key is not aten.NAME.OVERLOAD")
+        names.append(parts[1] if parts[2] == "default" else f"{parts[1]}.{parts[2]}")
+    return sorted(names)
+
+
+def glue_op_names(wheel: Wheel) -> set[str]:
+    """Every op name the glue library states: its registration strings (``name``,
+    ``name.overload``), its ``aten::name[.overload]`` strings, and the at::_ops struct names
+    of its symbols (``_ZN2at4_ops<len>name_overload``) in both spellings' struct form."""
+    names: set[str] = set()
+    for s in wheel.strings(GLUE):
+        if re.fullmatch(r"(aten::)?[A-Za-z_]\w*(\.\w+)?", s):
+            names.add(s.removeprefix("aten::"))
+        for m in re.finditer(r"_ZN2at4_ops(\d+)", s):
+            names.add(s[m.end() : m.end() + int(m.group(1))])
+    return names
+
+
+def op_registered(name: str, glue_names: set[str]) -> bool:
+    """An op counts as registered when the glue names it (as a string or an at::_ops
+    struct: ``name.overload`` is the struct ``name_overload``)."""
+    return name in glue_names or name.replace(".", "_") in glue_names
+
+
+def missing_op_messages(wheel: Wheel) -> tuple[str, str]:
+    """(the error of an op TorchTPU has no kernel for, the warning when its CPU fallback is
+    enabled): each the glue's one string after the quoted op (MISSING_OP_NAME)."""
+    strings = wheel.strings(GLUE)
+    if "TpuMissingOpFallback" not in strings:
+        raise WheelError(f"{GLUE} no longer names TpuMissingOpFallback")
+    found = []
+    for tail in ("Please file a feature request", "Falling back to CPU"):
+        texts = [s for s in strings if s == f"' is not implemented for TPU. {tail}"]
+        if len(texts) != 1:
+            raise WheelError(f"{GLUE} no longer states the missing-op message ending {tail!r}")
+        found.append(MISSING_OP_NAME + texts[0])
+    return found[0], found[1]
+
+
 def event_requirements(wheel: Wheel) -> list[str]:
     return [s for s in wheel.strings(DEVICE_OPS) if re.fullmatch(r"Both events must be .*\.", s)]
 
@@ -1088,6 +1148,35 @@ def _autocast_lines(wheel: Wheel) -> list[str]:
     return out
 
 
+def _device_only_ops_lines(wheel: Wheel) -> list[str]:
+    glue_names = glue_op_names(wheel)
+    ops = device_only_op_names()
+    error, warning = missing_op_messages(wheel)
+    return [
+        "[device_only_ops]",
+        *_comment(
+            "The ops torch implements for accelerators only that the emulator brings kernels"
+            " for (sandbox/device_only_ops.py, KERNELS: SyncBatchNorm's with world_size > 1):"
+            f" registered when {GLUE.rsplit('/', 1)[1]} names the op (a registration string"
+            " name[.overload], an aten:: string or an at::_ops symbol), absent when it does"
+            " not; TorchTPU has no kernel for an absent op, so its missing-op fallback"
+            " (TpuMissingOpFallback) raises missing_op_error."
+        ),
+        *_long_list("registered", [o for o in ops if op_registered(o, glue_names)]),
+        *_long_list("absent", [o for o in ops if not op_registered(o, glue_names)]),
+        *_comment(
+            f"The fallback's messages (strings of {GLUE.rsplit('/', 1)[1]}); {{op}} is the"
+            ' operator as torch prints it, "aten::batch_norm_stats" (INFERRED: formatted at'
+            " run time). With its CPU fallback enabled (enable_cpu_fallback of"
+            f" {EXECUTION_MODE}, not a public API), TorchTPU warns cpu_fallback_warning and"
+            " runs the op's CPU kernel instead (cpu_fallback symbols), which these ops lack"
+            " as well."
+        ),
+        f"missing_op_error = {_value(error)}",
+        f"cpu_fallback_warning = {_value(warning)}",
+    ]
+
+
 # The file's sections, in order: each renders its facts with the comment saying where from.
 SECTIONS = (
     _wheel_lines,
@@ -1100,6 +1189,7 @@ SECTIONS = (
     _environment_lines,
     _stream_and_sdpa_lines,
     _autocast_lines,
+    _device_only_ops_lines,
 )
 
 

@@ -216,6 +216,8 @@ def dispatch(func: Any, args: tuple, kwargs: dict) -> Any:
     elif func is aten._fused_sdp_choice.default and precision.sdp_math(cpu_args[0]):
         out = precision.SDP_MATH
     elif func in device_only_ops.KERNELS:  # no CPU kernel in torch: the emulator's own
+        if refused := device_only_ops.refusals(state.name).get(func):
+            raise NotImplementedError(refused)  # the real target lacks it too (tpu)
         out = device_only_ops.KERNELS[func](*cpu_args, **cpu_kwargs)
     else:
         out = func(*cpu_args, **cpu_kwargs)

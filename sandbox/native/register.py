@@ -78,13 +78,16 @@ def _routed(library: Path) -> tuple[list[str], list[str]]:
     return routed_ops()
 
 
-def _register_device_only_ops() -> None:
+def _register_device_only_ops(name: str) -> None:
     """``device_only_ops.KERNELS`` as the PrivateUse1 kernels of their ops: torch has no
     CPU kernel for them, so the boxed fallback could not run them. Each kernel runs on
-    the device tensors, its ops through the fallback."""
+    the device tensors, its ops through the fallback. The ops device ``name`` refuses
+    (``device_only_ops.refusals``) get no kernel: ``register`` refuses them instead."""
     lib = torch.library.Library("aten", "IMPL")
+    refused = device_only_ops.refusals(name)
     for op, kernel in device_only_ops.KERNELS.items():
-        lib.impl(op._schema.name.split("::", 1)[1], kernel, "PrivateUse1")
+        if op not in refused:
+            lib.impl(op._schema.name.split("::", 1)[1], kernel, "PrivateUse1")
     _LIBRARIES.append(lib)
 
 
@@ -107,9 +110,9 @@ def register(name: str, devices: int, library: Path) -> None:
         state.first_use_check = tpu_launch.worker_error
         ext.on_first_use(state.first_use_error)
     ext.route_to_fallback(*_routed(library))
-    _register_device_only_ops()
+    _register_device_only_ops(name)
     ext.set_precision_hook(precision.qualified_names(), precision.run_by_name)
-    for op, message in NOT_EMULATED.items():
+    for op, message in {**NOT_EMULATED, **device_only_ops.refusals(name)}.items():
         ext.refuse(_qualified(op), message)
     state.name, state.count, state.host_count, state.native = name, count, devices, ext
     generator.install()
