@@ -137,11 +137,8 @@ def _place(trace: Trace, cls: type) -> str:
 
 def _name_root(trace: Trace, root: Any) -> None:
     trace.roots.append(root)
-    label = (
-        type(root).__name__
-        if len(trace.roots) == 1
-        else f"{type(root).__name__}#{len(trace.roots)}"
-    )
+    same = sum(type(r) is type(root) for r in trace.roots)  # two models of one class: #2
+    label = type(root).__name__ if same == 1 else f"{type(root).__name__}#{same}"
     for name, module in root.named_modules():
         trace.names.setdefault(id(module), _plain_name(name) or label)
 
