@@ -13,11 +13,12 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 from pathlib import Path
 
 import pytest
 import torch
-from torchport.sandbox.cudacpu import compile_extension, file_sources, pch
+from torchport.sandbox.cudacpu import build, compile_extension, file_sources, pch
 from torchport.sandbox.cudacpu.build import INCLUDE, cache_root
 from torchport.sandbox.native.build import missing_tools
 
@@ -170,3 +171,37 @@ def test_an_extension_with_cpu_kernels_runs_them_on_cpu_tensors():
     assert ext.record["cpu_kernels"].endswith("scale_add.cpp:18")
     assert ext.launches() == {}
     assert [r["function"] for r in ext.record["refused"]] == ["lane_broadcast"]
+
+
+def test_a_build_killed_mid_compile_does_not_stop_the_next(tmp_path):
+    """A killed build leaves torch's baton in its folder; the next build used to wait on it
+    forever (a test run stopped mid-compile hung the next full run) and then import a
+    library nobody built. Under torchport's flock the baton is a dead build's: it goes."""
+    if missing_tools():
+        pytest.skip(f"the CPU runner for CUDA kernels cannot compile here: {missing_tools()}")
+    folder = FIXTURES / "dispatch"
+    units = file_sources([str(folder / "scale_add.cpp"), str(folder / "scale_add_cuda.cu")])
+    for attempt in ("first", "after a killed build"):
+        (tmp_path / "root").mkdir(exist_ok=True)
+        for built in (tmp_path / "root").glob("*/"):
+            (built / build.BATON).write_text("")  # what the killed build left
+            for library in built.glob("*.so"):
+                library.unlink()
+        done = {}
+        worker = threading.Thread(
+            target=lambda done=done: done.setdefault(
+                "ext",
+                compile_extension(
+                    "torchport_test_baton", units, tmp_path / "root", pch=pch.ensure()
+                ),
+            ),
+            daemon=True,
+        )
+        worker.start()
+        worker.join(timeout=600)
+        assert "ext" in done, f"the {attempt} build did not finish: it waits on a dead baton"
+        x, y = torch.randn(10), torch.randn(10)
+        assert torch.equal(done["ext"].module.scale_add(x, y, 2.0), 2.0 * x + y)
+    (tmp_path / build.BATON).write_text("")
+    with build.one_builder(tmp_path):  # whoever holds the flock finds no baton
+        assert not (tmp_path / build.BATON).exists()

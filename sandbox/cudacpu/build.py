@@ -11,6 +11,7 @@ reference shim's default: runs write only there), or a cache torchport owns.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import json
 import os
@@ -125,6 +126,27 @@ def _jobs(count: str) -> Iterator[None]:
             os.environ.pop("MAX_JOBS", None)
 
 
+# torch's FileBaton: a file cpp_extension.load creates in the build folder while it builds.
+BATON = "lock"
+FLOCK = ".torchport-build.flock"
+
+
+@contextlib.contextmanager
+def one_builder(folder: Path) -> Iterator[None]:
+    """Build ``folder`` alone. torch's baton is a plain file: a build killed mid-compile (a
+    test run stopped, a verification past its time) leaves it, and every later build of the
+    folder waits on it forever, then imports a library nobody built. torchport's builders
+    take an ``flock`` first, which the kernel releases when its holder dies: a baton found
+    under it is a dead build's, and is removed."""
+    with open(folder / FLOCK, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            (folder / BATON).unlink(missing_ok=True)
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 def build(
     name: str,
     files: list[tuple[str, str]],
@@ -159,7 +181,7 @@ def build(
     compiled = not library.is_file()
     started = time.monotonic()
     try:
-        with _jobs("2"):
+        with _jobs("2"), one_builder(folder):
             module = cpp_extension.load(
                 name=name,
                 sources=[*paths, str(RUNTIME_SOURCE)],
