@@ -74,7 +74,8 @@ torch-tpu-wheel: $(STAMP)
 browser: $(STAMP)
 	@PYTHON=$(BIN)/python scripts/ensure-browser
 
-test: $(STAMP) sandbox-tools torch-tpu-wheel browser
+# ruff gates the suite: `make test` (and so CI) fails on a lint or format finding first.
+test: $(STAMP) lint sandbox-tools torch-tpu-wheel browser
 	$(BIN)/python -m pytest -q $(PYTEST_PARALLEL)
 
 # The developer's loop: everything not marked slow (no model server, no corpus runs).

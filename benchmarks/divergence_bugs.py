@@ -162,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
         if wanted and bug.repo not in wanted:
             continue
         try:
-            outcome = run_case(bug, args.mirrors, args.work)
+            outcome = run_case(bug, realworld.mirrors_of(args.mirrors), args.work)
         except (subprocess.CalledProcessError, OSError, SystemExit) as exc:
             outcome = Outcome(bug.repo, "error", summary=str(exc)[:400])
         outcomes.append(asdict(outcome))

@@ -49,7 +49,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import port_runs  # sibling scripts, not a package
-from realworld import MIRRORS, extract
+from realworld import MIRRORS, extract, mirrors_of
 
 
 @dataclass(frozen=True)
@@ -448,7 +448,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{port.repo}#{port.pr}: migrating ...", file=sys.stderr, flush=True)
         row = run_one(
             port,
-            options.mirrors,
+            mirrors_of(options.mirrors),
             options.work,
             shlex.split(options.torchport),
             options.budget,

@@ -7,7 +7,7 @@ the migration, the ratio stays meaningful on a shared, noisy machine where absol
 lines per second do not.
 
 Trees (each measured on its own):
-  - a real repository: a snapshot of a bare git directory under /work/.mirror
+  - a real repository: a snapshot of a bare git directory under $TORCHPORT_MIRRORS
     (``git archive HEAD``, extracted to a temporary folder; nothing is kept), by default
     facebookresearch+detr (about 4.4k lines of Python);
   - the eval suite: every ``evals/suite/*/repo`` side by side in one tree;
@@ -40,7 +40,12 @@ import libcst as cst
 from libcst.metadata import MetadataWrapper, ParentNodeProvider, PositionProvider
 
 ROOT = Path(__file__).resolve().parents[1]
-MIRROR = Path("/work/.mirror/facebookresearch+detr")
+# detr's snapshot under $TORCHPORT_MIRRORS (benchmarks/realworld.py), when that is set
+MIRROR = (
+    Path(os.environ["TORCHPORT_MIRRORS"]) / "facebookresearch+detr"
+    if os.environ.get("TORCHPORT_MIRRORS")
+    else None
+)
 TORCHPORT = [sys.executable, "-m", "torchport.cli"]
 TEXT_SUFFIXES = (".py", ".ipynb", ".sh", ".txt", ".md", ".yaml", ".yml", ".toml", ".cfg")
 
@@ -161,10 +166,10 @@ def main() -> None:
         tmp = Path(tmp)
         os.environ["TORCHPORT_HOME"] = str(tmp / "home")  # checkpoints go to the scratch
         trees: list[tuple[str, Path]] = []
-        if args.mirror.exists():
+        if args.mirror is not None and args.mirror.exists():
             trees.append((args.mirror.name, snapshot(args.mirror, tmp / "mirror")))
         else:
-            print(f"(no mirror at {args.mirror}: skipped)")
+            print(f"(no mirror at {args.mirror or '$TORCHPORT_MIRRORS'}: skipped)")
         if not args.no_suite:
             trees.append(("eval suite sources", suite_tree(tmp / "suite")))
         trees += [(str(t), t.resolve()) for t in args.tree]

@@ -8,6 +8,7 @@ cannot be expected to make it (a file the repository itself ships elsewhere, a f
 images in a layout only its README describes), then migrated to the target with
 ``torchport migrate --llm none`` and verified with a small step budget.
 
+    export TORCHPORT_MIRRORS=DIR                         # where the snapshots are fetched
     python benchmarks/realworld.py                       # both tables, target tpu
     python benchmarks/realworld.py --table 2             # the second table only
     python benchmarks/realworld.py --only llm.c,dcgan    # names or owner/name parts
@@ -37,7 +38,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-MIRRORS = Path(os.environ.get("TORCHPORT_MIRRORS", "/work/.mirror"))
+# Where the fetched snapshots are (OWNER+NAME/repo, bare git directories): --mirrors, or this
+# environment variable; no default, since where they are is one machine's choice.
+MIRRORS_ENV = "TORCHPORT_MIRRORS"
+MIRRORS = Path(os.environ[MIRRORS_ENV]) if os.environ.get(MIRRORS_ENV) else None
+NO_MIRRORS = (
+    f"where are the fetched snapshots? give --mirrors DIR or set {MIRRORS_ENV} "
+    "(DEVELOPERS.md says how to fetch them)"
+)
+
+
+def mirrors_of(given: Path | None) -> Path:
+    """The snapshots' folder the user named, or a clear refusal."""
+    if given is None:
+        raise SystemExit(NO_MIRRORS)
+    return given
 
 
 @dataclass(frozen=True)
@@ -675,7 +690,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{repo.title}: migrating and verifying ...", file=sys.stderr, flush=True)
         row = run_one(
             repo,
-            options.mirrors,
+            mirrors_of(options.mirrors),
             options.work,
             options.target,
             options.steps,

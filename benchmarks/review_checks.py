@@ -25,7 +25,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from realworld import MIRRORS, TABLES, Repo, extract, prepare, selected
+from realworld import MIRRORS, TABLES, Repo, extract, mirrors_of, prepare, selected
 from torchport.tools.codemods.guard import REFUSED, introduced
 from torchport.tools.legacy_keyword import repaired
 
@@ -161,7 +161,11 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for repo in selected(options.table, options.only):
         row = check_one(
-            repo, options.mirrors, options.work, options.target, shlex.split(options.torchport)
+            repo,
+            mirrors_of(options.mirrors),
+            options.work,
+            options.target,
+            shlex.split(options.torchport),
         )
         print(f"{row.repository}: {row.new_findings} new, {row.refused} refused", file=sys.stderr)
         for example in row.examples[:8]:

@@ -29,7 +29,7 @@ Comments and docstrings are not code and are not searched. Prints one row per fo
 ``--migrate WORK`` first ports the benchmark set to tpu under WORK (rules only, no
 verification) and audits each: every case of tests/fixtures/corpus, examples/cuda_mnist,
 the originals of the human-port benchmark (benchmarks/human_ports.py) and the real
-repositories of benchmarks/realworld.py (both from the snapshots under /work/.mirror).
+repositories of benchmarks/realworld.py (both from the snapshots under $TORCHPORT_MIRRORS).
 """
 
 from __future__ import annotations
@@ -383,10 +383,10 @@ def _benchmark_sources(work: Path, only: set[str]) -> Iterator[tuple[str, Path]]
         yield "examples/cuda_mnist", ROOT / "examples" / "cuda_mnist"
     if "human_ports" in only:
         import human_ports
-        from realworld import MIRRORS, extract
+        from realworld import MIRRORS, extract, mirrors_of
 
         for port in human_ports.PORTS:
-            gitdir = MIRRORS / port.repo.replace("/", "+") / "repo"
+            gitdir = mirrors_of(MIRRORS) / port.repo.replace("/", "+") / "repo"
             if gitdir.is_dir():
                 dest = work / "src" / f"{port.slug}-original"
                 extract(gitdir, port.parent, dest)
@@ -394,10 +394,10 @@ def _benchmark_sources(work: Path, only: set[str]) -> Iterator[tuple[str, Path]]
             else:
                 print(f"not fetched: {port.repo} (no snapshot at {gitdir})", file=sys.stderr)
     if "realworld" in only:
-        from realworld import MIRRORS, REPOS, extract
+        from realworld import MIRRORS, REPOS, extract, mirrors_of
 
         for repo in REPOS:
-            gitdir = MIRRORS / repo.name.replace("/", "+") / "repo"
+            gitdir = mirrors_of(MIRRORS) / repo.name.replace("/", "+") / "repo"
             if not gitdir.is_dir():
                 print(f"not fetched: {repo.name} (no snapshot at {gitdir})", file=sys.stderr)
                 continue
