@@ -1,6 +1,6 @@
 """Does the first divergence name the right place in real code? A bug put into real ports.
 
-Each case takes a repository of ``shared/REALWORLD.md`` (extracted and given its data as
+Each case takes a repository of ``benchmarks/realworld.py`` (extracted and given its data as
 ``benchmarks/realworld.py`` does), migrates it rules only without verifying, then puts one
 deliberate bug into the port (a wrong scale, a missing term: one line of one module, as a
 human port might get wrong), verifies the pair with torchport's verifier and checks what

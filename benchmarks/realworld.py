@@ -1,6 +1,7 @@
 """Migrate and verify public CUDA training repositories, rules only, and print one row each.
 
-Not part of ``make test``: it needs the repositories of ``shared/REALWORLD.md`` fetched
+Not part of ``make test``: it needs the repositories of ``REPOS`` below (the two tables of
+docs/benchmarks/realworld.md) fetched
 first (DEVELOPERS.md says how) and takes many minutes. Each repository is extracted at its
 pinned commit from the fetched snapshot into a scratch folder (never into this checkout:
 their code is not ours to commit), given the data its entry command needs when torchport
@@ -94,7 +95,7 @@ class Repo:
     # torchport installs wheels only, so the benchmark builds them (``pip wheel --no-binary``)
     # into the same PIP_FIND_LINKS folder, as that user's pip would
     sdists: tuple[str, ...] = ()
-    table: int = 1  # the table of shared/REALWORLD.md the repository is in
+    table: int = 1  # the table of docs/benchmarks/realworld.md the repository is in
     # the README clones with --recursive: each git submodule is extracted at the commit the
     # tree pins, from its own fetched snapshot (a GitHub URL's owner/name under --mirrors)
     recursive: bool = False
@@ -671,7 +672,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=2, help="optimizer steps per run")
     parser.add_argument("--only", default="", help="comma-separated parts of repository names")
     parser.add_argument(
-        "--table", default="all", choices=tuple(TABLES), help="which table of REALWORLD.md"
+        "--table",
+        default="all",
+        choices=tuple(TABLES),
+        help="which table of docs/benchmarks/realworld.md",
     )
     parser.add_argument("--work", type=Path, default=Path("/tmp/torchport-realworld"))
     parser.add_argument(

@@ -147,7 +147,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--target", default="tpu", choices=("tpu", "neuron", "xla", "accelerator"))
     parser.add_argument("--only", default="", help="comma-separated parts of repository names")
     parser.add_argument(
-        "--table", default="all", choices=tuple(TABLES), help="which table of REALWORLD.md"
+        "--table",
+        default="all",
+        choices=tuple(TABLES),
+        help="which table of docs/benchmarks/realworld.md",
     )
     parser.add_argument("--work", type=Path, default=Path("/tmp/torchport-review"))
     parser.add_argument("--mirrors", type=Path, default=MIRRORS)

@@ -121,7 +121,8 @@ def fixer_stub(args: argparse.Namespace) -> str:
     return (
         f'\n\n@register("{args.code}"{targets})\n'
         f"def fix_{args.code.lower()}(node: cst.CSTNode, ctx: FixContext):\n"
-        f'    """{args.code}: TODO say why the target needs this form (cite TARGETS.md)."""\n'
+        f'    """{args.code}: TODO say why the target needs this form (cite its source:\n'
+        '    sandbox/data/torch_tpu.toml, or the target\'s documentation)."""\n'
         f'    raise NotApplicable("{args.code}: the codemod is not written yet")\n'
     )
 

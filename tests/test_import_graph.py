@@ -1,5 +1,5 @@
-"""The import graph of torchport's own code: no cycles, the layers as DESIGN.md draws
-them, and no module reached by a string the tools cannot follow.
+"""The import graph of torchport's own code: no cycles, the layers as docs/layout.md
+draws them, and no module reached by a string the tools cannot follow.
 
 Read from the source (every ``import`` statement, also inside functions and under
 ``TYPE_CHECKING``), never by importing it, so a cycle that only a lazy import hides

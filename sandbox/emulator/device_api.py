@@ -1,6 +1,7 @@
 """The rest of the public ``torch.tpu`` / ``torch.neuron`` surface, for API parity.
 
-TorchTPU's public names (see TARGETS.md, "tpu") beyond device management and
+TorchTPU's public names (sandbox/data/torch_tpu.toml, derived from the torch-tpu wheel)
+beyond device management and
 seeding: streams and events (placeholders there too: work is ordered, and timing
 is done with ``torch.accelerator.synchronize()`` + ``time.perf_counter()``),
 ``device_of``, ``get_device_properties``, matmul ``precision`` (its arithmetic:

@@ -1,6 +1,6 @@
 """Run untrusted code (user programs, LLM-written code) isolated.
 
-DESIGN.md: "Untrusted code stays in the sandbox" — no network, bounded time
+Untrusted code stays in the sandbox (docs/security.md) — no network, bounded time
 and memory, no secrets in the environment, writes only to scratch. Backends,
 strongest first: ``bwrap`` (bubblewrap), ``docker``, ``unshare`` (util-linux)
 and ``process`` (limits only, warns that it does not isolate).

@@ -1,11 +1,11 @@
 """Codemods for device placement (TPD rules).
 
 TorchTPU shows each process one device, its own core, as ``tpu:0``: any other index is refused
-and ``torch.tpu.set_device`` cannot switch (sandbox/data/torch_tpu.toml; TARGETS.md, "One device
-per process"). On tpu a rank-indexed device (``torch.device("cuda", local_rank)``,
-``f"cuda:{local_rank}"``, ``.cuda(local_rank)``) therefore becomes the process's device,
-``"tpu"``, and selecting a device (``set_device``, ``with torch.cuda.device(i)``) goes: the
-process already runs on the only device it has.
+and ``torch.tpu.set_device`` cannot switch (sandbox/data/torch_tpu.toml). On tpu a
+rank-indexed device (``torch.device("cuda", local_rank)``, ``f"cuda:{local_rank}"``,
+``.cuda(local_rank)``) therefore becomes the process's device, ``"tpu"``, and selecting a
+device (``set_device``, ``with torch.cuda.device(i)``) goes: the process already runs on the
+only device it has.
 """
 
 from __future__ import annotations
