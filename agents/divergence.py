@@ -27,6 +27,8 @@ from typing import Any
 
 from torchport.tools.report.linemap import line_map
 
+from .kernel_check import compare_tensor
+
 WINDOW = (3, 6)  # rows of the table before and after the first divergent call
 
 
@@ -72,28 +74,16 @@ class Divergence:
         return asdict(self)
 
 
-def _pair_error(ref: float | None, got: float | None) -> tuple[float, float]:
-    if ref is None or got is None:
-        return (0.0, 0.0) if ref is None and got is None else (math.inf, math.inf)
-    diff = abs(got - ref)
-    return diff, (diff / abs(ref) if ref else (0.0 if diff == 0 else math.inf))
-
-
 def compare_sample(
     ref: dict[str, Any], got: dict[str, Any], policy: Any
 ) -> tuple[bool, float, float]:
-    """(within the policy, max abs, max rel) of two tensors' samples (``module_trace.sample``);
-    a different shape never holds."""
-    if ref.get("shape") != got.get("shape"):
+    """(within the policy, max abs, max rel) of two tensors' samples (``module_trace.sample``),
+    as the kernel check compares tensors (``kernel_check.compare_tensor``); a dtype of its own
+    is not a difference here (the table shows both), a different shape always is."""
+    found = compare_tensor("", ref, got, policy, same_dtype=False)
+    if "max_abs" not in found:  # a different shape, or a different number of values
         return False, math.inf, math.inf
-    holds, worst_abs, worst_rel = True, 0.0, 0.0
-    for a, b in zip(ref.get("values") or [], got.get("values") or [], strict=False):
-        diff, rel = _pair_error(a, b)
-        worst_abs, worst_rel = max(worst_abs, diff), max(worst_rel, rel)
-        holds = holds and (
-            diff <= policy.atol + policy.rtol * abs(a or 0.0) if diff != math.inf else False
-        )
-    return holds, worst_abs, worst_rel
+    return found["holds"], found["max_abs"], found["max_rel"]
 
 
 def _matched(

@@ -27,22 +27,6 @@ Side = tuple[Path, str, str | None]
 Runner = Callable[[Path, str, str | None, dict[str, Any]], dict[str, Any]]
 
 
-def first_differing_step(parity: Any, policy: Any) -> int | None:
-    """The first step whose losses differ beyond ``policy`` (rank 0's, where ranks ran);
-    for an inference program whose outputs differ, 1: its forward calls before any
-    optimizer step are traced."""
-    if parity is not None and parity.compared == "outputs" and not parity.holds:
-        return 1
-    for row in parity.per_step if parity is not None else []:
-        if row.get("rank", 0) not in (0, None):
-            continue
-        ref, got = row["reference"], row["target"]
-        diff = abs(got - ref) if ref == ref and got == got else float("inf")
-        if not diff <= policy.atol + policy.rtol * abs(ref):
-            return int(row["step"])
-    return None
-
-
 def _weights(trace: dict[str, Any]) -> tuple[dict[str, bytes], str]:
     """Each model's weights as sent, and what a reader should know about them."""
     sent, notes = {}, []

@@ -219,8 +219,11 @@ def _run_brief(result: dict[str, Any]) -> dict[str, Any]:
 # --- the comparison ------------------------------------------------------------------------
 
 
-def compare_tensor(label: str, ref: dict[str, Any], port: dict[str, Any], policy: Any) -> dict:
-    """One tensor of the port against the original's: ``holds``, and the worst element."""
+def compare_tensor(
+    label: str, ref: dict[str, Any], port: dict[str, Any], policy: Any, same_dtype: bool = True
+) -> dict:
+    """One tensor of the port against the original's: ``holds``, and the worst element.
+    ``same_dtype`` False: only the values count (a caller that shows both dtypes itself)."""
     out: dict[str, Any] = {"label": label, "holds": False}
     if ref.get("none") or port.get("none"):
         if ref.get("none") and port.get("none"):
@@ -229,7 +232,7 @@ def compare_tensor(label: str, ref: dict[str, Any], port: dict[str, Any], policy
         return {**out, "why": f"is None in {side} run only"}
     if ref.get("shape") != port.get("shape"):
         return {**out, "why": f"has shape {port.get('shape')}, the original's {ref.get('shape')}"}
-    if ref.get("dtype") != port.get("dtype"):
+    if same_dtype and ref.get("dtype") != port.get("dtype"):
         return {**out, "why": f"is {port.get('dtype')}, the original's {ref.get('dtype')}"}
     a, b = port.get("values") or [], ref.get("values") or []
     if len(a) != len(b):

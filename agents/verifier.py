@@ -892,9 +892,9 @@ def verify_tree(
     done = time.perf_counter()
     got = "given" if given is not None else ("cache" if reference.get("cached") else "run")
     compare = done - ran - (again[1] if again else 0.0)
-    v.timings = verify_pair.timings(pair, got, compare, done - started, plan, again)
-    v.launch = step
-    return _with_divergence(v, (source, tree), argv, mode, budget, site_paths, say), reference
+    v.timings, v.launch = verify_pair.timings(pair, got, compare, done - started, plan, again), step
+    traced = _with_divergence(v, (source, tree), argv, mode, budget, site_paths, policy, say)
+    return traced, reference
 
 
 def _with_divergence(
@@ -904,9 +904,11 @@ def _with_divergence(
     mode: str,
     budget: RunLimits,
     site_paths: tuple[str, ...],
+    policy: Policy,
     say: Callable[[str], None],
 ) -> Verification:
-    """A port whose losses differ from the original's (``ParityMismatch``), or whose
+    """A port whose losses differ from the original's (``ParityMismatch``, judged under
+    ``policy``, the verification's own), or whose
     training differs at the TPU's arithmetic (``PrecisionSensitive``): where it first
     computes otherwise (``agents.divergence``), in its reason, its next step and the failure
     that diagnosis reads."""
@@ -917,12 +919,12 @@ def _with_divergence(
     exact = precision_check.HIGHEST if mode in EMULATED else None
     fp32 = policies()["fp32"]
     if kind == "ParityMismatch":
-        policy = policies_for(None).get(v.policy) or fp32
-        step = divergence_runs.first_differing_step(v.parity, policy)
+        step = first_differing_step(v.parity, policy)
         sides = ((source, "reference", None), (tree, mode, exact))
         names = ("original", "port")
     else:  # the port against itself: exact float32 matmuls, then the TPU's own
-        policy, step = fp32, _first_step_apart((v.precision or {}).get("default") or {}, fp32)
+        rows = ((v.precision or {}).get("default") or {}).get("per_step") or []
+        policy, step = fp32, first_step_apart(rows, fp32, ("highest", "default")) or 1
         sides, names = ((tree, mode, exact), (tree, mode, None)), ("exact run", "default run")
     if step is None:
         return v
@@ -943,12 +945,26 @@ def _with_divergence(
     return _told_divergence(v, found, mode)
 
 
-def _first_step_apart(check: dict[str, Any], policy: Policy) -> int | None:
-    """The precision check's first step whose two losses differ beyond ``policy``."""
-    for row in check.get("per_step") or []:
-        if not _close(row["default"], row["highest"], policy)[0]:
+def first_step_apart(
+    rows: list[dict[str, Any]], policy: Policy, keys: tuple[str, str] = ("reference", "target")
+) -> int | None:
+    """The first step (rank 0's, where ranks ran) whose two losses, ``keys`` of each row,
+    differ beyond ``policy``."""
+    for row in rows:
+        if row.get("rank", 0) in (0, None) and not _close(row[keys[1]], row[keys[0]], policy)[0]:
             return int(row["step"])
-    return 1
+    return None
+
+
+def first_differing_step(parity: Parity | None, policy: Policy) -> int | None:
+    """The step to trace for a parity failure: the first whose losses differ; for an
+    inference program whose outputs differ, 1 (its forward calls before any optimizer step
+    are traced)."""
+    if parity is None:
+        return None
+    if parity.compared == "outputs" and not parity.holds:
+        return 1
+    return first_step_apart(parity.per_step, policy)
 
 
 def _told_divergence(v: Verification, found: dict[str, Any], mode: str) -> Verification:

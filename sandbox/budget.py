@@ -27,7 +27,7 @@ LOSS_SCALE = "_torchport_loss_scale"
 TRAINING_FORWARDS = 4
 
 
-def _has_weights(module: torch.nn.Module) -> bool:
+def has_weights(module: torch.nn.Module) -> bool:
     """A model, not a transform or a loss: torchvision's transforms are Modules too, and
     a data pipeline calling them must not spend the program's forward budget."""
     return next(module.parameters(), None) is not None
@@ -196,7 +196,7 @@ def install(budget: Budget) -> Budget:
 
     def after_forward(module: torch.nn.Module, args: Any, output: Any) -> None:
         budget._depth -= 1
-        if budget._depth or not _has_weights(module):
+        if budget._depth or not has_weights(module):
             return  # a submodule, a transform or a loss: only the program's models count
         budget.count("forwards")
         if budget.steps or budget.losses:

@@ -5,8 +5,8 @@ When the losses of a port and its original part at step ``k``, the verifier runs
 with this trace on. During step ``k`` (the forward and backward before the ``k``-th
 optimizer step), a global forward hook notes each module call in execution order: the
 module's qualified name, its class and where its ``forward`` is defined, the output's dtype
-and shape, a fixed sample of its values (evenly spaced over the flattened tensor, the same
-positions on both sides) and of its first input's, and, on an emulated device, the ops that
+and shape, a fixed sample of its values (``tensor_json.values``: the same positions on both
+sides) and of its first input's, and, on an emulated device, the ops that
 reached the device inside a module with no submodules. At the ``k``-th optimizer step it
 notes each parameter's gradient the same way.
 
@@ -23,7 +23,6 @@ from __future__ import annotations
 import base64
 import inspect
 import io
-import math
 import os
 import sys
 from typing import Any
@@ -76,41 +75,17 @@ def _plain_name(name: str) -> str:
 
 
 def sample(tensor: Any) -> dict[str, Any]:
-    """A tensor's dtype, shape and values at ``SAMPLE`` evenly spaced flat positions
-    (None where not finite), read as float64 on the CPU."""
-    import torch
+    """A tensor's dtype, shape and ``SAMPLE`` of its values, at the positions the kernel
+    check samples (``tensor_json.values``: the same for the same size on both sides)."""
+    from .tensor_json import values
 
-    out: dict[str, Any] = {
-        "dtype": str(tensor.dtype).replace("torch.", ""),
-        "shape": list(tensor.shape),
-    }
-    if tensor.is_complex():
-        tensor = torch.view_as_real(tensor)
-    flat = tensor.detach().reshape(-1)
-    n = flat.numel()
-    if n > SAMPLE:
-        # integer positions: a float linspace rounds n - 1 up past the end for n > 2**24
-        positions = torch.arange(SAMPLE, dtype=torch.int64) * (n - 1) // (SAMPLE - 1)
-        flat = flat[positions.to(flat.device)]
-    values = flat.to("cpu", torch.float64).tolist() if n else []
-    out["values"] = [v if math.isfinite(v) else None for v in values]
-    return out
+    return values(tensor, SAMPLE)
 
 
-def _first_tensor(value: Any, depth: int = 0) -> Any:
-    import torch
+def _first_tensor(value: Any) -> Any:
+    from .tensor_json import leaves
 
-    if isinstance(value, torch.Tensor):
-        return value
-    if depth > 3:
-        return None
-    items = value.values() if isinstance(value, dict) else value
-    if isinstance(items, list | tuple) or isinstance(value, dict):
-        for item in items:
-            found = _first_tensor(item, depth + 1)
-            if found is not None:
-                return found
-    return None
+    return next(iter(leaves(value)), None)
 
 
 def _where(trace: Trace, module: Any) -> str:
@@ -143,8 +118,11 @@ def _name_root(trace: Trace, root: Any) -> None:
         trace.names.setdefault(id(module), _plain_name(name) or label)
 
 
-def _has_weights(module: Any) -> bool:
-    return any(True for _ in module.parameters())
+def _is_model(module: Any) -> bool:
+    """A model, not a transform or a loss: the step budget's test."""
+    from .budget import has_weights
+
+    return has_weights(module)
 
 
 def _root_index(trace: Trace, root: Any) -> int:
@@ -206,7 +184,7 @@ def _ops_now(trace: Trace) -> dict[str, int]:
 def before(trace: Trace, module: Any, args: Any) -> None:
     if not trace.recording():
         return
-    if not trace.stack and id(module) not in trace.names and _has_weights(module):
+    if not trace.stack and id(module) not in trace.names and _is_model(module):
         _name_root(trace, module)
     if not trace.stack and any(module is r for r in trace.roots):
         _weights_at_step(trace, module)

@@ -22,8 +22,9 @@ import os
 import sys
 from typing import Any
 
+from .tensor_json import leaves, values
+
 PROJECTION_SEED = 20240917
-MAX_VALUES = 1 << 16  # values reported per tensor; a larger one reports a fixed sample
 
 
 def _device(mode: str) -> Any:
@@ -50,37 +51,6 @@ def _build(arg: dict[str, Any], device: Any) -> Any:
     return arg.get("value")
 
 
-def _leaves(value: Any) -> list[Any]:
-    import torch
-
-    if isinstance(value, torch.Tensor):
-        return [value]
-    if isinstance(value, list | tuple):
-        return [t for v in value for t in _leaves(v)]
-    if isinstance(value, dict):
-        return [t for k in sorted(value, key=str) for t in _leaves(value[k])]
-    return []
-
-
-def values(tensor: Any) -> dict[str, Any]:
-    """A tensor as JSON: shape, dtype and its values (a fixed sample of a large one)."""
-    import torch
-
-    flat = tensor.detach().to("cpu").reshape(-1)
-    out: dict[str, Any] = {"shape": list(tensor.shape), "dtype": str(tensor.dtype)[6:]}
-    if flat.is_complex():
-        flat = torch.view_as_real(flat).reshape(-1)
-    if flat.numel() > MAX_VALUES:
-        gen = torch.Generator().manual_seed(PROJECTION_SEED)
-        index = torch.randperm(flat.numel(), generator=gen)[:MAX_VALUES].sort().values
-        flat = flat[index]
-        out["sampled"] = MAX_VALUES
-    if flat.dtype.is_floating_point:
-        flat = flat.double()
-    out["values"] = flat.tolist()
-    return out
-
-
 def _named_leaves(fn: Any, args: list[Any], kwargs: dict[str, Any]) -> list[tuple[str, Any]]:
     """Each tensor argument with its parameter's name (``x``, ``tensors[1]``)."""
     try:
@@ -89,11 +59,11 @@ def _named_leaves(fn: Any, args: list[Any], kwargs: dict[str, Any]) -> list[tupl
         bound = {f"argument {i}": a for i, a in enumerate(args)} | kwargs
     named: list[tuple[str, Any]] = []
     for name, value in bound.items():
-        leaves = _leaves(value)
-        if len(leaves) == 1 and leaves[0] is value:
+        found = leaves(value)
+        if len(found) == 1 and found[0] is value:
             named.append((name, value))
         else:
-            named += [(f"{name}[{i}]", t) for i, t in enumerate(leaves)]
+            named += [(f"{name}[{i}]", t) for i, t in enumerate(found)]
     return named
 
 
@@ -127,7 +97,7 @@ def run_case(case: dict[str, Any], device: Any) -> dict[str, Any]:
     kwargs = {k: _build(v, device) for k, v in case["kwargs"].items()}
     named = _named_leaves(target, args, kwargs)
     result = target(*args, **kwargs)
-    outputs = _leaves(result)
+    outputs = leaves(result)
     report: dict[str, Any] = {
         "outputs": [values(o) for o in outputs],
         "after": [{"name": n, **values(t)} for n, t in named],

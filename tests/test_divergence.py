@@ -17,8 +17,13 @@ from pathlib import Path
 import pytest
 from torchport.agents import divergence, divergence_report, verifier
 from torchport.agents.diagnose import diagnose
-from torchport.agents.divergence_runs import first_differing_step
-from torchport.agents.verifier import Parity, RunLimits, policies, verify_tree
+from torchport.agents.verifier import (
+    Parity,
+    RunLimits,
+    first_differing_step,
+    policies,
+    verify_tree,
+)
 from verification_md import verification_md
 
 FP32 = policies()["fp32"]
@@ -142,10 +147,10 @@ def test_no_module_to_match_is_said_plainly(tmp_path):
 
 
 def test_samples_compare_shapes_non_finite_values_and_the_policy():
-    same = _sample([1.0, None])
+    same = _sample([1.0, math.nan])
     assert divergence.compare_sample(same, same, FP32)[0] is True
     assert divergence.compare_sample(same, _sample([1.0, 2.0]), FP32)[0] is False
-    assert divergence.compare_sample(same, _sample([1.0, None], shape=[1, 2]), FP32)[0] is False
+    assert divergence.compare_sample(same, _sample([1.0, math.nan], shape=[1, 2]), FP32)[0] is False
     held, worst_abs, _ = divergence.compare_sample(_sample([100.0]), _sample([100.0 + 5e-3]), FP32)
     assert held is True and math.isclose(worst_abs, 5e-3, rel_tol=1e-6)
     assert divergence.compare_sample(_sample([1.0]), _sample([1.001]), FP32)[0] is False

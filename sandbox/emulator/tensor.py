@@ -8,6 +8,7 @@ Results are therefore bit-identical to a CPU run of the same ops.
 
 from __future__ import annotations
 
+import functools
 from collections import OrderedDict
 from typing import Any
 
@@ -182,12 +183,20 @@ NOT_EMULATED = {
 }
 
 
+@functools.cache
+def refused_ops(device: str) -> dict[Any, str]:
+    """The ops ``device`` refuses, each with its error: those not emulated on any device,
+    and those the real device lacks (``device_only_ops.refusals``). Both emulators refuse
+    these, the Python one here, the native one by registration (native/register.py)."""
+    return {**NOT_EMULATED, **device_only_ops.refusals(device)}
+
+
 def dispatch(func: Any, args: tuple, kwargs: dict) -> Any:
     """Run ``func`` on the CPU tensors behind ``args`` and rewrap the results."""
     if state.bad_fork:
         state.touch()  # raises TorchTPU's fork error
-    if func in NOT_EMULATED:
-        raise NotImplementedError(NOT_EMULATED[func])
+    if (refused := refused_ops(state.name).get(func)) is not None:
+        raise NotImplementedError(refused)
     flat, _ = tree_flatten((args, kwargs))
     index = _device_of(flat, func, args, kwargs)
 
@@ -216,8 +225,6 @@ def dispatch(func: Any, args: tuple, kwargs: dict) -> Any:
     elif func is aten._fused_sdp_choice.default and precision.sdp_math(cpu_args[0]):
         out = precision.SDP_MATH
     elif func in device_only_ops.KERNELS:  # no CPU kernel in torch: the emulator's own
-        if refused := device_only_ops.refusals(state.name).get(func):
-            raise NotImplementedError(refused)  # the real target lacks it too (tpu)
         out = device_only_ops.KERNELS[func](*cpu_args, **cpu_kwargs)
     else:
         out = func(*cpu_args, **cpu_kwargs)

@@ -22,7 +22,7 @@ import torch
 from .. import device_only_ops, torchtpu_facts, tpu_launch
 from ..emulator import backend, generator, precision, serialization, state
 from ..emulator.counters import record_sync, record_transfer, reset
-from ..emulator.tensor import _MIXED_DEVICE_OK, NOT_EMULATED
+from ..emulator.tensor import _MIXED_DEVICE_OK, refused_ops
 from .build import MODULE
 
 ROUTED = "routed-ops.json"
@@ -112,7 +112,7 @@ def register(name: str, devices: int, library: Path) -> None:
     ext.route_to_fallback(*_routed(library))
     _register_device_only_ops(name)
     ext.set_precision_hook(precision.qualified_names(), precision.run_by_name)
-    for op, message in {**NOT_EMULATED, **device_only_ops.refusals(name)}.items():
+    for op, message in refused_ops(name).items():
         ext.refuse(_qualified(op), message)
     state.name, state.count, state.host_count, state.native = name, count, devices, ext
     generator.install()
