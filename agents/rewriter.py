@@ -2,7 +2,7 @@
 
 Deterministic first: the catalogue's codemods make the first overlay. What is
 left goes to the LLM, one construct or one failure at a time, through the AST
-edit tools only (``agents.llm.tools``), in a materialised scratch copy whose
+edit tools only (``agents.llm.toolbox``), in a materialised scratch copy whose
 changed files are read back into the overlay. Nothing here touches the user's
 repository.
 """
@@ -121,7 +121,7 @@ def llm_repair(
 ) -> tuple[dict[str, str], dict[str, Any]]:
     """One LLM repair in a scratch copy; returns the new overlay and the repair's record."""
     from .llm.repair import RepairRequest, repair
-    from .llm.tools import Workspace
+    from .llm.toolbox import Workspace
 
     materialize(source, overlay, work)
     target_file = work / request["path"]

@@ -18,7 +18,6 @@ import csv
 import io
 import json
 from dataclasses import asdict
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..catalogue import load_catalogue
@@ -233,12 +232,3 @@ def migration_report_files(result: MigrationResult) -> dict[str, str]:
         "manual.md": printable(_manual(result, counts)),
         "summary.md": printable(_summary_md(result, counts)),
     }
-
-
-def write_migration_report(result: MigrationResult, directory: Path) -> None:
-    """Write the report's files into ``directory`` (never through a symlink below it)."""
-    from ..output.nofollow import write_text
-
-    directory.mkdir(parents=True, exist_ok=True)
-    for name, text in migration_report_files(result).items():
-        write_text(directory, name, text)
