@@ -16,6 +16,7 @@ from importlib import resources
 from importlib.resources.abc import Traversable
 
 from ..targets import KINDS, TargetProfile, profiles, shipped_names
+from .doc_sections import with_target_bullets
 from .model import CATEGORIES, MATCH_KEYS, TARGETS, Fix, FixKind, Rule, Severity
 
 __all__ = [
@@ -123,7 +124,11 @@ def _parse_rule(table: dict, docs: dict[str, str], source: str) -> Rule:
         fixes=fixes,
         match=match,
         supersedes=tuple(table.get("supersedes", ())),
-        doc=docs.get(code, ""),
+        doc=with_target_bullets(
+            docs.get(code, ""),
+            table["message"],
+            {t: (profiles()[t].title, f.kind.value, f.hint) for t, f in fixes.items()},
+        ),
         languages=tuple(table.get("languages", ("python",) if match else ())),
         text_patterns=text,
         text_fixes=_fixes(code, dict(table.get("text_fix", {})), required=False),
