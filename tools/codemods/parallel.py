@@ -23,16 +23,7 @@ from __future__ import annotations
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
-from .base import (
-    REMOVE_STATEMENT,
-    VENDOR,
-    FixContext,
-    NotApplicable,
-    code_of,
-    dotted,
-    follow_up,
-    prescan,
-)
+from .base import REMOVE_STATEMENT, FixContext, NotApplicable, code_of, dotted, follow_up, prescan
 from .base import fixer as register
 
 HOLDERS = "data_parallel_holders"  # the variables that held a DataParallel
@@ -123,7 +114,7 @@ def _unwrap(value: cst.BaseExpression) -> cst.BaseExpression:
     return value.with_changes(func=value.func.with_changes(value=inner))
 
 
-@register("TPN009", VENDOR)
+@register("TPN009", {"vendor"})  # every vendor target
 def data_parallel(node: cst.CSTNode, ctx: FixContext):
     if not isinstance(node, cst.Assign) or len(node.targets) != 1:
         raise NotApplicable("not an assignment of one DataParallel")
