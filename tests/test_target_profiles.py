@@ -15,6 +15,7 @@ import pytest
 from torchport.sandbox import torchtpu_facts
 from torchport.sandbox.modes import EMULATED
 from torchport.tools.catalogue import TARGETS, FixKind, load_catalogue
+from torchport.tools.catalogue.doc_sections import target_notes, with_target_bullets
 from torchport.tools.targets import EXTRA_PROFILES, ProfileError, load_profiles, profile, profiles
 
 FIFTH = """
@@ -129,6 +130,21 @@ def test_a_fifth_target_from_a_profile_file_is_scanned_and_migrated(tmp_path):
     assert "torch.accelerator.is_available()" in ported
     assert 'x.device.type == "fpx"' in ported
     assert "cuda" not in ported
+    doc = _torchport("rules", "TPD001", env=env, cwd=tmp_path).stdout
+    assert '- **fpx** (auto): .to(device), else .to("fpx")' in doc  # from its profile
+
+
+def test_a_rule_doc_gains_a_bullet_only_for_the_targets_it_does_not_name():
+    doc = (
+        "# X\n\n## Why it breaks\n- **tpu**: no CUDA.\n\n## How it is fixed\n- **tpu** (auto): a.\n"
+    )
+    fixes = {"tpu": ("TorchTPU", "auto", "a"), "fpx": ("FictitiousPU", "manual", "by hand")}
+    out = with_target_bullets(doc, "CUDA only", fixes)
+    assert out == (
+        "# X\n\n## Why it breaks\n- **tpu**: no CUDA.\n- **fpx**: on FictitiousPU: CUDA only\n"
+        "\n## How it is fixed\n- **tpu** (auto): a.\n- **fpx** (manual): by hand\n"
+    )
+    assert target_notes(out, "fpx")["How it is fixed"] == "(manual) by hand"
 
 
 def test_without_the_profile_file_the_fifth_target_is_unknown(tmp_path):
