@@ -15,7 +15,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import libcst as cst
-from torchport.tools.catalogue import TARGETS
 
 from ..targets import KINDS, TargetProfile, expand, profile
 
@@ -126,7 +125,6 @@ class FixerEntry:
 
 FIXERS: dict[tuple[str, str], FixerEntry] = {}
 
-ALL_TARGETS = frozenset(TARGETS)
 # What a fixer may be registered for: every target, or a kind of target (the catalogue's
 # fix tables key fixes the same way: a target's own key wins over its kind's).
 ALL_KINDS = frozenset(KINDS)
