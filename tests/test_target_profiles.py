@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -62,6 +63,19 @@ def test_torchtpu_facts_come_from_the_wheel_facts_not_a_second_copy():
     assert tpu.dist_backend in torchtpu_facts.section("distributed")["backends"]
 
 
+def test_the_tpu_install_line_is_the_wheels_own_torch_range():
+    """The pin is written as ports have always had it (``torch>=2.11,<=2.15``); it must
+    still mean the wheel's ``requires_torch``, bound for bound."""
+    torch_pin, wheel = profile("tpu").torch_requirements
+    assert wheel == torchtpu_facts.section("wheel")["name"]
+
+    def bounds(spec: str) -> list[tuple[str, str]]:
+        found = re.findall(r"([<>=!~]=?)\s*([0-9][0-9.]*)", spec)
+        return [(op, re.sub(r"(\.0)+$", "", version)) for op, version in found]
+
+    assert bounds(torch_pin) == bounds(torchtpu_facts.section("wheel")["requires_torch"])
+
+
 def test_every_emulator_mode_a_profile_names_exists():
     assert {p.emulator for p in profiles().values()} - {None} <= set(EMULATED)
 
@@ -99,8 +113,7 @@ def _torchport(*args: str, env: dict[str, str], cwd: Path) -> subprocess.Complet
 
 def test_a_fifth_target_from_a_profile_file_is_scanned_and_migrated(tmp_path):
     """Only a profile file is added: the catalogue expands its kind's fixes to it, the
-    codemods registered for its kind run for it, and its device string and backend come out.
-    (Verification is not asked: the emulator names only the devices of sandbox.modes.)"""
+    codemods registered for its kind run for it, and its device string and backend come out."""
     extra = tmp_path / "targets.toml"
     extra.write_text(FIFTH, encoding="utf-8")
     repo = tmp_path / "repo"
@@ -132,6 +145,13 @@ def test_a_fifth_target_from_a_profile_file_is_scanned_and_migrated(tmp_path):
     assert "cuda" not in ported
     doc = _torchport("rules", "TPD001", env=env, cwd=tmp_path).stdout
     assert '- **fpx** (auto): .to(device), else .to("fpx")' in doc  # from its profile
+    # verification: the emulator names only the devices of sandbox.modes; asked, the run
+    # says so instead of failing
+    verified = _torchport(
+        "migrate", str(repo), "--target", "fpx", "--out", str(tmp_path / "v"),
+        "--llm", "none", "--exit-zero", env=env, cwd=tmp_path,
+    )  # fmt: skip
+    assert "no emulated device for target 'fpx'" in verified.stdout + verified.stderr
 
 
 def test_a_rule_doc_gains_a_bullet_only_for_the_targets_it_does_not_name():
