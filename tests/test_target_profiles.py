@@ -191,3 +191,12 @@ def test_the_llm_is_told_each_targets_note_from_its_profile():
 
     assert {t: profile(t).llm_note for t in TARGETS} == TARGET_NOTES
     assert textwrap.shorten(TARGET_NOTES["xla"], 30).startswith("PyTorch/XLA")
+
+
+@pytest.mark.parametrize("name", ["tpu", "vendor", "all"])
+def test_a_profile_file_cannot_redefine_a_target_or_take_a_kinds_name(tmp_path, name):
+    extra = tmp_path / "targets.toml"
+    extra.write_text(FIFTH.replace('name = "fpx"', f'name = "{name}"'), encoding="utf-8")
+    env = {**os.environ, EXTRA_PROFILES: str(extra)}
+    scan = _torchport("rules", env=env, cwd=tmp_path)
+    assert scan.returncode != 0 and f"target {name!r} named twice" in scan.stderr

@@ -84,6 +84,8 @@ _FIELDS = {f.name for f in fields(TargetProfile)}
 
 
 def _profile(table: dict, source: str) -> TargetProfile:
+    """One ``[[target]]`` table; ``from_facts`` fields are read from TorchTPU's wheel facts
+    (sandbox/data/torch_tpu.toml, ``section.key``), the one source of those facts."""
     table = dict(table)
     for field, key in table.pop("from_facts", {}).items():
         section, _, name = key.partition(".")
@@ -110,10 +112,20 @@ def load_profiles(text: str, source: str) -> tuple[TargetProfile, ...]:
 
 
 @functools.cache
+def _shipped() -> tuple[TargetProfile, ...]:
+    shipped = resources.files(__package__).joinpath("data", "targets.toml")
+    return load_profiles(shipped.read_text(encoding="utf-8"), "targets.toml")
+
+
+def shipped_names() -> frozenset[str]:
+    """The targets of the shipped file: the catalogue must say how each is fixed."""
+    return frozenset(p.name for p in _shipped())
+
+
+@functools.cache
 def profiles() -> dict[str, TargetProfile]:
     """Every target by name: the shipped ones, then those of ``TORCHPORT_TARGET_PROFILES``."""
-    shipped = resources.files(__package__).joinpath("data", "targets.toml")
-    found = list(load_profiles(shipped.read_text(encoding="utf-8"), "targets.toml"))
+    found = list(_shipped())
     extra = os.environ.get(EXTRA_PROFILES)
     if extra:
         found.extend(load_profiles(Path(extra).read_text(encoding="utf-8"), extra))
@@ -147,10 +159,3 @@ def expand(selectors: frozenset[str] | set[str] | tuple[str, ...]) -> frozenset[
         else:
             raise ProfileError(f"neither a target nor a kind: {selector!r}")
     return frozenset(names)
-
-
-@functools.cache
-def shipped_names() -> frozenset[str]:
-    """The targets of the shipped file: the catalogue must say how each is fixed."""
-    shipped = resources.files(__package__).joinpath("data", "targets.toml")
-    return frozenset(p.name for p in load_profiles(shipped.read_text(encoding="utf-8"), ""))
