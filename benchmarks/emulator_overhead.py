@@ -30,7 +30,7 @@ from torch import nn
 backend = sys.argv[1]
 steps, check_steps, block = (int(a) for a in sys.argv[2:5])
 pinned = None if sys.argv[5] == "tpu" else sys.argv[5]
-from torchport.sandbox import emulator
+from torchport.sandbox import emulated as emulator
 device = str(emulator.activate("tpu", backend=backend, matmul_precision=pinned))
 torch.set_num_threads(1)
 

@@ -50,7 +50,7 @@ WORKER = r"""
 import itertools, json, signal, sys, warnings
 import torch
 from torch.utils._pytree import tree_map
-from torchport.sandbox import emulator
+from torchport.sandbox import emulated as emulator
 
 backend, device_name, samples, progress, precision = sys.argv[1:6]
 wanted = set(json.loads(sys.argv[6]))

@@ -130,11 +130,6 @@ class EditScore:
     files_touched: int
     outside_golden: tuple[str, ...]  # files changed that the golden leaves alone
 
-    @property
-    def f1(self) -> float:
-        total = self.precision + self.recall
-        return 0.0 if total == 0 else 2 * self.precision * self.recall / total
-
 
 def score(
     candidate: Counter[tuple[str, str, str]], golden: Counter[tuple[str, str, str]]

@@ -154,11 +154,11 @@ def _activate(mode: str, devices: int, results: str, matmul_precision: str | Non
         cuda_extensions.build_in(Path(results) / "cudacpu")  # CUDA extensions: scratch only
         return shim
     if mode in EMULATED:
-        from torchport.sandbox import emulator
+        from torchport.sandbox import emulated
 
         # built by the parent, if at all
-        emulator.activate(mode, devices=devices, build=False, matmul_precision=matmul_precision)
-        return emulator
+        emulated.activate(mode, devices=devices, build=False, matmul_precision=matmul_precision)
+        return emulated
     return None
 
 

@@ -47,7 +47,7 @@ from torchport.sandbox import target_imports
 target_imports.install("cpu" if not os.environ.get("DIAG_EMULATOR") else "tpu")
 
 if os.environ.get("DIAG_EMULATOR"):
-    import torchport.sandbox.emulator as emu
+    import torchport.sandbox.emulated as emu
 
     emu.activate(os.environ["DIAG_EMULATOR"], devices=2)
 

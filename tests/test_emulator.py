@@ -71,7 +71,7 @@ import json, os, sys
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-import torchport.sandbox.emulator as emu
+import torchport.sandbox.emulated as emu
 if {activate!r}:
     emu.activate({name!r}, devices={devices}, matmul_precision={matmul_precision!r})
 result = {{}}
@@ -202,7 +202,7 @@ def test_activate_rejects_unknown_or_second_device(backend: str) -> None:
 
 def test_import_alone_does_not_activate() -> None:
     import torch
-    import torchport.sandbox.emulator as emu
+    import torchport.sandbox.emulated as emu
 
     assert emu.active_device() is None
     assert torch._C._get_privateuse1_backend_name() == "privateuseone"

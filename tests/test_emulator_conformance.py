@@ -1323,7 +1323,7 @@ def test_item2_distributed_one_rank(tpu_run: dict[str, Any], neuron_run: dict[st
 DDP_SCRIPT = """
 import json, os, sys
 import torch, torch.nn as nn, torch.distributed as dist
-import torchport.sandbox.emulator as emu
+import torchport.sandbox.emulated as emu
 name = sys.argv[1]
 emu.activate(name, devices=2, matmul_precision="highest")  # exact, as the CPU reference
 dist.init_process_group(backend=name)

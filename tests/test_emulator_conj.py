@@ -4,8 +4,9 @@
 data); ``torch.fft.ifft`` of real input goes through one. The native backend rebuilt its
 device tensors with a fixed key set and dropped the bit, so ``x.conj()`` read as ``x`` and
 ``ifft`` of real input came out wrong (found by benchmarks/opinfo_coverage.py: fft.ifft,
-fft.ihfft, fft.hfftn differed). The Python emulator still mishandles the bit (its wrapper
-does not carry it), hence the strict xfail that flips when that is fixed.
+fft.ihfft, fft.hfftn differed). The Python emulator's wrapper dropped it too (``x.conj()``
+was not conjugate, ``x.conj().imag`` raised); now the wrapper carries the bits and its CPU
+tensor the plain data.
 """
 
 from __future__ import annotations
@@ -24,6 +25,9 @@ result["neg_view"] = (-xd.conj()).cpu().equal(-x.conj())
 result["imag_of_conj"] = xd.conj().imag.cpu().equal(x.conj().imag)
 result["ifft_real"] = torch.fft.ifft(rd, norm="ortho").cpu().equal(torch.fft.ifft(r, norm="ortho"))
 result["hfftn"] = torch.fft.hfftn(rd).cpu().equal(torch.fft.hfftn(r))
+result["conj_plus_self"] = (xd.conj() + xd).cpu().equal(x.conj() + x)
+result["outer_of_conj"] = torch.outer(xd.conj(), xd).cpu().equal(torch.outer(x.conj(), x))
+result["neg_bit"] = xd.conj().imag.is_neg() and not xd.conj().clone().is_conj()
 """
 
 
@@ -31,12 +35,7 @@ result["hfftn"] = torch.fft.hfftn(rd).cpu().equal(torch.fft.hfftn(r))
     "backend",
     [
         "native",
-        pytest.param(
-            "python",
-            marks=pytest.mark.xfail(
-                strict=True, reason="the Python emulator's wrapper drops the conjugate bit"
-            ),
-        ),
+        "python",
     ],
 )
 def test_conjugate_views_and_ifft_of_real_input_match_cpu(backend: str) -> None:
@@ -47,4 +46,7 @@ def test_conjugate_views_and_ifft_of_real_input_match_cpu(backend: str) -> None:
         "imag_of_conj": True,
         "ifft_real": True,
         "hfftn": True,
+        "conj_plus_self": True,
+        "outer_of_conj": True,
+        "neg_bit": True,
     }

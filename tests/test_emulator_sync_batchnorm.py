@@ -30,7 +30,7 @@ backend = test_emulator.backend  # the fixture: each test runs on both emulators
 SCRIPT = """
 import json, sys
 import torch, torch.nn as nn, torch.distributed as dist
-import torchport.sandbox.emulator as emu
+import torchport.sandbox.emulated as emu
 name = sys.argv[1]
 emu.activate(name, devices=2, matmul_precision="highest")  # exact, as the CPU reference
 dist.init_process_group(backend=name)

@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 import test_isolation
 from cli_process import migrate_process
-from torchport.sandbox.isolation import container, owner
+from torchport.sandbox.isolation import docker, owner
 from torchport.sandbox.isolation.cgroup import make_cgroup, torchport_cgroups
 from torchport.sandbox.isolation.sweep import sweep
 
@@ -135,9 +135,9 @@ def cgroups_of(tag: str) -> list[str]:
 
 
 def containers_of(tag: str) -> list[str]:
-    if container.unavailable() is not None:
+    if docker.unavailable() is not None:
         return []
-    return [name for name, owner_tag in container.labelled().items() if owner_tag == tag]
+    return [name for name, owner_tag in docker.labelled().items() if owner_tag == tag]
 
 
 def cgroups_writable() -> bool:
@@ -274,13 +274,13 @@ def test_the_sweep_removes_only_dead_owners_leftovers(tmp_path: Path) -> None:
     if groups[0] is not None:  # a process in the stale cgroup is killed with it
         inside = subprocess.Popen(["sleep", "60"], preexec_fn=groups[0].join)
     labelled = []
-    if container.unavailable() is None:
-        container.ensure_image()
+    if docker.unavailable() is None:
+        docker.ensure_image()
         for t in (dead, mine):
             name = f"torchport-sweep-test-{uuid.uuid4().hex[:8]}"
             subprocess.run(
-                ["docker", "create", "--name", name, "--label", f"{container.LABEL}=1",
-                 "--label", f"{container.OWNER_LABEL}={t}", container.IMAGE, "/none"],
+                ["docker", "create", "--name", name, "--label", f"{docker.LABEL}=1",
+                 "--label", f"{docker.OWNER_LABEL}={t}", docker.IMAGE, "/none"],
                 check=True, capture_output=True, timeout=60,
             )  # fmt: skip
             labelled.append(name)

@@ -26,14 +26,14 @@ from torchport.sandbox.isolation import (
     IsolationWarning,
     bwrap,
     choose_backend,
-    container,
+    docker,
     process,
     run_isolated,
     safe_env,
     unshare,
 )
 
-_MODULES = {"bwrap": bwrap, "docker": container, "unshare": unshare, "process": process}
+_MODULES = {"bwrap": bwrap, "docker": docker, "unshare": unshare, "process": process}
 _NOT_ISOLATED = "the process backend does not isolate network or filesystem (it warns instead)"
 REPO = Path(__file__).resolve().parents[1]
 

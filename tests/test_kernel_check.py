@@ -17,7 +17,7 @@ import torch
 from torchport.agents import kernel_check, kernel_lane, rewriter
 from torchport.agents.kernel_check import NotComparable, compare_tensor, draw, judge_runs
 from torchport.agents.llm.repair import RepairRequest, span_message
-from torchport.agents.llm.tools import Workspace
+from torchport.agents.llm.toolbox import Workspace
 from torchport.agents.verifier import RunLimits, policies, run_program
 from torchport.evals.tasks import load_suite
 from torchport.sandbox import site_calls

@@ -14,7 +14,7 @@ from scripted_llm import Content, Delay, HTTPError, Refusal, ScriptedLLM, ToolCa
 from torchport.agents.llm.client import LLMClient, LLMError
 from torchport.agents.llm.config import LLMConfig, LLMConfigError, resolve, with_base_url
 from torchport.agents.llm.repair import RepairRequest, repair
-from torchport.agents.llm.tools import Workspace
+from torchport.agents.llm.toolbox import Workspace
 from torchport.prompts import load
 
 TRAIN = """\

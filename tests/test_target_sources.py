@@ -44,8 +44,8 @@ import json
 import torch
 import torch.distributed as dist
 before = set(dist.Backend.backend_list)
-from torchport.sandbox import emulator, patching
-emulator.activate("neuron", backend="python")
+from torchport.sandbox import emulated, patching
+emulated.activate("neuron", backend="python")
 surface = {
     "device": torch._C._get_privateuse1_backend_name(),
     "module": sorted(n for n in vars(torch.neuron) if not n.startswith("_")),

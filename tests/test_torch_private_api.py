@@ -76,8 +76,8 @@ if sys.argv[1] == "reference":
     shim.activate(gpus=2)
     standins.install()
 else:
-    from torchport.sandbox import emulator
-    emulator.activate("tpu", devices=2)
+    from torchport.sandbox import emulated
+    emulated.activate("tpu", devices=2)
     if sys.argv[1] == "transfer":
         from torchport.evals import transfer
         transfer.install()

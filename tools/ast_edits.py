@@ -23,6 +23,13 @@ from libcst.metadata import (
     WhitespaceInclusivePositionProvider,
 )
 from torchport.sandbox import astparse
+from torchport.tools.cst_imports import (
+    ImportedName,
+    add_imports,
+    gather_imports,
+    under,
+)
+from torchport.tools.cst_imports import remove_unused_imports as drop_unused
 
 
 class EditRefused(ValueError):
@@ -117,77 +124,6 @@ def _tree(source: str) -> str | None:
         return None
 
 
-def rewrite_attribute(
-    source: str, line: int, col: int, new_dotted: str, path: str = "<edit>"
-) -> EditResult:
-    """Rewrite the attribute chain at (line, col): ``torch.cuda.x`` -> ``torch.accelerator.x``."""
-    if not all(part.isidentifier() for part in new_dotted.split(".")):
-        raise EditRefused(f"{new_dotted!r} is not a dotted name")
-    chains = [r for n, r in _nodes_at(source, line, col) if isinstance(n, cst.Attribute)]
-    if not chains:
-        raise EditRefused(f"no attribute access starts at {line}:{col}")
-    rng = chains[0]  # the whole chain (outermost), not a prefix of it
-    return replace_node(source, line, col, rng.end.line, rng.end.column + 1, new_dotted, path)
-
-
-def rewrite_call_arguments(
-    source: str,
-    line: int,
-    col: int,
-    *,
-    set_keywords: dict[str, str] | None = None,
-    remove_keywords: tuple[str, ...] = (),
-    path: str = "<edit>",
-) -> EditResult:
-    """Set or remove keyword arguments of the call that starts at (line, col)."""
-    calls = [(n, r) for n, r in _nodes_at(source, line, col) if isinstance(n, cst.Call)]
-    if not calls:
-        raise EditRefused(f"no call starts at {line}:{col}")
-    node, rng = calls[0]
-    present = {a.keyword.value for a in node.args if a.keyword}
-    missing = [k for k in remove_keywords if k not in present]
-    if missing:
-        raise EditRefused(f"the call has no keyword argument(s) {missing} to remove")
-    from .codemods.base import code_of, drop_args, set_kwarg
-
-    new = drop_args(node, *remove_keywords)
-    for keyword, code in (set_keywords or {}).items():
-        try:
-            value = cst.parse_expression(code)
-        except cst.ParserSyntaxError as exc:
-            raise EditRefused(f"value for {keyword}= is not an expression: {exc.message}") from exc
-        new = set_kwarg(new, keyword, value)
-    new_code = code_of(new)
-    return replace_node(source, line, col, rng.end.line, rng.end.column + 1, new_code, path)
-
-
-def remove_statement(source: str, line: int, path: str = "<edit>") -> EditResult:
-    """Remove the simple statement line that starts at ``line`` (a block keeps a ``pass``)."""
-    wrapper = _wrapper(source)
-    positions = wrapper.resolve(PositionProvider)
-    targets = [
-        n
-        for n, r in positions.items()
-        if isinstance(n, cst.SimpleStatementLine) and r.start.line == line
-    ]
-    if not targets:
-        raise EditRefused(f"no simple statement starts on line {line}")
-    target = targets[0]
-
-    class Remover(cst.CSTTransformer):
-        def leave_SimpleStatementLine(self, original, updated):
-            return cst.RemoveFromParent() if original is target else updated
-
-        def leave_IndentedBlock(self, original, updated):
-            if not updated.body:
-                return updated.with_changes(body=[cst.SimpleStatementLine([cst.Pass()])])
-            return updated
-
-    new_source = wrapper.module.visit(Remover()).code
-    _check(new_source, path)
-    return EditResult(new_source, line, line)
-
-
 def insert_import(
     source: str,
     module: str,
@@ -200,14 +136,8 @@ def insert_import(
         n is not None and not n.isidentifier() for n in (name, asname)
     ):
         raise EditRefused(f"not an importable name: {module!r} {name!r}")
-    # libcst.codemod imports libcst.matchers (a second of start-up): only when an edit needs it
-    from libcst.codemod import CodemodContext
-    from libcst.codemod.visitors import AddImportsVisitor
-
-    wrapper = _wrapper(source)
-    context = CodemodContext()
-    AddImportsVisitor.add_needed_import(context, module, name, asname)
-    new_source = AddImportsVisitor(context).transform_module(wrapper.module).code
+    spec = ImportedName(module, name, asname)
+    new_source = add_imports(_wrapper(source).module, {spec}).code
     _check(new_source, path)
     old_lines, new_lines = source.splitlines(), new_source.splitlines()
     added = [x for x in new_lines if x not in old_lines]
@@ -368,50 +298,10 @@ def remove_unused_imports(source: str, modules: tuple[str, ...], path: str = "<e
     the program computes (beyond the import's own side effects, which for these
     libraries is loading CUDA code). Imports still in use are kept.
     """
-    from libcst.codemod import CodemodContext
-    from libcst.codemod.visitors import RemoveImportsVisitor
-
     tree = cst.parse_module(source)
-    context = CodemodContext()
-    finder = _ImportsOf(modules)
-    tree.visit(finder)
-    if not finder.found:
+    found = gather_imports(tree, under(modules))
+    if not found:
         return source
-    for module, name, asname in finder.found:
-        RemoveImportsVisitor.remove_unused_import(context, module, name, asname)
-    new_source = RemoveImportsVisitor(context).transform_module(tree).code
+    new_source = drop_unused(tree, found, source).code
     _check(new_source, path)
     return new_source
-
-
-class _ImportsOf(cst.CSTVisitor):
-    def __init__(self, modules: tuple[str, ...]) -> None:
-        self.modules = modules
-        self.found: list[tuple[str, str | None, str | None]] = []
-
-    def _wanted(self, module: str) -> bool:
-        return any(module == m or module.startswith(m + ".") for m in self.modules)
-
-    def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
-        if node.module is None or node.relative or isinstance(node.names, cst.ImportStar):
-            return
-        module = cst.Module([]).code_for_node(node.module)
-        if self._wanted(module):
-            for alias in node.names:
-                asname = alias.asname.name if alias.asname else None
-                self.found.append(
-                    (
-                        module,
-                        cst.Module([]).code_for_node(alias.name),
-                        cst.Module([]).code_for_node(asname) if asname else None,
-                    )
-                )
-
-    def visit_Import(self, node: cst.Import) -> None:
-        for alias in node.names:
-            module = cst.Module([]).code_for_node(alias.name)
-            if self._wanted(module):
-                asname = alias.asname.name if alias.asname else None
-                self.found.append(
-                    (module, None, cst.Module([]).code_for_node(asname) if asname else None)
-                )

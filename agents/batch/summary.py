@@ -47,7 +47,6 @@ FIELDS = (
     "time_s",
     "report",
 )
-TIME_FIELDS = ("time_s",)
 SETTINGS = ("target", "verify", "steps", "llm")
 
 

@@ -24,7 +24,7 @@ from ...tools.targets import profiles
 from ..defaults import MAX_TURNS
 from .client import LLMClient, LLMError, Reply
 from .config import NO_KEY
-from .tools import EDIT_TOOLS, EditRecord, Workspace, describe_tools, tool_schemas, verifier_text
+from .toolbox import EDIT_TOOLS, EditRecord, Workspace, describe_tools, tool_schemas, verifier_text
 
 CONTEXT_LINES = 5
 PROTOCOLS = ("tools", "span")

@@ -10,7 +10,7 @@ from typing import Any
 from mcp.server.mcpserver import MCPServer
 from torchport.tools import __version__
 
-from . import resources, tools
+from . import handlers, resources
 from .http_auth import RequireToken
 from .session import Session
 
@@ -30,7 +30,7 @@ def build(repo: Path, settings: dict[str, Any]) -> MCPServer:
         "torchport", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING"
     )
     session = Session(repo.resolve(), settings)
-    tools.register(server, session)
+    handlers.register(server, session)
     resources.register(server, session)
     return server
 

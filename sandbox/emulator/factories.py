@@ -18,7 +18,7 @@ from typing import Any
 import torch
 
 from . import counters, generator, state
-from .tensor import EmulatedTensor, to_device
+from .tensor import EmulatedTensor, to_device, value_of
 
 # Overloads that take a device= keyword and no tensor.
 FACTORY_OPS: tuple[str, ...] = (
@@ -71,7 +71,7 @@ def _copy_from(src: torch.Tensor, dst: torch.Tensor, non_blocking: bool = False)
     That copy lands on PrivateUse1 rather than ``__torch_dispatch__``; it is a
     host-to-device transfer into the wrapper's CPU tensor.
     """
-    dst._elem.copy_(src._elem if isinstance(src, EmulatedTensor) else src)
+    dst._elem.copy_(value_of(src) if isinstance(src, EmulatedTensor) else src)
     if not isinstance(src, EmulatedTensor):
         counters.record_transfer("h2d", src.numel() * src.element_size())
     return dst

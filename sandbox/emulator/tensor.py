@@ -42,6 +42,15 @@ class EmulatedTensor(torch.Tensor):
     @staticmethod
     def __new__(cls, elem: torch.Tensor, index: int) -> EmulatedTensor:
         state.touch()
+        # A conjugate or negative view (``x.conj()``, its ``.imag``) is a bit on the tensor
+        # that torch's Conjugate and Negative keys read before the Python key: the bit goes
+        # on the wrapper, where they see it, and ``_elem`` keeps the plain data below it
+        # (``value_of`` puts the bits back for the CPU kernels).
+        conj, neg = elem.is_conj(), elem.is_neg()
+        if conj:
+            elem = elem.conj()  # conj of a conjugate view clears the bit: a view, no copy
+        if neg:
+            elem = torch._neg_view(elem)
         r = torch.Tensor._make_wrapper_subclass(
             cls,
             elem.size(),
@@ -53,6 +62,10 @@ class EmulatedTensor(torch.Tensor):
             requires_grad=elem.requires_grad,
         )
         r._elem = elem
+        if conj:
+            torch._C._set_conj(r, True)
+        if neg:
+            torch._C._set_neg(r, True)
         memory.track(r, elem, index)
         return r
 
@@ -80,7 +93,7 @@ class EmulatedTensor(torch.Tensor):
         """Copy to host (a sync) and return nested Python lists."""
         counters.record_sync("tolist")
         counters.record_transfer("d2h", _nbytes(self._elem))
-        return self._elem.tolist()
+        return value_of(self).tolist()
 
     def numpy(self, *, force: bool = False) -> Any:  # type: ignore[override]
         """Refuse, as a real accelerator tensor does: numpy needs host memory."""
@@ -115,6 +128,17 @@ class EmulatedTensor(torch.Tensor):
         cls, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None
     ) -> Any:
         return dispatch(func, args, kwargs or {})
+
+
+def value_of(t: EmulatedTensor) -> torch.Tensor:
+    """The CPU tensor a device tensor stands for: its data with its conjugate and negative
+    bits (views, no copy)."""
+    elem = t._elem
+    if t.is_conj():
+        elem = elem.conj()
+    if t.is_neg():
+        elem = torch._neg_view(elem)
+    return elem
 
 
 def _nbytes(t: torch.Tensor) -> int:
@@ -214,10 +238,14 @@ def dispatch(func: Any, args: tuple, kwargs: dict) -> Any:
     if kwargs.get("generator") is not None:  # random ops on device tensors
         kwargs = {**kwargs, "generator": generator.for_device_op(kwargs["generator"])}
 
-    wrappers = {id(a._elem): a for a in flat if isinstance(a, EmulatedTensor)}
+    wrappers: dict[int, EmulatedTensor] = {}
 
     def unwrap(x: Any) -> Any:
-        return x._elem if isinstance(x, EmulatedTensor) else x
+        if not isinstance(x, EmulatedTensor):
+            return x
+        value = value_of(x)
+        wrappers[id(value)] = x  # an in-place op returns it: its wrapper is the answer
+        return value
 
     cpu_args, cpu_kwargs = tree_map(unwrap, args), tree_map(unwrap, kwargs)
     if func in precision.OPS:  # float32 matmuls in TorchTPU's bfloat16 passes

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import container
+from . import docker
 from .api import BACKENDS, backend_status
 from .probe import probe_all, render_table
 
@@ -27,12 +27,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     if args.build_docker_image:
-        reason = container.unavailable()
+        reason = docker.unavailable()
         if reason:
             print(f"docker image not built: {reason}", file=sys.stderr)
             return 1
-        container.ensure_image()
-        print(f"docker image ready: {container.IMAGE}")
+        docker.ensure_image()
+        print(f"docker image ready: {docker.IMAGE}")
     if args.probe:
         report = probe_all()
         sys.stdout.write(render_table(report))

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..limits import check_limits
-from . import bwrap, container, process, unshare
+from . import bwrap, docker, process, unshare
 from .env import safe_env
 from .result import BackendUnavailable, IsolationResult, IsolationWarning
 from .runner import Echo, Teardown, kill_reason, run_command
@@ -20,7 +20,7 @@ log = logging.getLogger(__name__)
 
 # Strongest first: "auto" takes the first one that works here.
 BACKENDS = ("bwrap", "docker", "unshare", "process")
-_MODULES = {"bwrap": bwrap, "docker": container, "unshare": unshare, "process": process}
+_MODULES = {"bwrap": bwrap, "docker": docker, "unshare": unshare, "process": process}
 
 
 def backend_status() -> dict[str, str | None]:
@@ -99,22 +99,22 @@ def run_isolated(
     sweep_once()
     remove = (Path(owned),) if owned is not None else ()
     if name == "docker":
-        container.ensure_image()
-        cname = container.new_name()
+        docker.ensure_image()
+        cname = docker.new_name()
         teardown = Teardown(
-            stop=(container.kill_command(cname),),
-            orphaned=(container.remove_command(cname),),
+            stop=(docker.kill_command(cname),),
+            orphaned=(docker.remove_command(cname),),
             remove=remove,
         )
         raw = run_command(
-            container.command(spec, cname),
+            docker.command(spec, cname),
             spec,
             rlimits=False,
             cgroup=False,
             teardown=teardown,
             echo=echo,
         )
-        raw.oom_killed = container.finish(cname)
+        raw.oom_killed = docker.finish(cname)
     else:
         if name == "process":
             hide_own_secrets()  # the program shares our user: our keys out of its reach

@@ -15,7 +15,6 @@ import subprocess
 from .hostpaths import HOSTNAME, sandbox_view
 from .spec import RunSpec
 
-NAME = "bwrap"
 _MISSING = "bubblewrap not installed (scripts/ensure-sandbox-tools installs it)"
 
 # hostpaths.MOUNT_KINDS -> bwrap's options for one mount.

@@ -16,7 +16,6 @@ import shutil
 
 from .spec import RunSpec
 
-NAME = "process"
 WARNING = (
     "torchport sandbox: backend 'process' does NOT isolate: the program can use the "
     "network and the host's Unix sockets (docker.sock) and write outside scratch. "

@@ -21,7 +21,7 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import container, owner
+from . import docker, owner
 from .cgroup import PREFIX, torchport_cgroups
 
 log = logging.getLogger(__name__)
@@ -69,12 +69,12 @@ def _cgroups() -> list[str]:
 
 
 def _containers() -> list[str]:
-    if container.unavailable() is not None:
+    if docker.unavailable() is not None:
         return []
     removed = []
-    for name, tag in container.labelled().items():
+    for name, tag in docker.labelled().items():
         if _stale(_OWNER, tag):
-            subprocess.run(container.remove_command(name), capture_output=True, timeout=60)
+            subprocess.run(docker.remove_command(name), capture_output=True, timeout=60)
             removed.append(name)
     return removed
 

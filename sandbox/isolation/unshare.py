@@ -26,7 +26,6 @@ from .env import safe_env
 from .hostpaths import HOSTNAME, Mount, sandbox_view
 from .spec import RunSpec
 
-NAME = "unshare"
 EXIT_NO_VIEW = 126
 # Where the new root's tmpfs is mounted while it is built (in the private mount
 # namespace only): the first that exists and is no part of the view.

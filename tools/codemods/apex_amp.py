@@ -42,10 +42,6 @@ INITIALIZE = (
     "min_loss_scale",
     "max_loss_scale",
 )
-FOR_FP16_ONLY = frozenset(
-    {"keep_batchnorm_fp32", "loss_scale", "num_losses", "verbosity", "min_loss_scale"}
-    | {"max_loss_scale"}
-)
 # explicit casts change what O1/O2 mean; autocast cannot say the same
 REFUSED = frozenset({"cast_model_type", "patch_torch_functions", "master_weights"}) | {
     "cast_model_outputs"

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import libcst as cst
+from torchport.tools.cst_imports.gather import code_of as code_of  # the codemods import it here
 
 from ..targets import KINDS, TargetProfile, expand, profile
 
@@ -224,11 +225,6 @@ def body_of(
     first = statements[0]
     statements[0] = first.with_changes(leading_lines=[*node.leading_lines, *first.leading_lines])
     return cst.FlattenSentinel(statements)
-
-
-def code_of(node: cst.CSTNode) -> str:
-    """A node's source text (without the module around it)."""
-    return cst.Module(body=[]).code_for_node(node)
 
 
 def dotted(node: cst.BaseExpression) -> str | None:

@@ -16,6 +16,12 @@ from dataclasses import dataclass, field
 import libcst as cst
 from libcst.metadata import MetadataWrapper, ParentNodeProvider, PositionProvider
 from torchport.sandbox import astparse
+from torchport.tools.cst_imports import (
+    ImportSpec,
+    add_imports,
+    gather_imports,
+    remove_unused_imports,
+)
 
 from ..findings import Finding
 from .base import (
@@ -31,10 +37,9 @@ from .base import (
     is_multiline,
 )
 from .guard import REFUSED, Problem, blocking, original_lines, orphaned_imports
-from .imports import add_definitions, add_imports, torch_alias
+from .imports import add_definitions, torch_alias
 from .positions import StatementPositions, usable
 from .scope import DeviceNames
-from .unused_imports import remove_unused_imports
 
 # Imports that may become unused once the code using them is migrated.
 CUDA_MODULES = ("torch.cuda", "torch.backends.cudnn", "torch.backends.cuda")
@@ -773,33 +778,6 @@ def _reason(finding: Finding, target: str) -> str:
     return f"{finding.message}; {target}: {finding.fix.get(target, {}).get('hint', '')}".rstrip()
 
 
-class _CudaImports(cst.CSTVisitor):
-    """Imports of CUDA modules: candidates for removal once nothing uses them."""
-
-    def __init__(self) -> None:
-        self.found: list[tuple[str, str | None, str | None]] = []
-
-    def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
-        if node.module is None or isinstance(node.names, cst.ImportStar) or node.relative:
-            return
-        module = _code_of(node.module)
-        if module.startswith(CUDA_MODULES):
-            self.found += [
-                (
-                    module,
-                    _code_of(alias.name),
-                    _code_of(alias.asname.name) if alias.asname else None,
-                )
-                for alias in node.names
-            ]
-
-    def visit_Import(self, node: cst.Import) -> None:
-        for alias in node.names:
-            module = _code_of(alias.name)
-            if module.startswith(CUDA_MODULES) and alias.asname is not None:
-                self.found.append((module, None, _code_of(alias.asname.name)))
-
-
 def _keep_parentheses(original: cst.CSTNode, result: object) -> object:
     """A fix of a parenthesised expression keeps its parentheses: ``not(cudnn.is_acceptable(i))``
     rewritten without them would be ``notFalse``, which libcst refuses to build (and a
@@ -810,7 +788,7 @@ def _keep_parentheses(original: cst.CSTNode, result: object) -> object:
     return result.with_changes(lpar=original.lpar, rpar=original.rpar)
 
 
-def _drop_unused_imports(source: str, imports: list[tuple[str, str | None, str | None]]) -> str:
+def _drop_unused_imports(source: str, imports: list[ImportSpec]) -> str:
     return remove_unused_imports(cst.parse_module(source), imports).code
 
 
@@ -821,8 +799,11 @@ def _fix_imports(module: cst.Module, needed: set[str]) -> str:
     code = module.code
     if not any(name in code for name in CUDA_MODULES):  # no import can match: no visit
         return code
-    finder = _CudaImports()
-    module.visit(finder)
-    if not finder.found:
+    found = [
+        spec
+        for spec in gather_imports(module, lambda name: name.startswith(CUDA_MODULES))
+        if spec.name is not None or spec.asname is not None  # ``import torch.cuda`` binds torch
+    ]
+    if not found:
         return code
-    return remove_unused_imports(module, finder.found, code).code
+    return remove_unused_imports(module, found, code).code

@@ -12,40 +12,18 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import libcst as cst
+from torchport.tools.cst_imports import gather_imports
 
 from .base import FixContext, dotted
 
 
-class _LibraryImports(cst.CSTVisitor):
-    def __init__(self, roots: tuple[str, ...]) -> None:
-        self.roots = roots
-        self.names: dict[str, str] = {}
-
-    def _ours(self, module: str | None) -> bool:
-        return module is not None and module.split(".")[0] in self.roots
-
-    def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
-        module = dotted(node.module) if node.module is not None and not node.relative else None
-        if not self._ours(module) or isinstance(node.names, cst.ImportStar):
-            return
-        for alias in node.names:
-            name = dotted(alias.name)
-            local = alias.asname.name.value if alias.asname else name
-            if name is not None and isinstance(local, str):
-                self.names[local] = f"{module}.{name}"
-
-    def visit_Import(self, node: cst.Import) -> None:
-        for alias in node.names:
-            module = dotted(alias.name)
-            if self._ours(module) and alias.asname and isinstance(alias.asname.name, cst.Name):
-                self.names[alias.asname.name.value] = module
-
-
 def imported_names(module: cst.Module, roots: tuple[str, ...]) -> dict[str, str]:
     """Local name -> the qualified name it binds, for imports from the packages ``roots``."""
-    found = _LibraryImports(roots)
-    module.visit(found)
-    return found.names
+    return {
+        spec.bound: spec.qualified
+        for spec in gather_imports(module, lambda name: name.split(".")[0] in roots)
+        if spec.name is not None or spec.asname is not None  # ``import a.b`` binds ``a``
+    }
 
 
 def qualified(node: cst.BaseExpression, ctx: FixContext, key: str) -> str | None:

@@ -13,9 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import libcst as cst
+from torchport.tools.cst_imports import module_imports
 
 from .base import FixContext, code_of, dotted
-from .imports import module_imports
 
 SDPA = "torch.nn.functional.scaled_dot_product_attention"
 FUNCTIONAL = "torch.nn.functional"

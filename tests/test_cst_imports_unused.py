@@ -1,6 +1,6 @@
 """Unused imports decided by counting names agree with libcst's scope analysis, byte for byte.
 
-``tools.codemods.unused_imports`` replaces ``RemoveImportsVisitor``'s whole-module scope
+``tools.cst_imports.unused`` replaces ``RemoveImportsVisitor``'s whole-module scope
 analysis with one ``ast`` count where that count is conclusive; each case here is run
 both ways and must come out the same. A case the count cannot decide is decided by
 libcst itself, and the tests say which cases those are, so a change that made every
@@ -13,7 +13,7 @@ import libcst as cst
 import pytest
 from libcst.codemod import CodemodContext
 from libcst.codemod.visitors import RemoveImportsVisitor
-from torchport.tools.codemods.unused_imports import remove_unused_imports, unused_names
+from torchport.tools.cst_imports import remove_unused_imports, unused_names
 
 AMP = [("torch.cuda.amp", "autocast", None), ("torch.cuda.amp", "GradScaler", None)]
 CUDNN = [("torch.backends.cudnn", None, "cudnn")]

@@ -21,7 +21,6 @@ from . import owner
 from .hostpaths import ETC_FILES, HOSTNAME, PRIVATE_ETC, SYSTEM_DIRS, exposed, python_paths
 from .spec import RunSpec
 
-NAME = "docker"
 IMAGE = "torchport/sandbox-base:2"
 LABEL = "torchport.sandbox"
 OWNER_LABEL = "torchport.owner"  # owner.tag() of the torchport that started it
