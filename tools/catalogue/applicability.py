@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from importlib import resources
 
+from ..targets import KINDS, profile
 from .model import TARGETS, FixKind, Rule
 
 
@@ -53,16 +54,19 @@ def declared() -> dict[str, dict[str, Declared]]:
 def parse(data: dict) -> dict[str, dict[str, Declared]]:
     table: dict[str, dict[str, Declared]] = {}
     for code, entry in data.items():
-        unknown = set(entry) - {"applicability", "why", *TARGETS}
+        unknown = set(entry) - {"applicability", "why", *TARGETS, *KINDS}
         if unknown or not entry.get("why"):
             raise ApplicabilityError(f"{code}: unknown keys {sorted(unknown)} or no why")
         table[code] = {
-            target: Declared(
-                _kind(code, entry.get(target, entry.get("applicability"))), entry["why"]
-            )
-            for target in TARGETS
+            target: Declared(_kind(code, _value(entry, target)), entry["why"]) for target in TARGETS
         }
     return table
+
+
+def _value(entry: dict, target: str) -> object:
+    """The target's own key, else its kind's (``vendor``, ``agnostic``), else the rule's."""
+    kind = profile(target).kind
+    return entry.get(target, entry.get(kind, entry.get("applicability")))
 
 
 def _kind(code: str, value: object) -> Applicability:
