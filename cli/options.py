@@ -138,7 +138,7 @@ def in_range(bound: Bound) -> Callable[[str], int | float]:
             value = (int if bound.integer else float)(text)
         except ValueError:
             value = None
-        if not bound.holds(value):
+        if value is None or not bound.holds(value):
             raise argparse.ArgumentTypeError(f"must be {bound.describe()}, not {text!r}")
         return value
 

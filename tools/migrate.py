@@ -145,6 +145,14 @@ def destination_of(root: Path, options: MigrateOptions) -> Destination | None:
     return Destination(Path(out).resolve(), REPORT)
 
 
+def _folder_written(root: Path, options: MigrateOptions) -> Destination:
+    """destination_of a run that writes a folder: neither --in-place nor --dry-run."""
+    dest = destination_of(root, options)
+    if dest is None:
+        raise MigrateError("an --in-place or --dry-run migration writes no folder")
+    return dest
+
+
 def _check_options(root: Path, options: MigrateOptions) -> None:
     if options.target not in TARGETS:
         raise MigrateError(f"unknown target {options.target!r}; choose one of {', '.join(TARGETS)}")
@@ -338,7 +346,7 @@ def _write(
         if options.in_place:
             _write_in_place(result, say, extra)
         elif options.branch:
-            _write_branch(result, options, say, extra)
+            _write_branch(result, options, options.branch, say, extra)
         else:
             _write_folder(result, options, say, extra, copy=True)
     say(f"wrote {len(result.changes)} changed files to {result.output}")
@@ -368,15 +376,16 @@ def _write_in_place(
 def _write_branch(
     result: MigrationResult,
     options: MigrateOptions,
+    branch: str,
     say: Callable[[str], None],
     extra: dict[str, str | bytes],
 ) -> None:
-    check_destination(result.root, destination_of(result.root, options), options.force)
-    result.branch = options.branch
+    check_destination(result.root, _folder_written(result.root, options), options.force)
+    result.branch = branch
     result.output = result.root
     message = f"torchport: migrate to {result.target} ({len(result.edits)} edits)"
     files = {c.path: c.after.encode("utf-8", "surrogateescape") for c in result.changes}
-    commit_on_branch(result.root, options.branch, files, message)
+    commit_on_branch(result.root, branch, files, message)
     _write_folder(result, options, say, extra, copy=False)  # the report beside the repository
 
 
@@ -388,7 +397,7 @@ def _write_folder(
     copy: bool,
 ) -> None:
     """Stage the migrated copy (or, without ``copy``, the report alone) and swap it in."""
-    dest = destination_of(result.root, options)
+    dest = _folder_written(result.root, options)
     if copy:
         result.output = dest.folder
     result.report_dir = dest.report_dir
