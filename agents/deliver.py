@@ -13,7 +13,7 @@ all, and a run killed while writing finishes the write when resumed.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +39,7 @@ PLOT = "losses.png"  # beside verification.md, which shows it
 HTML = "index.html"  # the whole report as one page (agents.report_page)
 
 
-def options_of(settings: dict[str, Any], dry_run: bool | None = None) -> MigrateOptions:
+def options_of(settings: Mapping[str, Any], dry_run: bool | None = None) -> MigrateOptions:
     return MigrateOptions(
         target=settings["target"],
         select=tuple(settings.get("select") or ()),
@@ -54,7 +54,7 @@ def options_of(settings: dict[str, Any], dry_run: bool | None = None) -> Migrate
     )
 
 
-def migration_result(state: State) -> MigrationResult:
+def migration_result(state: Mapping[str, Any]) -> MigrationResult:
     """The codemods' result with its changes replaced by the run's final overlay.
 
     The result is the one the rewrite node computed for this run (never a second pass of
@@ -133,7 +133,7 @@ def verification_record(state: State, outcome: str) -> dict[str, Any]:
     }
 
 
-def sandbox_used(verification: dict[str, Any] | None) -> list[dict[str, Any]]:
+def sandbox_used(verification: Mapping[str, Any] | None) -> list[dict[str, Any]]:
     """Which isolation backend the verification's sandboxed runs had, and what each
     isolates: a verdict reached under ``process`` ran with no isolation at all, and a
     reader of the report should not have to open the JSON to learn it."""
@@ -151,7 +151,8 @@ def sandbox_used(verification: dict[str, Any] | None) -> list[dict[str, Any]]:
 def verification_files(state: State, outcome: str) -> dict[str, str | bytes]:
     """``verification.json`` and ``verification.md``, for the writer to put in the report."""
     record = verification_record(state, outcome)
-    patches = (state.get("verification") or {}).get("library_patches") or []
+    v: Mapping[str, Any] = state.get("verification") or {}
+    patches = v.get("library_patches") or []
     return {
         "verification.json": json.dumps(printable_data(record), indent=2, default=str),
         "verification.md": verification_markdown(record),
@@ -160,7 +161,7 @@ def verification_files(state: State, outcome: str) -> dict[str, str | bytes]:
     }
 
 
-def plot_files(state: State) -> dict[str, bytes]:
+def plot_files(state: Mapping[str, Any]) -> dict[str, bytes]:
     """``losses.png``: both runs' losses per step and the tolerance band they were judged by;
     ``divergence.png``: where a port that fails first computes otherwise, module by module."""
     v = state.get("verification") or {}

@@ -12,7 +12,7 @@ the checkpointed overlay, never from what a killed node left on disk.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -80,7 +80,13 @@ def plan(state: State, ctx: Runtime) -> dict[str, Any]:
     ctx.say("planning: scanning the repository")
     source = Path(s["source"])
     # kept: the rewrite node's migration reads the same scan instead of scanning again
-    options = ScanOptions(target=s["target"], select=tuple(s.get("select", [])), **scan_filters(s))
+    left_alone = scan_filters(s)
+    options = ScanOptions(
+        target=s["target"],
+        select=tuple(s.get("select", [])),
+        skip=left_alone["skip"],
+        exclude=left_alone["exclude"],
+    )
     scanned = remembered_scan(source, options, ctx.run_id)
     p = make_plan(source, scanned, s["target"], s.get("entry"), config_record.entry_reason(s))
     ctx.say(
@@ -213,7 +219,8 @@ def diagnose(state: State, ctx: Runtime) -> dict[str, Any]:
     fix = choose_fix(choice)
     why = f"{found.get('signature')}: {found.get('cause')}"
     if not fix:
-        why += no_fix_reason(found.get("action"), choice.llm_may_help, found.get("limitation"))
+        limitation = bool(found.get("limitation"))
+        why += no_fix_reason(found.get("action"), choice.llm_may_help, limitation)
     ctx.say(f"diagnosis: {why}")
     logged = decision(
         "diagnose",
@@ -320,9 +327,10 @@ def _config(run_id: str) -> dict[str, Any]:
     return {"configurable": {"thread_id": run_id}, "recursion_limit": 64}
 
 
-def start(settings: Settings, runtime: Runtime, db: Path | None = None) -> State:
-    """Run a migration from the beginning under ``runtime.run_id``; returns the final state."""
-    full: Settings = {**DEFAULTS, **settings}  # type: ignore[typeddict-item]
+def start(settings: Mapping[str, Any], runtime: Runtime, db: Path | None = None) -> State:
+    """Run a migration from the beginning under ``runtime.run_id``; returns the final state.
+    ``settings``: the front door's (cli, batch), which hold keys Settings does not list."""
+    full: Settings = {**DEFAULTS, **settings}  # type: ignore[typeddict-item]  # settings' extra keys: run_id, devices, keep_args, configuration
     with checkpointed(runtime, db) as app:
         for update in app.stream(
             {"settings": full},

@@ -9,6 +9,7 @@ list of those steps.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,12 +36,13 @@ class RewriteRound:
 
     def run_codemods(self) -> None:
         s = self.settings
+        given: Mapping[str, Any] = s  # run_id: the front doors' key, not one Settings lists
         self.overlay, summary = rewriter.codemods(
             self.source,
             s["target"],
             s.get("select", []),
             s.get("annotate", False),
-            run=s.get("run_id"),
+            run=given.get("run_id"),
             filters=scan_filters(s),
             safe_only=bool(s.get("safe_only")),
         )

@@ -60,7 +60,8 @@ def _codemod_result(
         dry_run=True,
         annotate=annotate,
         safe_only=safe_only,
-        **filters,
+        skip=filters.get("skip", ()),
+        exclude=filters.get("exclude", ()),
     )
     return computed_migration(source, options, run)
 
@@ -107,7 +108,14 @@ def apply_rules(
     run skips and files it excludes (``filters``) stay as they are.
     """
     materialize(source, overlay, work)
-    options = MigrateOptions(target=target, select=tuple(rules), dry_run=True, **(filters or {}))
+    filters = filters or {}
+    options = MigrateOptions(
+        target=target,
+        select=tuple(rules),
+        dry_run=True,
+        skip=filters.get("skip", ()),
+        exclude=filters.get("exclude", ()),
+    )
     result = migrate(work, options)
     updated = dict(overlay)
     for change in result.changes:
@@ -279,7 +287,7 @@ def with_missing_imports(text: str, path: str) -> tuple[str, list[str]]:
 Refusals = dict[tuple[str, str, str], str]  # (path, rule, the line's text) -> why
 
 
-def refusals(source: Path, settings: dict[str, Any]) -> Refusals:
+def refusals(source: Path, settings: Mapping[str, Any]) -> Refusals:
     """The constructs the codemods were meant to port but refused, each with the reason
     (``FusedLAMB``: torch.optim has no LAMB). Read from the rewrite's own result."""
     result = _codemod_result(
@@ -305,7 +313,7 @@ def llm_constructs(
     source: Path,
     overlay: dict[str, str],
     work: Path,
-    settings: dict[str, Any],
+    settings: Mapping[str, Any],
     refused: Refusals | None = None,
 ) -> list[dict[str, Any]]:
     """The catalogue's ``llm`` constructs in the current migration, bottom-up per file, and
@@ -314,7 +322,11 @@ def llm_constructs(
     materialize(source, overlay, work)
     target = settings["target"]
     select = tuple(settings.get("select") or ())
-    scanned = scan(work, ScanOptions(target=target, select=select, **scan_filters(settings)))
+    left_alone = scan_filters(settings)
+    options = ScanOptions(
+        target=target, select=select, skip=left_alone["skip"], exclude=left_alone["exclude"]
+    )
+    scanned = scan(work, options)
     items = []
     for f in scanned.findings:
         kind, hint = f.fix[target]["kind"], f.fix[target]["hint"]
@@ -416,7 +428,7 @@ def _is_import(line: str) -> bool:
 
 
 def edit_request(
-    edit: dict[str, Any], overlay: dict[str, str], verification: dict[str, Any], target: str
+    edit: dict[str, Any], overlay: dict[str, str], verification: Mapping[str, Any], target: str
 ) -> dict[str, Any] | None:
     """Revisit an earlier LLM edit after a parity failure, showing what it replaced.
 
@@ -458,7 +470,7 @@ def edit_span(edit: dict[str, Any], text: str | None) -> tuple[int, int] | None:
 
 
 def failure_request(
-    diagnosis: dict[str, Any], verification: dict[str, Any], target: str
+    diagnosis: dict[str, Any], verification: Mapping[str, Any], target: str
 ) -> dict[str, Any] | None:
     """A verifier failure as a repair request, when it points at a file of the program."""
     path, line = diagnosis.get("file"), diagnosis.get("line")

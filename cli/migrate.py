@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -227,7 +228,7 @@ def run(args: argparse.Namespace) -> int:
     return _print(args, final, migration_result, verification_record)
 
 
-def _print(args: argparse.Namespace, final: dict[str, Any], migration_result, record) -> int:
+def _print(args: argparse.Namespace, final: Mapping[str, Any], migration_result, record) -> int:
     from torchport.agents import config_record
     from torchport.agents.deliver import sandbox_used
     from torchport.agents.environment import summary_line
@@ -241,7 +242,7 @@ def _print(args: argparse.Namespace, final: dict[str, Any], migration_result, re
 
     settings = final["settings"]
     result = migration_result(final)
-    written = next(
+    written: Mapping[str, Any] = next(
         (d for d in reversed(final.get("decisions", [])) if d.get("node") == "deliver"), {}
     )
     verdict = final.get("outcome", "not verified")

@@ -165,12 +165,13 @@ def verify(state: ChatState, chat: ChatRuntime) -> dict[str, Any]:
     state = {**state, **settings}
     p = state.get("plan") if asked.entry is verify_args.KEEP and state.get("plan") else None
     p = p or plan_of(state)
-    if p.get("not_runnable"):
-        emit("text", f"not-runnable: {p['not_runnable']}")
+    command = p.get("entry")
+    if p.get("not_runnable") or not command:
+        emit("text", f"not-runnable: {p.get('not_runnable')}")
         return {"plan": p, **settings}
     budget = state.get("budget") or {}
-    key = run_key(p["entry"], budget)
-    emit("text", f"running: {shlex.join(p['entry'])} ({budget.get('steps')} steps)")
+    key = run_key(command, budget)
+    emit("text", f"running: {shlex.join(command)} ({budget.get('steps')} steps)")
     outcome = verify_overlay(
         Path(state["source"]),
         overlay,
@@ -201,7 +202,7 @@ def verify(state: ChatState, chat: ChatRuntime) -> dict[str, Any]:
     }
 
 
-def _run_settings(state: ChatState, asked: verify_args.VerifyArgs) -> dict[str, Any]:
+def _run_settings(state: ChatState, asked: verify_args.VerifyArgs) -> ChatState:
     """The entry and budget /verify ARGS asks for, kept for later /verify (said once)."""
     if not asked.budget and asked.entry is verify_args.KEEP:
         return {}

@@ -13,6 +13,7 @@ import json
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
+from typing import Any
 
 import openai
 from torchport.tools.safetext import REASON_CHARS
@@ -181,7 +182,7 @@ class LLMClient:
             return self._reply(completion)
 
     def _create(self, messages: list[dict], tools: list[dict] | None):
-        kwargs = {
+        kwargs: dict[str, Any] = {
             "model": self.config.model,
             "messages": messages,
             "temperature": self.config.temperature,

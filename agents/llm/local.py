@@ -119,7 +119,7 @@ def installed_part(dist_name: str, version: str | None = None) -> Path | None:
         return None
     for file in dist.files or ():
         if file.parent.name == "data" and file.suffix == ".bin":
-            path = Path(dist.locate_file(file))
+            path = Path(str(dist.locate_file(file)))
             return path if path.is_file() else None
     return None
 

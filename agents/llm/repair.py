@@ -364,8 +364,10 @@ class _Loop:
             out = []
             for call in reply.tool_calls:
                 arguments = _arguments(call.arguments_json)
-                error = arguments if isinstance(arguments, str) else None
-                out.append(_Action(call.name, arguments if not error else {}, call.id, error))
+                if isinstance(arguments, str):
+                    out.append(_Action(call.name, {}, call.id, arguments))
+                else:
+                    out.append(_Action(call.name, arguments, call.id))
             return out
         content = reply.content or ""
         self.send({"role": "assistant", "content": content})

@@ -275,14 +275,20 @@ class Workspace:
         symbol = symbol.strip()
         if not all(part.isidentifier() for part in symbol.split(".")):
             raise ToolError(f"{symbol!r} is not a name or dotted name")
-        hits = []
+        hits: list[str] = []
         for rel, text in self._python_files():
             try:
                 tree = astparse.parse(text)
             except SyntaxError:
                 continue
             lines = text.splitlines()
-            found = sorted({n.lineno for n in ast.walk(tree) if _mentions(n, symbol)})
+            found = sorted(
+                {
+                    n.lineno
+                    for n in ast.walk(tree)
+                    if isinstance(n, ast.expr | ast.stmt) and _mentions(n, symbol)
+                }
+            )
             hits.extend(f"{rel}:{n}: {lines[n - 1].strip()[:MAX_LINE_CHARS]}" for n in found)
         return _capped(hits, f"{symbol} is not used in any .py file")
 
