@@ -12,6 +12,7 @@ import multiprocessing
 import os
 import sys
 import traceback
+from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass
@@ -75,7 +76,9 @@ def evaluate(task: Task, mode: str, target: str, work: Path, budget: RunLimits) 
     parity = v.get("parity") or {}
     candidate = tree_edits(task.repo, out)
     golden = task.golden(target)
-    edit_score = score(candidate, golden_tree_edits(task.repo, golden) if golden.is_dir() else {})
+    # no golden for this target: nothing to match (an empty Counter; `&` refuses a dict)
+    golden_edits = golden_tree_edits(task.repo, golden) if golden.is_dir() else Counter()
+    edit_score = score(candidate, golden_edits)
     expected = task.expected.get(target, "verified")
     verdict = str(v.get("verdict"))
     usage = migration.llm
