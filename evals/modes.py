@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,7 +34,7 @@ class Migration:
     """What a mode produced: a migrated tree and how it got there."""
 
     output: Path
-    verification: dict[str, Any]
+    verification: Mapping[str, Any]
     preload: tuple[str, ...] = ()
     llm: dict[str, Any] = field(default_factory=dict)
     iterations: int = 0

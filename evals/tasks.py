@@ -71,7 +71,9 @@ def load_task(folder: Path) -> Task:
     difficulty = str(need("difficulty"))
     if difficulty not in DIFFICULTIES:
         raise SuiteError(f"{path}: difficulty {difficulty!r} is not one of {DIFFICULTIES}")
-    expected = dict(need("expected"))  # type: ignore[arg-type]
+    expected = need("expected")
+    if not isinstance(expected, dict):
+        raise SuiteError(f"{path}: expected is not a table of target = verdict")
     for target, verdict in expected.items():
         if target not in TARGETS or verdict not in VERDICTS:
             raise SuiteError(f"{path}: expected {target} = {verdict!r} is not a target/verdict")

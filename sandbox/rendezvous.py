@@ -53,7 +53,7 @@ def _resolve(host: str) -> set[str] | None:
         infos = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
     except (OSError, UnicodeError):
         return None
-    return {info[4][0].split("%")[0] for info in infos}
+    return {str(info[4][0]).split("%")[0] for info in infos}
 
 
 def refusal(host: str, *, resolve: bool = True) -> str | None:
@@ -69,8 +69,8 @@ def refusal(host: str, *, resolve: bool = True) -> str | None:
         found: set[str] | None = {str(ipaddress.ip_address(host))}
     except ValueError:
         found = _resolve(host) if resolve else sandbox_names().get(host.lower())
-        if not found:
-            return "the name does not resolve inside the sandbox"
+    if not found:
+        return "the name does not resolve inside the sandbox"
     addresses = {ipaddress.ip_address(a) for a in found}
     outside = sorted(str(a) for a in addresses if not (a.is_loopback or a.is_unspecified))
     if outside:

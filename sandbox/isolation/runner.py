@@ -191,8 +191,9 @@ def _supervise(
         for t in readers:
             t.join(timeout=DRAIN_WAIT_S)
         for stream in (proc.stdout, proc.stderr):
-            with contextlib.suppress(OSError):
-                stream.close()
+            if stream is not None:
+                with contextlib.suppress(OSError):
+                    stream.close()
     return RawRun(
         returncode=proc.returncode,
         stdout=out.decode("utf-8", "replace"),

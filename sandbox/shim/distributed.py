@@ -112,7 +112,7 @@ def _make_sync_batch_norm_forward(real: Any) -> Any:
         self._check_input_dim(input)
         self._check_non_zero_input_channels(input)
         momentum = 0.0 if self.momentum is None else self.momentum
-        if self.track_running_stats:
+        if self.track_running_stats and self.num_batches_tracked is not None:
             self.num_batches_tracked.add_(1)
             if self.momentum is None:  # cumulative moving average
                 momentum = 1.0 / self.num_batches_tracked.item()

@@ -70,6 +70,7 @@ def attend(
     manual = softcap > 0 or return_probs
     if is_causal and (keep is not None or bias is not None or manual or sq != sk):
         causal = band(sq, sk, offset=0, right=0, device=q.device)
+        assert causal is not None  # right=0 bounds it
         keep = causal if keep is None else keep & causal
         is_causal = False
     empty = None

@@ -98,10 +98,10 @@ class _StubLoader(importlib.abc.Loader):
             f"{', '.join(stub.names) or 'its submodules'}."
         )
         if name in VERSIONS:
-            module.__version__ = VERSIONS[name]
+            module.__dict__["__version__"] = VERSIONS[name]
         for attr in stub.names:
             setattr(module, attr, getattr(stub.source, attr))
-        module.__getattr__ = _missing_attribute(name)  # type: ignore[attr-defined]
+        module.__dict__["__getattr__"] = _missing_attribute(name)  # PEP 562
 
 
 class StandinFinder(importlib.abc.MetaPathFinder):
