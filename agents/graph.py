@@ -172,7 +172,7 @@ def verify(state: State, ctx: Runtime) -> dict[str, Any]:
         environment=state.get("environment"),
     )
     v = outcome.verification
-    record: VerificationRecord = v.to_json()  # type: ignore[assignment]
+    record: VerificationRecord = v.to_json()  # type: ignore[assignment]  # to_json is dict[str, Any] until the typed-results refactor
     update: dict[str, Any] = {"iteration": iteration, "verification": record}
     if v.verdict == "not-runnable" and state["plan"].get("not_runnable"):
         update["decisions"] = [decision("verify", v.verdict, why=v.reason)]

@@ -75,5 +75,5 @@ def spawn_children_safely() -> None:
         args = original()
         return args if "-I" in args or "-P" in args else [*args, "-P"]
 
-    flags.torchport = True  # type: ignore[attr-defined]  # a mark on the function: patched once
+    flags.__dict__["torchport"] = True  # a mark on the function: patched once
     util._args_from_interpreter_flags = flags  # type: ignore[attr-defined]  # private, not in typeshed

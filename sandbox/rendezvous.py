@@ -137,7 +137,9 @@ def _guarded(real: Any) -> Any:
             kwargs["timeout"] = bounded_timeout(kwargs.get("timeout"))
         return real(*given, **kwargs)
 
-    init_process_group.__wrapped__ = real  # type: ignore[attr-defined]
+    functools.update_wrapper(
+        init_process_group, real, assigned=(), updated=()
+    )  # sets __wrapped__ only
     return init_process_group
 
 

@@ -469,8 +469,7 @@ def _wrap_process_entry() -> None:
     forkserver and fork children leave with ``os._exit``, past any atexit handler."""
     from multiprocessing.process import BaseProcess
 
-    # _bootstrap: multiprocessing's private entry of every child, not in typeshed
-    real_bootstrap = BaseProcess._bootstrap  # type: ignore[attr-defined]
+    real_bootstrap = BaseProcess._bootstrap  # type: ignore[attr-defined]  # every child's private entry, not in typeshed
     if getattr(real_bootstrap, "torchport", False):
         return
     real_run = BaseProcess.run
@@ -489,6 +488,6 @@ def _wrap_process_entry() -> None:
                 session.error = error_of(exc)
             raise
 
-    _bootstrap.torchport = True  # type: ignore[attr-defined]  # a mark on the function: wrapped once
+    _bootstrap.__dict__["torchport"] = True  # a mark on the function: wrapped once
     BaseProcess._bootstrap = _bootstrap  # type: ignore[attr-defined]  # private, as above
     BaseProcess.run = run  # type: ignore[method-assign]  # every child's run, wrapped

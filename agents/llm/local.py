@@ -583,7 +583,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         elif args.action == "serve":
             with LocalServer() as server:
                 print(f"{server.model} at {server.base_url} (Ctrl-C stops it)", flush=True)
-                server.process.wait()  # type: ignore[union-attr]
+                if server.process is not None:  # started: __enter__ waits for it to listen
+                    server.process.wait()
         else:
             print(json.dumps(model_status(), indent=2))
     except LocalModelError as e:

@@ -38,11 +38,11 @@ from .jobs import JobFailed, run_job
 from .resources import rule_summary
 from .session import Refused, Session
 
-Target = Literal[TARGETS]  # type: ignore[valid-type]
+Target = Literal[TARGETS]  # type: ignore[valid-type]  # the catalogue's targets, which pydantic reads at run time
 ProjectTarget = Annotated[
     Target | None, Field(description="default: the repository's [tool.torchport] target")
 ]
-RunTarget = Literal[(*EMULATED, "accelerator")]  # type: ignore[valid-type]
+RunTarget = Literal[(*EMULATED, "accelerator")]  # type: ignore[valid-type]  # the same
 Steps = Annotated[
     int | None, Field(ge=1, description="optimizer steps per run (default: the server's --steps)")
 ]

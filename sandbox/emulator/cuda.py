@@ -58,7 +58,7 @@ def _wrap_function(api: str, fn: Callable[..., Any]) -> Callable[..., Any]:
             if recorded:
                 _local.depth -= 1
 
-    wrapper.__torchport_original__ = fn  # type: ignore[attr-defined]
+    wrapper.__dict__["__torchport_original__"] = fn
     return wrapper
 
 

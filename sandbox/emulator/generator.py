@@ -44,7 +44,7 @@ _registry: weakref.WeakValueDictionary[int, Generator] = weakref.WeakValueDictio
 _default: list[DeviceGenerator] = []
 
 
-class _GeneratorMeta(type(_RealGenerator)):  # type: ignore[misc]  # pybind's metaclass, a value to mypy
+class _GeneratorMeta(type(_RealGenerator)):  # type: ignore[misc]  # pybind's metaclass: a value to mypy
     """``isinstance(g, torch.Generator)`` stays true for plain ``torch._C.Generator``."""
 
     def __instancecheck__(cls, obj: Any) -> bool:
@@ -81,7 +81,7 @@ class Generator(_RealGenerator, metaclass=_GeneratorMeta):
         pass
 
     @property
-    def device(self) -> torch.device:  # type: ignore[override]
+    def device(self) -> torch.device:  # type: ignore[override]  # a property over torch's attribute: the emulated device
         index = self.__dict__.get("_emulated_index")
         return super().device if index is None else torch.device(state.name, index)
 
