@@ -291,7 +291,16 @@ def _strip_line_numbers(code: str) -> str:
 class _Loop:
     """One repair's conversation and bookkeeping; ``repair`` drives it turn by turn."""
 
-    def __init__(self, request, workspace, client, verify, edit_paths, env, protocol="tools"):
+    def __init__(
+        self,
+        request: RepairRequest,
+        workspace: Workspace,
+        client: LLMClient,
+        verify: Callable[[], dict] | None,
+        edit_paths: Collection[str] | None,
+        env: Mapping[str, str] | None,
+        protocol: str = "tools",
+    ) -> None:
         self.request = request
         self.workspace = workspace
         self.client = client
@@ -391,7 +400,7 @@ class _Loop:
             return (
                 f"error: unknown tool {action.name!r}; available: {', '.join(sorted(self.names))}"
             )
-        if action.name == "run_verifier":
+        if action.name == "run_verifier" and self.verify is not None:  # offered only then
             self.verify_calls += 1
             passed, text = verifier_text(self.verify)
             return ("ok: " if passed else "failed: ") + text
