@@ -10,13 +10,17 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from torchport.agents.data_notes import data_notes
 from torchport.tools.catalogue import TARGETS, load_catalogue
 from torchport.tools.safetext import terminal_line, terminal_text
+
+if TYPE_CHECKING:
+    from torchport.agents.state import State
+    from torchport.tools.migration_result import MigrationResult
 
 from .options import (
     add_agent_limits,
@@ -228,7 +232,12 @@ def run(args: argparse.Namespace) -> int:
     return _print(args, final, migration_result, verification_record)
 
 
-def _print(args: argparse.Namespace, final: Mapping[str, Any], migration_result, record) -> int:
+def _print(
+    args: argparse.Namespace,
+    final: State,
+    migration_result: Callable[[State], MigrationResult],
+    record: Callable[[State, str], dict[str, Any]],
+) -> int:
     from torchport.agents import config_record
     from torchport.agents.deliver import sandbox_used
     from torchport.agents.environment import summary_line
@@ -240,7 +249,9 @@ def _print(args: argparse.Namespace, final: Mapping[str, Any], migration_result,
         unified_diff,
     )
 
-    settings = final["settings"]
+    # read as plain mappings: the run's settings and verification hold keys their TypedDicts
+    # do not list yet (the configuration, next_step)
+    settings: Mapping[str, Any] = final["settings"]
     result = migration_result(final)
     written: Mapping[str, Any] = next(
         (d for d in reversed(final.get("decisions", [])) if d.get("node") == "deliver"), {}
@@ -263,15 +274,15 @@ def _print(args: argparse.Namespace, final: Mapping[str, Any], migration_result,
         print(f"{result.target}: {one_line_summary(result)}{llm}")
         if settings.get(config_record.KEY):  # a run resumed from before it was kept: none
             print(terminal_line(config_record.summary(settings[config_record.KEY])))
-        v = final.get("verification") or {}
+        v: Mapping[str, Any] = final.get("verification") or {}
         reason = f" — {terminal_line(v['reason'])}" if v.get("reason") else ""
         print(f"verdict: {terminal_line(verdict)}{reason}")
         if v.get("next_step"):
             print(f"next step: {terminal_line(v['next_step'])}")
         for note in data_notes(v.get("target")):
             print(terminal_line(note))
-        if final.get("environment"):
-            print(terminal_line(summary_line(final["environment"])))
+        if environment := final.get("environment"):
+            print(terminal_line(summary_line(environment)))
         for used in sandbox_used(v):
             runs = " and ".join(used["runs"])
             print(f"sandbox ({runs}): {used['backend']} — {used['isolates']}")

@@ -282,8 +282,12 @@ def replace_lines(
     replacement = block.with_changes(body=[*body, *rest], footer=block_footer)
 
     class Swap(cst.CSTTransformer):
-        def leave_IndentedBlock(self, original_node, updated_node):
-            return replacement if original_node is block else updated_node
+        def leave_IndentedBlock(
+            self, original_node: cst.IndentedBlock, updated_node: cst.IndentedBlock
+        ) -> cst.BaseSuite:
+            if original_node is block and isinstance(replacement, cst.IndentedBlock):
+                return replacement
+            return updated_node
 
     module = wrapper.module
     new_source = (replacement if isinstance(replacement, cst.Module) else module.visit(Swap())).code

@@ -271,7 +271,15 @@ def _keyword_renames(rel: str, fixed: legacy_keyword.Repaired | None) -> list[Ed
     ]
 
 
-def _rewrite_python(result, rel, source, auto, manual, options, cell=None) -> str:
+def _rewrite_python(
+    result: _FileOutcome,
+    rel: str,
+    source: str,
+    auto: list[Finding],
+    manual: list[Finding],
+    options: MigrateOptions,
+    cell: int | None = None,
+) -> str:
     outcome = migrate_python(source, auto, options.target, rel, cell)
     result.edits += outcome.edits
     result.unapplied += outcome.unapplied
@@ -294,7 +302,14 @@ def scan_source_findings(text: str, rel: str, options: MigrateOptions) -> list[F
     return [f for f in found if f.fix[options.target]["kind"] != "auto"]
 
 
-def _rewrite_notebook(result, rel, text, auto, manual, options) -> str:
+def _rewrite_notebook(
+    result: _FileOutcome,
+    rel: str,
+    text: str,
+    auto: list[Finding],
+    manual: list[Finding],
+    options: MigrateOptions,
+) -> str:
     sources = notebook_sources(text)
     new_sources = {}
     earlier: set[str] = set()  # ``import x`` lines of the cells above, which run first

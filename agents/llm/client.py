@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import openai
+from openai.types.chat import ChatCompletion
 from torchport.tools.safetext import REASON_CHARS
 
 from .config import LLMConfig
@@ -181,7 +182,7 @@ class LLMClient:
                 continue
             return self._reply(completion)
 
-    def _create(self, messages: list[dict], tools: list[dict] | None):
+    def _create(self, messages: list[dict], tools: list[dict] | None) -> ChatCompletion:
         kwargs: dict[str, Any] = {
             "model": self.config.model,
             "messages": messages,
@@ -192,7 +193,7 @@ class LLMClient:
             kwargs["tools"] = tools
         return self._api.chat.completions.create(**kwargs)
 
-    def _reply(self, completion) -> Reply:
+    def _reply(self, completion: ChatCompletion) -> Reply:
         if not completion.choices:
             raise LLMError(f"LLM endpoint {self.config.base_url} returned no choices")
         choice = completion.choices[0]

@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
+from typing import Any
 
 from torchport.prompts import load as load_prompt
 
@@ -108,7 +109,7 @@ class Redactor:
             text = pattern.sub(MASK, text)
         return text
 
-    def data(self, value):
+    def data(self, value: Any) -> Any:
         """A copy of a JSON-like value with every string masked."""
         if isinstance(value, str):
             return self.text(value)
@@ -227,7 +228,7 @@ def _salvaged_edit(content: str) -> dict | None:
     return {"edits": [edit], "summary": "edit (answer's JSON repaired)"}
 
 
-def _arguments(raw) -> dict | str:
+def _arguments(raw: Any) -> dict | str:
     if isinstance(raw, str):
         try:
             raw = json.loads(raw) if raw.strip() else {}
@@ -272,7 +273,7 @@ def _content_actions(content: str, request: RepairRequest) -> list[_Action] | st
     return [_Action(name, arguments)]
 
 
-def _int_or(value, default: int = 0) -> int:
+def _int_or(value: Any, default: int = 0) -> int:
     try:
         return int(value)
     except (TypeError, ValueError):

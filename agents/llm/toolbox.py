@@ -14,7 +14,7 @@ from __future__ import annotations
 import ast
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -381,7 +381,14 @@ class Workspace:
         self._originals.clear()
         return restored
 
-    def _edit(self, tool, path, reason, make, span) -> str:
+    def _edit(
+        self,
+        tool: str,
+        path: str,
+        reason: str,
+        make: Callable[[str, str], ast_edits.EditResult],
+        span: tuple[int, int] | None,
+    ) -> str:
         file = self.resolve(path, editable=True)
         data = file.read_bytes()
         source = data.decode("utf-8")
@@ -403,7 +410,7 @@ class Workspace:
         shown = numbered(new_lines[result.start_line - 1 : result.end_line], result.start_line)
         return f"edited {rel}; lines {result.start_line}-{result.end_line} now read:\n{shown}"
 
-    def _python_files(self):
+    def _python_files(self) -> Iterator[tuple[str, str]]:
         for file in sorted(self.root.rglob("*.py")):
             rel = file.relative_to(self.root)
             if any(p.startswith(".") or p == "__pycache__" for p in rel.parts):
