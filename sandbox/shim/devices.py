@@ -127,7 +127,9 @@ _SPECIAL = {
 class CudaToCpuMode(TorchFunctionMode):
     """Rewrites CUDA devices (and pinned-memory requests) in every torch call to the CPU."""
 
-    def __torch_function__(self, func, types, args=(), kwargs=None):
+    def __torch_function__(
+        self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None
+    ) -> Any:
         kwargs = kwargs or {}
         if kwargs:
             device = kwargs.get("device")

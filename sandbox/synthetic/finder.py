@@ -130,7 +130,9 @@ def _patch_torchaudio_datasets(mod: ModuleType) -> None:
 def _patch_datasets(mod: ModuleType) -> None:
     from . import hf
 
-    def load_dataset(path: str, name: str | None = None, *_: Any, split: Any = None, **__: Any):
+    def load_dataset(
+        path: str, name: str | None = None, *_: Any, split: Any = None, **__: Any
+    ) -> Any:
         return hf.load(path, name, split, mod.Dataset.from_dict, mod.DatasetDict)
 
     mod.__dict__["load_dataset"] = load_dataset

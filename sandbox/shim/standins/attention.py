@@ -15,7 +15,13 @@ _LOW_PRECISION = (torch.float16, torch.bfloat16)
 
 
 def band(
-    sq: int, sk: int, *, offset: int, left: int = -1, right: int = -1, device=None
+    sq: int,
+    sk: int,
+    *,
+    offset: int,
+    left: int = -1,
+    right: int = -1,
+    device: torch.device | str | None = None,
 ) -> torch.Tensor | None:
     """keep[i, j] for the keys j in [i + offset - left, i + offset + right] (a negative
     bound is unbounded on that side); None when both sides are unbounded. Causal is
