@@ -23,6 +23,9 @@ from torch import Tensor
 # One step of a cell: (the input's gates at t, the state, w_hh, b_hh) -> the next state
 # (h for a GRU, (h, c) for an LSTM).
 Step = Callable[[Tensor, Any, Tensor, Tensor | None], Any]
+# ATen's trailing arguments of gru.input and lstm.input:
+# (has_biases, num_layers, dropout, train, bidirectional, batch_first)
+RnnOptions = tuple[bool, int, float, bool, bool, bool]
 
 _KEY = "AutogradPrivateUse1"
 _libraries: list[torch.library.Library] = []
@@ -74,13 +77,10 @@ def _layers(
     x: Tensor,
     states: Callable[[int], Any],
     params: Sequence[Tensor],
-    has_biases: bool,
-    num_layers: int,
-    dropout: float,
-    train: bool,
-    bidirectional: bool,
+    options: RnnOptions,
 ) -> tuple[Tensor, list[Any]]:
     """Run every layer and direction over time-major ``x``; returns output, final states."""
+    has_biases, num_layers, dropout, train, bidirectional, _ = options
     per = 4 if has_biases else 2
     directions = 2 if bidirectional else 1
     finals = []
@@ -107,57 +107,23 @@ def _layers(
 
 
 def gru_input(
-    input: Tensor,
-    hx: Tensor,
-    params: Sequence[Tensor],
-    has_biases: bool,
-    num_layers: int,
-    dropout: float,
-    train: bool,
-    bidirectional: bool,
-    batch_first: bool,
+    input: Tensor, hx: Tensor, params: Sequence[Tensor], *options: *RnnOptions
 ) -> tuple[Tensor, Tensor]:
+    batch_first = options[5]
     x = input.transpose(0, 1) if batch_first else input
-    out, finals = _layers(
-        _gru_step,
-        x,
-        lambda i: hx[i],
-        params,
-        has_biases,
-        num_layers,
-        dropout,
-        train,
-        bidirectional,
-    )
+    out, finals = _layers(_gru_step, x, lambda i: hx[i], params, options)
     return (out.transpose(0, 1) if batch_first else out), torch.stack(finals)
 
 
 def lstm_input(
-    input: Tensor,
-    hx: Sequence[Tensor],
-    params: Sequence[Tensor],
-    has_biases: bool,
-    num_layers: int,
-    dropout: float,
-    train: bool,
-    bidirectional: bool,
-    batch_first: bool,
+    input: Tensor, hx: Sequence[Tensor], params: Sequence[Tensor], *options: *RnnOptions
 ) -> tuple[Tensor, Tensor, Tensor]:
+    has_biases, num_layers, _, _, bidirectional, batch_first = options
     if len(params) != num_layers * (2 if bidirectional else 1) * (4 if has_biases else 2):
         raise NotImplementedError("LSTM with proj_size is not emulated")
     h0, c0 = hx
     x = input.transpose(0, 1) if batch_first else input
-    out, finals = _layers(
-        _lstm_step,
-        x,
-        lambda i: (h0[i], c0[i]),
-        params,
-        has_biases,
-        num_layers,
-        dropout,
-        train,
-        bidirectional,
-    )
+    out, finals = _layers(_lstm_step, x, lambda i: (h0[i], c0[i]), params, options)
     out = out.transpose(0, 1) if batch_first else out
     return out, torch.stack([h for h, _ in finals]), torch.stack([c for _, c in finals])
 
