@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 from golden import migrate_file
+from torchport.tools.codemods.text import migrate_text
+from torchport.tools.scanner import ScanOptions, scan
 
 # The accelerator target's portable device, as the pairs spell it: `<accelerator>` in an
 # `after` text stands for it (the spelled-out expression does not fit a line). It is the
@@ -37,6 +39,8 @@ class Pair:
 
     `name` says what the pair shows (it becomes the test id with the rule and target);
     `after=None` means the code must be left alone (the rule must not fire or not touch it).
+    `file` is the name the source is scanned under: a `.py` file takes the goldens' entry,
+    any other (requirements.txt, a shell script) the text codemods'.
     """
 
     rule: str
@@ -44,6 +48,7 @@ class Pair:
     name: str
     before: str
     after: str | None = None
+    file: str = "prog.py"
 
     @property
     def id(self) -> str:
@@ -63,14 +68,25 @@ def assert_pair(pair: Pair, folder: Path) -> None:
     migrate the result again, which must change nothing (a port is a fixed point)."""
     before = textwrap.dedent(pair.before).lstrip("\n")
     after = before if pair.after is None else expand(textwrap.dedent(pair.after).lstrip("\n"))
-    path = folder / "prog.py"
+    path = folder / pair.file
     path.write_text(before, encoding="utf-8")
-    got = migrate_file(path, pair.target)
+    got = _migrate(path, pair.target)
     assert got == after, f"{pair.id}: the codemod's output differs from the oracle\n" + _diff(
         after, got
     )
     path.write_text(got, encoding="utf-8")
-    assert migrate_file(path, pair.target) == got, f"{pair.id}: a second run changed it"
+    assert _migrate(path, pair.target) == got, f"{pair.id}: a second run changed it"
+
+
+def _migrate(path: Path, target: str) -> str:
+    if path.suffix == ".py":
+        return migrate_file(path, target)
+    findings = [
+        f
+        for f in scan(path, ScanOptions(target=target)).findings
+        if f.fix[target]["kind"] == "auto"
+    ]
+    return migrate_text(path.read_text(encoding="utf-8"), findings, target, path.name).source
 
 
 def _diff(expected: str, got: str) -> str:
