@@ -24,7 +24,7 @@ from torchport.tools.scanner import ScanOptions, scan
 # `after` text stands for it (the spelled-out expression does not fit a line). It is the
 # documented idiom (TARGETS.md, accelerator): the current accelerator, else the CPU.
 ACCELERATOR = 'torch.accelerator.current_accelerator(check_available=True) or torch.device("cpu")'
-PLACEHOLDERS = {"<accelerator>": f"({ACCELERATOR})"}
+PLACEHOLDERS = {"<accelerator>": ACCELERATOR}
 
 
 def expand(text: str) -> str:

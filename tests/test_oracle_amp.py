@@ -61,7 +61,7 @@ PAIRS = [
 
 
         def step(model, x, device):
-            with torch.autocast(<accelerator>.type, dtype=torch.float16):
+            with torch.autocast((<accelerator>).type, dtype=torch.float16):
                 return model(x.to(device))
         """,
     ),
@@ -130,7 +130,7 @@ PAIRS = [
 
 
         def make_scaler(device):
-            return torch.amp.GradScaler(<accelerator>.type)
+            return torch.amp.GradScaler((<accelerator>).type)
         """,
     ),
     Pair(
@@ -198,7 +198,7 @@ PAIRS = [
 
 
         def forward(model, x, device):
-            with torch.autocast(<accelerator>.type, dtype=torch.bfloat16):
+            with torch.autocast((<accelerator>).type, dtype=torch.bfloat16):
                 return model(x)
         """,
     ),
@@ -319,7 +319,7 @@ PAIRS = [
 
         class Double(torch.autograd.Function):
             @staticmethod
-            @torch.amp.custom_fwd(device_type=<accelerator>.type)
+            @torch.amp.custom_fwd(device_type=(<accelerator>).type)
             def forward(ctx, x):
                 return x * 2
         """,

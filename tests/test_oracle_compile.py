@@ -150,7 +150,7 @@ PAIRS = [
         """
         import torch
 
-        with torch.autograd.profiler.profile(use_device=<accelerator>.type) as prof:
+        with torch.autograd.profiler.profile(use_device=(<accelerator>).type) as prof:
             model(x)
         """,
     ),
