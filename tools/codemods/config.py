@@ -271,8 +271,9 @@ def nccl_env(node: cst.SimpleString, ctx: FixContext):
     if isinstance(parent, cst.DictElement) and parent.key is ctx.original:
         ctx.state.setdefault(DROP_DICT_ELEMENTS, set()).add(id(parent))
         return node
+    if isinstance(parent, cst.Index):  # os.environ["NCCL_X"]: Subscript > SubscriptElement > Index
+        parent = ctx.parent(parent)
     holder = ctx.parent(parent) if isinstance(parent, cst.SubscriptElement | cst.Arg) else None
-    holder = ctx.parent(holder) if isinstance(holder, cst.Index) else holder
     statement = ctx.parent(holder) if holder is not None else None
     if isinstance(holder, cst.Subscript) and isinstance(statement, cst.AssignTarget):
         return REMOVE_STATEMENT
