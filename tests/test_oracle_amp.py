@@ -324,6 +324,52 @@ PAIRS = [
                 return x * 2
         """,
     ),
+    Pair(
+        "TPA001",
+        "tpu",
+        "autocast-imported-under-an-alias",
+        """
+        import torch
+        from torch.cuda.amp import autocast as amp_autocast
+
+        with amp_autocast():
+            out = model(x)
+        """,
+        """
+        import torch
+
+        with torch.autocast("tpu", dtype=torch.bfloat16):
+            out = model(x)
+        """,
+    ),
+    Pair(
+        "TPA001",
+        "tpu",
+        "own-autocast-left-alone",
+        """
+        from contextlib import nullcontext as autocast
+
+        with autocast():
+            out = model(x)
+        """,
+    ),
+    Pair(
+        "TPA002",
+        "tpu",
+        "cuda-scaler-keeps-its-options",
+        """
+        import torch
+
+        scaler = torch.amp.GradScaler("cuda", init_scale=1024)
+        torch.save(scaler.state_dict(), "scaler.pt")
+        """,
+        """
+        import torch
+
+        scaler = torch.amp.GradScaler("tpu", init_scale=1024, enabled=False)
+        torch.save(scaler.state_dict(), "scaler.pt")
+        """,
+    ),
 ]
 
 

@@ -1,6 +1,7 @@
 """Oracles for the backend_flags family (tools/catalogue/data/backend_flags.toml): cuDNN,
 TF32 and attention-kernel switches."""
 
+# ruff: noqa: E501 (the codemods edit in place, without re-wrapping: the expected lines are long)
 from __future__ import annotations
 
 import pytest
@@ -222,6 +223,26 @@ PAIRS = [
 
         if torch.backends.mps.is_available():
             print("torch.backends.cuda is not used here")
+        """,
+    ),
+    Pair(
+        "TPB003",
+        "tpu",
+        "legacy-sdp-kernel-context",
+        """
+        import torch
+
+        with torch.backends.cuda.sdp_kernel(enable_flash=True, enable_mem_efficient=True):
+            out = attend(q, k, v)
+        """,
+        # math is on by default in the legacy context: it stays a choice
+        # mem-efficient counts as FLASH; FLASH named once; the module the call names is imported
+        """
+        import torch
+        import torch.nn.attention
+
+        with torch.nn.attention.sdpa_kernel([torch.nn.attention.SDPBackend.FLASH_ATTENTION, torch.nn.attention.SDPBackend.MATH]):
+            out = attend(q, k, v)
         """,
     ),
 ]

@@ -271,6 +271,151 @@ PAIRS = [
             torch.accelerator.set_device_index(local_rank)
         """,
     ),
+    Pair(
+        "TPD008",
+        "accelerator",
+        "cuda-module-imported-from-torch",
+        """
+        import torch
+        from torch import cuda
+
+        n = cuda.device_count()
+        y = torch.zeros(2)
+        """,
+        """
+        import torch
+
+        n = torch.accelerator.device_count()
+        y = torch.zeros(2)
+        """,
+    ),
+    Pair(
+        "TPD008",
+        "tpu",
+        "cupy-device-count-left-alone",
+        """
+        import cupy
+
+        n = cupy.cuda.runtime.getDeviceCount()
+        """,
+    ),
+    Pair(
+        "TPD003",
+        "tpu",
+        "built-device-string",
+        """
+        import torch
+
+        x = torch.zeros(2, device=f"cuda:{local_rank}")
+        y = torch.ones(2).to("cuda:%d" % rank)
+        """,
+        """
+        import torch
+
+        x = torch.zeros(2, device="tpu")
+        y = torch.ones(2).to("tpu")
+        """,
+    ),
+    Pair(
+        "TPD003",
+        "neuron",
+        "built-device-string",
+        """
+        import torch
+
+        x = torch.zeros(2, device=f"cuda:{local_rank}")
+        """,
+        """
+        import torch
+
+        x = torch.zeros(2, device=f"neuron:{local_rank}")
+        """,
+    ),
+    Pair(
+        "TPD005",
+        "tpu",
+        "integer-device-and-ddp-ids",
+        """
+        import torch
+        from torch.nn.parallel import DistributedDataParallel as DDP
+
+        model = model.to(local_rank)
+        model = DDP(model, device_ids=[local_rank], output_device=local_rank)
+        """,
+        """
+        import torch
+        from torch.nn.parallel import DistributedDataParallel as DDP
+
+        model = model.to(torch.device("tpu"))
+        model = DDP(model)
+        """,
+    ),
+    Pair(
+        "TPD005",
+        "tpu",
+        "integer-that-is-no-device-left-alone",
+        """
+        import torch
+
+        x = torch.zeros(2).to(torch.float32)
+        y = x.to(steps)
+        """,
+    ),
+    Pair(
+        "TPD007",
+        "tpu",
+        "cuda-else-cpu",
+        """
+        import torch
+
+        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        """,
+        """
+        import torch
+
+        device = torch.device("tpu" if torch.accelerator.is_available() else "cpu")
+        """,
+    ),
+    Pair(
+        "TPD007",
+        "tpu",
+        "program-choice-kept",
+        """
+        import torch
+
+        use_cuda = not args.no_cuda and torch.cuda.is_available()
+        if use_cuda:
+            device = torch.device("cuda")
+        else:
+            device = torch.device("cpu")
+        """,
+        """
+        import torch
+
+        use_cuda = not args.no_cuda and torch.accelerator.is_available()
+        if use_cuda:
+            device = torch.device("tpu")
+        else:
+            device = torch.device("cpu")
+        """,
+    ),
+    Pair(
+        "TPD006",
+        "xla",
+        "is-available-is-true",
+        """
+        import torch
+
+        use_accel = torch.cuda.is_available()
+        y = torch.zeros(2)
+        """,
+        """
+        import torch
+
+        use_accel = True
+        y = torch.zeros(2)
+        """,
+    ),
 ]
 
 

@@ -120,6 +120,16 @@ PAIRS = [
             ).transpose(1, 2).contiguous()
         """,
     ),
+    Pair(
+        "TPK014",
+        "tpu",
+        "users-fused-choice-left-alone",
+        """
+        import torch
+
+        optimizer = torch.optim.AdamW(model.parameters(), fused=args.fused)
+        """,
+    ),
 ]
 
 

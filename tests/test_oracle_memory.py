@@ -164,6 +164,36 @@ PAIRS = [
         total = (torch.accelerator.memory.get_memory_info(0)[1] if torch.accelerator.is_available() else 0)
         """,
     ),
+    Pair(
+        "TPM002",
+        "neuron",
+        "empty-cache-imported-by-name",
+        """
+        import torch
+        from torch.cuda import empty_cache
+
+        empty_cache()
+        y = torch.zeros(2)
+        """,
+        """
+        import torch
+
+        torch.accelerator.memory.empty_cache()
+        y = torch.zeros(2)
+        """,
+    ),
+    Pair(
+        "TPM002",
+        "tpu",
+        "own-empty-cache-left-alone",
+        """
+        def empty_cache():
+            cache.clear()
+
+
+        empty_cache()
+        """,
+    ),
 ]
 
 

@@ -105,6 +105,21 @@ PAIRS = [
         state = torch.cuda.get_rng_state()
         """,
     ),
+    Pair(
+        "TPR001",
+        "neuron",
+        "random-seed",
+        """
+        import torch
+
+        s = torch.cuda.seed()
+        """,
+        """
+        import torch
+
+        s = torch.seed()
+        """,
+    ),
 ]
 
 

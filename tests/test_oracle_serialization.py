@@ -106,6 +106,21 @@ PAIRS = [
         state = torch.load(args.resume, map_location="cpu", weights_only=True)
         """,
     ),
+    Pair(
+        "TPS001",
+        "neuron",
+        "device-constructor",
+        """
+        import torch
+
+        ckpt = torch.load(path, map_location=torch.device("cuda"))
+        """,
+        """
+        import torch
+
+        ckpt = torch.load(path, map_location="neuron")
+        """,
+    ),
 ]
 
 

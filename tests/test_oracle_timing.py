@@ -150,6 +150,51 @@ PAIRS = [
         x.record_stream(side_stream)
         """,
     ),
+    Pair(
+        "TPT001",
+        "tpu",
+        "torch-imported-under-an-alias",
+        """
+        import torch as th
+
+        th.cuda.synchronize()
+        y = th.zeros(2)
+        """,
+        """
+        import torch as th
+
+        th.accelerator.synchronize()
+        y = th.zeros(2)
+        """,
+    ),
+    Pair(
+        "TPT001",
+        "tpu",
+        "synchronize-imported-by-name",
+        """
+        import torch
+        from torch.cuda import synchronize
+
+        synchronize()
+        y = torch.zeros(2)
+        """,
+        """
+        import torch
+
+        torch.accelerator.synchronize()
+        y = torch.zeros(2)
+        """,
+    ),
+    Pair(
+        "TPT001",
+        "accelerator",
+        "numba-synchronize-left-alone",
+        """
+        from numba import cuda
+
+        cuda.synchronize()
+        """,
+    ),
 ]
 
 
