@@ -370,6 +370,23 @@ PAIRS = [
         torch.save(scaler.state_dict(), "scaler.pt")
         """,
     ),
+    Pair(
+        "TPA004",
+        "xla",
+        "dtype-chosen-at-run-time",
+        """
+        import torch
+
+        dtype = torch.float16 if fp16 else torch.float32
+        dtypes = {"fp16": torch.half, "fp32": torch.float}
+        """,
+        """
+        import torch
+
+        dtype = torch.bfloat16 if fp16 else torch.float32
+        dtypes = {"fp16": torch.bfloat16, "fp32": torch.float}
+        """,
+    ),
 ]
 
 

@@ -245,6 +245,24 @@ PAIRS = [
             out = attend(q, k, v)
         """,
     ),
+    Pair(
+        "TPB001",
+        "neuron",
+        "only-statement-of-an-if",
+        """
+        import torch
+
+        if args.benchmark:
+            torch.backends.cudnn.benchmark = True
+        x = torch.zeros(2)
+        """,
+        # an if left empty whose test does nothing goes with it
+        """
+        import torch
+
+        x = torch.zeros(2)
+        """,
+    ),
 ]
 
 

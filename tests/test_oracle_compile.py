@@ -199,6 +199,27 @@ PAIRS = [
         print("sorted by cuda_time_total, the slowest first")
         """,
     ),
+    Pair(
+        "TPC001",
+        "neuron",
+        "decorator-mode-dropped",
+        """
+        import torch
+
+
+        @torch.compile(mode="reduce-overhead")
+        def step(x):
+            return x * 2
+        """,
+        """
+        import torch
+
+
+        @torch.compile()
+        def step(x):
+            return x * 2
+        """,
+    ),
 ]
 
 

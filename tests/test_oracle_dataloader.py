@@ -118,6 +118,21 @@ PAIRS = [
             return x.to(device, non_blocking=True)
         """,
     ),
+    Pair(
+        "TPL001",
+        "xla",
+        "middle-argument",
+        """
+        from torch.utils.data import DataLoader
+
+        loader = DataLoader(ds, pin_memory=True, batch_size=4)
+        """,
+        """
+        from torch.utils.data import DataLoader
+
+        loader = DataLoader(ds, batch_size=4)
+        """,
+    ),
 ]
 
 

@@ -416,6 +416,44 @@ PAIRS = [
         y = torch.zeros(2)
         """,
     ),
+    Pair(
+        "TPD010",
+        "tpu",
+        "only-statement-of-an-if",
+        """
+        import torch
+
+        if local_rank >= 0:
+            torch.cuda.set_device(local_rank)
+        x = torch.zeros(2)
+        """,
+        # an if left empty whose test does nothing goes with it
+        """
+        import torch
+
+        x = torch.zeros(2)
+        """,
+    ),
+    Pair(
+        "TPD010",
+        "tpu",
+        "only-statement-of-an-if-whose-test-calls",
+        """
+        import torch
+
+        if init_distributed():
+            torch.cuda.set_device(local_rank)
+        x = torch.zeros(2)
+        """,
+        # the test's call has effects: it stays
+        """
+        import torch
+
+        if init_distributed():
+            pass
+        x = torch.zeros(2)
+        """,
+    ),
 ]
 
 

@@ -130,6 +130,28 @@ PAIRS = [
         optimizer = torch.optim.AdamW(model.parameters(), fused=args.fused)
         """,
     ),
+    Pair(
+        "TPK014",
+        "neuron",
+        "last-argument-of-a-wrapped-call",
+        """
+        import torch
+
+        optimizer = torch.optim.AdamW(
+            model.parameters(),
+            lr=1e-3,
+            fused=True,
+        )
+        """,
+        """
+        import torch
+
+        optimizer = torch.optim.AdamW(
+            model.parameters(),
+            lr=1e-3,
+        )
+        """,
+    ),
 ]
 
 

@@ -194,6 +194,31 @@ PAIRS = [
         empty_cache()
         """,
     ),
+    Pair(
+        "TPM002",
+        "xla",
+        "only-statement-of-a-function",
+        """
+        import torch
+
+
+        def free():
+            torch.cuda.empty_cache()
+
+
+        x = torch.zeros(2)
+        """,
+        """
+        import torch
+
+
+        def free():
+            pass
+
+
+        x = torch.zeros(2)
+        """,
+    ),
 ]
 
 

@@ -1,6 +1,7 @@
 """Oracles for the timing family (tools/catalogue/data/timing.toml): synchronisation, NVTX
 ranges and record_stream."""
 
+# ruff: noqa: E501 (the codemods edit in place, without re-wrapping: the expected lines are long)
 from __future__ import annotations
 
 import pytest
@@ -193,6 +194,67 @@ PAIRS = [
         from numba import cuda
 
         cuda.synchronize()
+        """,
+    ),
+    Pair(
+        "TPT009",
+        "tpu",
+        "only-statement-of-a-loop",
+        # a body must keep a statement
+        """
+        for t in batch:
+            t.record_stream(stream)
+        """,
+        """
+        for t in batch:
+            pass
+        """,
+    ),
+    Pair(
+        "TPT001",
+        "accelerator",
+        "one-line-if",
+        """
+        import torch
+
+        if timing: torch.cuda.synchronize()
+        """,
+        """
+        import torch
+
+        if timing: (torch.accelerator.synchronize() if torch.accelerator.is_available() else None)
+        """,
+    ),
+    Pair(
+        "TPT001",
+        "accelerator",
+        "inside-a-lambda",
+        """
+        import torch
+
+        sync = lambda: torch.cuda.synchronize()
+        """,
+        """
+        import torch
+
+        sync = lambda: (torch.accelerator.synchronize() if torch.accelerator.is_available() else None)
+        """,
+    ),
+    Pair(
+        "TPT001",
+        "tpu",
+        "semicolon-statements",
+        """
+        import time
+        import torch
+
+        torch.cuda.synchronize(); t0 = time.time()
+        """,
+        """
+        import time
+        import torch
+
+        torch.accelerator.synchronize(); t0 = time.time()
         """,
     ),
 ]
