@@ -34,7 +34,9 @@ def _backend(match: str, target: str) -> str | None:
 
 
 def _nproc(match: str, target: str) -> str | None:
-    return re.sub(r"gpu\b", PORTABLE_COUNT, match)
+    # accelerator: torchrun's "auto" counts through torch.accelerator, and on a CPU-only host
+    # takes the CPUs where device_count() would start no process at all
+    return re.sub(r"gpu\b", "auto" if target == "accelerator" else PORTABLE_COUNT, match)
 
 
 # rule -> how the matched text becomes the target's (None: cannot, say so)
