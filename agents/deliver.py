@@ -50,6 +50,7 @@ def options_of(settings: dict[str, Any], dry_run: bool | None = None) -> Migrate
         dry_run=bool(settings.get("dry_run")) if dry_run is None else dry_run,
         annotate=bool(settings.get("annotate")),
         force=bool(settings.get("force")),
+        safe_only=bool(settings.get("safe_only")),
     )
 
 

@@ -42,6 +42,7 @@ class RewriteRound:
             s.get("annotate", False),
             run=s.get("run_id"),
             filters=scan_filters(s),
+            safe_only=bool(s.get("safe_only")),
         )
         self.log.append(decision("rewrite", "codemods", **summary))
 

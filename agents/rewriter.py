@@ -52,9 +52,15 @@ def _codemod_result(
     annotate: bool,
     run: str | None,
     filters: Mapping[str, tuple[str, ...]],
+    safe_only: bool = False,
 ) -> MigrationResult:
     options = MigrateOptions(
-        target=target, select=tuple(select), dry_run=True, annotate=annotate, **filters
+        target=target,
+        select=tuple(select),
+        dry_run=True,
+        annotate=annotate,
+        safe_only=safe_only,
+        **filters,
     )
     return computed_migration(source, options, run)
 
@@ -66,12 +72,13 @@ def codemods(
     annotate: bool = False,
     run: str | None = None,
     filters: Mapping[str, tuple[str, ...]] | None = None,
+    safe_only: bool = False,
 ) -> tuple[dict[str, str], dict[str, Any]]:
     """The catalogue's automatic fixes for ``target``: the first overlay and a summary;
     ``filters`` (``state.scan_filters``) are the rules and files the run leaves alone.
 
     Computed once for ``run``: the report reads the same result (``agents.deliver``)."""
-    result = _codemod_result(source, target, select, annotate, run, filters or {})
+    result = _codemod_result(source, target, select, annotate, run, filters or {}, safe_only)
     overlay = {c.path: c.after for c in result.changes}
     totals = count_constructs(result).totals()
     summary = {
@@ -282,6 +289,7 @@ def refusals(source: Path, settings: dict[str, Any]) -> Refusals:
         bool(settings.get("annotate", False)),
         settings.get("run_id"),
         scan_filters(settings),
+        bool(settings.get("safe_only")),
     )
     return {(f.path, f.rule, f.snippet.strip()): why for f, why in result.unapplied}
 

@@ -37,6 +37,7 @@ class Settings(TypedDict, total=False):
     force: bool
     annotate: bool
     dry_run: bool
+    safe_only: bool  # --safe-only: only the fixes that cannot change results
 
 
 def scan_filters(settings: Any) -> dict[str, tuple[str, ...]]:

@@ -124,6 +124,14 @@ def _add_output(m: argparse.ArgumentParser) -> None:
         "--dry-run", action="store_true", help="write nothing; print the diff and the summary"
     )
     m.add_argument(
+        "--safe-only",
+        action="store_true",
+        help="apply only the fixes that cannot change what the program computes (renames, "
+        "device strings); leave those that change numerics (fp16 -> bf16, dropped loss "
+        "scaling) or behaviour (removed calls, rewritten timers) for a human, listed in "
+        "manual.md",
+    )
+    m.add_argument(
         "--annotate",
         action="store_true",
         help="add a '# torchport: CODE ...' comment at each construct left for a human",
@@ -174,6 +182,7 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
         "force": args.force,
         "annotate": args.annotate,
         "dry_run": args.dry_run,
+        "safe_only": args.safe_only,
     }
 
 

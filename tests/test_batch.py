@@ -68,6 +68,18 @@ def journal(out: Path) -> list[dict]:
     return [json.loads(line) for line in (out / "journal.jsonl").read_text().splitlines()]
 
 
+def journaled(out: Path, event: str) -> set[str]:
+    """The repositories the journal has an ``event`` line for, read while the batch writes
+    it: only whole lines (a line is one write, but a reader may still see half of it)."""
+    try:
+        text = (out / "journal.jsonl").read_text()
+    except FileNotFoundError:
+        return set()
+    lines = text.splitlines(keepends=True)
+    entries = [json.loads(line) for line in lines if line.endswith("\n")]
+    return {e["name"] for e in entries if e["event"] == event}
+
+
 def without_times(out: Path) -> tuple[dict, list[dict], str]:
     """The three summaries with their time fields (and only those) taken out."""
     data = json.loads((out / "summary.json").read_text())
@@ -321,7 +333,7 @@ def test_a_killed_batch_resumes_to_the_summary_of_an_uninterrupted_one(tmp_path)
 
     killed = batch_process(str(sources), "--out", str(killed_out), *common, env=env)
     deadline = time.monotonic() + 300
-    while len(list((killed_out / "results").glob("*.json"))) < 3:
+    while len(journaled(killed_out, "finished")) < 3:  # the kill lands after 3 finished
         assert killed.poll() is None and time.monotonic() < deadline, killed.stderr.read()
         time.sleep(0.2)
     os.killpg(killed.pid, signal.SIGKILL)
@@ -330,8 +342,9 @@ def test_a_killed_batch_resumes_to_the_summary_of_an_uninterrupted_one(tmp_path)
     before = journal(killed_out)
     # done is what a resumed batch reads back: the result files. The journal's "finished"
     # line comes just after each (the kill may fall between the two; the resumed batch then
-    # journals that finish itself, `recovered`), so it cannot be the count here.
+    # journals that finish itself, `recovered`), so the files are the count here.
     finished_before = {p.stem for p in (killed_out / "results").glob("*.json")}
+    assert journaled(killed_out, "finished") <= finished_before
     interrupted = {e["name"] for e in before if e["event"] == "started"} - finished_before
     assert len(finished_before) >= 3 and interrupted  # some were mid-run at the kill
     assert not (killed_out / "summary.json").exists()

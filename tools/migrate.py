@@ -28,6 +28,7 @@ from .codemods import Edit, migrate_python
 from .codemods.annotate import annotate_python
 from .codemods.text import migrate_text
 from .findings import Finding
+from .fix_safety import withheld_unless_safe
 from .gitsafe import Git, GitError
 from .migration_memo import key_of, remembered, remembered_scan
 from .migration_result import FileChange, MigrateOptions, MigrationResult
@@ -221,14 +222,16 @@ def _rewrite_file(
     target = options.target
     auto = [f for f in findings if f.fix[target]["kind"] == "auto"]
     manual = [f for f in findings if f.fix[target]["kind"] != "auto"]
+    outcome = _FileOutcome()
+    if options.safe_only:
+        auto, outcome.unapplied = withheld_unless_safe(auto, target)
     try:
         before = read_exact(root / rel)
     except UnicodeDecodeError:
         # e.g. a `# -*- coding: latin-1 -*-` file: scanned in its own encoding, but
         # rewritten it would come back as UTF-8 under a latin-1 declaration
         why = "the file is not UTF-8: not rewritten (convert it to UTF-8, then migrate)"
-        return [], [(f, why) for f in auto], None
-    outcome = _FileOutcome()
+        return [], [*outcome.unapplied, *((f, why) for f in auto)], None
     if rel.endswith(".ipynb"):
         after = _rewrite_notebook(outcome, rel, before, auto, manual, options)
     elif rel.endswith((".py", ".pyw")):

@@ -61,6 +61,7 @@ def key_of(root: Path, options: MigrateOptions, run: str | None) -> Hashable:
         options.skip,
         options.exclude,
         options.annotate,
+        options.safe_only,
         tree_fingerprint(root),
     )
 

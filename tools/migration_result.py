@@ -29,6 +29,9 @@ class MigrateOptions:
     dry_run: bool = False
     annotate: bool = False
     force: bool = False
+    # only the fixes that cannot change what the program computes (``--safe-only``;
+    # tools/catalogue/applicability.toml says which those are)
+    safe_only: bool = False
 
 
 @dataclass

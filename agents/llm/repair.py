@@ -20,6 +20,7 @@ from pathlib import PurePosixPath
 
 from torchport.prompts import load as load_prompt
 
+from ...tools.targets import profiles
 from ..defaults import MAX_TURNS
 from .client import LLMClient, LLMError, Reply
 from .config import NO_KEY
@@ -35,16 +36,8 @@ MAX_CONTEXT_CHARS = 3000
 # start (a traceback matters at its end, a kernel from its first line).
 MAX_KERNEL_CONTEXT_CHARS = 8000
 
-TARGET_NOTES: dict[str, str] = {
-    "tpu": 'Google TPU through TorchTPU: the "tpu" device, torch.accelerator.* device APIs, '
-    "torch.autocast('tpu', dtype=torch.bfloat16), no CUDA kernels.",
-    "neuron": 'AWS Trainium through TorchNeuron: the "neuron" device, torch.accelerator.* '
-    "device APIs, bfloat16 autocast, no CUDA kernels.",
-    "xla": "PyTorch/XLA: torch_xla.device(), torch_xla.sync() once per training step, "
-    'backend="xla" for distributed.',
-    "accelerator": "device-agnostic PyTorch: torch.accelerator.current_accelerator() with a CPU "
-    "fallback; runs on CUDA, TPU, Trainium, XPU, MPS and CPU.",
-}
+# what the model is told of each target: its profile's llm_note (tools/data/targets.toml)
+TARGET_NOTES: dict[str, str] = {name: p.llm_note for name, p in profiles().items()}
 
 # Names of environment variables whose values are secrets, and shapes of well-known tokens.
 SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSW(OR)?D|CREDENTIAL", re.IGNORECASE)

@@ -10,10 +10,13 @@ pattern is one small matcher in ``tools.pycustom``.
 from __future__ import annotations
 
 import functools
+import re
 import tomllib
 from importlib import resources
 from importlib.resources.abc import Traversable
 
+from ..targets import KINDS, TargetProfile, profiles, shipped_names
+from .doc_sections import with_target_bullets
 from .model import CATEGORIES, MATCH_KEYS, TARGETS, Fix, FixKind, Rule, Severity
 
 __all__ = [
@@ -59,29 +62,49 @@ class Catalogue:
         return [r for r in self.rules if r.code.startswith(prefixes)]
 
 
-def _parse_fix(code: str, spec: str) -> Fix:
+# Profile fields a fix hint may name, ``{device}``: a hint keyed by kind reads right for
+# each target of the kind. Other braces (``f"neuron:{...}"``) are the hint's own text.
+_PLACEHOLDER = re.compile(
+    r"\{(name|title|word|device|dist_backend|compile_backend|autocast_dtype)\}"
+)
+
+
+def _parse_fix(code: str, spec: str, profile: TargetProfile | None = None) -> Fix:
     kind, _, hint = spec.partition(":")
+    if profile is not None:
+        hint = _PLACEHOLDER.sub(lambda m: str(getattr(profile, m.group(1))), hint)
     try:
         return Fix(FixKind(kind.strip()), hint.strip())
     except ValueError as exc:
         raise CatalogueError(f"{code}: unknown fix kind {kind!r}") from exc
 
 
+def _fixes(code: str, raw: dict[str, str], required: bool = True) -> dict[str, Fix]:
+    """Each target's fix from a table keyed by target, kind (``vendor``) or ``all``: the
+    target's own key wins, then its kind's, then ``all``. A shipped target must be covered;
+    one added by a profile file (``TORCHPORT_TARGET_PROFILES``) that a rule does not cover
+    is left for a human there. ``required=False``: a partial table (``text_fix``)."""
+    unknown = sorted(set(raw) - set(TARGETS) - set(KINDS) - {"all"})
+    if unknown:
+        raise CatalogueError(f"{code}: fix for unknown target(s) {unknown}")
+    fixes = {}
+    for target, profile in profiles().items():
+        spec = raw.get(target, raw.get(profile.kind, raw.get("all")))
+        if spec is None and required and target in shipped_names():
+            raise CatalogueError(f"{code}: no fix given for target {target!r}")
+        if spec is None and required:
+            spec = f"manual: no fix recorded for {profile.title}: port it by hand"
+        if spec is not None:
+            fixes[target] = _parse_fix(code, spec, profile)
+    return fixes
+
+
 def _parse_rule(table: dict, docs: dict[str, str], source: str) -> Rule:
     try:
         code = table["code"]
-        fixes_raw: dict[str, str] = dict(table["fix"])
+        fixes = _fixes(code, dict(table["fix"]))
     except KeyError as exc:
         raise CatalogueError(f"{source}: rule without {exc.args[0]!r}: {table}") from exc
-    default = fixes_raw.pop("all", None)
-    fixes = {}
-    for target in TARGETS:
-        spec = fixes_raw.pop(target, default)
-        if spec is None:
-            raise CatalogueError(f"{code}: no fix given for target {target!r}")
-        fixes[target] = _parse_fix(code, spec)
-    if fixes_raw:
-        raise CatalogueError(f"{code}: fix for unknown target(s) {sorted(fixes_raw)}")
     if table["category"] not in CATEGORIES:
         raise CatalogueError(f"{code}: unknown category {table['category']!r}")
     match = dict(table.get("match", {}))
@@ -101,10 +124,14 @@ def _parse_rule(table: dict, docs: dict[str, str], source: str) -> Rule:
         fixes=fixes,
         match=match,
         supersedes=tuple(table.get("supersedes", ())),
-        doc=docs.get(code, ""),
+        doc=with_target_bullets(
+            docs.get(code, ""),
+            table["message"],
+            {t: (profiles()[t].title, f.kind.value, f.hint) for t, f in fixes.items()},
+        ),
         languages=tuple(table.get("languages", ("python",) if match else ())),
         text_patterns=text,
-        text_fixes={t: _parse_fix(code, spec) for t, spec in table.get("text_fix", {}).items()},
+        text_fixes=_fixes(code, dict(table.get("text_fix", {})), required=False),
         scope=table.get("scope", "cuda"),
     )
 

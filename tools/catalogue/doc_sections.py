@@ -48,3 +48,47 @@ def target_notes(doc: str, target: str) -> dict[str, str]:
             kind = f"({kinds[target]}) " if kinds[target] else ""
             notes[section] = kind + head.group(4).lstrip(":, ")
     return notes
+
+
+def _named(doc: str, section: str) -> set[str]:
+    """The targets the bullets of ``section`` name."""
+    named: set[str] = set()
+    for title, text in _bullets(doc):
+        head = _HEAD.match(text) if title == section else None
+        if head is not None:
+            named |= {name for name, _ in re.findall(_NAMED, head.group(1))}
+    return named
+
+
+def _append_to_section(doc: str, section: str, bullets: list[str]) -> str:
+    """``doc`` with ``bullets`` after the last line of ``## section`` (before its blank
+    lines and the next heading)."""
+    lines = doc.split("\n")
+    start = next((i for i, ln in enumerate(lines) if ln.strip() == f"## {section}"), None)
+    if start is None or not bullets:
+        return doc
+    end = next((i for i in range(start + 1, len(lines)) if _SECTION.match(lines[i])), len(lines))
+    while end > start + 1 and not lines[end - 1].strip():
+        end -= 1
+    return "\n".join([*lines[:end], *bullets, *lines[end:]])
+
+
+def with_target_bullets(doc: str, message: str, fixes: dict[str, tuple[str, str, str]]) -> str:
+    """The doc with a bullet generated from the target's profile and the rule's data for
+    every target its ``Why it breaks`` / ``How it is fixed`` sections do not name: a
+    target added as a profile (tools/data/targets.toml, or TORCHPORT_TARGET_PROFILES) is
+    documented in every rule without editing a hundred pages. ``fixes`` maps a target to
+    (its title, its fix kind, the fix's hint)."""
+    if not doc:
+        return doc
+    why = [
+        f"- **{target}**: on {title}: {message}"
+        for target, (title, _, _) in fixes.items()
+        if target not in _named(doc, "Why it breaks")
+    ]
+    how = [
+        f"- **{target}** ({kind}): {hint or 'see the rule message'}"
+        for target, (_, kind, hint) in fixes.items()
+        if target not in _named(doc, "How it is fixed")
+    ]
+    return _append_to_section(_append_to_section(doc, "Why it breaks", why), "How it is fixed", how)

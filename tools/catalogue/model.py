@@ -11,7 +11,11 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-TARGETS: tuple[str, ...] = ("tpu", "neuron", "xla", "accelerator")
+from ..targets import profiles
+
+# The targets, in the order of their profiles (tools/data/targets.toml, then any
+# TORCHPORT_TARGET_PROFILES file).
+TARGETS: tuple[str, ...] = tuple(profiles())
 
 CATEGORIES: tuple[str, ...] = (
     "device",

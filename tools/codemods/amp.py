@@ -6,9 +6,7 @@ import libcst as cst
 
 from ..pycustom import BF16_MODE
 from .base import (
-    ACCELERATOR_TYPE,
-    DEVICE_STRING,
-    VENDOR_TARGETS,
+    VENDOR,
     FixContext,
     NotApplicable,
     arg_named,
@@ -20,13 +18,16 @@ from .base import (
 )
 from .base import fixer as register
 
-BF16_TARGETS = VENDOR_TARGETS  # bfloat16 autocast, no loss scaling
-
 
 def _device_type(ctx: FixContext) -> cst.BaseExpression:
-    if ctx.target == "accelerator":
-        return ctx.expr(ACCELERATOR_TYPE)
-    return cst.SimpleString(f'"{DEVICE_STRING[ctx.target]}"')
+    return ctx.device_type_expr()
+
+
+def _autocast_dtype(ctx: FixContext) -> cst.BaseExpression | None:
+    """The dtype the target's autocast runs in (bfloat16: no loss scaling), or None where
+    the program's own choice stays (device-agnostic code)."""
+    dtype = ctx.profile.autocast_dtype
+    return ctx.expr(f"torch.{dtype}") if dtype else None
 
 
 # ``torch.cuda.amp.autocast``'s parameters, in order: a positional one becomes its keyword
@@ -66,11 +67,12 @@ def _autocast_call(node: cst.Call, ctx: FixContext) -> cst.Call:
     call = prepend_arg(
         node.with_changes(func=ctx.expr("torch.autocast"), args=args), _device_type(ctx)
     )
-    if ctx.target in BF16_TARGETS and not _switched_off(call):
-        call = set_kwarg(call, "dtype", ctx.expr("torch.bfloat16"))
+    dtype = _autocast_dtype(ctx)
+    if dtype is not None and not _switched_off(call):
+        call = set_kwarg(call, "dtype", dtype)
     elif not (arg_named(call, "dtype") or _switched_off(call) or any(a.star for a in call.args)):
         # torch.cuda.amp.autocast means float16; torch.autocast's default is per device
-        # (bfloat16 on the CPU), so the accelerator port states the original's precision
+        # (bfloat16 on the CPU), so a device-agnostic port states the original's precision
         call = set_kwarg(call, "dtype", ctx.expr("torch.float16"))
     return call
 
@@ -87,8 +89,9 @@ def autocast_cuda(node: cst.Call, ctx: FixContext):
     """Swap the "cuda" device argument; for bf16 targets make the dtype bfloat16."""
     call = with_arg_value(node, "device_type", 0, _device_type(ctx))
     callee = code_of(node.func)
-    if ctx.target in BF16_TARGETS and callee.endswith("autocast") and not _switched_off(call):
-        call = set_kwarg(call, "dtype", ctx.expr("torch.bfloat16"))
+    dtype = _autocast_dtype(ctx)
+    if dtype is not None and callee.endswith("autocast") and not _switched_off(call):
+        call = set_kwarg(call, "dtype", dtype)
     return call
 
 
@@ -101,12 +104,12 @@ def grad_scaler(node: cst.Call, ctx: FixContext):
     else:
         keywords = [a for a in call.args if a.keyword is not None]
         call = prepend_arg(call.with_changes(args=keywords), _device_type(ctx))
-    if ctx.target in BF16_TARGETS:
+    if ctx.profile.autocast_dtype == "bfloat16":
         call = set_kwarg(call, "enabled", cst.Name("False"))
     return call
 
 
-@register("TPA004", BF16_TARGETS)
+@register("TPA004", VENDOR)
 def float16(node: cst.CSTNode, ctx: FixContext):
     if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
         return node.with_changes(func=node.func.with_changes(attr=cst.Name("bfloat16")))
@@ -131,7 +134,7 @@ BF16_MODE_CODE = f'''def {BF16_MODE}(mixed_precision):
 '''
 
 
-@register("TPA007", BF16_TARGETS)
+@register("TPA007", VENDOR)
 def accelerate_fp16(node: cst.Call, ctx: FixContext):
     """``Accelerator(mixed_precision="fp16")`` -> ``"bf16"``, and a value known only at run
     time (``"fp16" if amp else "no"``) -> ``_bf16_for_fp16(...)``: accelerate refuses fp16

@@ -15,8 +15,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import libcst as cst
-from torchport.tools.catalogue import TARGETS
 from torchport.tools.cst_imports.gather import code_of as code_of  # the codemods import it here
+
+from ..targets import KINDS, TargetProfile, expand, profile
 
 
 class NotApplicable(Exception):
@@ -52,15 +53,6 @@ KNOWN_MODULES = (
 TORCH_NAME = re.compile(r"(?<![\w.])torch\.")
 DOTTED_NAME = r"(?<![\w.])[A-Za-z_][\w.]*(?=\()|(?<![\w.])[A-Za-z_]\w*\.[\w.]+"
 
-# Device spelled for each target when no device variable is in scope.
-DEVICE_STRING = {"tpu": "tpu", "neuron": "neuron", "xla": "xla"}
-# The accelerator target's portable device: the current accelerator, else the CPU.
-ACCELERATOR_DEVICE = (
-    'torch.accelerator.current_accelerator(check_available=True) or torch.device("cpu")'
-)
-ACCELERATOR_TYPE = f"({ACCELERATOR_DEVICE}).type"
-DIST_BACKEND = {"tpu": "tpu", "neuron": "neuron", "xla": "xla"}
-
 
 @dataclass
 class FixContext:
@@ -80,6 +72,11 @@ class FixContext:
     # set by a fixer that wrote a new call's layout itself: the engine then leaves its commas
     # alone (it otherwise keeps a call's closing layout when a fix drops arguments)
     own_layout: bool = False
+
+    @property
+    def profile(self) -> TargetProfile:
+        """What the target is (tools/data/targets.toml): fixers ask it, not the name."""
+        return profile(self.target)
 
     @functools.cached_property
     def device_name(self) -> str | None:
@@ -109,17 +106,11 @@ class FixContext:
         return self.target_device()
 
     def target_device(self) -> cst.BaseExpression:
-        if self.target == "accelerator":
-            return self.expr(ACCELERATOR_DEVICE)
-        if self.target == "xla":
-            return self.expr("torch_xla.device()")
-        return cst.SimpleString(f'"{DEVICE_STRING[self.target]}"')
+        return self.expr(self.profile.device_expr)
 
     def device_type_expr(self) -> cst.BaseExpression:
         """A device *string* for the target (argparse defaults, config values)."""
-        if self.target == "accelerator":
-            return self.expr(ACCELERATOR_TYPE)
-        return cst.SimpleString(f'"{DEVICE_STRING[self.target]}"')
+        return self.expr(self.profile.device_type_expr)
 
 
 Fixer = Callable[[cst.CSTNode, FixContext], "cst.CSTNode | _RemoveStatement"]
@@ -130,31 +121,41 @@ class FixerEntry:
     code: str
     targets: frozenset[str]
     fn: Fixer
+    by_kind: bool = False  # registered for a kind of target: a target's own fixer wins
 
 
 FIXERS: dict[tuple[str, str], FixerEntry] = {}
 
-ALL_TARGETS = frozenset(TARGETS)
-# The vendor backends (every target but device-agnostic accelerator code): their AMP
-# dtype is bfloat16, and each has a device string and a distributed backend of its own.
-VENDOR_TARGETS = ALL_TARGETS - {"accelerator"}
+# What a fixer may be registered for: every target, or a kind of target (the catalogue's
+# fix tables key fixes the same way: a target's own key wins over its kind's).
+ALL_KINDS = frozenset(KINDS)
+VENDOR = frozenset({"vendor"})
 
 
 def fixer(
     code: str,
-    targets: frozenset[str] | set[str] = ALL_TARGETS,
+    targets: frozenset[str] | set[str] = ALL_KINDS,
     into: dict[tuple[str, str], FixerEntry] = FIXERS,
+    but: frozenset[str] | set[str] = frozenset(),
 ):
-    """Register ``fn`` as the codemod of rule ``code`` for ``targets`` (in ``FIXERS``, or in
-    ``into`` for a registry built apart, as the consistency tests do). Register only where
-    the catalogue says ``auto``: ``tools.codemods`` checks both directions at import."""
+    """Register ``fn`` as the codemod of rule ``code`` for ``targets``, target names or
+    kinds (``{"vendor"}``: every vendor target without a fixer of its own for ``code``), in
+    ``FIXERS`` or in ``into`` for a registry built apart, as the consistency tests do.
+    ``but`` leaves targets out of the kinds. Register only where the catalogue says
+    ``auto``: ``tools.codemods`` checks both directions at import."""
+    by_kind = {t for t in targets if t in KINDS}
+    named = expand(set(targets) - by_kind)
+    kinds = expand(by_kind) - set(but)
 
     def register(fn: Fixer) -> Fixer:
-        for target in targets:
+        for target in sorted(named | kinds):
             key = (code, target)
-            if key in into:
+            mine = FixerEntry(code, frozenset(targets), fn, target not in named)
+            held = into.get(key)
+            if held is not None and held.by_kind == mine.by_kind:
                 raise ValueError(f"two fixers for {code} on {target}")
-            into[key] = FixerEntry(code, frozenset(targets), fn)
+            if held is None or held.by_kind:
+                into[key] = mine
         return fn
 
     return register
@@ -195,20 +196,18 @@ def prescan(code: str):
 
 
 def guarded(target: str, call: str, fallback: str = "None") -> str:
-    """On the accelerator target, device calls raise on a CPU-only machine: guard them there.
+    """Where device calls raise on a CPU-only machine (device-agnostic code), guard them.
 
     ``torch.accelerator.synchronize()`` -> ``(torch.accelerator.synchronize() if
     torch.accelerator.is_available() else None)``; TPU and Trainium always have a device.
     """
-    if target != "accelerator":
+    if not profile(target).may_lack_device:
         return call
     return f"({call} if torch.accelerator.is_available() else {fallback})"
 
 
 def sync_call(target: str) -> str:
-    if target == "xla":
-        return "torch_xla.sync(wait=True)"
-    return guarded(target, "torch.accelerator.synchronize()")
+    return guarded(target, profile(target).sync_call)
 
 
 def body_of(

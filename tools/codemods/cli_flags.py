@@ -16,8 +16,6 @@ from ..pycustom import CUDA_OPTION
 from .base import FixContext, NotApplicable, set_kwarg, string_value, with_string
 from .base import fixer as register
 
-# How the help text names the device the option now switches, by target.
-DEVICE_WORD = {"tpu": "TPU", "neuron": "Neuron", "xla": "XLA", "accelerator": "accelerator"}
 CUDA_WORD = re.compile(r"\bCUDA\b")
 
 
@@ -57,7 +55,7 @@ def accelerator_named_option(node: cst.Call, ctx: FixContext):
     text = string_value(help_arg.value) if help_arg is not None else None
     if text is not None and CUDA_WORD.search(text) and '"' not in text and "'" not in text:
         call = set_kwarg(
-            call, "help", with_string(help_arg.value, CUDA_WORD.sub(DEVICE_WORD[ctx.target], text))
+            call, "help", with_string(help_arg.value, CUDA_WORD.sub(ctx.profile.word, text))
         )
     return call
 

@@ -8,11 +8,9 @@ import re
 import libcst as cst
 
 from .base import (
-    ACCELERATOR_DEVICE,
-    ACCELERATOR_TYPE,
-    DIST_BACKEND,
+    ALL_KINDS,
     REMOVE_STATEMENT,
-    VENDOR_TARGETS,
+    VENDOR,
     FixContext,
     NotApplicable,
     arg_named,
@@ -26,7 +24,6 @@ from .base import (
 )
 from .base import fixer as register
 
-NON_ACCEL = VENDOR_TARGETS
 REMOVE_ARG = cst.RemoveFromParent()
 
 
@@ -53,28 +50,25 @@ def _statement_or_constant(node: cst.CSTNode, ctx: FixContext):
 
 
 # tpu: cudnn.allow_tf32 = False keeps its meaning (matmul_precision.py)
-@register("TPB001", {"neuron", "xla"})
+@register("TPB001", VENDOR)  # tpu: matmul_precision.py
 @register("TPB004")
 def drop_flag_statement(node: cst.CSTNode, ctx: FixContext):
     """cuDNN / CUDA backend settings do nothing on the target."""
     return _statement_or_constant(node, ctx)
 
 
-@register("TPB002", {"neuron"})
+@register("TPB002", VENDOR)  # tpu: matmul_precision.py; xla below
 def drop_tf32(node: cst.CSTNode, ctx: FixContext):
     return _statement_or_constant(node, ctx)
-
-
-PRECISION_SETTER = {
-    "xla": "torch_xla.backends.set_mat_mul_precision",
-    "accelerator": "torch.set_float32_matmul_precision",
-}
 
 
 @register("TPB002", {"xla", "accelerator"})
 def tf32_precision(node: cst.CSTNode, ctx: FixContext, setter: str | None = None):
     """``allow_tf32 = x`` -> ``set_..._precision("high" if x else "highest")``; the reduced
     half-precision reduction flags have no counterpart and go."""
+    setter = setter or ctx.profile.matmul_precision_setter
+    if setter is None:
+        raise NotApplicable("the target has no float32 matmul precision setting")
     name = dotted(node) or ""
     assign = ctx.parent(ctx.parent(ctx.original))
     if not name.endswith("allow_tf32"):
@@ -85,10 +79,8 @@ def tf32_precision(node: cst.CSTNode, ctx: FixContext, setter: str | None = None
     choice = {"True": '"high"', "False": '"highest"'}.get(
         value, f'"high" if {value} else "highest"'
     )
-    ctx.state.setdefault(REPLACE_STATEMENTS, {})[id(assign)] = (
-        f"{setter or PRECISION_SETTER[ctx.target]}({choice})"
-    )
-    ctx.need("torch_xla.backends" if ctx.target == "xla" else "torch")
+    ctx.state.setdefault(REPLACE_STATEMENTS, {})[id(assign)] = f"{setter}({choice})"
+    ctx.need(setter.rpartition(".")[0])
     return node
 
 
@@ -111,8 +103,8 @@ def replace_statement(original: cst.CSTNode, node: cst.CSTNode, ctx: FixContext)
 
 
 # tpu keeps the choice where TorchTPU honours it (sdpa_backends.py).
-@register("TPB003", {"neuron", "xla"})
-@register("TPB005", {"neuron", "xla"})
+@register("TPB003", VENDOR)
+@register("TPB005", VENDOR, but={"tpu"})
 def sdpa_selection(node: cst.CSTNode, ctx: FixContext):
     """Kernel choices the target lacks: backends become MATH (the one torch's SDPA allows
     on a device it has no fused kernel for), the legacy ``sdp_kernel(...)`` context a no-op,
@@ -138,13 +130,13 @@ def compile_mode(node: cst.Call, ctx: FixContext):
 
 @register("TPC002")
 def compile_backend(node: cst.Call, ctx: FixContext):
-    if ctx.target == "accelerator":
+    backend = ctx.profile.compile_backend
+    if backend is None:  # torch.compile picks the device's own
         return _without(node, "backend")
-    backend = {"tpu": "tpu", "neuron": "neuron", "xla": "openxla"}[ctx.target]
     return set_kwarg(node, "backend", cst.SimpleString(f'"{backend}"'))
 
 
-@register("TPC003", {"tpu", "neuron"})
+@register("TPC003", VENDOR, but={"xla"})
 def profiler_activity(node: cst.Attribute, ctx: FixContext):
     if not isinstance(node, cst.Attribute):
         raise NotApplicable("unexpected profiler activity form")
@@ -153,11 +145,11 @@ def profiler_activity(node: cst.Attribute, ctx: FixContext):
 
 # TPC004 on xla: torch's legacy profiler accepts only cuda/xpu/mtia/hpu or the PrivateUse1
 # backend as use_device (XLA is none of them): "xla" would be warned about and dropped.
-@register("TPC004", {"tpu", "neuron", "accelerator"})
+@register("TPC004", ALL_KINDS, but={"xla"})
 def profiler_use_cuda(node: cst.Arg, ctx: FixContext):
     if not isinstance(node, cst.Arg):
         raise NotApplicable("unexpected profiler argument")
-    device = ACCELERATOR_TYPE if ctx.target == "accelerator" else f'"{ctx.target}"'
+    device = ctx.profile.device_type_expr
     flag = node.value
     if (
         node.keyword
@@ -177,16 +169,16 @@ def profiler_sort_key(node: cst.SimpleString, ctx: FixContext):
     call = ctx.parent(arg) if isinstance(arg, cst.Arg) else None
     if isinstance(call, cst.Call) and (dotted(call.func) or "").endswith("export_stacks"):
         # export_stacks only knows self_{cpu,cuda,xpu,privateuse1}_time_total
-        if ctx.target not in ("tpu", "neuron"):
+        if not ctx.profile.privateuse1:
             raise NotApplicable("export_stacks has no metric for this target's device")
         return with_string(node, value.replace("cuda", "privateuse1"))
     return with_string(node, value.replace("cuda", "device"))
 
 
 # Not on tpu: TorchTPU implements pinned host memory, so the program's pinning stays.
-@register("TPL001", {"neuron", "xla", "accelerator"})
+@register("TPL001", ALL_KINDS, but={"tpu"})
 def pin_memory_flag(node: cst.Arg, ctx: FixContext):
-    if ctx.target == "accelerator":
+    if ctx.profile.may_lack_device:
         return node.with_changes(value=ctx.expr("torch.accelerator.is_available()"))
     return REMOVE_ARG  # False is the default: a reviewer would ask to drop it, not flip it
 
@@ -194,7 +186,7 @@ def pin_memory_flag(node: cst.Arg, ctx: FixContext):
 UNPINNED = "pin_memory_removed"
 
 
-@register("TPL002", {"neuron", "xla", "accelerator"})
+@register("TPL002", ALL_KINDS, but={"tpu"})
 def pin_memory_call(node: cst.Call, ctx: FixContext):
     if not isinstance(node.func, cst.Attribute):
         raise NotApplicable("unexpected pin_memory form")
@@ -233,9 +225,12 @@ def fused_flag(node: cst.Arg, ctx: FixContext):
 
 
 def _backend(ctx: FixContext) -> cst.BaseExpression:
-    if ctx.target == "accelerator":
-        return ctx.expr(f"torch.distributed.get_default_backend_for_device({ACCELERATOR_DEVICE})")
-    return cst.SimpleString(f'"{DIST_BACKEND[ctx.target]}"')
+    backend = ctx.profile.dist_backend
+    if backend is None:  # the backend of whatever device the program finds
+        return ctx.expr(
+            f"torch.distributed.get_default_backend_for_device({ctx.profile.device_expr})"
+        )
+    return cst.SimpleString(f'"{backend}"')
 
 
 @register("TPN001")
@@ -243,11 +238,11 @@ def init_process_group(node: cst.Call, ctx: FixContext):
     call = with_arg_value(node, "backend", 0, _backend(ctx))
     if (dotted(node.func) or "").endswith("new_group"):
         return call  # a subgroup inherits the init method
-    if ctx.target == "xla":
-        ctx.need("torch_xla.distributed.xla_backend")  # registers the "xla" backend
-        return set_kwarg(call, "init_method", cst.SimpleString('"xla://"'))
-    if ctx.target == "neuron" and arg_named(call, "init_method") is None:
-        return set_kwarg(call, "init_method", cst.SimpleString('"env://"'))
+    init = ctx.profile.dist_init_method
+    if ctx.profile.dist_import:  # registers the backend (torch_xla's "xla")
+        ctx.need(ctx.profile.dist_import)
+    if init and (ctx.profile.dist_init_required or arg_named(call, "init_method") is None):
+        return set_kwarg(call, "init_method", cst.SimpleString(f'"{init}"'))
     return call
 
 
@@ -255,15 +250,15 @@ def init_process_group(node: cst.Call, ctx: FixContext):
 def nccl_value(node: cst.SimpleString, ctx: FixContext):
     if string_value(node) != "nccl":
         raise NotApplicable("a composite backend string; edit by hand")
-    if ctx.target == "accelerator":
+    if ctx.profile.dist_backend is None:
         return _backend(ctx)
-    return with_string(node, DIST_BACKEND[ctx.target])
+    return with_string(node, ctx.profile.dist_backend)
 
 
 DROP_DICT_ELEMENTS = "drop_dict_elements"
 
 
-@register("TPN006", NON_ACCEL)
+@register("TPN006", VENDOR)
 def nccl_env(node: cst.SimpleString, ctx: FixContext):
     """The NCCL setting goes: its statement (``os.environ["NCCL_X"] = ...``,
     ``os.environ.setdefault(...)``) or its entry in a dict of variables; a read stays."""
@@ -303,12 +298,7 @@ def drop_dict_elements(original: cst.CSTNode, node: cst.CSTNode, ctx: FixContext
 def nccl_available(node: cst.CSTNode, ctx: FixContext):
     if not isinstance(node, cst.Call):
         raise NotApplicable("raw NCCL API; port by hand")
-    if ctx.target == "accelerator":
-        return ctx.expr(
-            "torch.distributed.is_backend_available("
-            f"torch.distributed.get_default_backend_for_device({ACCELERATOR_DEVICE}))"
-        )
-    return ctx.expr(f'torch.distributed.is_backend_available("{DIST_BACKEND[ctx.target]}")')
+    return ctx.expr(f"torch.distributed.is_backend_available({code_of(_backend(ctx))})")
 
 
 AVG_DIVIDES = "avg_divides"
@@ -354,7 +344,7 @@ def map_location_cuda(node: cst.Call, ctx: FixContext):
     # Onto the device for tpu/neuron: tensors the program uses straight from the
     # checkpoint (not only through load_state_dict) must land where the model is.
     # xla loads on the CPU first (torch_xla's advice); accelerator code may be on a CPU.
-    if ctx.target in ("tpu", "neuron"):
+    if ctx.profile.checkpoint_onto_device:
         return with_arg_value(node, "map_location", 1, ctx.device_expr())
     return with_arg_value(node, "map_location", 1, cst.SimpleString('"cpu"'))
 

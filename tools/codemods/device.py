@@ -18,10 +18,10 @@ import libcst as cst
 from torchport.sandbox import astparse
 
 from .base import (
-    ACCELERATOR_TYPE,
-    DEVICE_STRING,
+    ALL_KINDS,
     FIXERS,
     REMOVE_STATEMENT,
+    VENDOR,
     FixContext,
     NotApplicable,
     arg_named,
@@ -41,7 +41,7 @@ CUDA_STRING = re.compile(r"^cuda(:\d+)?$")
 
 
 def _target_string(ctx: FixContext, index: str | None = None) -> str:
-    name = DEVICE_STRING[ctx.target]
+    name = ctx.profile.device
     return f"{name}:{index}" if index else name
 
 
@@ -54,8 +54,8 @@ def cuda_method(node: cst.Call, ctx: FixContext):
     index = arg_named(node, "device", 0)
     if index is not None and isinstance(index.value, cst.Call):
         device = index.value  # already a device (TPD005 rewrote the integer id)
-    elif index is not None and ctx.device_name is None and ctx.target == "neuron":
-        device = ctx.expr(f'torch.device("{ctx.target}", {code_of(index.value)})')
+    elif index is not None and ctx.device_name is None and _indexed(ctx):
+        device = ctx.expr(f'torch.device("{ctx.profile.device}", {code_of(index.value)})')
     else:
         device = ctx.device_expr()
     if index is not None:
@@ -89,30 +89,30 @@ def device_string(node: cst.SimpleString, ctx: FixContext):
     if not m:
         raise NotApplicable(f"not a CUDA device string: {value!r}")
     index = m.group(1)[1:] if m.group(1) else None
-    if ctx.target == "accelerator":
+    if not ctx.profile.is_vendor:
         if isinstance(ctx.parent(ctx.original), cst.MatchValue):
             raise NotApplicable(
                 'a case pattern (`case "cuda":`) cannot hold the run-time accelerator type: '
                 "match on `torch.accelerator.current_accelerator().type` by hand"
             )
         if index:
-            return ctx.expr(f'f"{{{ACCELERATOR_TYPE.replace(chr(34), chr(39))}}}:{index}"')
-        return ctx.expr(ACCELERATOR_TYPE)
-    if ctx.target == "xla":
-        ctx.need("torch_xla")  # importing torch_xla registers the "xla" device type
-    if ctx.target in DEVICE_CALL_INDEX_DROPPED:
+            kind = ctx.profile.device_type_expr.replace(chr(34), chr(39))
+            return ctx.expr(f'f"{{{kind}}}:{index}"')
+        return ctx.device_type_expr()
+    if ctx.profile.device_import:  # importing torch_xla registers the "xla" device type
+        ctx.need(ctx.profile.device_import)
+    if ctx.profile.device_index_dropped:
         _drop_index_of_device_call(ctx)
-    if ctx.target in ONE_DEVICE_PER_PROCESS:
+    if ctx.profile.one_device_per_process:
         index = index if index == "0" else None  # tpu:0 is the process's device; no other is
     return with_string(node, _target_string(ctx, index))
 
 
-# Targets where a process sees only its own device, as index 0 (see the module's docstring).
-ONE_DEVICE_PER_PROCESS = frozenset({"tpu"})
-# ``torch.device("cuda", i)`` names the process's device by its rank: on tpu, and on xla, whose
-# other device fixes already use the process's one device (torch_xla.device(), TPD003/TPD005),
-# the index goes. A literal "cuda:1" stays "xla:1" there (one process may drive several).
-DEVICE_CALL_INDEX_DROPPED = ONE_DEVICE_PER_PROCESS | {"xla"}
+# A profile's one_device_per_process: a process sees only its own device, as index 0 (see
+# the module's docstring). Its device_index_dropped: ``torch.device("cuda", i)`` names the
+# process's device by its rank: on tpu, and on xla, whose other device fixes already use the
+# process's one device (torch_xla.device(), TPD003/TPD005), the index goes. A literal
+# "cuda:1" stays "xla:1" there (one process may drive several).
 DROP_INDEX = "device_call_index_dropped"
 
 
@@ -146,12 +146,10 @@ def built_device_string(node: cst.BaseExpression, ctx: FixContext):
     head = _head_string(node)
     if head is None:
         raise NotApplicable("cannot find the literal head of the built string")
-    if ctx.target == "xla":  # one device per process: the index is torch_xla's business
-        return ctx.expr("torch_xla.device()")
-    if ctx.target in ONE_DEVICE_PER_PROCESS:  # the index names a device it cannot see
-        return cst.SimpleString(f'"{DEVICE_STRING[ctx.target]}"')
-    if ctx.target == "accelerator":
-        kind = ACCELERATOR_TYPE.replace('"', "'")
+    if ctx.profile.device_index_dropped:  # the index names a device it cannot see, or one
+        return ctx.target_device()  # torch_xla chooses
+    if not ctx.profile.is_vendor:
+        kind = ctx.profile.device_type_expr.replace('"', "'")
         if isinstance(node, cst.FormattedString):
             parts = list(node.parts)
             text = parts[0].value.replace("cuda", "", 1)
@@ -184,7 +182,7 @@ def built_device_string(node: cst.BaseExpression, ctx: FixContext):
                 left=_swap(node.left, "cuda", "%s"), right=cst.parse_expression(f"({code})")
             )
         raise NotApplicable("an unusual built device string; rewrite it as an f-string by hand")
-    return _replace_head(node, "cuda", DEVICE_STRING[ctx.target])
+    return _replace_head(node, "cuda", ctx.profile.device)
 
 
 def _head_string(node: cst.BaseExpression):
@@ -224,10 +222,10 @@ def _swap(s: cst.SimpleString, old: str, new: str) -> cst.SimpleString:
 
 @register("TPD004")
 def is_cuda(node: cst.Attribute, ctx: FixContext):
-    if ctx.target == "tpu":
-        return node.with_changes(attr=cst.Name("is_tpu"))
-    op = "!=" if ctx.target == "accelerator" else "=="
-    name = "cpu" if ctx.target == "accelerator" else DEVICE_STRING[ctx.target]
+    if ctx.profile.tensor_flag:
+        return node.with_changes(attr=cst.Name(ctx.profile.tensor_flag))
+    op = "==" if ctx.profile.is_vendor else "!="
+    name = ctx.profile.device or "cpu"
     return cst.parse_expression(f'{code_of(node.value)}.device.type {op} "{name}"')
 
 
@@ -247,14 +245,19 @@ def integer_device_id(node: cst.CSTNode, ctx: FixContext):
     raise NotApplicable("unexpected shape for an integer device id")
 
 
+def _indexed(ctx: FixContext) -> bool:
+    """Whether the target's devices are the program's indices (``torch.device(t, i)``)."""
+    return ctx.profile.is_vendor and not ctx.profile.device_index_dropped
+
+
 def _indexed_device(index: cst.BaseExpression, ctx: FixContext) -> cst.BaseExpression:
-    if ctx.target == "xla":
-        return ctx.expr("torch_xla.device()")
-    if ctx.target == "accelerator":
-        return ctx.expr(f"torch.device({ACCELERATOR_TYPE}, {code_of(index)})")
-    if ctx.target in ONE_DEVICE_PER_PROCESS:
-        return ctx.expr(f'torch.device("{ctx.target}")')
-    return ctx.expr(f'torch.device("{ctx.target}", {code_of(index)})')
+    if not ctx.profile.is_vendor:
+        return ctx.expr(f"torch.device({ctx.profile.device_type_expr}, {code_of(index)})")
+    if _indexed(ctx):
+        return ctx.expr(f'torch.device("{ctx.profile.device}", {code_of(index)})')
+    if ctx.profile.device_expr.startswith('"'):  # the process's one device, by its type
+        return ctx.expr(f"torch.device({ctx.profile.device_expr})")
+    return ctx.target_device()  # a call that answers the process's device
 
 
 REMOVE_ARG = cst.RemoveFromParent()
@@ -278,7 +281,7 @@ def _simple_call(to: str):
         if code_of(node.func).endswith("device_of") and node.args:  # device_of(t): t's index
             index = cst.parse_expression(f"{code_of(node.args[0].value)}.device.index")
             call = call.with_changes(args=[node.args[0].with_changes(value=index)])
-        if ctx.target != "accelerator" or to not in ON_CPU:
+        if not ctx.profile.may_lack_device or to not in ON_CPU:
             return call
         if "contextlib" in ON_CPU[to]:
             ctx.need("contextlib")
@@ -302,11 +305,12 @@ RENAMES = {
 # Selecting a device: nothing to select where a process has one (tpu), or removed (xla).
 SELECTS_DEVICE = frozenset({"TPD010", "TPD017"})
 
+# where neither rename applies: xla's TPD017 is left for a human (one device per process)
+NOT_RENAMED = {"TPD017": frozenset({"xla"})}
+
 for _code_, (_portable, _xla) in RENAMES.items():
-    _selects = _code_ in SELECTS_DEVICE
-    register(_code_, {"neuron", "accelerator"} | (set() if _selects else {"tpu"}))(
-        _simple_call(_portable)
-    )
+    # tpu's own fixers select nothing for SELECTS_DEVICE (set_device_xla, TPD017's below)
+    register(_code_, ALL_KINDS, but=NOT_RENAMED.get(_code_, frozenset()))(_simple_call(_portable))
     if _xla:
         register(_code_, {"xla"})(_simple_call(_xla))
 
@@ -328,7 +332,7 @@ def set_device_xla(node: cst.Call, ctx: FixContext):
 DEVICE_CONTEXT = "device_context_dropped"
 
 
-@register("TPD017", ONE_DEVICE_PER_PROCESS)
+@register("TPD017", {"tpu"})
 def device_context_one_device(node: cst.CSTNode, ctx: FixContext):
     """``with torch.cuda.device(i):`` selects the device the process already has: the block
     becomes its body (TPD017's follow-up); elsewhere the call is a context that does nothing."""
@@ -358,12 +362,15 @@ def device_context_block(original: cst.CSTNode, node: cst.CSTNode, ctx: FixConte
 
 @register("TPD011")
 def device_name(node: cst.Call, ctx: FixContext):
-    if ctx.target == "xla":
-        return ctx.expr("torch_xla.runtime.device_type()")
     return ctx.expr("str(torch.accelerator.current_accelerator())")
 
 
-@register("TPD015", {"tpu", "neuron", "xla"})
+@register("TPD011", {"xla"})
+def device_name_xla(node: cst.Call, ctx: FixContext):
+    return ctx.expr("torch_xla.runtime.device_type()")
+
+
+@register("TPD015", VENDOR)
 def bf16_supported(node: cst.Call, ctx: FixContext):
     return cst.Name("True")
 
@@ -392,7 +399,7 @@ def cuda_else_cpu(node: cst.CSTNode, ctx: FixContext):
         value = None
     if value is not None:
         return _folded(new, value, ctx)
-    if isinstance(new, cst.IfExp) and ctx.target == "accelerator":
+    if isinstance(new, cst.IfExp) and not ctx.profile.is_vendor:
         arg = ctx.parent(ctx.original)
         call = ctx.parent(arg) if isinstance(arg, cst.Arg) else None
         if isinstance(call, cst.Call) and _is_device_call(call) and len(call.args) == 1:
@@ -458,7 +465,7 @@ class _ArmDevices(cst.CSTTransformer):
         self.ctx = ctx
 
     def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
-        if self.ctx.target != "accelerator" or not _is_device_call(original):
+        if self.ctx.profile.is_vendor or not _is_device_call(original):
             return updated
         if len(original.args) != 1 or original.args[0].keyword is not None:
             return updated
@@ -474,7 +481,7 @@ class _ArmDevices(cst.CSTTransformer):
         # `(current_accelerator(check_available=True) or cpu).type` from a built string
         # (f"cuda:{r}") in this arm: here the accelerator is the one the program found
         if (
-            self.ctx.target == "accelerator"
+            not self.ctx.profile.is_vendor
             and updated.attr.value == "type"
             and isinstance(updated.value, cst.BooleanOperation)
             and "current_accelerator(check_available=True)" in code_of(updated.value)
@@ -486,7 +493,7 @@ class _ArmDevices(cst.CSTTransformer):
         value = string_value(updated)
         if value is None or not CUDA_STRING.match(value):
             return updated
-        if self.ctx.target != "accelerator":
+        if self.ctx.profile.is_vendor:
             return device_string(updated, self.ctx)
         index = value.partition(":")[2]
         kind = f"{ACCELERATOR_CURRENT}.type"
@@ -571,7 +578,7 @@ def capability_branch(node: cst.BaseExpression, ctx: FixContext):
 MODERN_CAPABILITY = {"major": 9, "minor": 0}
 
 
-@register("TPD027", {"tpu", "neuron"})
+@register("TPD027", VENDOR, but={"xla"})
 def capability_properties(node: cst.Call, ctx: FixContext):
     """``torch.cuda.get_device_properties(d)`` read only for ``.major``/``.minor`` (the
     matcher checked every use) -> ``types.SimpleNamespace(major=9, minor=0)``: the call
@@ -650,7 +657,7 @@ def device_type_compare(node: cst.Comparison | cst.Call, ctx: FixContext):
 
     def swap(expr):
         if isinstance(expr, cst.Tuple | cst.List | cst.Set):
-            if ctx.target == "accelerator":
+            if not ctx.profile.is_vendor:
                 raise NotApplicable(
                     'a membership test in a list of device kinds: whether it asks "is this an '
                     'accelerator" (then `x.type != "cpu"`) only the program can say; check by hand'
@@ -661,15 +668,13 @@ def device_type_compare(node: cst.Comparison | cst.Call, ctx: FixContext):
         value = string_value(expr)
         if value is None or not CUDA_STRING.match(value):
             return expr
-        if ctx.target == "accelerator":
-            return with_string(expr, "cpu")
-        return with_string(expr, DEVICE_STRING[ctx.target])
+        return with_string(expr, ctx.profile.device or "cpu")
 
     left = swap(node.left)
     targets = []
     for target in node.comparisons:
         comp = target.with_changes(comparator=swap(target.comparator))
-        if ctx.target == "accelerator":
+        if not ctx.profile.is_vendor:
             comp = comp.with_changes(operator=_negate(comp.operator))
         targets.append(comp)
     return node.with_changes(left=left, comparisons=targets)
@@ -682,8 +687,8 @@ def _prefix_test(node: cst.Call, ctx: FixContext) -> cst.BaseExpression:
     value = string_value(first.value) if first is not None else None
     if value is None or not value.startswith("cuda"):
         raise NotApplicable("not a prefix test against a CUDA device name")
-    if ctx.target != "accelerator":
-        name = value.replace("cuda", DEVICE_STRING[ctx.target], 1)
+    if ctx.profile.is_vendor:
+        name = value.replace("cuda", ctx.profile.device, 1)
         return node.with_changes(args=[first.with_changes(value=with_string(first.value, name))])
     call = node.with_changes(args=[first.with_changes(value=with_string(first.value, "cpu"))])
     parent = ctx.parent(ctx.original)

@@ -15,26 +15,23 @@ import re
 
 import libcst as cst
 
-from ...sandbox.torchtpu_facts import section
+from ..targets import profile
 from .base import FixContext, NotApplicable
 from .base import fixer as register
 
 CUDA = "CUDA_LAUNCH_BLOCKING"
 
 
-def tpu_name() -> str:
-    return section("environment")["launch_blocking"]
-
-
 @register("TPD025", {"tpu"})
 def launch_blocking(node: cst.CSTNode, ctx: FixContext):
     if not isinstance(node, cst.SimpleString):
         raise NotApplicable("not a plain string literal")
-    return node.with_changes(value=node.value.replace(CUDA, tpu_name()))
+    return node.with_changes(value=node.value.replace(CUDA, ctx.profile.launch_blocking or ""))
 
 
 def launch_blocking_text(match: str, target: str) -> str | None:
     """The matched ``CUDA_LAUNCH_BLOCKING`` of a non-Python file, for ``target``."""
-    if target != "tpu":
+    name = profile(target).launch_blocking
+    if name is None:
         return None
-    return re.sub(rf"\b{CUDA}\b", tpu_name(), match)
+    return re.sub(rf"\b{CUDA}\b", name, match)

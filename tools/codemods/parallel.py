@@ -114,7 +114,7 @@ def _unwrap(value: cst.BaseExpression) -> cst.BaseExpression:
     return value.with_changes(func=value.func.with_changes(value=inner))
 
 
-@register("TPN009", {"tpu", "neuron", "xla"})
+@register("TPN009", {"vendor"})  # every vendor target
 def data_parallel(node: cst.CSTNode, ctx: FixContext):
     if not isinstance(node, cst.Assign) or len(node.targets) != 1:
         raise NotApplicable("not an assignment of one DataParallel")

@@ -7,7 +7,9 @@ import libcst as cst
 from ...sandbox import torchtpu_facts
 from . import torchtpu
 from .base import (
+    ALL_KINDS,
     REMOVE_STATEMENT,
+    VENDOR,
     FixContext,
     NotApplicable,
     body_of,
@@ -19,7 +21,9 @@ from .base import (
 )
 from .base import fixer as register
 
-PORTABLE = frozenset({"tpu", "neuron", "accelerator"})
+# every target but xla, whose lazy device has its own calls (registered by name) or none
+PORTABLE = ALL_KINDS
+NOT_XLA = frozenset({"xla"})
 
 MEMORY_RENAMES = {
     "memory_cached": "memory_reserved",
@@ -47,7 +51,7 @@ def _last_name(node: cst.Call) -> str:
     return name.rsplit(".", 1)[-1]
 
 
-@register("TPT001", PORTABLE)
+@register("TPT001", PORTABLE)  # xla: its own, below
 def synchronize(node: cst.Call, ctx: FixContext):
     return ctx.expr(sync_call(ctx.target))
 
@@ -57,8 +61,8 @@ def synchronize_xla(node: cst.Call, ctx: FixContext):
     return ctx.expr("torch_xla.sync(wait=True)")
 
 
-@register("TPM001", PORTABLE)
-@register("TPM004", PORTABLE)
+@register("TPM001", PORTABLE, but=NOT_XLA)
+@register("TPM004", PORTABLE, but=NOT_XLA)
 def memory_stats(node: cst.Call, ctx: FixContext):
     name = MEMORY_RENAMES.get(_last_name(node), _last_name(node))
     call = node.with_changes(func=ctx.expr(f"torch.accelerator.memory.{name}"))
@@ -82,7 +86,7 @@ def _guard(call: cst.BaseExpression, ctx: FixContext, fallback: str) -> cst.Base
     return ctx.expr(guarded(ctx.target, code, fallback))
 
 
-@register("TPM006", PORTABLE)
+@register("TPM006", PORTABLE, but=NOT_XLA)
 def total_memory(node: cst.Attribute, ctx: FixContext):
     """``get_device_properties(i).total_memory`` -> the total of ``get_memory_info(i)``."""
     call = node.value
@@ -157,11 +161,7 @@ def manual_seed(node: cst.Call, ctx: FixContext):
 
 # Not on accelerator: the RNG state there depends on the device type (the CPU's generator
 # when there is no accelerator), which the TOML leaves to a human.
-RNG_STATE_MODULE = {
-    "tpu": "torch.tpu",
-    "xla": "torch_xla.core.xla_model",
-    "neuron": 'torch.get_device_module("neuron")',
-}
+# (each vendor profile's rng_module: its device_module, else torch.get_device_module(device))
 # TorchTPU: a process sees one device, tpu:0, so its default generator is the first. Where the
 # wheel makes torch.tpu.<name> internal on some torch it allows (get_rng_state from 2.13), the
 # port reads that generator instead: default_generators is public (experimental) on every
@@ -179,11 +179,11 @@ def _tpu_rng_callee(name: str) -> str:
     return f"{TPU_GENERATOR}.{TPU_GENERATOR_METHOD[name]}"
 
 
-@register("TPR002", set(RNG_STATE_MODULE))
+@register("TPR002", VENDOR)
 def rng_state(node: cst.Call, ctx: FixContext):
     name = _last_name(node).removesuffix("_all")
-    if ctx.target != "tpu":
-        return node.with_changes(func=ctx.expr(f"{RNG_STATE_MODULE[ctx.target]}.{name}"))
+    if not ctx.profile.one_device_per_process:
+        return node.with_changes(func=ctx.expr(f"{ctx.profile.rng_module}.{name}"))
     # one device per process: a device argument names this process's device or one it
     # cannot use (TorchTPU refuses any other index), so it goes
     keep = 1 if name == "set_rng_state" else 0
@@ -271,7 +271,7 @@ def cuda_stream(node: cst.CSTNode, ctx: FixContext):
     call = node.with_changes(func=ctx.expr(apis[name]))
     if apis[name] in POSITIONAL_DEVICE:
         call = call.with_changes(args=[_positional(a) for a in node.args])
-    if ctx.target != "accelerator":
+    if not ctx.profile.may_lack_device:
         return call
     if name == "current_stream" and (line := _event_call_line(ctx)) is not None:
         ctx.state.setdefault(GUARDED_LINES, set()).add(id(line))

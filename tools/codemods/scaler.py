@@ -13,7 +13,8 @@ from __future__ import annotations
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
-from .amp import BF16_TARGETS, grad_scaler
+from ..targets import profile
+from .amp import grad_scaler
 from .base import REMOVE_STATEMENT, FixContext, NotApplicable, code_of, follow_up, prescan
 from .base import fixer as register
 
@@ -38,7 +39,7 @@ class _Scalers(cst.CSTVisitor):
 def scalers(module: cst.Module, lines: list[int], target: str) -> dict:
     """The scalers to remove are known before the rewrite: a training function defined
     above the line that builds the scaler uses it first."""
-    if target not in BF16_TARGETS:
+    if profile(target).autocast_dtype != "bfloat16":
         return {}
     found = _Scalers(set(lines))
     MetadataWrapper(module, unsafe_skip_copy=True).visit(found)
@@ -49,7 +50,7 @@ def scalers(module: cst.Module, lines: list[int], target: str) -> dict:
 def only_scaling(node: cst.CSTNode, ctx: FixContext):
     if not isinstance(node, cst.Assign) or not isinstance(node.value, cst.Call):
         raise NotApplicable("not a scaler assignment")
-    if ctx.target not in BF16_TARGETS:
+    if ctx.profile.autocast_dtype != "bfloat16":  # a real scaler for the device
         return node.with_changes(value=grad_scaler(node.value, ctx))
     return REMOVE_STATEMENT
 

@@ -7,8 +7,7 @@ import re
 from collections.abc import Callable
 
 from ..findings import Finding
-from .base import DEVICE_STRING, DIST_BACKEND
-from .device import ONE_DEVICE_PER_PROCESS
+from ..targets import profile
 from .engine import Edit, SourceResult
 from .launch_blocking import launch_blocking_text
 from .torchbuild import torch_build_line
@@ -20,17 +19,19 @@ PORTABLE_COUNT = '$(python -c "import torch; print(torch.accelerator.device_coun
 
 
 def _device(match: str, target: str) -> str | None:
-    if target not in DEVICE_STRING:
+    found = profile(target)
+    if found.device is None:
         return None
-    if target in ONE_DEVICE_PER_PROCESS:  # "cuda:1" names a device the process cannot see
+    if found.one_device_per_process:  # "cuda:1" names a device the process cannot see
         match = re.sub(r"(?i)(cuda):(?!0\b)\d+", r"\1", match, count=1)
-    return re.sub(r"cuda", DEVICE_STRING[target], match, count=1, flags=re.IGNORECASE)
+    return re.sub(r"cuda", found.device, match, count=1, flags=re.IGNORECASE)
 
 
 def _backend(match: str, target: str) -> str | None:
-    if target not in DIST_BACKEND:
+    backend = profile(target).dist_backend
+    if backend is None:
         return None
-    return re.sub(r"nccl", DIST_BACKEND[target], match, count=1, flags=re.IGNORECASE)
+    return re.sub(r"nccl", backend, match, count=1, flags=re.IGNORECASE)
 
 
 def _nproc(match: str, target: str) -> str | None:

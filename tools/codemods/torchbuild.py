@@ -17,12 +17,10 @@ from __future__ import annotations
 import re
 from pathlib import PurePosixPath
 
-# what replaces the torch pin, per target: one requirement per item
-TARGET_TORCH = {
-    "tpu": ("torch>=2.11,<=2.15", "torch-tpu"),
-    "neuron": ("torch", "torch-neuronx>=2.14"),
-    "xla": ("torch==2.9.*", "torch_xla[tpu]==2.9.*"),
-}
+from ..targets import profile
+
+# what replaces the torch pin is the target's profile's torch_requirements (one requirement
+# per item); a target with none (device-agnostic code) keeps the project's version
 CUDA_INDEX = r"\S*download\.pytorch\.org/whl/(?:nightly/)?cu\d+\S*"
 INDEX_OPTION = re.compile(
     rf"\s*(?:--index-url|--extra-index-url|-i|--find-links|-f)(?:=|\s+)[\"']?{CUDA_INDEX}"
@@ -41,10 +39,11 @@ def _replacement(pin: re.Match[str], target: str) -> list[str]:
     """The requirements one CUDA pin becomes, each a plain requirement string."""
     name, version = pin["name"], pin["version"]
     extras = pin["extras"] or ""
-    if target == "accelerator":
+    requirements = profile(target).torch_requirements
+    if not requirements:
         return [f"{name}{extras}=={version}"]
     if name.lower() == "torch":
-        return list(TARGET_TORCH[target])
+        return list(requirements)
     return [f"{name}{extras}"]  # a companion: the build that matches the target's torch
 
 
@@ -55,8 +54,6 @@ def _shell_word(requirement: str) -> str:
 def torch_build_line(line: str, target: str, path: str) -> str | None:
     """The line (with its newline; several lines where one pin became two requirements)
     written for ``target``; ``""`` to remove it; None when it cannot be rewritten here."""
-    if target not in (*TARGET_TORCH, "accelerator"):
-        return None
     name = PurePosixPath(path).name
     body, newline = (line[:-1], "\n") if line.endswith("\n") else (line, "")
     if REQUIREMENTS.search(name):

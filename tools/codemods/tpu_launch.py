@@ -32,6 +32,7 @@ from pathlib import PurePosixPath
 
 import libcst as cst
 
+from ..targets import profile
 from . import torchtpu
 from .base import FixContext, NotApplicable, code_of, dotted, follow_up
 from .base import fixer as register
@@ -162,7 +163,8 @@ _YAML = re.compile(rf"^(?P<head>\s*(?:-\s+)?(?:[\w.-]+:\s+)?)(?={_COMMAND})")
 def launch_step_line(line: str, target: str, path: str) -> str | None:
     """The line with the launch step before its torchrun command, or None where the command
     does not start the line's shell command (a quoted YAML value, an exec-form list, ...)."""
-    if target != "tpu" or torchtpu.launch_module() in line:
+    module = profile(target).launch_module
+    if module is None or module in line:
         return None
     name = PurePosixPath(path).name.lower()
     if name.endswith((".yaml", ".yml")):

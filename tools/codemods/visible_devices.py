@@ -18,12 +18,14 @@ import re
 
 import libcst as cst
 
+from ..targets import profile, profiles
 from . import torchtpu
 from .base import FixContext, NotApplicable
 from .base import fixer as register
 
 CUDA = "CUDA_VISIBLE_DEVICES"
-RENAMED = {"tpu": torchtpu.visible_devices_variable(), "neuron": "NEURON_RT_VISIBLE_CORES"}
+# CUDA_VISIBLE_DEVICES's counterpart, by target (its profile's visible_devices)
+RENAMED = {name: p.visible_devices for name, p in profiles().items() if p.visible_devices}
 # why a line is left (text.py's LINE_LEFT says "this form, or ..."): the name is glued to others
 LEFT_FOR_TPU = f"a name that is not a whole word: rename it to {RENAMED['tpu']} by hand"
 if RENAMED["tpu"] in torchtpu.written_by_torchtpu():  # a wheel that changed its mind
@@ -39,7 +41,7 @@ def visible_devices(node: cst.CSTNode, ctx: FixContext):
     """The key renamed wherever it is written or read; its value is the same list."""
     if not isinstance(node, cst.SimpleString):
         raise NotApplicable("not a plain string literal")
-    return _renamed(node, RENAMED[ctx.target])
+    return _renamed(node, ctx.profile.visible_devices)
 
 
 # -- shell, Make, Dockerfile, YAML, JSON lines ---------------------------------------------
@@ -47,7 +49,8 @@ def visible_devices(node: cst.CSTNode, ctx: FixContext):
 
 def visible_devices_line(line: str, target: str, path: str) -> str | None:
     """The line for ``target`` (the variable renamed, its value kept), or None."""
-    if target not in RENAMED:
+    name = profile(target).visible_devices
+    if name is None:
         return None
-    new = re.sub(rf"\b{CUDA}\b", RENAMED[target], line)
+    new = re.sub(rf"\b{CUDA}\b", name, line)
     return None if new == line else new

@@ -20,9 +20,10 @@ import json
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
-from ..catalogue import load_catalogue
+from ..catalogue import applicability, load_catalogue
 from ..codemods.guard import REFUSED
 from ..filenames import printable, printable_data
+from ..fix_safety import SAFE_ONLY
 from ..safetext import csv_cell, markdown_code, markdown_text
 from .counts import Counts, Entry, count_constructs
 from .dropped import dropped_options
@@ -51,7 +52,10 @@ def migration_to_dict(result: MigrationResult, counts: Counts | None = None) -> 
         "branch": result.branch,
         "backup": str(result.backup) if result.backup else None,
         "files_changed": sorted(c.path for c in result.changes),
-        "edits": [asdict(e) for e in result.edits],
+        "edits": [
+            {**asdict(e), "applicability": applicability.of(e.rule, result.target).applicability}
+            for e in result.edits
+        ],
         "left_for_humans": _json_items(counts, counts.left),
         "advisories": _json_items(counts, counts.advisory),
         "dropped_options": [d.to_json() for d in dropped_options(result.edits, result.target)],
@@ -79,11 +83,55 @@ def migration_summary(result: MigrationResult, counts: Counts | None = None) -> 
         "edits": len(result.edits),
         "dropped_options": len(dropped_options(result.edits, result.target)),
         "refused_by_guard": sum(why.startswith(REFUSED) for _, why in result.left_for_humans),
+        "can_change_results": {
+            kind.value: len(edits) for kind, edits in results_changing_edits(result).items()
+        },
+        "withheld_by_safe_only": sum(why.startswith(SAFE_ONLY) for _, why in result.unapplied),
         "converted_share": round(total["converted"] / total["found"], 4) if total["found"] else 1.0,
         "files_changed": len(result.changes),
         "per_file": counts.per_file(),
         "elapsed_s": round(result.elapsed_s, 3),
     }
+
+
+# What the migration applied that can change what the program computes, by kind, in the
+# order a reviewer reads them: other numbers first, then other behaviour.
+RESULTS_CHANGING = (applicability.Applicability.NUMERICS, applicability.Applicability.BEHAVIOUR)
+
+
+def results_changing_edits(result: MigrationResult) -> dict[applicability.Applicability, list]:
+    """The applied edits whose fix is declared to change numerics or behaviour, by kind."""
+    found: dict[applicability.Applicability, list] = {kind: [] for kind in RESULTS_CHANGING}
+    for e in result.edits:
+        kind = applicability.of(e.rule, result.target).applicability
+        if kind in found:
+            found[kind].append(e)
+    return found
+
+
+def _results_changing_md(result: MigrationResult) -> list[str]:
+    """summary.md's section on the fixes a reviewer must read: what each may change."""
+    found = results_changing_edits(result)
+    if not any(found.values()):
+        return []
+    out = ["", "## Changes that can alter results", ""]
+    out.append(
+        "Applied fixes that are not pure renames (`--safe-only` applies none of them): "
+        "review each before trusting the port's numbers."
+    )
+    titles = {
+        applicability.Applicability.NUMERICS: "Numerics: the same steps, other numbers",
+        applicability.Applicability.BEHAVIOUR: "Behaviour: the program does something else",
+    }
+    for kind, edits in found.items():
+        if not edits:
+            continue
+        out += ["", f"### {titles[kind]}", ""]
+        for e in edits:
+            why = applicability.of(e.rule, result.target).why
+            where = f"{e.path}:{e.line}" + (f" (cell {e.cell})" if e.cell is not None else "")
+            out.append(f"- {e.rule} at {markdown_code(where)}: {markdown_text(why)}")
+    return out
 
 
 def one_line_summary(result: MigrationResult) -> str:
@@ -201,6 +249,14 @@ def _summary_md(result: MigrationResult, counts: Counts) -> str:
             if s["dropped_options"]
             else []
         ),
+        *(
+            [
+                f"{s['withheld_by_safe_only']} fixes that can change results were not applied "
+                "(--safe-only; manual.md lists them)."
+            ]
+            if s["withheld_by_safe_only"]
+            else []
+        ),
         "",
         "| file | found | converted | left | advisory |",
         "|---|---:|---:|---:|---:|",
@@ -210,6 +266,7 @@ def _summary_md(result: MigrationResult, counts: Counts) -> str:
         f"| {v['advisory']} |"
         for p, v in s["per_file"].items()
     ]
+    out += _results_changing_md(result)
     if result.scan.skipped:
         out += ["", "## Not migrated (copied unchanged)", ""]
         out += [
