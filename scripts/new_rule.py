@@ -38,9 +38,10 @@ CODE = re.compile(r"TP[A-Z]\d{3}")
 CATALOGUE = Path("tools/catalogue")
 CODEMODS = Path("tools/codemods")
 GOLDEN = Path("tests/fixtures/golden")
-REGISTERED = re.compile(r"""@register\(\s*["'](TP[A-Z]\d{3})["']""")
+APPLICABILITY = CATALOGUE / "applicability.toml"
+REGISTERED = re.compile(r"""@fixer\(\s*["'](TP[A-Z]\d{3})["']""")
 # what a fixer stub uses from its module: the house import of base.fixer, and the types
-STUB_NAMES = ("register", "FixContext", "NotApplicable", "cst")
+STUB_NAMES = ("fixer", "FixContext", "NotApplicable", "cst")
 
 
 class ScaffoldError(Exception):
@@ -119,11 +120,21 @@ def fixer_stub(args: argparse.Namespace) -> str:
     chosen = ", ".join(f'"{t}"' for t in sorted(args.targets))
     targets = "" if set(args.targets) == set(TARGETS) else f", {{{chosen}}}"
     return (
-        f'\n\n@register("{args.code}"{targets})\n'
+        f'\n\n@fixer("{args.code}"{targets})\n'
         f"def fix_{args.code.lower()}(node: cst.CSTNode, ctx: FixContext):\n"
         f'    """{args.code}: TODO say why the target needs this form (cite its source:\n'
         '    sandbox/data/torch_tpu.toml, or the target\'s documentation)."""\n'
         f'    raise NotApplicable("{args.code}: the codemod is not written yet")\n'
+    )
+
+
+def applicability_stub(args: argparse.Namespace) -> str:
+    """What the new fix may change: "behaviour" until its author says otherwise, so a new
+    fix is never taken for safe by ``--safe-only`` before someone has read it."""
+    return (
+        f"\n[{args.code}]\n"
+        'applicability = "behaviour"  # TODO: safe, numerics or behaviour (the header says)\n'
+        'why = "TODO: what applying the fix changes in what the program computes or does"\n'
     )
 
 
@@ -165,6 +176,7 @@ def plan(root: Path, args: argparse.Namespace) -> dict[Path, tuple[str, bool]]:
             raise ScaffoldError(f"{module.name} does not import {missing}: pass another --module")
         files[module] = (fixer_stub(args), True)
         files[golden] = (golden_input(args), False)
+        files[root / APPLICABILITY] = (applicability_stub(args), True)
     return files
 
 

@@ -12,11 +12,11 @@ from .base import (
     arg_named,
     code_of,
     drop_args,
+    fixer,
     prepend_arg,
     set_kwarg,
     with_arg_value,
 )
-from .base import fixer as register
 
 
 def _device_type(ctx: FixContext) -> cst.BaseExpression:
@@ -77,14 +77,14 @@ def _autocast_call(node: cst.Call, ctx: FixContext) -> cst.Call:
     return call
 
 
-@register("TPA001")
+@fixer("TPA001")
 def cuda_amp_autocast(node: cst.Call, ctx: FixContext):
     if not isinstance(node, cst.Call):
         raise NotApplicable("autocast referenced without a call")
     return _autocast_call(node, ctx)
 
 
-@register("TPA003")
+@fixer("TPA003")
 def autocast_cuda(node: cst.Call, ctx: FixContext):
     """Swap the "cuda" device argument; for bf16 targets make the dtype bfloat16."""
     call = with_arg_value(node, "device_type", 0, _device_type(ctx))
@@ -95,7 +95,7 @@ def autocast_cuda(node: cst.Call, ctx: FixContext):
     return call
 
 
-@register("TPA002")
+@fixer("TPA002")
 def grad_scaler(node: cst.Call, ctx: FixContext):
     """bf16 targets: a disabled scaler (scale/step/update stay valid); else the device's own."""
     call = node.with_changes(func=ctx.expr("torch.amp.GradScaler"))
@@ -109,7 +109,7 @@ def grad_scaler(node: cst.Call, ctx: FixContext):
     return call
 
 
-@register("TPA004", VENDOR)
+@fixer("TPA004", VENDOR)
 def float16(node: cst.CSTNode, ctx: FixContext):
     if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
         return node.with_changes(func=node.func.with_changes(attr=cst.Name("bfloat16")))
@@ -118,7 +118,7 @@ def float16(node: cst.CSTNode, ctx: FixContext):
     raise NotApplicable("unexpected float16 form")
 
 
-@register("TPA005")
+@fixer("TPA005")
 def custom_fwd(node: cst.CSTNode, ctx: FixContext):
     call = node if isinstance(node, cst.Call) else cst.Call(func=node)
     name = code_of(call.func).rsplit(".", 1)[-1]
@@ -134,7 +134,7 @@ BF16_MODE_CODE = f'''def {BF16_MODE}(mixed_precision):
 '''
 
 
-@register("TPA007", VENDOR)
+@fixer("TPA007", VENDOR)
 def accelerate_fp16(node: cst.Call, ctx: FixContext):
     """``Accelerator(mixed_precision="fp16")`` -> ``"bf16"``, and a value known only at run
     time (``"fp16" if amp else "no"``) -> ``_bf16_for_fp16(...)``: accelerate refuses fp16

@@ -18,8 +18,7 @@ import dataclasses
 
 import libcst as cst
 
-from .base import FixContext, NotApplicable, code_of
-from .base import fixer as register
+from .base import FixContext, NotApplicable, code_of, fixer
 from .library_port import (
     ANY,
     Port,
@@ -184,7 +183,7 @@ PARALLEL: dict[str, Port] = {
 register_aliases("apex", "TPK007", "TPK008", "TPK009")
 
 
-@register("TPK007")
+@fixer("TPK007")
 def apex_optimizer(node: cst.CSTNode, ctx: FixContext):
     name, port = optimizer_port(
         node,
@@ -204,7 +203,7 @@ def apex_optimizer(node: cst.CSTNode, ctx: FixContext):
     return port_call(node, port, port.torch, ctx)
 
 
-@register("TPK008")
+@fixer("TPK008")
 def apex_norm(node: cst.CSTNode, ctx: FixContext):
     name = class_name(node, ctx, "apex")
     port = NORMS.get(name)
@@ -226,7 +225,7 @@ SYNC_BN = (
 )
 
 
-@register("TPK009")
+@fixer("TPK009")
 def apex_parallel(node: cst.CSTNode, ctx: FixContext):
     name = class_name(node, ctx, "apex")
     if name in ("convert_syncbn_model", "SyncBatchNorm"):

@@ -21,8 +21,8 @@ from .base import (
     body_of,
     code_of,
     dotted,
+    fixer,
 )
-from .base import fixer as register
 
 # amp.initialize(models, optimizers=None, enabled=True, opt_level="O1", ...): its
 # parameters in order, and those that only tune fp16 loss scaling or logging (dropped)
@@ -65,7 +65,7 @@ def _autocast(ctx: FixContext, enabled: str | None) -> str:
     return f"torch.autocast({device}, dtype=torch.bfloat16{extra})"
 
 
-@register("TPK015")
+@fixer("TPK015")
 def initialize(node: cst.CSTNode, ctx: FixContext):
     """``model, opt = amp.initialize(model, opt, opt_level="O1")`` ->
     ``model.forward = torch.autocast("tpu", dtype=torch.bfloat16)(model.forward)``."""
@@ -118,7 +118,7 @@ class _Reads(cst.CSTTransformer):
         return self.value if updated.value == self.name else updated
 
 
-@register("TPK016")
+@fixer("TPK016")
 def scale_loss(node: cst.CSTNode, ctx: FixContext):
     """``with amp.scale_loss(loss, opt) as scaled: scaled.backward()`` -> ``loss.backward()``."""
     if not isinstance(node, cst.With) or len(node.items) != 1:
@@ -135,7 +135,7 @@ def scale_loss(node: cst.CSTNode, ctx: FixContext):
 MASTER_PARAMS = '(p for group in {opt}.param_groups for p in group["params"])'
 
 
-@register("TPK006")
+@fixer("TPK006")
 def amp_other(node: cst.CSTNode, ctx: FixContext):
     name = dotted(node.func if isinstance(node, cst.Call) else node)
     function = (name or "").rsplit(".", 1)[-1]

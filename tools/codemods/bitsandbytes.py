@@ -22,8 +22,7 @@ import dataclasses
 
 import libcst as cst
 
-from .base import REMOVE_STATEMENT, FixContext, NotApplicable, code_of, dotted
-from .base import fixer as register
+from .base import REMOVE_STATEMENT, FixContext, NotApplicable, code_of, dotted, fixer
 from .library_port import ANY, Port, named_args, optimizer_port, port_call, register_aliases
 
 # Arguments every bitsandbytes optimizer takes that only say how its state is stored.
@@ -157,7 +156,7 @@ def _optim_manager(node: cst.CSTNode, ctx: FixContext):
     )
 
 
-@register("TPK017")
+@fixer("TPK017")
 def bnb_optimizer(node: cst.CSTNode, ctx: FixContext):
     func = node.func if isinstance(node, cst.Call) else node
     if "GlobalOptimManager" in (dotted(func) or "").split("."):

@@ -13,8 +13,7 @@ import re
 import libcst as cst
 
 from ..pycustom import CUDA_OPTION
-from .base import FixContext, NotApplicable, set_kwarg, string_value, with_string
-from .base import fixer as register
+from .base import FixContext, NotApplicable, fixer, set_kwarg, string_value, with_string
 
 CUDA_WORD = re.compile(r"\bCUDA\b")
 
@@ -26,7 +25,7 @@ def argparse_dest(names: list[str]) -> str:
     return (long or names)[0].lstrip("-").replace("-", "_")
 
 
-@register("TPD026")
+@fixer("TPD026")
 def accelerator_named_option(node: cst.Call, ctx: FixContext):
     """``add_argument("--no-cuda", action=...)`` -> ``add_argument("--no-accel", "--no-cuda",
     dest="no_cuda", action=...)``; a plain help string's "CUDA" names the target's device."""

@@ -16,13 +16,13 @@ from .base import (
     arg_named,
     code_of,
     dotted,
+    fixer,
     follow_up,
     set_kwarg,
     string_value,
     with_arg_value,
     with_string,
 )
-from .base import fixer as register
 
 REMOVE_ARG = cst.RemoveFromParent()
 
@@ -50,19 +50,19 @@ def _statement_or_constant(node: cst.CSTNode, ctx: FixContext):
 
 
 # tpu: cudnn.allow_tf32 = False keeps its meaning (matmul_precision.py)
-@register("TPB001", VENDOR)  # tpu: matmul_precision.py
-@register("TPB004")
+@fixer("TPB001", VENDOR)  # tpu: matmul_precision.py
+@fixer("TPB004")
 def drop_flag_statement(node: cst.CSTNode, ctx: FixContext):
     """cuDNN / CUDA backend settings do nothing on the target."""
     return _statement_or_constant(node, ctx)
 
 
-@register("TPB002", VENDOR)  # tpu: matmul_precision.py; xla below
+@fixer("TPB002", VENDOR)  # tpu: matmul_precision.py; xla below
 def drop_tf32(node: cst.CSTNode, ctx: FixContext):
     return _statement_or_constant(node, ctx)
 
 
-@register("TPB002", {"xla", "accelerator"})
+@fixer("TPB002", {"xla", "accelerator"})
 def tf32_precision(node: cst.CSTNode, ctx: FixContext, setter: str | None = None):
     """``allow_tf32 = x`` -> ``set_..._precision("high" if x else "highest")``; the reduced
     half-precision reduction flags have no counterpart and go."""
@@ -103,8 +103,8 @@ def replace_statement(original: cst.CSTNode, node: cst.CSTNode, ctx: FixContext)
 
 
 # tpu keeps the choice where TorchTPU honours it (sdpa_backends.py).
-@register("TPB003", VENDOR)
-@register("TPB005", VENDOR, but={"tpu"})
+@fixer("TPB003", VENDOR)
+@fixer("TPB005", VENDOR, but={"tpu"})
 def sdpa_selection(node: cst.CSTNode, ctx: FixContext):
     """Kernel choices the target lacks: backends become MATH (the one torch's SDPA allows
     on a device it has no fused kernel for), the legacy ``sdp_kernel(...)`` context a no-op,
@@ -123,12 +123,12 @@ def sdpa_selection(node: cst.CSTNode, ctx: FixContext):
     raise NotApplicable(f"no codemod for {name}")
 
 
-@register("TPC001")
+@fixer("TPC001")
 def compile_mode(node: cst.Call, ctx: FixContext):
     return _without(node, "mode")
 
 
-@register("TPC002")
+@fixer("TPC002")
 def compile_backend(node: cst.Call, ctx: FixContext):
     backend = ctx.profile.compile_backend
     if backend is None:  # torch.compile picks the device's own
@@ -136,7 +136,7 @@ def compile_backend(node: cst.Call, ctx: FixContext):
     return set_kwarg(node, "backend", cst.SimpleString(f'"{backend}"'))
 
 
-@register("TPC003", VENDOR, but={"xla"})
+@fixer("TPC003", VENDOR, but={"xla"})
 def profiler_activity(node: cst.Attribute, ctx: FixContext):
     if not isinstance(node, cst.Attribute):
         raise NotApplicable("unexpected profiler activity form")
@@ -145,7 +145,7 @@ def profiler_activity(node: cst.Attribute, ctx: FixContext):
 
 # TPC004 on xla: torch's legacy profiler accepts only cuda/xpu/mtia/hpu or the PrivateUse1
 # backend as use_device (XLA is none of them): "xla" would be warned about and dropped.
-@register("TPC004", ALL_KINDS, but={"xla"})
+@fixer("TPC004", ALL_KINDS, but={"xla"})
 def profiler_use_cuda(node: cst.Arg, ctx: FixContext):
     if not isinstance(node, cst.Arg):
         raise NotApplicable("unexpected profiler argument")
@@ -160,7 +160,7 @@ def profiler_use_cuda(node: cst.Arg, ctx: FixContext):
     return node.with_changes(keyword=cst.Name("use_device"), value=ctx.expr(device))
 
 
-@register("TPC005")
+@fixer("TPC005")
 def profiler_sort_key(node: cst.SimpleString, ctx: FixContext):
     value = string_value(node)
     if value is None:
@@ -176,7 +176,7 @@ def profiler_sort_key(node: cst.SimpleString, ctx: FixContext):
 
 
 # Not on tpu: TorchTPU implements pinned host memory, so the program's pinning stays.
-@register("TPL001", ALL_KINDS, but={"tpu"})
+@fixer("TPL001", ALL_KINDS, but={"tpu"})
 def pin_memory_flag(node: cst.Arg, ctx: FixContext):
     if ctx.profile.may_lack_device:
         return node.with_changes(value=ctx.expr("torch.accelerator.is_available()"))
@@ -186,7 +186,7 @@ def pin_memory_flag(node: cst.Arg, ctx: FixContext):
 UNPINNED = "pin_memory_removed"
 
 
-@register("TPL002", ALL_KINDS, but={"tpu"})
+@fixer("TPL002", ALL_KINDS, but={"tpu"})
 def pin_memory_call(node: cst.Call, ctx: FixContext):
     if not isinstance(node.func, cst.Attribute):
         raise NotApplicable("unexpected pin_memory form")
@@ -214,12 +214,12 @@ def self_assignment(original: cst.CSTNode, node: cst.CSTNode, ctx: FixContext):
     return REMOVE_STATEMENT if same and node is not original else None
 
 
-@register("TPL003", {"xla"})
+@fixer("TPL003", {"xla"})
 def non_blocking(node: cst.Arg, ctx: FixContext):
     return REMOVE_ARG
 
 
-@register("TPK014")
+@fixer("TPK014")
 def fused_flag(node: cst.Arg, ctx: FixContext):
     return REMOVE_ARG
 
@@ -233,7 +233,7 @@ def _backend(ctx: FixContext) -> cst.BaseExpression:
     return cst.SimpleString(f'"{backend}"')
 
 
-@register("TPN001")
+@fixer("TPN001")
 def init_process_group(node: cst.Call, ctx: FixContext):
     call = with_arg_value(node, "backend", 0, _backend(ctx))
     if (dotted(node.func) or "").endswith("new_group"):
@@ -246,7 +246,7 @@ def init_process_group(node: cst.Call, ctx: FixContext):
     return call
 
 
-@register("TPN002")
+@fixer("TPN002")
 def nccl_value(node: cst.SimpleString, ctx: FixContext):
     if string_value(node) != "nccl":
         raise NotApplicable("a composite backend string; edit by hand")
@@ -258,7 +258,7 @@ def nccl_value(node: cst.SimpleString, ctx: FixContext):
 DROP_DICT_ELEMENTS = "drop_dict_elements"
 
 
-@register("TPN006", VENDOR)
+@fixer("TPN006", VENDOR)
 def nccl_env(node: cst.SimpleString, ctx: FixContext):
     """The NCCL setting goes: its statement (``os.environ["NCCL_X"] = ...``,
     ``os.environ.setdefault(...)``) or its entry in a dict of variables; a read stays."""
@@ -294,7 +294,7 @@ def drop_dict_elements(original: cst.CSTNode, node: cst.CSTNode, ctx: FixContext
     return node.with_changes(elements=keep)
 
 
-@register("TPN007")
+@fixer("TPN007")
 def nccl_available(node: cst.CSTNode, ctx: FixContext):
     if not isinstance(node, cst.Call):
         raise NotApplicable("raw NCCL API; port by hand")
@@ -304,7 +304,7 @@ def nccl_available(node: cst.CSTNode, ctx: FixContext):
 AVG_DIVIDES = "avg_divides"
 
 
-@register("TPN003")
+@fixer("TPN003")
 def reduce_avg(node: cst.CSTNode, ctx: FixContext):
     """``all_reduce(t, op=ReduceOp.AVG)`` -> ``op=ReduceOp.SUM`` then ``t /= world_size``."""
     if not isinstance(node, cst.Attribute) or node.attr.value != "AVG":
@@ -339,7 +339,7 @@ def divide_after_sum(original: cst.CSTNode, node: cst.CSTNode, ctx: FixContext):
     return cst.FlattenSentinel([node, cst.parse_statement(code + "\n")])
 
 
-@register("TPS001")
+@fixer("TPS001")
 def map_location_cuda(node: cst.Call, ctx: FixContext):
     # Onto the device for tpu/neuron: tensors the program uses straight from the
     # checkpoint (not only through load_state_dict) must land where the model is.
@@ -349,7 +349,7 @@ def map_location_cuda(node: cst.Call, ctx: FixContext):
     return with_arg_value(node, "map_location", 1, cst.SimpleString('"cpu"'))
 
 
-@register("TPS002")
+@fixer("TPS002")
 def map_location_missing(node: cst.Call, ctx: FixContext):
     return set_kwarg(node, "map_location", cst.SimpleString('"cpu"'))
 
@@ -363,7 +363,7 @@ def _without(call: cst.Call, keyword: str) -> cst.Call:
 
 # Not on xla: torch.accelerator does not count XLA devices, and torch_xla launches with
 # torch_xla.launch(fn), not torchrun (TPN008 stays manual there).
-@register("TPN008", {"tpu", "neuron", "accelerator"})
+@fixer("TPN008", {"tpu", "neuron", "accelerator"})
 def nproc_gpu(node: cst.SimpleString, ctx: FixContext):
     """``"--nproc_per_node=gpu"`` in a launch command built in Python: the device count."""
     value = string_value(node)

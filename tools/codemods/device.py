@@ -28,6 +28,7 @@ from .base import (
     body_of,
     code_of,
     dotted,
+    fixer,
     follow_up,
     guarded,
     prepend_arg,
@@ -35,7 +36,6 @@ from .base import (
     string_value,
     with_string,
 )
-from .base import fixer as register
 
 CUDA_STRING = re.compile(r"^cuda(:\d+)?$")
 
@@ -45,7 +45,7 @@ def _target_string(ctx: FixContext, index: str | None = None) -> str:
     return f"{name}:{index}" if index else name
 
 
-@register("TPD001")
+@fixer("TPD001")
 def cuda_method(node: cst.Call, ctx: FixContext):
     """``x.cuda(...)`` -> ``x.to(<device>, ...)``; an index is kept where the target has one."""
     func = node.func
@@ -81,7 +81,7 @@ def _plain_fstring(node: cst.CSTNode) -> cst.SimpleString | None:
     return cst.SimpleString(f"{node.end}{text}{node.end}")
 
 
-@register("TPD002")
+@fixer("TPD002")
 def device_string(node: cst.SimpleString, ctx: FixContext):
     node = _plain_fstring(node) or node
     value = string_value(node) or ""
@@ -140,7 +140,7 @@ def drop_device_index(original: cst.CSTNode, node: cst.CSTNode, ctx: FixContext)
     return node.with_changes(args=args)
 
 
-@register("TPD003")
+@fixer("TPD003")
 def built_device_string(node: cst.BaseExpression, ctx: FixContext):
     """f"cuda:{r}", "cuda:{}".format(r), "cuda:%d" % r, "cuda:" + str(r): replace the head."""
     head = _head_string(node)
@@ -220,7 +220,7 @@ def _swap(s: cst.SimpleString, old: str, new: str) -> cst.SimpleString:
     return s.with_changes(value=s.value.replace(old, new, 1))
 
 
-@register("TPD004")
+@fixer("TPD004")
 def is_cuda(node: cst.Attribute, ctx: FixContext):
     if ctx.profile.tensor_flag:
         return node.with_changes(attr=cst.Name(ctx.profile.tensor_flag))
@@ -229,7 +229,7 @@ def is_cuda(node: cst.Attribute, ctx: FixContext):
     return cst.parse_expression(f'{code_of(node.value)}.device.type {op} "{name}"')
 
 
-@register("TPD005")
+@fixer("TPD005")
 def integer_device_id(node: cst.CSTNode, ctx: FixContext):
     if isinstance(node, cst.Arg):  # device_ids= / output_device= / device=<int>
         keyword = node.keyword.value if node.keyword else ""
@@ -310,17 +310,17 @@ NOT_RENAMED = {"TPD017": frozenset({"xla"})}
 
 for _code_, (_portable, _xla) in RENAMES.items():
     # tpu's own fixers select nothing for SELECTS_DEVICE (set_device_xla, TPD017's below)
-    register(_code_, ALL_KINDS, but=NOT_RENAMED.get(_code_, frozenset()))(_simple_call(_portable))
+    fixer(_code_, ALL_KINDS, but=NOT_RENAMED.get(_code_, frozenset()))(_simple_call(_portable))
     if _xla:
-        register(_code_, {"xla"})(_simple_call(_xla))
+        fixer(_code_, {"xla"})(_simple_call(_xla))
 
 
-@register("TPD006", {"xla"})
+@fixer("TPD006", {"xla"})
 def cuda_available_xla(node: cst.Call, ctx: FixContext):
     return cst.Name("True")
 
 
-@register("TPD010", {"xla", "tpu"})
+@fixer("TPD010", {"xla", "tpu"})
 def set_device_xla(node: cst.Call, ctx: FixContext):
     """torch_xla assigns one device per process; TorchTPU's process has one, tpu:0, and its
     set_device is internal (and refuses any other index): the statement goes."""
@@ -332,7 +332,7 @@ def set_device_xla(node: cst.Call, ctx: FixContext):
 DEVICE_CONTEXT = "device_context_dropped"
 
 
-@register("TPD017", {"tpu"})
+@fixer("TPD017", {"tpu"})
 def device_context_one_device(node: cst.CSTNode, ctx: FixContext):
     """``with torch.cuda.device(i):`` selects the device the process already has: the block
     becomes its body (TPD017's follow-up); elsewhere the call is a context that does nothing."""
@@ -360,22 +360,22 @@ def device_context_block(original: cst.CSTNode, node: cst.CSTNode, ctx: FixConte
     return body_of(node)
 
 
-@register("TPD011")
+@fixer("TPD011")
 def device_name(node: cst.Call, ctx: FixContext):
     return ctx.expr("str(torch.accelerator.current_accelerator())")
 
 
-@register("TPD011", {"xla"})
+@fixer("TPD011", {"xla"})
 def device_name_xla(node: cst.Call, ctx: FixContext):
     return ctx.expr("torch_xla.runtime.device_type()")
 
 
-@register("TPD015", VENDOR)
+@fixer("TPD015", VENDOR)
 def bf16_supported(node: cst.Call, ctx: FixContext):
     return cst.Name("True")
 
 
-@register("TPD007")
+@fixer("TPD007")
 def cuda_else_cpu(node: cst.CSTNode, ctx: FixContext):
     """Keep the program's own choice and rewrite what it chooses between.
 
@@ -555,7 +555,7 @@ class _StringCollector(cst.CSTVisitor):
         self.values.append(node.value)  # f"cuda:{rank}" names a CUDA device too
 
 
-@register("TPD014", {"tpu", "neuron"})
+@fixer("TPD014", {"tpu", "neuron"})
 def capability_branch(node: cst.BaseExpression, ctx: FixContext):
     """Evaluate the test as a modern (bf16-capable, Hopper-class) GPU would answer it."""
     code = code_of(node)
@@ -578,7 +578,7 @@ def capability_branch(node: cst.BaseExpression, ctx: FixContext):
 MODERN_CAPABILITY = {"major": 9, "minor": 0}
 
 
-@register("TPD027", VENDOR, but={"xla"})
+@fixer("TPD027", VENDOR, but={"xla"})
 def capability_properties(node: cst.Call, ctx: FixContext):
     """``torch.cuda.get_device_properties(d)`` read only for ``.major``/``.minor`` (the
     matcher checked every use) -> ``types.SimpleNamespace(major=9, minor=0)``: the call
@@ -645,7 +645,7 @@ def _constant_value(node: ast.AST):
     raise ValueError(f"unsupported expression {type(node).__name__}")
 
 
-@register("TPD016")
+@fixer("TPD016")
 def device_type_compare(node: cst.Comparison | cst.Call, ctx: FixContext):
     """A test of a device's name follows the name's rename (TPD002): ``== "cuda"`` compares
     with the target's name, ``.startswith("cuda")`` tests its prefix. On the accelerator
@@ -772,7 +772,7 @@ def _integer(value: cst.BaseExpression) -> bool:
     return isinstance(value, cst.Integer)
 
 
-@register("TPD018")
+@fixer("TPD018")
 def legacy_tensor_type(node: cst.CSTNode, ctx: FixContext):
     """``torch.cuda.FloatTensor(2, 3)`` -> ``torch.empty(2, 3, dtype=torch.float32, device=...)``;
     with a list, ``torch.tensor(...)``. Type checks and ``.type(...)`` casts stay manual."""

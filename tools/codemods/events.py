@@ -28,11 +28,11 @@ from .base import (
     NotApplicable,
     code_of,
     dotted,
+    fixer,
     follow_up,
     prescan,
     sync_call,
 )
-from .base import fixer as register
 
 HOLDERS = "event_holders"
 UNNEEDED = "event_constructors_to_drop"  # ids of ``e = Event()`` lines the record() binds
@@ -119,7 +119,7 @@ def timing_scopes(module: cst.Module, lines: list[int], target: str) -> dict:
     return {UNNEEDED: unneeded, DECLARE: declare}
 
 
-@register("TPT002")
+@fixer("TPT002")
 def cuda_event(node: cst.CSTNode, ctx: FixContext):
     if not isinstance(node, cst.Call):
         raise NotApplicable("an event type reference, not a constructor call")

@@ -38,8 +38,16 @@ from dataclasses import dataclass, field
 import libcst as cst
 from libcst.metadata import MetadataWrapper, ParentNodeProvider
 
-from .base import REMOVE_STATEMENT, FixContext, NotApplicable, code_of, dotted, follow_up, prescan
-from .base import fixer as register
+from .base import (
+    REMOVE_STATEMENT,
+    FixContext,
+    NotApplicable,
+    code_of,
+    dotted,
+    fixer,
+    follow_up,
+    prescan,
+)
 
 GRAPHS = "cuda_graphs"  # graph variable -> _Graph
 CAPTURE_CALLS = frozenset({"torch.cuda.graph", "torch.cuda.graphs.graph"})
@@ -358,7 +366,7 @@ def _graph_of_assign(ctx: FixContext) -> _Graph | None:
     return next((g for g in graphs if any(holder is made for made in g.made)), None)
 
 
-@register("TPT005")
+@fixer("TPT005")
 def cuda_graph(node: cst.CSTNode, ctx: FixContext):
     if not isinstance(node, cst.Call):
         raise NotApplicable("a CUDA graph API referenced, not called: port it by hand")
@@ -398,7 +406,7 @@ def _declared(keyword: str, names: list[str]) -> cst.SimpleStatementLine:
     return cst.SimpleStatementLine([small])
 
 
-@register("TPT008")
+@fixer("TPT008")
 def graph_capture(node: cst.With, ctx: FixContext):
     name = capture_graph(ctx.original, ctx.state.get("cuda_graph_imports", {}))
     graph = ctx.state.get(GRAPHS, {}).get(name)

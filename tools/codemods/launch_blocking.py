@@ -16,13 +16,12 @@ import re
 import libcst as cst
 
 from ..targets import profile
-from .base import FixContext, NotApplicable
-from .base import fixer as register
+from .base import FixContext, NotApplicable, fixer
 
 CUDA = "CUDA_LAUNCH_BLOCKING"
 
 
-@register("TPD025", {"tpu"})
+@fixer("TPD025", {"tpu"})
 def launch_blocking(node: cst.CSTNode, ctx: FixContext):
     if not isinstance(node, cst.SimpleString):
         raise NotApplicable("not a plain string literal")

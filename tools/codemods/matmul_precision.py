@@ -26,8 +26,7 @@ import re
 
 import libcst as cst
 
-from .base import FixContext, code_of, dotted
-from .base import fixer as register
+from .base import FixContext, code_of, dotted, fixer
 from .config import REPLACE_STATEMENTS, _statement_or_constant, tf32_precision
 
 SETTER = "torch.set_float32_matmul_precision"
@@ -35,7 +34,7 @@ FULL = '"highest"'
 MATMUL_TF32 = re.compile(r"\bmatmul\.allow_tf32\s*=[^=]")
 
 
-@register("TPB002", {"tpu"})
+@fixer("TPB002", {"tpu"})
 def tpu_tf32(node: cst.CSTNode, ctx: FixContext):
     name = dotted(node) or ""
     assign = ctx.parent(ctx.parent(ctx.original))
@@ -44,7 +43,7 @@ def tpu_tf32(node: cst.CSTNode, ctx: FixContext):
     return tf32_precision(node, ctx, SETTER)
 
 
-@register("TPB001", {"tpu"})
+@fixer("TPB001", {"tpu"})
 def tpu_cudnn(node: cst.CSTNode, ctx: FixContext):
     """cuDNN switches do nothing on a TPU, except ``allow_tf32 = False``: full float32
     convolutions, which TorchTPU gives under the global ``"highest"`` precision."""

@@ -23,8 +23,16 @@ from __future__ import annotations
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
-from .base import REMOVE_STATEMENT, FixContext, NotApplicable, code_of, dotted, follow_up, prescan
-from .base import fixer as register
+from .base import (
+    REMOVE_STATEMENT,
+    FixContext,
+    NotApplicable,
+    code_of,
+    dotted,
+    fixer,
+    follow_up,
+    prescan,
+)
 
 HOLDERS = "data_parallel_holders"  # the variables that held a DataParallel
 STILL_WRAPPED = "data_parallel_holders_still_wrapped"  # ... that another wrapper still wraps
@@ -114,7 +122,7 @@ def _unwrap(value: cst.BaseExpression) -> cst.BaseExpression:
     return value.with_changes(func=value.func.with_changes(value=inner))
 
 
-@register("TPN009", {"vendor"})  # every vendor target
+@fixer("TPN009", {"vendor"})  # every vendor target
 def data_parallel(node: cst.CSTNode, ctx: FixContext):
     if not isinstance(node, cst.Assign) or len(node.targets) != 1:
         raise NotApplicable("not an assignment of one DataParallel")

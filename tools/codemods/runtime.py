@@ -15,11 +15,11 @@ from .base import (
     body_of,
     code_of,
     dotted,
+    fixer,
     follow_up,
     guarded,
     sync_call,
 )
-from .base import fixer as register
 
 # every target but xla, whose lazy device has its own calls (registered by name) or none
 PORTABLE = ALL_KINDS
@@ -51,18 +51,18 @@ def _last_name(node: cst.Call) -> str:
     return name.rsplit(".", 1)[-1]
 
 
-@register("TPT001", PORTABLE)  # xla: its own, below
+@fixer("TPT001", PORTABLE)  # xla: its own, below
 def synchronize(node: cst.Call, ctx: FixContext):
     return ctx.expr(sync_call(ctx.target))
 
 
-@register("TPT001", {"xla"})
+@fixer("TPT001", {"xla"})
 def synchronize_xla(node: cst.Call, ctx: FixContext):
     return ctx.expr("torch_xla.sync(wait=True)")
 
 
-@register("TPM001", PORTABLE, but=NOT_XLA)
-@register("TPM004", PORTABLE, but=NOT_XLA)
+@fixer("TPM001", PORTABLE, but=NOT_XLA)
+@fixer("TPM004", PORTABLE, but=NOT_XLA)
 def memory_stats(node: cst.Call, ctx: FixContext):
     name = MEMORY_RENAMES.get(_last_name(node), _last_name(node))
     call = node.with_changes(func=ctx.expr(f"torch.accelerator.memory.{name}"))
@@ -86,7 +86,7 @@ def _guard(call: cst.BaseExpression, ctx: FixContext, fallback: str) -> cst.Base
     return ctx.expr(guarded(ctx.target, code, fallback))
 
 
-@register("TPM006", PORTABLE, but=NOT_XLA)
+@fixer("TPM006", PORTABLE, but=NOT_XLA)
 def total_memory(node: cst.Attribute, ctx: FixContext):
     """``get_device_properties(i).total_memory`` -> the total of ``get_memory_info(i)``."""
     call = node.value
@@ -116,7 +116,7 @@ def _only_reported(node: cst.CSTNode, ctx: FixContext) -> bool:
     return isinstance(parent, _REPORTED_IN)
 
 
-@register("TPK018")
+@fixer("TPK018")
 def device_telemetry(node: cst.Call, ctx: FixContext):
     """NVML's utilisation, temperature, power and clock have no in-process counterpart on
     the target: where the program only reports them, the reading is NaN."""
@@ -139,19 +139,19 @@ def _in_quotes_of(node: cst.CSTNode, ctx: FixContext, code: str) -> str:
     return code
 
 
-@register("TPM002", PORTABLE)
+@fixer("TPM002", PORTABLE)
 def empty_cache(node: cst.Call, ctx: FixContext):
     return _guard(
         node.with_changes(func=ctx.expr("torch.accelerator.memory.empty_cache")), ctx, "None"
     )
 
 
-@register("TPM002", {"xla"})
+@fixer("TPM002", {"xla"})
 def empty_cache_xla(node: cst.Call, ctx: FixContext):
     return REMOVE_STATEMENT
 
 
-@register("TPR001")
+@fixer("TPR001")
 def manual_seed(node: cst.Call, ctx: FixContext):
     name = _last_name(node)
     if name not in SEED_RENAMES:
@@ -179,7 +179,7 @@ def _tpu_rng_callee(name: str) -> str:
     return f"{TPU_GENERATOR}.{TPU_GENERATOR_METHOD[name]}"
 
 
-@register("TPR002", VENDOR)
+@fixer("TPR002", VENDOR)
 def rng_state(node: cst.Call, ctx: FixContext):
     name = _last_name(node).removesuffix("_all")
     if not ctx.profile.one_device_per_process:
@@ -195,7 +195,7 @@ def rng_state(node: cst.Call, ctx: FixContext):
     return node.with_changes(func=ctx.expr(_tpu_rng_callee(name)), args=args)
 
 
-@register("TPT004")
+@fixer("TPT004")
 def nvtx(node: cst.CSTNode, ctx: FixContext):
     """``nvtx.range(name)`` -> ``torch.profiler.record_function(name)``; push/pop/mark dropped."""
     if not isinstance(node, cst.Call):
@@ -246,7 +246,7 @@ POSITIONAL_DEVICE = frozenset({"torch.accelerator.current_stream"})
 STREAM_TYPES = frozenset({"Stream", "ExternalStream", "StreamContext"})
 
 
-@register("TPT003", set(STREAM_APIS))
+@fixer("TPT003", set(STREAM_APIS))
 def cuda_stream(node: cst.CSTNode, ctx: FixContext):
     """CUDA streams -> the target's streams (see STREAM_APIS).
 
@@ -318,7 +318,7 @@ def guard_event_line(original: cst.CSTNode, node: cst.CSTNode, ctx: FixContext):
     )
 
 
-@register("TPT009", {"tpu", "xla"})
+@fixer("TPT009", {"tpu", "xla"})
 def record_stream(node: cst.Call, ctx: FixContext):
     """On one ordered queue (TorchTPU's placeholder streams, XLA's graph) no other stream
     can still use a tensor's memory: ``x.record_stream(s)`` has nothing to keep."""
@@ -336,7 +336,7 @@ LOADER_WRAPPERS = frozenset({"enumerate", "tqdm", "tqdm.tqdm", "iter"})
 APPEND_SYNC = "append_sync"
 
 
-@register("TPH005", {"xla"})
+@fixer("TPH005", {"xla"})
 def xla_step_boundary(node: cst.BaseExpression, ctx: FixContext):
     """Feed the training loop through MpDeviceLoader (which marks each step and prefetches
     to the device); when the loop does not iterate over a loader, sync at the end of each
@@ -377,7 +377,7 @@ def sync_at_end_of_step(original: cst.CSTNode, node: cst.CSTNode, ctx: FixContex
 PROFILER_STATEMENTS = frozenset({"start", "stop", "init"})
 
 
-@register("TPT006")
+@fixer("TPT006")
 def cuda_profiler_range(node: cst.CSTNode, ctx: FixContext):
     """``torch.cuda.profiler.start()`` / ``stop()``: they only tell Nsight where to record
     (``cudaProfilerStart``), so on the target the statements go; the program computes the
@@ -392,7 +392,7 @@ def cuda_profiler_range(node: cst.CSTNode, ctx: FixContext):
     raise NotApplicable(f"torch.cuda.profiler.{name} has no counterpart off CUDA")
 
 
-@register("TPT007")
+@fixer("TPT007")
 def cuda_profiler_block(node: cst.CSTNode, ctx: FixContext):
     """``with torch.cuda.profiler.profile(): <body>`` -> ``<body>``."""
     if not isinstance(node, cst.With):

@@ -15,8 +15,7 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 
 from ..targets import profile
 from .amp import grad_scaler
-from .base import REMOVE_STATEMENT, FixContext, NotApplicable, code_of, follow_up, prescan
-from .base import fixer as register
+from .base import REMOVE_STATEMENT, FixContext, NotApplicable, code_of, fixer, follow_up, prescan
 
 SCALERS = "grad_scalers"  # the names that held a scaler this run removes
 
@@ -46,7 +45,7 @@ def scalers(module: cst.Module, lines: list[int], target: str) -> dict:
     return {SCALERS: found.found} if found.found else {}
 
 
-@register("TPA006")
+@fixer("TPA006")
 def only_scaling(node: cst.CSTNode, ctx: FixContext):
     if not isinstance(node, cst.Assign) or not isinstance(node.value, cst.Call):
         raise NotApplicable("not a scaler assignment")

@@ -17,8 +17,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from .base import REMOVE_STATEMENT, FixContext, NotApplicable, code_of, dotted, follow_up
-from .base import fixer as register
+from .base import REMOVE_STATEMENT, FixContext, NotApplicable, code_of, dotted, fixer, follow_up
 
 FLASH = "FLASH_ATTENTION"
 # SDPBackend member -> what TorchTPU is asked for instead (absent: kept as written)
@@ -33,7 +32,7 @@ LEGACY = {
 DEDUPE = "sdpa_backend_lists"  # state: ids of the lists whose members this fix changed
 
 
-@register("TPB003", {"tpu"})
+@fixer("TPB003", {"tpu"})
 def tpu_backends(node: cst.CSTNode, ctx: FixContext):
     name = (dotted(node.func) if isinstance(node, cst.Call) else dotted(node)) or ""
     last = name.rsplit(".", 1)[-1]

@@ -31,13 +31,13 @@ from .base import (
     arg_named,
     code_of,
     dotted,
+    fixer,
     follow_up,
     prepend_arg,
     prescan,
     set_kwarg,
     with_arg_value,
 )
-from .base import fixer as register
 
 PLAN = "start_method_plan"
 MODULES = ("multiprocessing", "torch.multiprocessing")
@@ -299,7 +299,7 @@ def _spawn_context(ctx: FixContext, plan: Plan) -> cst.BaseExpression:
     return cst.parse_expression(f'{_module(ctx, plan)}.get_context("spawn")')
 
 
-@register("TPN011", {"tpu"})
+@fixer("TPN011", {"tpu"})
 def start_method(node: cst.CSTNode, ctx: FixContext):
     if not isinstance(node, cst.Call):
         raise NotApplicable("not a call")

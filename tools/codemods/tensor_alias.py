@@ -26,8 +26,7 @@ from dataclasses import dataclass
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider, ScopeProvider
 
-from .base import FixContext, NotApplicable, code_of, follow_up
-from .base import fixer as register
+from .base import FixContext, NotApplicable, code_of, fixer, follow_up
 
 ASSIGNMENTS = "tensor_alias_assignments"  # id(original statement line) -> _Alias
 USES = "tensor_alias_uses"  # id(original call) -> name of the device variable
@@ -43,7 +42,7 @@ class _Alias:
     choice: cst.IfExp  # the rewritten ``if`` expression: its test picks the device
 
 
-@register("TPD023")
+@fixer("TPD023")
 def legacy_type_alias(node: cst.Assign, ctx: FixContext):
     """Plan the whole idiom at its definition (the scanner matched its shape); the follow-up
     below splits the definition's line and rewrites the uses as the engine reaches them."""

@@ -34,8 +34,7 @@ import libcst as cst
 
 from ..targets import profile
 from . import torchtpu
-from .base import FixContext, NotApplicable, code_of, dotted, follow_up
-from .base import fixer as register
+from .base import FixContext, NotApplicable, code_of, dotted, fixer, follow_up
 
 PENDING = "tpu_launch_step"  # state: statement id -> the launch step to put above it
 
@@ -77,7 +76,7 @@ def _count(node: cst.Call) -> cst.BaseExpression | None:
     return None
 
 
-@register("TPN010", {"tpu"})
+@fixer("TPN010", {"tpu"})
 def launch_step(node: cst.CSTNode, ctx: FixContext):
     """Mark the statement that launches: the follow-up puts the launch step above it."""
     if not isinstance(node, cst.Call):

@@ -44,8 +44,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from .base import REMOVE_STATEMENT, FixContext, NotApplicable, code_of, follow_up, prescan
-from .base import fixer as register
+from .base import REMOVE_STATEMENT, FixContext, NotApplicable, code_of, fixer, follow_up, prescan
 
 PLAN = "triton_fallback"
 DECORATORS = ("jit", "autotune", "heuristics")
@@ -353,7 +352,7 @@ def _plan(ctx: FixContext) -> Plan:
     return found
 
 
-@register("TPK003")
+@fixer("TPK003")
 def kernel_to_fallback(node: cst.CSTNode, ctx: FixContext):
     """The kernel's decorator: the kernel goes (the follow-up takes the rest), or the
     reason why the file has no fallback to keep."""

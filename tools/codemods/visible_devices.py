@@ -20,8 +20,7 @@ import libcst as cst
 
 from ..targets import profile, profiles
 from . import torchtpu
-from .base import FixContext, NotApplicable
-from .base import fixer as register
+from .base import FixContext, NotApplicable, fixer
 
 CUDA = "CUDA_VISIBLE_DEVICES"
 # CUDA_VISIBLE_DEVICES's counterpart, by target (its profile's visible_devices)
@@ -36,7 +35,7 @@ def _renamed(node: cst.SimpleString, name: str) -> cst.SimpleString:
     return node.with_changes(value=f"{node.prefix}{node.quote}{name}{node.quote}")
 
 
-@register("TPD024", set(RENAMED))
+@fixer("TPD024", set(RENAMED))
 def visible_devices(node: cst.CSTNode, ctx: FixContext):
     """The key renamed wherever it is written or read; its value is the same list."""
     if not isinstance(node, cst.SimpleString):

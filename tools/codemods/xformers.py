@@ -26,8 +26,7 @@ import libcst as cst
 
 from . import attention_port as port
 from .attention_shapes import Shapes
-from .base import Enclosed, FixContext, NotApplicable, code_of, dotted, prescan
-from .base import fixer as register
+from .base import Enclosed, FixContext, NotApplicable, code_of, dotted, fixer, prescan
 from .library_names import imported_names, last_name, qualified
 from .sdpa import SDPA, SDPA_NAME, Call, parenthesized, sdpa_spelling, template
 
@@ -119,7 +118,7 @@ def _library_name(node: cst.CSTNode, ctx: FixContext) -> str:
     )
 
 
-@register("TPK011")
+@fixer("TPK011")
 def xformers_attention(node: cst.CSTNode, ctx: FixContext):
     name = _library_name(node, ctx)
     if name in ATTENTION and isinstance(node, cst.Call):
