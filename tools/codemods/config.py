@@ -369,7 +369,7 @@ def nproc_gpu(node: cst.SimpleString, ctx: FixContext):
     value = string_value(node)
     if value is None or "gpu" not in value:
         raise NotApplicable("not a literal nproc_per_node=gpu")
-    if ctx.target == "accelerator":  # torchrun's own count: the accelerator's, else the CPUs'
+    if ctx.profile.may_lack_device:  # torchrun's own count: the accelerator's, else the CPUs'
         return with_string(node, re.sub(r"(nproc[_-]per[_-]node[= ])gpu", r"\1auto", value))
     text = value.replace("{", "{{").replace("}", "}}")
     text = re.sub(r"(nproc[_-]per[_-]node[= ])gpu", r"\1{torch.accelerator.device_count()}", text)
