@@ -40,6 +40,7 @@ from .state import (
     decision,
     scan_filters,
 )
+from .verdicts import Verdict
 from .verify_step import verify_overlay
 
 MAX_CONSTRUCT_REPAIRS = 8
@@ -168,7 +169,7 @@ def verify(state: State, ctx: Runtime) -> dict[str, Any]:
     v = outcome.verification
     record: VerificationRecord = v.to_json()  # type: ignore[assignment]
     update: dict[str, Any] = {"iteration": iteration, "verification": record}
-    if v.verdict == "not-runnable" and state["plan"].get("not_runnable"):
+    if v.verdict == Verdict.NOT_RUNNABLE and state["plan"].get("not_runnable"):
         update["decisions"] = [decision("verify", v.verdict, why=v.reason)]
         return update
     update["environment"] = outcome.environment
@@ -230,7 +231,7 @@ def diagnose(state: State, ctx: Runtime) -> dict[str, Any]:
 def deliver(state: State, ctx: Runtime) -> dict[str, Any]:
     """Write the migration and its evidence where the user asked (nothing earlier does)."""
     v = state.get("verification")
-    outcome = v["verdict"] if v else "not verified"
+    outcome = v["verdict"] if v else Verdict.NOT_VERIFIED
     ctx.say("delivering: writing the migration and its evidence")
     written = write_output(state, outcome, ctx.say)
     return {"outcome": outcome, "decisions": [decision("deliver", outcome, **written)]}
@@ -246,7 +247,7 @@ def after_rewrite(state: State) -> str:
 def after_verify(state: State) -> str:
     """Diagnose a failure while rounds and wall time are left; otherwise deliver."""
     v = state.get("verification") or {}
-    if v.get("verdict") != "failed":
+    if v.get("verdict") != Verdict.FAILED:
         return "deliver"
     s = state["settings"]
     if state.get("iteration", 0) > s["max_iterations"]:

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import config_record
 from .defaults import VERIFY_STEPS
+from .verdicts import Verdict
 
 if TYPE_CHECKING:
     from .verifier import Policy, Verification
@@ -175,7 +176,7 @@ def said(verification: Verification, settings: Mapping[str, Any]) -> Verificatio
     """``verification`` with what loosened its checks (``loosened``) in ``loosened`` and at
     the head of its reason, when its verdict is ``verified``: the claim those checks made."""
     found = loosened(verification, settings)
-    if not found or verification.verdict != "verified":
+    if not found or verification.verdict != Verdict.VERIFIED:
         return verification
     head = "under " + "; under ".join(found)
     return replace(verification, reason=f"{head}: {verification.reason}", loosened=found)

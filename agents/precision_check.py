@@ -38,6 +38,8 @@ from dataclasses import asdict, dataclass, field
 from functools import cache
 from typing import Any
 
+from .verdicts import Verdict
+
 # What verification run (a) pins on every emulated device: exact float32 matmuls.
 HIGHEST = "highest"
 # The only target whose device computes float32 matmuls as bf16 passes by default.
@@ -103,7 +105,7 @@ def why_not(target: str, verdict: str, highest: dict[str, Any] | None) -> str:
     """Why run (b) is not worth its run for this port ("" when it is; see the module doc)."""
     if target != TARGET:
         return f"only a {TARGET} device computes float32 matmuls as bf16 passes by default"
-    if verdict != "verified":
+    if verdict != Verdict.VERIFIED:
         return f"the check at highest precision did not verify the port ({verdict})"
     if not matmul_ops(highest):
         return "no matmul-class op reached the device: the TPU's default precision changes nothing"

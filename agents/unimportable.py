@@ -18,6 +18,8 @@ from typing import Any, Protocol, TypeVar
 
 from torchport.tools.catalogue import load_catalogue
 
+from .verdicts import Verdict
+
 
 class Judged(Protocol):
     """What this reads and rewrites of ``agents.verifier.Verification`` (not imported: the
@@ -76,7 +78,7 @@ def unimportable_port(v: V, target: str) -> V:
     where = f"{frame['file']}:{frame['line']}" if frame.get("file") and frame.get("line") else ""
     code = str(frame.get("code") or f"import {library}").strip()
     original_too = _missing(v.reference) is not None
-    v.verdict = "not-runnable" if original_too else "failed"
+    v.verdict = Verdict.NOT_RUNNABLE if original_too else Verdict.FAILED
     v.reason = (
         f"the port cannot import: it keeps `{code}`"
         + (f" ({where})" if where else "")

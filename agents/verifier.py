@@ -60,8 +60,8 @@ from .defaults import VERIFY_STEPS
 from .diagnose import diagnose, load_signatures
 from .provide_step import provide_step
 from .unimportable import unimportable_port
+from .verdicts import FailureKind, Verdict
 
-VERDICTS = ("verified", "ran", "failed", "not-runnable")
 # The harness mode that runs each target's migrated code. `accelerator` code asks
 # torch.accelerator for the device, so any emulated accelerator proves it.
 MODE_FOR_TARGET = {**{name: name for name in EMULATED}, "accelerator": "tpu", "xla": None}
@@ -380,7 +380,7 @@ def judge(
     so a package only torchport's environment has is told from one the program asks for.
     Every verdict short of ``verified`` comes with its ``next_step``."""
     v = _judged(reference, target, policy, mode, imports)
-    if v.verdict != "verified" and not v.next_step:
+    if v.verdict != Verdict.VERIFIED and not v.next_step:
         v.next_step = next_step(v, reference, target, mode)
     return v
 
@@ -425,18 +425,18 @@ def _judged(
     mode: str,
     imports: frozenset[str] | None,
 ) -> Verification:
-    v = Verification("failed", "", policy=policy.name, own_policy=policy.own)
+    v = Verification(Verdict.FAILED, "", policy=policy.name, own_policy=policy.own)
     v.reference, v.target = _brief(reference), _brief(target)
     if reference is not None and reference.get("status") != "ok":
         return _judge_failed_original(v, reference, target, policy, mode, imports)
     if target.get("status") != "ok":
         return _judge_failed_port(v, target, imports)
     if _on_the_cpu(target):
-        v.verdict = "ran"
+        v.verdict = Verdict.RAN
         v.reason = f"it ran, but on the CPU: no operation reached the emulated {mode} device"
         return v
     if reference is None:
-        v.verdict = "ran"
+        v.verdict = Verdict.RAN
         v.reason = "the original was not run, so there is nothing to compare with"
         return v
     if reference.get("losses") and target.get("losses"):
@@ -444,7 +444,7 @@ def _judged(
     elif reference.get("outputs") and target.get("outputs"):
         parity = compare_outputs(reference["outputs"], target["outputs"], policy)
     else:
-        v.verdict = "ran"
+        v.verdict = Verdict.RAN
         v.reason = "neither a loss nor a model output was recorded in both runs to compare"
         v.parity = Parity("nothing")
         return v
@@ -460,7 +460,7 @@ def _judge_failed_port(
     blame = attribution.attribute(target, imports, ("own-environment", "sandbox-start"))
     if blame is not None:
         return _attributed(v, blame, "the migration", target)
-    v.verdict, v.failure = "failed", target
+    v.verdict, v.failure = Verdict.FAILED, target
     where = _failure_where(target)
     v.reason = f"{target.get('status')}: {f'{where}: ' if where else ''}{_error_text(target)}"
     return v
@@ -476,7 +476,7 @@ def _judge_parity(
     """Both ran and recorded something to compare: ``verified`` when it matches."""
     v.parity = parity
     if parity.holds:
-        v.verdict = "verified"
+        v.verdict = Verdict.VERIFIED
         v.reason = (
             f"{parity.steps} {'steps' if parity.compared == 'losses' else 'outputs'} match the "
             f"original within the {policy.label} policy (max abs {parity.max_abs:.3g}, "
@@ -494,7 +494,7 @@ def _judge_parity(
             v.reason += f"; {interpreted}"
         v.reason += kernel_runner_note(reference.get("cuda_kernel_runner") or [])
     else:
-        v.verdict = "failed"
+        v.verdict = Verdict.FAILED
         v.reason = parity.note or (
             f"parity does not hold under the {policy.label} policy: worst at "
             f"{'step' if parity.compared == 'losses' else 'output'} {parity.worst_step}, "
@@ -502,7 +502,7 @@ def _judge_parity(
         )
         v.failure = {
             **target,
-            "error": {"type": "ParityMismatch", "message": v.reason, "frame": None},
+            "error": {"type": FailureKind.PARITY_MISMATCH, "message": v.reason, "frame": None},
         }
     return v
 
@@ -594,7 +594,7 @@ def _attributed(
 ) -> Verification:
     """``not-runnable`` for a failure torchport caused (``blame``): the reason says what of
     torchport's did it and the next step, never that ``which`` run's program fails."""
-    v.verdict, v.attribution, v.next_step = "not-runnable", blame.to_json(), blame.next_step
+    v.verdict, v.attribution, v.next_step = Verdict.NOT_RUNNABLE, blame.to_json(), blame.next_step
     if blame.kind == "sandbox-start":
         v.reason = f"torchport could not run {which}: {blame.sentence()}"
         return v
@@ -626,7 +626,10 @@ def _judge_failed_original(
     if blame is not None and blame.kind == "sandbox-start":
         return _attributed(v, blame, "the original", reference)
     if (reference.get("error") or {}).get("type") == SANDBOX_ERROR:  # it never started
-        v.verdict, v.reason = "not-runnable", f"torchport could not run the original: {failure}"
+        v.verdict, v.reason = (
+            Verdict.NOT_RUNNABLE,
+            f"torchport could not run the original: {failure}",
+        )
         return v
     if target.get("status") == "ok" and RUNNER_REFUSAL in _full_error(reference):
         return _beyond_the_runner(v, target, mode, failure)
@@ -635,14 +638,14 @@ def _judge_failed_original(
     same = _fails_identically(reference, target)
     matched = parity is not None and parity.holds and len(ref_losses) == len(tgt_losses)
     if same and _needs_cuda(target, mode):
-        v.verdict, v.parity, v.failure = "failed", parity, target
+        v.verdict, v.parity, v.failure = Verdict.FAILED, parity, target
         v.reason = (
             f"the original fails here too: {failure}; the migration fails the same way on "
             "the target, for want of CUDA: it still needs CUDA there"
         )
         return v
     if same and matched and not _on_the_cpu(target):
-        v.verdict, v.parity = "verified", parity
+        v.verdict, v.parity = Verdict.VERIFIED, parity
         v.caveat = f"both runs then fail the same way at {failure}"
         if blame is not None:
             v.attribution, v.next_step = blame.to_json(), blame.next_step
@@ -663,7 +666,7 @@ def _beyond_the_runner(
 ) -> Verification:
     """The original's kernels are beyond torchport's CPU runner: no reference numbers, as
     for an original that was not run; the runner's reason says what it refused."""
-    v.verdict = "ran"
+    v.verdict = Verdict.RAN
     v.reason = f"the original could not run on the CPU reference: {failure}"
     if _on_the_cpu(target):
         v.reason += f"; the migration ran, but on the CPU, not the emulated {mode} device"
@@ -677,7 +680,7 @@ def _original_fails(
 ) -> Verification:
     """The original's own failure, nothing of torchport's on its path: ``not-runnable``,
     saying so first, then how far the migration got."""
-    v.verdict, v.parity = "not-runnable", parity
+    v.verdict, v.parity = Verdict.NOT_RUNNABLE, parity
     if target.get("status") == "ok":
         v.reason = f"the original fails here, the migration does not: {failure}"
         return v
@@ -691,14 +694,16 @@ def _original_fails(
     return v
 
 
+_RANKS = {Verdict.VERIFIED: 4, Verdict.RAN: 3, Verdict.NOT_RUNNABLE: 0}  # FAILED: 1 or 2
+
+
 def rank(verification: dict[str, Any]) -> int:
     """How far a migration got, to keep the best of several rounds (higher is better)."""
     verdict = verification.get("verdict")
-    if verdict == "failed":
+    if verdict == Verdict.FAILED:
         error = ((verification.get("failure") or {}).get("error")) or {}
-        numbers = ("ParityMismatch", "KernelMismatch", "PrecisionSensitive")
-        return 2 if error.get("type") in numbers else 1
-    return {"verified": 4, "ran": 3, "not-runnable": 0}.get(str(verdict), 0)
+        return 2 if error.get("type") in FailureKind.numeric() else 1
+    return _RANKS.get(str(verdict), 0)
 
 
 def run_program(
@@ -746,7 +751,7 @@ def run_program(
         return {
             "status": "failed",
             "exit_code": None,
-            "error": {"type": "RunError", "message": str(exc), "frame": None},
+            "error": {"type": FailureKind.RUN_ERROR, "message": str(exc), "frame": None},
         }
 
 
@@ -861,7 +866,7 @@ def verify_tree(
     environment = environment or {}
     site_paths = _site_paths(environment)
     if why := unsupported_target(target):
-        return Verification("not-runnable", why), reference
+        return Verification(Verdict.NOT_RUNNABLE, why), reference
     mode = MODE_FOR_TARGET[target] or "plain"
     say = verify_pair.serialised(say)
     plan = _schedule(budget, together)
@@ -913,12 +918,15 @@ def _with_divergence(
     computes otherwise (``agents.divergence``), in its reason, its next step and the failure
     that diagnosis reads."""
     kind = (v.failure or {}).get("error", {}).get("type")
-    if v.verdict != "failed" or kind not in ("ParityMismatch", "PrecisionSensitive"):
+    if v.verdict != Verdict.FAILED or kind not in (
+        FailureKind.PARITY_MISMATCH,
+        FailureKind.PRECISION_SENSITIVE,
+    ):
         return v
     source, tree = trees
     exact = precision_check.HIGHEST if mode in EMULATED else None
     fp32 = policies()["fp32"]
-    if kind == "ParityMismatch":
+    if kind == FailureKind.PARITY_MISMATCH:
         step = first_differing_step(v.parity, policy)
         sides = ((source, "reference", None), (tree, mode, exact))
         names = ("original", "port")
@@ -1089,13 +1097,13 @@ def with_precision_checks(
         check = precision_check.judge(highest, default, precision_check.default_policy())
     v.precision = {"highest": _highest_summary(v), "default": check.to_json()}
     if check.holds is False:
-        v.verdict, at_highest = "failed", v.reason
+        v.verdict, at_highest = Verdict.FAILED, v.reason
         v.reason = f"{precision_check.reason(check)}. At highest precision: {at_highest}"
-        error = {"type": "PrecisionSensitive", "message": v.reason, "frame": None}
+        error = {"type": FailureKind.PRECISION_SENSITIVE, "message": v.reason, "frame": None}
         v.failure = {**(again[0] if again else highest), "error": error}
     elif check.ran:
         v.reason += f"; {precision_check.reason(check)}"
-    elif target == precision_check.TARGET and v.verdict == "verified":
+    elif target == precision_check.TARGET and v.verdict == Verdict.VERIFIED:
         v.reason += f"; not run again at the TPU's default matmul precision: {skip}"
     return v, again
 
@@ -1158,7 +1166,11 @@ def _sites_checked(
     how the check's runs are scheduled, and the tolerance policies it judges by."""
     reference, run = runs
     replaced = kernel_check.replaced(source, tree, kernel_check.discover(source))
-    if not replaced or v.verdict not in ("verified", "failed") or not _both_ran(reference, run):
+    if (
+        not replaced
+        or v.verdict not in (Verdict.VERIFIED, Verdict.FAILED)
+        or not _both_ran(reference, run)
+    ):
         return v
     say("verifying: the differential check at the kernel call sites")
     checked = _check_sites(source, tree, replaced, reference, mode, budget, site_paths, checks)
@@ -1217,11 +1229,15 @@ def with_kernel_check(
         if v.parity is not None and v.parity.steps:
             held = "match" if v.parity.holds else "do not match either"
             losses = f"; the program's {v.parity.steps} losses {held}"
-        v.verdict = "failed"
+        v.verdict = Verdict.FAILED
         v.reason = checked.reason + losses
         v.failure = {
             **target,
-            "error": {"type": "KernelMismatch", "message": checked.reason, "frame": checked.frame},
+            "error": {
+                "type": FailureKind.KERNEL_MISMATCH,
+                "message": checked.reason,
+                "frame": checked.frame,
+            },
         }
         return v
     v.reason += f"; {checked.reason}"
@@ -1270,7 +1286,7 @@ def name_missing_dependency(v: Verification, environment: dict[str, Any]) -> Ver
             continue
         # Not "the original fails here too": the package is missing from the runs'
         # environment (torchport's, or the interpreter given), not wrong in the program.
-        v.verdict, v.failure = "not-runnable", None
+        v.verdict, v.failure = Verdict.NOT_RUNNABLE, None
         original_failed = bool(v.reference) and v.reference.get("status") != "ok"
         tried = dist in (environment.get("unavailable") or {})  # else skipped or hidden
         step = provide_step(dist, environment)

@@ -105,13 +105,13 @@ def run_both(
         ref, ref_s = _timed(reference)
         result, result_s = _timed(migrated)
         return Pair(ref, result, ref_s, result_s)
-    outcome: dict[str, Any] = {}
+    box: dict[str, Any] = {}
 
     def run_reference() -> None:
         try:
-            outcome["result"] = _timed(reference)
+            box["result"] = _timed(reference)
         except BaseException as exc:  # re-raised in the caller's thread
-            outcome["error"] = exc
+            box["error"] = exc
 
     thread = threading.Thread(
         target=contextvars.copy_context().run, args=(run_reference,), daemon=True
@@ -119,9 +119,9 @@ def run_both(
     thread.start()
     result, result_s = _timed(migrated)
     thread.join()
-    if "error" in outcome:
-        raise outcome["error"]
-    ref, ref_s = outcome["result"]
+    if "error" in box:
+        raise box["error"]
+    ref, ref_s = box["result"]
     return Pair(ref, result, ref_s, result_s)
 
 

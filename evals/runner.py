@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from torchport.agents.verdicts import Verdict
 from torchport.agents.verifier import RunLimits
 from torchport.sandbox.isolation import hide_own_secrets
 from torchport.tools.atomicfile import atomic_write
@@ -76,7 +77,7 @@ def evaluate(task: Task, mode: str, target: str, work: Path, budget: RunLimits) 
     candidate = tree_edits(task.repo, out)
     golden = task.golden(target)
     edit_score = score(candidate, golden_tree_edits(task.repo, golden) if golden.is_dir() else {})
-    expected = task.expected.get(target, "verified")
+    expected = task.expected.get(target, Verdict.VERIFIED)
     verdict = str(v.get("verdict"))
     usage = migration.llm
     return Result(
@@ -119,7 +120,7 @@ def _job(task: Task, mode: str, target: str, work: Path, budget: RunLimits) -> d
             target,
             task.difficulty,
             task.family,
-            task.expected.get(target, "verified"),
+            task.expected.get(target, Verdict.VERIFIED),
             "error",
             False,
             f"{type(exc).__name__}: {exc}",

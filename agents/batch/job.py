@@ -22,6 +22,7 @@ from typing import Any
 from torchport.agents import config_record, runs
 from torchport.sandbox.isolation import hide_own_secrets
 
+from ..verdicts import Verdict
 from .clone import checkout
 from .sources import Source
 
@@ -104,7 +105,7 @@ def run_job(spec: JobSpec) -> dict[str, Any]:
         kept = final["settings"].get(config_record.KEY)
         record["configuration"] = portable(config_record.summary(kept), spec.out_dir)
     except Exception as exc:  # one repository's failure is its record, not the batch's end
-        record.update(verdict="error", reason=f"{type(exc).__name__}: {exc}")
+        record.update(verdict=Verdict.ERROR, reason=f"{type(exc).__name__}: {exc}")
         record["error"] = traceback.format_exc(limit=8)
         print(record["error"], file=sys.stderr, flush=True)
     finally:
@@ -123,7 +124,7 @@ def base_record(spec: JobSpec) -> dict[str, Any]:
         "ref": spec.source.ref,
         "entry": spec.source.entry,
         "commit": None,
-        "verdict": "error",
+        "verdict": Verdict.ERROR,
         "reason": "",
         "configuration": None,
         "constructs": 0,
@@ -195,7 +196,7 @@ def outcome(final: dict[str, Any], migrated: Path, out_dir: str) -> dict[str, An
     v = final.get("verification") or {}
     report = migrated / "torchport-report"
     return {
-        "verdict": final.get("outcome", "not verified"),
+        "verdict": final.get("outcome", Verdict.NOT_VERIFIED),
         "reason": v.get("reason") or "verification was not run (--no-verify)",
         "constructs": constructs,
         "converted": converted,
