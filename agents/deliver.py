@@ -33,7 +33,7 @@ from torchport.tools.sourcefile import read_exact
 from . import divergence_report, legacy_repair, library_patch, plots, report_page
 from .data_notes import data_notes, interpreter_note
 from .state import State, scan_filters
-from .verifier import policies_for
+from .tolerance import policies_for
 
 PLOT = "losses.png"  # beside verification.md, which shows it
 HTML = "index.html"  # the whole report as one page (agents.report_page)

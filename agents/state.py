@@ -24,7 +24,7 @@ class Settings(TypedDict, total=False):
     memory_mb: int
     isolation: str
     deps: str  # --deps: auto, none, or a requirements file
-    tolerance: dict[str, Any]  # --tolerance and the project's config (verifier.policy_for)
+    tolerance: dict[str, Any]  # --tolerance and the project's config (tolerance.policies_for)
     python: str | None  # --python: an interpreter whose packages the runs may use
     max_iterations: int  # rewrite -> verify rounds after the first
     max_llm_tokens: int

@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from torchport.agents import verifier
+from torchport.agents.reference_runs import RunLimits
 from torchport.agents.verdicts import Verdict
-from torchport.agents.verifier import RunLimits
 from torchport.sandbox import astparse
 from torchport.sandbox.modes import EMULATED
 

@@ -18,8 +18,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from torchport.agents.reference_runs import RunLimits
 from torchport.agents.verdicts import Verdict
-from torchport.agents.verifier import RunLimits
 from torchport.sandbox.isolation import hide_own_secrets
 from torchport.tools.atomicfile import atomic_write
 from torchport.tools.safetext import terminal_line

@@ -7,14 +7,10 @@ import importlib.util
 import math
 
 import pytest
-from torchport.agents.verifier import (
-    choose_policy,
-    compare_outputs,
-    compare_series,
-    judge,
-    policies,
-    unsupported_target,
-)
+from torchport.agents.comparison import compare_outputs, compare_series
+from torchport.agents.judging import judge
+from torchport.agents.tolerance import choose_policy, policies
+from torchport.agents.verifier import unsupported_target
 
 FP32 = policies()["fp32"]
 BF16 = policies()["bf16"]
@@ -234,7 +230,7 @@ def test_xla_without_torch_xla_is_not_runnable_and_emulated_targets_are():
 def test_a_cached_reference_run_is_reused_only_by_the_same_sandbox_code(tmp_path, monkeypatch):
     """The original's run is cached by its files, command and budget, and by torchport's
     sandbox code: a newer shim or step budget must not be handed yesterday's numbers."""
-    from torchport.agents import verifier
+    from torchport.agents import reference_runs, verifier
 
     root = tmp_path / "repo"
     root.mkdir()
@@ -248,6 +244,6 @@ def test_a_cached_reference_run_is_reused_only_by_the_same_sandbox_code(tmp_path
     first = verifier.reference_run(root, ["python", "train.py"], budget, cache)
     again = verifier.reference_run(root, ["python", "train.py"], budget, cache)
     assert first["status"] == "ok" and "cached" not in first and again.get("cached") is True
-    monkeypatch.setattr(verifier, "sandbox_digest", lambda: "another torchport")
+    monkeypatch.setattr(reference_runs, "sandbox_digest", lambda: "another torchport")
     after_upgrade = verifier.reference_run(root, ["python", "train.py"], budget, cache)
     assert after_upgrade["status"] == "ok" and "cached" not in after_upgrade
