@@ -21,7 +21,7 @@ from .data_notes import interpreter_note
 from .diagnose import diagnose, load_signatures
 from .results import Verification
 from .tolerance import Policy
-from .verdicts import FailureKind, Verdict
+from .verdicts import FailureKind, Reason, Verdict
 
 
 def _brief(result: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -101,14 +101,14 @@ def judge(
     return v
 
 
-# What to do after a ``ran`` verdict, by the start of its reason.
-RAN_STEPS = {
-    "it ran, but on the CPU": "move the model and its inputs to the device (torchport scan "
+# What to do after a ``ran`` verdict, by its reason's code.
+RAN_STEPS: dict[str, str] = {
+    Reason.ON_THE_CPU: "move the model and its inputs to the device (torchport scan "
     "names the lines that choose the CPU)",
-    "the original was not run": "give the entry command (--entry) so the original runs too",
-    "neither a loss nor": "run a training entry point: torchport compares the losses of "
+    Reason.ORIGINAL_NOT_RUN: "give the entry command (--entry) so the original runs too",
+    Reason.NOTHING_TO_COMPARE: "run a training entry point: torchport compares the losses of "
     "optimizer steps (or the outputs of forward calls) it sees",
-    "the original could not run on the CPU reference": "verify the kernels' replacements on "
+    Reason.BEYOND_CPU_RUNNER: "verify the kernels' replacements on "
     "the real device; torchport's CPU runner cannot run them",
 }
 
@@ -131,7 +131,7 @@ def next_step(
                 "its device from the caller, or port that line by hand"
             )
         return found.hint
-    return next((step for head, step in RAN_STEPS.items() if v.reason.startswith(head)), "")
+    return RAN_STEPS.get(v.code, "")
 
 
 def _judged(
@@ -149,10 +149,12 @@ def _judged(
         return _judge_failed_port(v, target, imports)
     if on_the_cpu(target):
         v.verdict = Verdict.RAN
+        v.code = Reason.ON_THE_CPU
         v.reason = f"it ran, but on the CPU: no operation reached the emulated {mode} device"
         return v
     if reference is None:
         v.verdict = Verdict.RAN
+        v.code = Reason.ORIGINAL_NOT_RUN
         v.reason = "the original was not run, so there is nothing to compare with"
         return v
     if reference.get("losses") and target.get("losses"):
@@ -161,6 +163,7 @@ def _judged(
         parity = compare_outputs(reference["outputs"], target["outputs"], policy)
     else:
         v.verdict = Verdict.RAN
+        v.code = Reason.NOTHING_TO_COMPARE
         v.reason = "neither a loss nor a model output was recorded in both runs to compare"
         v.parity = Parity("nothing")
         return v
@@ -178,6 +181,7 @@ def _judge_failed_port(
         return _attributed(v, blame, "the migration", target)
     v.verdict, v.failure = Verdict.FAILED, target
     where = _failure_where(target)
+    v.code = Reason.PORT_FAILS
     v.reason = f"{target.get('status')}: {f'{where}: ' if where else ''}{_error_text(target)}"
     return v
 
@@ -192,7 +196,7 @@ def _judge_parity(
     """Both ran and recorded something to compare: ``verified`` when it matches."""
     v.parity = parity
     if parity.holds:
-        v.verdict = Verdict.VERIFIED
+        v.verdict, v.code = Verdict.VERIFIED, Reason.NUMBERS_MATCH
         v.reason = (
             f"{parity.steps} {'steps' if parity.compared == 'losses' else 'outputs'} match the "
             f"original within the {policy.label} policy (max abs {parity.max_abs:.3g}, "
@@ -211,6 +215,7 @@ def _judge_parity(
         v.reason += kernel_runner_note(reference.get("cuda_kernel_runner") or [])
     else:
         v.verdict = Verdict.FAILED
+        v.code = Reason.NUMBERS_DIFFER
         v.reason = parity.note or (
             f"parity does not hold under the {policy.label} policy: worst at "
             f"{'step' if parity.compared == 'losses' else 'output'} {parity.worst_step}, "
@@ -312,9 +317,11 @@ def _attributed(
     torchport's did it and the next step, never that ``which`` run's program fails."""
     v.verdict, v.attribution, v.next_step = Verdict.NOT_RUNNABLE, blame.to_json(), blame.next_step
     if blame.kind == "sandbox-start":
+        v.code = Reason.COULD_NOT_START
         v.reason = f"torchport could not run {which}: {blame.sentence()}"
         return v
     where = _failure_site(result)
+    v.code = Reason.TORCHPORT_CAUSED
     v.reason = f"{blame.sentence()} ({which} failed{f' at {where}' if where else ''})"
     return v
 
@@ -342,6 +349,7 @@ def _judge_failed_original(
     if blame is not None and blame.kind == "sandbox-start":
         return _attributed(v, blame, "the original", reference)
     if (reference.get("error") or {}).get("type") == SANDBOX_ERROR:  # it never started
+        v.code = Reason.COULD_NOT_START
         v.verdict, v.reason = (
             Verdict.NOT_RUNNABLE,
             f"torchport could not run the original: {failure}",
@@ -355,6 +363,7 @@ def _judge_failed_original(
     matched = parity is not None and parity.holds and len(ref_losses) == len(tgt_losses)
     if same and _needs_cuda(target, mode):
         v.verdict, v.parity, v.failure = Verdict.FAILED, parity, target
+        v.code = Reason.PORT_NEEDS_CUDA
         v.reason = (
             f"the original fails here too: {failure}; the migration fails the same way on "
             "the target, for want of CUDA: it still needs CUDA there"
@@ -362,6 +371,7 @@ def _judge_failed_original(
         return v
     if same and matched and parity is not None and not on_the_cpu(target):
         v.verdict, v.parity = Verdict.VERIFIED, parity
+        v.code = Reason.MATCH_THEN_SHARED_FAILURE
         v.caveat = f"both runs then fail the same way at {failure}"
         if blame is not None:
             v.attribution, v.next_step = blame.to_json(), blame.next_step
@@ -383,6 +393,7 @@ def _beyond_the_runner(
     """The original's kernels are beyond torchport's CPU runner: no reference numbers, as
     for an original that was not run; the runner's reason says what it refused."""
     v.verdict = Verdict.RAN
+    v.code = Reason.BEYOND_CPU_RUNNER
     v.reason = f"the original could not run on the CPU reference: {failure}"
     if on_the_cpu(target):
         v.reason += f"; the migration ran, but on the CPU, not the emulated {mode} device"
@@ -398,8 +409,10 @@ def _original_fails(
     saying so first, then how far the migration got."""
     v.verdict, v.parity = Verdict.NOT_RUNNABLE, parity
     if target.get("status") == "ok":
+        v.code = Reason.ORIGINAL_FAILS
         v.reason = f"the original fails here, the migration does not: {failure}"
         return v
+    v.code = Reason.BOTH_FAIL
     v.reason = f"the original fails here too: {failure}"
     if not same:
         v.failure = target  # the migration's own failure, for a diagnosis in the report

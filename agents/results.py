@@ -5,16 +5,18 @@ The verdict is a ``Verdict`` (``agents.verdicts``); the rest is the evidence beh
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from .comparison import Parity
+from .verdicts import Reason
 
 
 @dataclass
 class Verification:
     verdict: str
-    reason: str
+    reason: str  # the rendered text: what a reader is told
     policy: str = ""
     parity: Parity | None = None
     reference: dict[str, Any] | None = None
@@ -53,6 +55,19 @@ class Verification:
     # Where a port whose losses differ first computes something else (agents.divergence:
     # ``Divergence`` as a dict), or why that could not be found; None when not looked for
     divergence: dict[str, Any] | None = None
+    # What ``reason`` says, as a stable code (``Reason``): what behaviour and tests key on
+    code: str = Reason.NONE
 
     def to_json(self) -> dict[str, Any]:
+        """The record the graph checkpoints and the report writes (``VerificationRecord``)."""
         return asdict(self)
+
+    @classmethod
+    def from_json(cls, record: Mapping[str, Any]) -> Verification:
+        """A checkpointed record back as a ``Verification``: keys it does not know are
+        ignored and missing ones take their defaults (a record from before ``code``)."""
+        known = {f.name for f in fields(cls)}
+        data = {k: v for k, v in record.items() if k in known}
+        if isinstance(data.get("parity"), Mapping):
+            data["parity"] = Parity(**data["parity"])
+        return cls(**data)

@@ -70,6 +70,7 @@ class VerificationRecord(TypedDict, total=False):
     failure: dict[str, Any] | None  # the failing target run, what diagnose reads
     caveat: str
     kernel_check: dict[str, Any] | None  # the differential check at the kernel call sites
+    code: str  # the reason as a stable code (verdicts.Reason)
 
 
 FixKind = Literal["rules", "llm", "constructs"]

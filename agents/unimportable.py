@@ -18,7 +18,7 @@ from typing import Any, Protocol, TypeVar
 
 from torchport.tools.catalogue import load_catalogue
 
-from .verdicts import Verdict
+from .verdicts import Reason, Verdict
 
 
 class Judged(Protocol):
@@ -27,6 +27,7 @@ class Judged(Protocol):
 
     verdict: str
     reason: str
+    code: str
     reference: dict[str, Any] | None
     target: dict[str, Any] | None
     next_step: str
@@ -79,6 +80,7 @@ def unimportable_port(v: V, target: str) -> V:
     code = str(frame.get("code") or f"import {library}").strip()
     original_too = _missing(v.reference) is not None
     v.verdict = Verdict.NOT_RUNNABLE if original_too else Verdict.FAILED
+    v.code = Reason.PORT_CANNOT_IMPORT
     v.reason = (
         f"the port cannot import: it keeps `{code}`"
         + (f" ({where})" if where else "")

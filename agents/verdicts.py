@@ -55,3 +55,32 @@ def failure_kind(record: dict[str, Any] | None) -> str | None:
     error = (record or {}).get("error") or {}
     kind = error.get("type") if isinstance(error, dict) else None
     return str(kind) if kind is not None else None
+
+
+class Reason(enum.StrEnum):
+    """Why a verification reached its verdict, as a stable code beside the rendered
+    ``reason``: what the next step, a later note and a test key on, so rewording a reason
+    changes no behaviour."""
+
+    NONE = ""  # not set (a record written before the codes)
+    NUMBERS_MATCH = "numbers-match"
+    MATCH_THEN_SHARED_FAILURE = "numbers-match-then-shared-failure"
+    NUMBERS_DIFFER = "numbers-differ"
+    ON_THE_CPU = "on-the-cpu"
+    ORIGINAL_NOT_RUN = "original-not-run"
+    NOTHING_TO_COMPARE = "nothing-to-compare"
+    BEYOND_CPU_RUNNER = "beyond-cpu-runner"
+    PORT_FAILS = "port-fails"
+    PORT_NEEDS_CUDA = "port-needs-cuda"
+    PORT_CANNOT_IMPORT = "port-cannot-import"
+    ORIGINAL_FAILS = "original-fails"  # the original fails here, the migration does not
+    BOTH_FAIL = "original-fails-too"
+    TORCHPORT_CAUSED = "torchport-caused"  # something of torchport's on the failure's path
+    COULD_NOT_START = "could-not-start"  # torchport's sandbox could not start a run
+    MISSING_DEPENDENCY = "missing-dependency"
+    EMPTY_SUBMODULE = "empty-submodule"
+    KERNEL_MISMATCH = "kernel-mismatch"
+    PRECISION_SENSITIVE = "precision-sensitive"
+    UNSUPPORTED_TARGET = "unsupported-target"
+    NO_ENTRY = "no-entry"  # the plan found nothing to run
+    SHIM_NEEDS_DEVICE = "shim-needs-device"

@@ -64,7 +64,7 @@ from .reference_runs import (
 from .results import Verification
 from .tolerance import POLICY_FIELDS, Policy, choose_policy, policies, policies_for
 from .unimportable import unimportable_port
-from .verdicts import FailureKind, Verdict
+from .verdicts import FailureKind, Reason, Verdict
 
 # Where callers have always found them; each lives in the module of its job.
 __all__ = [
@@ -137,7 +137,7 @@ def verify_tree(
     environment = environment or {}
     site_paths = _site_paths(environment)
     if why := unsupported_target(target):
-        return Verification(Verdict.NOT_RUNNABLE, why), reference
+        return Verification(Verdict.NOT_RUNNABLE, why, code=Reason.UNSUPPORTED_TARGET), reference
     mode = MODE_FOR_TARGET[target] or "plain"
     say = verify_pair.serialised(say)
     plan = _schedule(budget, together)
@@ -347,6 +347,7 @@ def with_precision_checks(
     v.precision = {"highest": _highest_summary(v), "default": check.to_json()}
     if check.holds is False:
         v.verdict, at_highest = Verdict.FAILED, v.reason
+        v.code = Reason.PRECISION_SENSITIVE
         v.reason = f"{precision_check.reason(check)}. At highest precision: {at_highest}"
         error = {"type": FailureKind.PRECISION_SENSITIVE, "message": v.reason, "frame": None}
         v.failure = {**(again[0] if again else highest), "error": error}
@@ -479,7 +480,7 @@ def with_kernel_check(
             held = "match" if v.parity.holds else "do not match either"
             losses = f"; the program's {v.parity.steps} losses {held}"
         v.verdict = Verdict.FAILED
-        v.reason = checked.reason + losses
+        v.code, v.reason = Reason.KERNEL_MISMATCH, checked.reason + losses
         v.failure = {
             **target,
             "error": {
@@ -548,6 +549,7 @@ def name_missing_dependency(v: Verification, environment: dict[str, Any]) -> Ver
             step or HOW_TO_PROVIDE[0].upper() + HOW_TO_PROVIDE[1:],
         )
         v.attribution, v.next_step = blame.to_json(), blame.next_step
+        v.code = Reason.MISSING_DEPENDENCY
         v.reason = f"{blame.cause}: {blame.evidence}" + ("" if step else f"; {HOW_TO_PROVIDE}")
         return v
     return v

@@ -19,7 +19,7 @@ from torchport.tools.sourcefile import read_exact
 from . import library_patch, loosening, runs, verifier
 from .environment import prepare_environment
 from .state import PlanRecord
-from .verdicts import Verdict
+from .verdicts import Reason, Verdict
 from .workspace import materialize
 
 MAX_PATCHED = library_patch.MAX_FILES
@@ -55,9 +55,8 @@ def verify_overlay(
     """
     why_not = plan.get("not_runnable")
     if why_not:
-        return VerifyOutcome(
-            verifier.Verification(Verdict.NOT_RUNNABLE, why_not), None, environment
-        )
+        refused = verifier.Verification(Verdict.NOT_RUNNABLE, why_not, code=Reason.NO_ENTRY)
+        return VerifyOutcome(refused, None, environment)
     budget = verifier.budget_of(settings)
     if environment is None:
         environment = prepare_environment(

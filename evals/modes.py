@@ -21,7 +21,7 @@ from typing import Any
 
 from torchport.agents import verifier
 from torchport.agents.reference_runs import RunLimits
-from torchport.agents.verdicts import Verdict
+from torchport.agents.verdicts import Reason, Verdict
 from torchport.sandbox import astparse
 from torchport.sandbox.modes import EMULATED
 
@@ -109,7 +109,9 @@ def shim(task: Task, target: str, out: Path, budget: RunLimits, cache: Path) -> 
     _copy(task, out)
     if target not in EMULATED:
         reason = f"the runtime shim needs an emulated device; {target} has none"
-        verification = verifier.Verification(Verdict.NOT_RUNNABLE, reason).to_json()
+        verification = verifier.Verification(
+            Verdict.NOT_RUNNABLE, reason, code=Reason.SHIM_NEEDS_DEVICE
+        ).to_json()
         return Migration(out, verification, TRANSFER)
     return Migration(out, verify_tree(task, out, target, budget, cache, TRANSFER), TRANSFER)
 
