@@ -61,7 +61,8 @@ def migration_result(state: State) -> MigrationResult:
     the codemods), unless this process did not compute it (a resumed run)."""
     s = state["settings"]
     source = Path(s["source"])
-    result = computed_migration(source, options_of(s, dry_run=True), s.get("run_id"))
+    options = options_of(s, dry_run=True)
+    result = computed_migration(source, options, s.get("run_id"), state.get("plan_scan"))
     overlay = state.get("overlay") or {}
     result.changes = [
         FileChange(

@@ -20,8 +20,8 @@ from typing import Any
 
 from langgraph.graph import END, START, StateGraph
 from torchport.tools.findings import work_line
-from torchport.tools.migration_memo import remembered_scan
-from torchport.tools.scanner import ScanOptions
+from torchport.tools.migration_memo import save_scan
+from torchport.tools.scanner import ScanOptions, scan
 
 from . import config_record, runs, verifier
 from .checkpoints import DURABILITY, open_checkpointer
@@ -44,6 +44,7 @@ from .verdicts import Verdict
 from .verify_step import verify_overlay
 
 MAX_CONSTRUCT_REPAIRS = 8
+PLAN_SCAN = "plan-scan.json"  # in the run's folder: the plan's scan, which the state names
 
 
 class GraphError(RuntimeError):
@@ -80,9 +81,10 @@ def plan(state: State, ctx: Runtime) -> dict[str, Any]:
     s = state["settings"]
     ctx.say("planning: scanning the repository")
     source = Path(s["source"])
-    # kept: the rewrite node's migration reads the same scan instead of scanning again
     options = ScanOptions(target=s["target"], select=tuple(s.get("select", [])), **scan_filters(s))
-    scanned = remembered_scan(source, options, ctx.run_id)
+    scanned = scan(source, options)
+    # kept in the run's folder, named in the state: the migration reads it, not a new scan
+    kept = save_scan(ctx.scratch / PLAN_SCAN, source, options, scanned)
     p = make_plan(source, scanned, s["target"], s.get("entry"), config_record.entry_reason(s))
     ctx.say(
         f"plan: {work_line(work_of(p.to_json()), 'the LLM')}; "
@@ -100,6 +102,7 @@ def plan(state: State, ctx: Runtime) -> dict[str, Any]:
     )
     return {
         "plan": p.to_json(),
+        "plan_scan": str(kept),
         "iteration": 0,
         "reference": None,
         "next_fix": None,
@@ -122,6 +125,7 @@ def rewrite(state: State, ctx: Runtime) -> dict[str, Any]:
         dict(state.get("llm_usage") or {}),
         client=ctx.llm(s) if wants_llm else None,  # the local model starts only if needed
         kernel_calls=list((state.get("reference") or {}).get("kernel_site_calls") or []),
+        scan_file=state.get("plan_scan"),
     )
     if first:
         ctx.say("rewriting: applying the catalogue's codemods")

@@ -32,6 +32,7 @@ class RewriteRound:
     # how the original called its kernel sites (its reference run), once it has run
     kernel_calls: list[dict[str, Any]] = field(default_factory=list)
     kernel_files: set[str] = field(default_factory=set)  # files of kernel sites asked about
+    scan_file: str | None = None  # the plan's scan (State.plan_scan), which the codemods read
 
     def run_codemods(self) -> None:
         s = self.settings
@@ -43,12 +44,13 @@ class RewriteRound:
             run=s.get("run_id"),
             filters=scan_filters(s),
             safe_only=bool(s.get("safe_only")),
+            scan_file=self.scan_file,
         )
         self.log.append(decision("rewrite", "codemods", **summary))
 
     def refused(self) -> rewriter.Refusals:
         """What the codemods refused to port, with why (the LLM's other work)."""
-        return rewriter.refusals(self.source, self.settings)
+        return rewriter.refusals(self.source, self.settings, self.scan_file)
 
     def excluded(self, rel: str) -> bool:
         """A file the run leaves alone (``exclude``): no model edits it either."""

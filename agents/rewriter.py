@@ -53,6 +53,7 @@ def _codemod_result(
     run: str | None,
     filters: Mapping[str, tuple[str, ...]],
     safe_only: bool = False,
+    scan_file: str | None = None,
 ) -> MigrationResult:
     options = MigrateOptions(
         target=target,
@@ -62,7 +63,7 @@ def _codemod_result(
         safe_only=safe_only,
         **filters,
     )
-    return computed_migration(source, options, run)
+    return computed_migration(source, options, run, scan_file)
 
 
 def codemods(
@@ -73,12 +74,16 @@ def codemods(
     run: str | None = None,
     filters: Mapping[str, tuple[str, ...]] | None = None,
     safe_only: bool = False,
+    scan_file: str | None = None,
 ) -> tuple[dict[str, str], dict[str, Any]]:
     """The catalogue's automatic fixes for ``target``: the first overlay and a summary;
-    ``filters`` (``state.scan_filters``) are the rules and files the run leaves alone.
+    ``filters`` (``state.scan_filters``) are the rules and files the run leaves alone;
+    ``scan_file`` the plan's scan (``State.plan_scan``), read instead of scanning again.
 
     Computed once for ``run``: the report reads the same result (``agents.deliver``)."""
-    result = _codemod_result(source, target, select, annotate, run, filters or {}, safe_only)
+    result = _codemod_result(
+        source, target, select, annotate, run, filters or {}, safe_only, scan_file
+    )
     overlay = {c.path: c.after for c in result.changes}
     totals = count_constructs(result).totals()
     summary = {
@@ -279,7 +284,7 @@ def with_missing_imports(text: str, path: str) -> tuple[str, list[str]]:
 Refusals = dict[tuple[str, str, str], str]  # (path, rule, the line's text) -> why
 
 
-def refusals(source: Path, settings: dict[str, Any]) -> Refusals:
+def refusals(source: Path, settings: dict[str, Any], scan_file: str | None = None) -> Refusals:
     """The constructs the codemods were meant to port but refused, each with the reason
     (``FusedLAMB``: torch.optim has no LAMB). Read from the rewrite's own result."""
     result = _codemod_result(
@@ -290,6 +295,7 @@ def refusals(source: Path, settings: dict[str, Any]) -> Refusals:
         settings.get("run_id"),
         scan_filters(settings),
         bool(settings.get("safe_only")),
+        scan_file,
     )
     return {(f.path, f.rule, f.snippet.strip()): why for f, why in result.unapplied}
 

@@ -21,6 +21,9 @@ class Settings(TypedDict, total=False):
     verify: bool
     steps: int
     timeout_s: float
+    devices: int  # --devices: what device_count() answers in both runs (RunLimits.devices)
+    keep_args: bool  # --keep-args: the programs' size and time arguments left as given
+    run_id: str  # the run's id, as the front door chose it (its folder, its checkpoints)
     memory_mb: int
     isolation: str
     deps: str  # --deps: auto, none, or a requirements file
@@ -104,6 +107,7 @@ class Best(TypedDict):
 class State(TypedDict, total=False):
     settings: Settings
     plan: PlanRecord
+    plan_scan: str | None  # the file in the run's folder holding the plan's scan (save_scan)
     overlay: dict[str, str]  # repo-relative path -> migrated text, changed files only
     iteration: int  # verify rounds done
     reference: dict[str, Any] | None  # the original's run, made once
