@@ -11,6 +11,7 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from .run_record import RunRecord
 from .tolerance import Policy
 
 
@@ -51,7 +52,7 @@ def compare_series(reference: list[float], target: list[float], policy: Policy) 
     return parity
 
 
-def _losses_by_rank(result: dict[str, Any]) -> dict[int, list[float]]:
+def _losses_by_rank(result: RunRecord) -> dict[int, list[float]]:
     return {
         r["rank"]: list(r.get("losses") or [])
         for r in result.get("ranks") or []
@@ -59,7 +60,7 @@ def _losses_by_rank(result: dict[str, Any]) -> dict[int, list[float]]:
     }
 
 
-def compare_ranks(reference: dict[str, Any], target: dict[str, Any], policy: Policy) -> Parity:
+def compare_ranks(reference: RunRecord, target: RunRecord, policy: Policy) -> Parity:
     """Each rank's losses against the same rank's in the other run (DDP ranks train on
     different data, so rank 0 alone proves little); one series where neither run had two
     ranks (or one recorded none). A port that ran fewer ranks than the original (one where

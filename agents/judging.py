@@ -10,7 +10,7 @@ what it is, with the next step to take.
 from __future__ import annotations
 
 from functools import cache
-from typing import Any
+from typing import Any, cast
 
 from torchport.sandbox.harness import SANDBOX_ERROR
 from torchport.tools.catalogue import TARGETS
@@ -20,11 +20,12 @@ from .comparison import Parity, compare_outputs, compare_ranks, compare_series
 from .data_notes import interpreter_note
 from .diagnose import diagnose, load_signatures
 from .results import Verification
+from .run_record import RunRecord, failed_with
 from .tolerance import Policy
 from .verdicts import FailureKind, Reason, Verdict
 
 
-def _brief(result: dict[str, Any] | None) -> dict[str, Any] | None:
+def _brief(result: RunRecord | None) -> RunRecord | None:
     """What the report keeps of a run: enough to see what happened, not every counter."""
     if result is None:
         return None
@@ -43,7 +44,7 @@ def _brief(result: dict[str, Any] | None) -> dict[str, Any] | None:
         "emulator_backend",  # native or python, and why: the evidence says which ran
         "emulator_backend_reason",
     )
-    return {
+    brief = {
         "status": result.get("status"),
         "exit_code": result.get("exit_code"),
         "steps": result.get("steps", 0),
@@ -66,16 +67,17 @@ def _brief(result: dict[str, Any] | None) -> dict[str, Any] | None:
         "counters": {k: counters[k] for k in keep if k in counters},
         "stderr_tail": (result.get("stderr_tail") or "")[-1500:],
     }
+    return cast(RunRecord, brief)  # the same keys, some of them None in a run cut short
 
 
-def _error_text(result: dict[str, Any]) -> str:
+def _error_text(result: RunRecord) -> str:
     """The error as a reason says it: the type and the message's first line (the whole
     message and traceback stay in the run's JSON)."""
     error = result.get("error") or {}
     return f"{error.get('type', '?')}: {attribution.first_line(error.get('message', ''))}".strip()
 
 
-def _full_error(result: dict[str, Any]) -> str:
+def _full_error(result: RunRecord) -> str:
     error = result.get("error") or {}
     return f"{error.get('type', '?')}: {error.get('message', '')}"
 
@@ -85,8 +87,8 @@ RUNNER_REFUSAL = "torchport's CPU runner for CUDA kernels"
 
 
 def judge(
-    reference: dict[str, Any] | None,
-    target: dict[str, Any],
+    reference: RunRecord | None,
+    target: RunRecord,
     policy: Policy,
     mode: str,
     imports: frozenset[str] | None = None,
@@ -113,9 +115,7 @@ RAN_STEPS: dict[str, str] = {
 }
 
 
-def next_step(
-    v: Verification, reference: dict[str, Any] | None, target: dict[str, Any], mode: str
-) -> str:
+def next_step(v: Verification, reference: RunRecord | None, target: RunRecord, mode: str) -> str:
     """The next step after a verdict short of ``verified``: the hint of the failing run's
     diagnosed signature (the original's when it failed), or the ``RAN_STEPS`` entry."""
     failing = v.failure or next(
@@ -135,8 +135,8 @@ def next_step(
 
 
 def _judged(
-    reference: dict[str, Any] | None,
-    target: dict[str, Any],
+    reference: RunRecord | None,
+    target: RunRecord,
     policy: Policy,
     mode: str,
     imports: frozenset[str] | None,
@@ -171,7 +171,7 @@ def _judged(
 
 
 def _judge_failed_port(
-    v: Verification, target: dict[str, Any], imports: frozenset[str] | None
+    v: Verification, target: RunRecord, imports: frozenset[str] | None
 ) -> Verification:
     """The original ran, the port did not: only what differs between the two runs can be
     torchport's (the packages it hides from a target run, a sandbox that could not start
@@ -189,8 +189,8 @@ def _judge_failed_port(
 def _judge_parity(
     v: Verification,
     parity: Parity,
-    reference: dict[str, Any],
-    target: dict[str, Any],
+    reference: RunRecord,
+    target: RunRecord,
     policy: Policy,
 ) -> Verification:
     """Both ran and recorded something to compare: ``verified`` when it matches."""
@@ -221,10 +221,7 @@ def _judge_parity(
             f"{'step' if parity.compared == 'losses' else 'output'} {parity.worst_step}, "
             f"abs {parity.max_abs:.3g}, rel {parity.max_rel:.3g}"
         )
-        v.failure = {
-            **target,
-            "error": {"type": FailureKind.PARITY_MISMATCH, "message": v.reason, "frame": None},
-        }
+        v.failure = failed_with(target, FailureKind.PARITY_MISMATCH, v.reason)
     return v
 
 
@@ -251,7 +248,7 @@ def kernel_runner_note(extensions: list[dict[str, Any]]) -> str:
     )
 
 
-def on_the_cpu(target: dict[str, Any]) -> bool:
+def on_the_cpu(target: RunRecord) -> bool:
     return (target.get("counters") or {}).get("ops") == 0
 
 
@@ -260,7 +257,7 @@ def _cuda_signatures() -> frozenset[str]:
     return frozenset(sig.id for sig in load_signatures() if sig.cuda)
 
 
-def _needs_cuda(target: dict[str, Any], mode: str) -> bool:
+def _needs_cuda(target: RunRecord, mode: str) -> bool:
     """The migration fails because CUDA is missing on the target (a CUDA construct the port
     kept, such as ``torch.cuda.CUDAGraph()``): that the original fails there too, on the
     reference shim, says nothing for the port, which would fail on the device as well."""
@@ -268,20 +265,20 @@ def _needs_cuda(target: dict[str, Any], mode: str) -> bool:
     return found.signature in _cuda_signatures()
 
 
-def _failure_site(result: dict[str, Any]) -> str:
+def _failure_site(result: RunRecord) -> str:
     """Where a run failed: the user's frame as ``file:line``, or "" when it has none."""
     frame = (result.get("error") or {}).get("frame") or {}
     return f"{frame['file']}:{frame.get('line')}" if frame.get("file") else ""
 
 
-def _failure_where(result: dict[str, Any]) -> str:
+def _failure_where(result: RunRecord) -> str:
     """The user's frame for a reason, and the installed library's line it called into
     when the failure is there (``engine.py:38, in timm/data/mixup.py:19``)."""
     where, library = _failure_site(result), attribution.library_site(result)
     return f"{where}, in {library}" if where and library else where or library
 
 
-def _fails_identically(reference: dict[str, Any], target: dict[str, Any]) -> bool:
+def _fails_identically(reference: RunRecord, target: RunRecord) -> bool:
     """Both failed with the same exception type at the same line of the user's code
     (without a frame on either side: with the same error text)."""
     if target.get("status") == "ok":
@@ -311,7 +308,7 @@ def _same_statement(ref_frame: Any, tgt_frame: Any) -> bool:
 
 
 def _attributed(
-    v: Verification, blame: attribution.Attribution, which: str, result: dict[str, Any]
+    v: Verification, blame: attribution.Attribution, which: str, result: RunRecord
 ) -> Verification:
     """``not-runnable`` for a failure torchport caused (``blame``): the reason says what of
     torchport's did it and the next step, never that ``which`` run's program fails."""
@@ -328,8 +325,8 @@ def _attributed(
 
 def _judge_failed_original(
     v: Verification,
-    reference: dict[str, Any],
-    target: dict[str, Any],
+    reference: RunRecord,
+    target: RunRecord,
     policy: Policy,
     mode: str,
     imports: frozenset[str] | None = None,
@@ -387,9 +384,7 @@ def _judge_failed_original(
     return _original_fails(v, parity, target, failure, same)
 
 
-def _beyond_the_runner(
-    v: Verification, target: dict[str, Any], mode: str, failure: str
-) -> Verification:
+def _beyond_the_runner(v: Verification, target: RunRecord, mode: str, failure: str) -> Verification:
     """The original's kernels are beyond torchport's CPU runner: no reference numbers, as
     for an original that was not run; the runner's reason says what it refused."""
     v.verdict = Verdict.RAN
@@ -403,7 +398,7 @@ def _beyond_the_runner(
 
 
 def _original_fails(
-    v: Verification, parity: Parity | None, target: dict[str, Any], failure: str, same: bool
+    v: Verification, parity: Parity | None, target: RunRecord, failure: str, same: bool
 ) -> Verification:
     """The original's own failure, nothing of torchport's on its path: ``not-runnable``,
     saying so first, then how far the migration got."""

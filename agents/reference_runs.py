@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from torchport.sandbox.harness import RunError, RunSpec, run, torchrun_parts
 from torchport.sandbox.limits import (
@@ -30,6 +30,7 @@ from torchport.sandbox.safepath import digest_regular
 from torchport.tools.atomicfile import atomic_write
 
 from .defaults import VERIFY_STEPS
+from .run_record import RunRecord
 from .verdicts import FailureKind
 
 
@@ -74,7 +75,7 @@ def run_program(
     matmul_precision: str | None = None,
     launch_step: bool = False,
     trace: dict[str, Any] | None = None,
-) -> dict[str, Any]:
+) -> RunRecord:
     """One sandboxed run as plain data (a harness that cannot start is a failed run).
     ``matmul_precision``: pinned on the emulated device (``RunSpec``), or None;
     ``launch_step``: TorchTPU's launch step runs in torchrun's parent first; ``trace``:
@@ -102,7 +103,7 @@ def run_program(
         trace=trace,
     )
     try:
-        return run(spec).to_json()
+        return cast(RunRecord, run(spec).to_json())  # the harness's record, as typed here
     except RunError as exc:
         return {
             "status": "failed",
@@ -156,7 +157,7 @@ def reference_run(
     progress: Callable[[dict[str, Any]], None] | None = None,
     site_paths: tuple[str, ...] = (),
     record_sites: tuple[str, ...] = (),
-) -> dict:
+) -> RunRecord:
     """The original's run on the reference shim, reused when nothing it depends on changed.
 
     The original is read only and runs with fixed seeds, so its numbers depend only on

@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from .comparison import Parity
+from .run_record import RunRecord
 from .verdicts import Reason
 
 
@@ -19,9 +20,9 @@ class Verification:
     reason: str  # the rendered text: what a reader is told
     policy: str = ""
     parity: Parity | None = None
-    reference: dict[str, Any] | None = None
-    target: dict[str, Any] | None = None
-    failure: dict[str, Any] | None = None  # the target run, for diagnose
+    reference: RunRecord | None = None
+    target: RunRecord | None = None
+    failure: RunRecord | None = None  # the target run, for diagnose
     # What a verdict holds only up to: "both runs then fail the same way at train.py:41: ..."
     caveat: str = ""
     # Where the verification's wall time went (verify_pair.timings); empty when nothing ran

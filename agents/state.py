@@ -10,6 +10,8 @@ from __future__ import annotations
 import operator
 from typing import Annotated, Any, Literal, TypedDict
 
+from .run_record import RunRecord
+
 
 class Settings(TypedDict, total=False):
     source: str  # the original repository (read only)
@@ -110,7 +112,7 @@ class State(TypedDict, total=False):
     plan_scan: str | None  # the file in the run's folder holding the plan's scan (save_scan)
     overlay: dict[str, str]  # repo-relative path -> migrated text, changed files only
     iteration: int  # verify rounds done
-    reference: dict[str, Any] | None  # the original's run, made once
+    reference: RunRecord | None  # the original's run, made once
     environment: dict[str, Any] | None  # the dependency overlay the runs use, made once
     verification: VerificationRecord | None  # the latest verdict
     diagnosis: dict[str, Any] | None  # diagnose.Diagnosis.to_json

@@ -12,12 +12,14 @@ cannot have it, and what to do.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from fnmatch import fnmatchcase
 from functools import cache
 from typing import Any, Protocol, TypeVar
 
 from torchport.tools.catalogue import load_catalogue
 
+from .run_record import RunRecord
 from .verdicts import Reason, Verdict
 
 
@@ -28,8 +30,8 @@ class Judged(Protocol):
     verdict: str
     reason: str
     code: str
-    reference: dict[str, Any] | None
-    target: dict[str, Any] | None
+    reference: RunRecord | None
+    target: RunRecord | None
     next_step: str
 
 
@@ -55,7 +57,7 @@ def cuda_only_module(module: str) -> str | None:
     return None
 
 
-def _missing(result: dict[str, Any] | None) -> tuple[str, dict[str, Any]] | None:
+def _missing(result: Mapping[str, Any] | None) -> tuple[str, Mapping[str, Any]] | None:
     """The CUDA-only library a failed run could not import, with the run's error."""
     if not result or result.get("status") == "ok":
         return None

@@ -8,6 +8,7 @@ verdict read from a checkpoint is a plain ``str``; it still compares equal to it
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 from typing import Any
 
 
@@ -49,7 +50,7 @@ class FailureKind(enum.StrEnum):
         return frozenset({cls.RUN_ERROR, cls.SANDBOX_ERROR, cls.NO_RESULT})
 
 
-def failure_kind(record: dict[str, Any] | None) -> str | None:
+def failure_kind(record: Mapping[str, Any] | None) -> str | None:
     """The ``type`` of a failure record's error (a ``FailureKind`` value, or the program's
     own exception's name), None when there is no failure."""
     error = (record or {}).get("error") or {}

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from torchport.sandbox.harness import RunError, torchrun_parts
 from torchport.sandbox.modes import EMULATED
@@ -62,9 +62,10 @@ from .reference_runs import (
     tree_digest,
 )
 from .results import Verification
+from .run_record import ErrorRecord, FrameRecord, RunRecord, failed_with
 from .tolerance import POLICY_FIELDS, Policy, choose_policy, policies, policies_for
 from .unimportable import unimportable_port
-from .verdicts import FailureKind, Reason, Verdict
+from .verdicts import FailureKind, Reason, Verdict, failure_kind
 
 # Where callers have always found them; each lives in the module of its job.
 __all__ = [
@@ -119,12 +120,12 @@ def verify_tree(
     budget: RunLimits,
     cache: Path | None,
     preload: tuple[str, ...] = (),
-    reference: dict[str, Any] | None = None,
+    reference: RunRecord | None = None,
     say: Callable[[str], None] = lambda message: None,
     environment: dict[str, Any] | None = None,
     together: bool | None = None,
     tolerance: Mapping[str, Any] | None = None,
-) -> tuple[Verification, dict[str, Any] | None]:
+) -> tuple[Verification, RunRecord | None]:
     """Run the original (``reference``, if not given) and ``tree`` on the target; judge
     under the tolerance policy (``tolerance``: the project's setting, ``policies_for``).
 
@@ -143,7 +144,7 @@ def verify_tree(
     plan = _schedule(budget, together)
     given, step = reference, _stepped_launch(tree, argv, mode)
 
-    def original_at(root: Path) -> dict[str, Any]:
+    def original_at(root: Path) -> RunRecord:
         say("verifying: running the original on the CUDA reference shim")
         progress = _steps(say, "original", budget)
         recorded = kernel_check.record_specs(kernel_check.discover(source))
@@ -188,7 +189,7 @@ def _with_divergence(
     training differs at the TPU's arithmetic (``PrecisionSensitive``): where it first
     computes otherwise (``agents.divergence``), in its reason, its next step and the failure
     that diagnosis reads."""
-    kind = (v.failure or {}).get("error", {}).get("type")
+    kind = failure_kind(v.failure)
     if v.verdict != Verdict.FAILED or kind not in (
         FailureKind.PARITY_MISMATCH,
         FailureKind.PRECISION_SENSITIVE,
@@ -209,7 +210,7 @@ def _with_divergence(
         return v
     say(f"verifying: tracing every module at step {step} on both sides")
 
-    def traced(root: Path, run_mode: str, precision: str | None, trace: dict) -> dict[str, Any]:
+    def traced(root: Path, run_mode: str, precision: str | None, trace: dict) -> RunRecord:
         limits = replace(budget, steps=step + 1)  # the same forward budget as the runs compared
         return run_program(
             root, argv, run_mode, limits, (), None, site_paths, (), precision, False, trace
@@ -231,10 +232,11 @@ def _told_divergence(v: Verification, found: dict[str, Any], mode: str) -> Verif
     v.reason += f"; first divergence: {found['summary']}"
     if v.failure is None:
         return v
-    v.failure["error"] = {**v.failure["error"], "message": v.reason}
+    error: ErrorRecord = {**(v.failure.get("error") or {}), "message": v.reason}
     if found.get("blame") == "port" and found.get("port_lines"):
         where, line = found["where"].rpartition(":")[0], found["port_lines"][0]
-        v.failure["error"]["frame"] = {"file": where, "line": line, "function": found.get("cls")}
+        error["frame"] = {"file": where, "line": line, "function": found.get("cls")}
+    v.failure["error"] = error
     v.next_step = next_step(v, None, v.failure, mode)
     return v
 
@@ -243,7 +245,7 @@ def _legacy_repaired(
     pair: verify_pair.Pair,
     runnable: Path,
     tree: Path,
-    runs: tuple[Callable[[Path], dict[str, Any]], Callable[..., dict[str, Any]]],
+    runs: tuple[Callable[[Path], RunRecord], Callable[..., RunRecord]],
     target: str,
 ) -> verify_pair.Pair:
     """The pair again, where the original failed at a line PyTorch 0.4+ broke: the
@@ -270,7 +272,7 @@ def _named(
     environment: dict[str, Any],
     target: str,
     source: Path,
-    original: tuple[Any, dict[str, Any]],
+    original: tuple[Any, RunRecord],
 ) -> Verification:
     """The verdict with what its reason must name: a package the environment could not
     provide, a CUDA-only import the port kept, the torch the original pins, an empty
@@ -287,7 +289,7 @@ def _named(
     return v
 
 
-def _with_repairs(v: Verification, reference: dict[str, Any]) -> Verification:
+def _with_repairs(v: Verification, reference: RunRecord) -> Verification:
     """The verdict with the lines the original ran repaired (``agents.legacy_repair``)."""
     repaired = reference.get("legacy_repairs")
     if not repaired:
@@ -307,7 +309,7 @@ def _migration(
     paths: tuple[tuple[str, ...], tuple[str, ...]],
     say: Callable[[str], None],
     launch_step: bool = False,
-) -> Callable[..., dict[str, Any]]:
+) -> Callable[..., RunRecord]:
     """The migration's run on the emulated device: with exact float32 matmuls unless
     called with ``precision`` None (the TPU's own arithmetic). ``paths``: the preloaded
     modules and the dependency overlay's folders; ``launch_step``: TorchTPU's launch step
@@ -315,7 +317,7 @@ def _migration(
     preload, site_paths = paths
     exact = precision_check.HIGHEST if mode in EMULATED else None
 
-    def migrated(precision: str | None = exact) -> dict[str, Any]:
+    def migrated(precision: str | None = exact) -> RunRecord:
         at = "" if precision else " at the TPU's default matmul precision"
         say(f"verifying: running the migration on the emulated {mode} device{at}")
         progress = _steps(say, f"migration{at}", budget)
@@ -329,9 +331,9 @@ def _migration(
 def with_precision_checks(
     v: Verification,
     target: str,
-    highest: dict[str, Any],
-    at_default: Callable[[], dict[str, Any]],
-) -> tuple[Verification, tuple[dict[str, Any], float] | None]:
+    highest: RunRecord,
+    at_default: Callable[[], RunRecord],
+) -> tuple[Verification, tuple[RunRecord, float] | None]:
     """``v`` (check (a): the port at highest precision against the original) with check
     (b): ``at_default`` runs the port at TorchTPU's own arithmetic where that matters
     (``precision_check``, which says where and why). A port whose training (b) finds
@@ -349,8 +351,8 @@ def with_precision_checks(
         v.verdict, at_highest = Verdict.FAILED, v.reason
         v.code = Reason.PRECISION_SENSITIVE
         v.reason = f"{precision_check.reason(check)}. At highest precision: {at_highest}"
-        error = {"type": FailureKind.PRECISION_SENSITIVE, "message": v.reason, "frame": None}
-        v.failure = {**(again[0] if again else highest), "error": error}
+        run = again[0] if again else highest
+        v.failure = failed_with(run, FailureKind.PRECISION_SENSITIVE, v.reason)
     elif check.ran:
         v.reason += f"; {precision_check.reason(check)}"
     elif target == precision_check.TARGET and v.verdict == Verdict.VERIFIED:
@@ -404,7 +406,7 @@ def _sites_checked(
     v: Verification,
     source: Path,
     tree: Path,
-    runs: tuple[dict[str, Any], dict[str, Any]],
+    runs: tuple[RunRecord, RunRecord],
     mode: str,
     budget: RunLimits,
     site_paths: tuple[str, ...],
@@ -431,7 +433,7 @@ def _check_sites(
     source: Path,
     tree: Path,
     sites: list[Any],
-    reference: dict[str, Any],
+    reference: RunRecord,
     mode: str,
     budget: RunLimits,
     site_paths: tuple[str, ...],
@@ -442,7 +444,7 @@ def _check_sites(
     unbudgeted = replace(budget, steps=None, forwards=None)
     plan, policy_set = checks
 
-    def runner(root: Path, run_mode: str) -> dict[str, Any]:
+    def runner(root: Path, run_mode: str) -> RunRecord:
         # exact float32 on the device, like check (a): a kernel's replacement is compared
         pinned = precision_check.HIGHEST if run_mode != "reference" else None
         return run_program(
@@ -454,21 +456,21 @@ def _check_sites(
             matmul_precision=pinned,
         )
 
-    def both(original: Any, port: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    def both(original: Any, port: Any) -> tuple[RunRecord, RunRecord]:
         pair = verify_pair.run_both(original, port, plan.together)
         return pair.reference, pair.migrated
 
     return kernel_check.check(source, tree, sites, reference, mode, runner, policy_set, both)
 
 
-def _both_ran(reference: dict[str, Any], target: dict[str, Any]) -> bool:
+def _both_ran(reference: RunRecord, target: RunRecord) -> bool:
     return (
         reference.get("status") == "ok" and target.get("status") == "ok" and not on_the_cpu(target)
     )
 
 
 def with_kernel_check(
-    v: Verification, checked: kernel_check.KernelCheck, target: dict[str, Any]
+    v: Verification, checked: kernel_check.KernelCheck, target: RunRecord
 ) -> Verification:
     """The verdict with the differential check's: a kernel site that computes otherwise
     fails the migration whatever its losses did, and the reason names the site first (it is
@@ -481,14 +483,8 @@ def with_kernel_check(
             losses = f"; the program's {v.parity.steps} losses {held}"
         v.verdict = Verdict.FAILED
         v.code, v.reason = Reason.KERNEL_MISMATCH, checked.reason + losses
-        v.failure = {
-            **target,
-            "error": {
-                "type": FailureKind.KERNEL_MISMATCH,
-                "message": checked.reason,
-                "frame": checked.frame,
-            },
-        }
+        frame = cast("FrameRecord | None", checked.frame)  # kernel_check's own frame record
+        v.failure = failed_with(target, FailureKind.KERNEL_MISMATCH, checked.reason, frame)
         return v
     v.reason += f"; {checked.reason}"
     return v
@@ -537,7 +533,8 @@ def name_missing_dependency(v: Verification, environment: dict[str, Any]) -> Ver
         # Not "the original fails here too": the package is missing from the runs'
         # environment (torchport's, or the interpreter given), not wrong in the program.
         v.verdict, v.failure = Verdict.NOT_RUNNABLE, None
-        original_failed = bool(v.reference) and v.reference.get("status") != "ok"
+        ref = v.reference or {}
+        original_failed = bool(ref) and ref.get("status") != "ok"
         tried = dist in (environment.get("unavailable") or {})  # else skipped or hidden
         step = provide_step(dist, environment)
         blame = attribution.Attribution(

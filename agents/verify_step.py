@@ -18,6 +18,7 @@ from torchport.tools.sourcefile import read_exact
 
 from . import library_patch, loosening, runs, verifier
 from .environment import prepare_environment
+from .run_record import RunRecord
 from .state import PlanRecord
 from .verdicts import Reason, Verdict
 from .workspace import materialize
@@ -30,7 +31,7 @@ class VerifyOutcome:
     """The verdict, and what a later round reuses instead of making again."""
 
     verification: verifier.Verification
-    reference: dict[str, Any] | None  # the original's run (None when not runnable)
+    reference: RunRecord | None  # the original's run (None when not runnable)
     environment: dict[str, Any] | None  # the dependency overlay the runs used
     # the overlay with the lines the original ran repaired (agents.legacy_repair); None: as given
     overlay: dict[str, str] | None = None
@@ -45,7 +46,7 @@ def verify_overlay(
     scratch: Path,
     say: Callable[[str], None],
     *,
-    reference: dict[str, Any] | None = None,
+    reference: RunRecord | None = None,
     environment: dict[str, Any] | None = None,
 ) -> VerifyOutcome:
     """Run the original (unless ``reference`` is given) and the migration; judge them.
@@ -69,7 +70,7 @@ def verify_overlay(
         )
     work = materialize(source, dict(overlay), scratch / "work")
 
-    def verify(environment: dict[str, Any], reference: dict[str, Any] | None) -> Verified:
+    def verify(environment: dict[str, Any], reference: RunRecord | None) -> Verified:
         return verifier.verify_tree(
             source,
             work,
@@ -90,13 +91,13 @@ def verify_overlay(
     return VerifyOutcome(verification, ran, environment, _repaired(overlay, work, verification))
 
 
-Verified = tuple[verifier.Verification, dict[str, Any] | None]
+Verified = tuple[verifier.Verification, RunRecord | None]
 
 
 def _library_patched(
     v: verifier.Verification,
-    ran: dict[str, Any] | None,
-    verify: Callable[[dict[str, Any], dict[str, Any] | None], Verified],
+    ran: RunRecord | None,
+    verify: Callable[[dict[str, Any], RunRecord | None], Verified],
     environment: dict[str, Any],
     where: tuple[str, Path],
 ) -> verifier.Verification:
