@@ -13,7 +13,7 @@ all, and a run killed while writing finishes the write when resumed.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -441,7 +441,7 @@ def _headline_note(verification: dict[str, Any]) -> str:
 HIDDEN_SHOWN = 8  # of torchport's hidden packages, named in verification.md
 
 
-def environment_markdown(environment: dict[str, Any]) -> list[str]:
+def environment_markdown(environment: Mapping[str, Any]) -> list[str]:
     """The program's dependencies: what was installed for the runs, what was skipped and
     why, and what could not be had (each quoted: names come from the repository)."""
     if not environment:

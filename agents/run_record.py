@@ -70,3 +70,27 @@ def failed_with(
     """``run`` as the failure a diagnosis reads: its error is the verifier's judgement
     (a ``FailureKind``), not the exception the program raised (it raised none)."""
     return {**run, "error": {"type": kind, "message": message, "frame": frame}}
+
+
+class EnvironmentRecord(TypedDict, total=False):
+    """The packages the runs see (``agents.environment.prepare_environment``): the
+    dependency overlay (``tools.depinstall.Overlay.to_json``), the interpreter ``--python``
+    named (``python``, ``torch``, ``site_paths``) and the ported copies of installed
+    libraries (``patched_site``, ``agents.library_patch``); empty for ``--deps none``."""
+
+    path: str | None
+    prefix: str | None
+    key: str
+    installed: list[str]
+    unavailable: dict[str, str]  # distribution -> why it could not be installed
+    skipped: list[dict[str, str]]
+    present: list[str]
+    import_names: dict[str, str]  # import name -> distribution
+    notes: list[str]
+    hidden: list[str]
+    cached: bool
+    elapsed_s: float
+    python: str
+    torch: str | None
+    site_paths: list[str]
+    patched_site: str

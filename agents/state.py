@@ -10,7 +10,7 @@ from __future__ import annotations
 import operator
 from typing import Annotated, Any, Literal, TypedDict
 
-from .run_record import RunRecord
+from .run_record import EnvironmentRecord, RunRecord
 
 
 class Settings(TypedDict, total=False):
@@ -113,7 +113,7 @@ class State(TypedDict, total=False):
     overlay: dict[str, str]  # repo-relative path -> migrated text, changed files only
     iteration: int  # verify rounds done
     reference: RunRecord | None  # the original's run, made once
-    environment: dict[str, Any] | None  # the dependency overlay the runs use, made once
+    environment: EnvironmentRecord | None  # the dependency overlay the runs use, made once
     verification: VerificationRecord | None  # the latest verdict
     diagnosis: dict[str, Any] | None  # diagnose.Diagnosis.to_json
     next_fix: NextFix | None  # what the rewriter should try next

@@ -62,7 +62,7 @@ from .reference_runs import (
     tree_digest,
 )
 from .results import Verification
-from .run_record import ErrorRecord, FrameRecord, RunRecord, failed_with
+from .run_record import EnvironmentRecord, ErrorRecord, FrameRecord, RunRecord, failed_with
 from .tolerance import POLICY_FIELDS, Policy, choose_policy, policies, policies_for
 from .unimportable import unimportable_port
 from .verdicts import FailureKind, Reason, Verdict, failure_kind
@@ -122,7 +122,7 @@ def verify_tree(
     preload: tuple[str, ...] = (),
     reference: RunRecord | None = None,
     say: Callable[[str], None] = lambda message: None,
-    environment: dict[str, Any] | None = None,
+    environment: EnvironmentRecord | None = None,
     together: bool | None = None,
     tolerance: Mapping[str, Any] | None = None,
 ) -> tuple[Verification, RunRecord | None]:
@@ -269,7 +269,7 @@ def _legacy_repaired(
 
 def _named(
     v: Verification,
-    environment: dict[str, Any],
+    environment: EnvironmentRecord,
     target: str,
     source: Path,
     original: tuple[Any, RunRecord],
@@ -395,7 +395,7 @@ def _stepped_launch(tree: Path, argv: list[str], mode: str) -> str:
     return found or tpu_launch.shell_step() + shlex.join(argv)
 
 
-def _site_paths(environment: dict[str, Any]) -> tuple[str, ...]:
+def _site_paths(environment: EnvironmentRecord) -> tuple[str, ...]:
     """The dependency overlay's folders, as the programs' sys.path gets them: the packages
     with installed files ported (``agents.library_patch``), if any, first."""
     paths = [environment.get("patched_site"), environment.get("path")]
@@ -503,7 +503,7 @@ def _schedule(budget: RunLimits, together: bool | None) -> verify_pair.Schedule:
 _NO_MODULE = re.compile(r"No module named '([^']+)'")
 
 
-def name_missing_dependency(v: Verification, environment: dict[str, Any]) -> Verification:
+def name_missing_dependency(v: Verification, environment: EnvironmentRecord) -> Verification:
     """A program that stopped at an import of a package the overlay could not provide (or
     skipped) is not-runnable here, whatever its port: say which package, why it is
     missing, and how to provide it."""

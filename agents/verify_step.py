@@ -18,7 +18,7 @@ from torchport.tools.sourcefile import read_exact
 
 from . import library_patch, loosening, runs, verifier
 from .environment import prepare_environment
-from .run_record import RunRecord
+from .run_record import EnvironmentRecord, RunRecord
 from .state import PlanRecord
 from .verdicts import Reason, Verdict
 from .workspace import materialize
@@ -32,7 +32,7 @@ class VerifyOutcome:
 
     verification: verifier.Verification
     reference: RunRecord | None  # the original's run (None when not runnable)
-    environment: dict[str, Any] | None  # the dependency overlay the runs used
+    environment: EnvironmentRecord | None  # the dependency overlay the runs used
     # the overlay with the lines the original ran repaired (agents.legacy_repair); None: as given
     overlay: dict[str, str] | None = None
 
@@ -47,7 +47,7 @@ def verify_overlay(
     say: Callable[[str], None],
     *,
     reference: RunRecord | None = None,
-    environment: dict[str, Any] | None = None,
+    environment: EnvironmentRecord | None = None,
 ) -> VerifyOutcome:
     """Run the original (unless ``reference`` is given) and the migration; judge them.
 
@@ -70,7 +70,7 @@ def verify_overlay(
         )
     work = materialize(source, dict(overlay), scratch / "work")
 
-    def verify(environment: dict[str, Any], reference: RunRecord | None) -> Verified:
+    def verify(environment: EnvironmentRecord, reference: RunRecord | None) -> Verified:
         return verifier.verify_tree(
             source,
             work,
@@ -97,8 +97,8 @@ Verified = tuple[verifier.Verification, RunRecord | None]
 def _library_patched(
     v: verifier.Verification,
     ran: RunRecord | None,
-    verify: Callable[[dict[str, Any], RunRecord | None], Verified],
-    environment: dict[str, Any],
+    verify: Callable[[EnvironmentRecord, RunRecord | None], Verified],
+    environment: EnvironmentRecord,
     where: tuple[str, Path],
 ) -> verifier.Verification:
     """``v``, or where the port failed on CUDA inside an installed library, the verdict of
@@ -110,7 +110,7 @@ def _library_patched(
         return v
     patched = scratch / library_patch.SITE
     shutil.rmtree(patched, ignore_errors=True)  # an earlier round's copies
-    patched_env = {**environment, "patched_site": str(patched)}
+    patched_env: EnvironmentRecord = {**environment, "patched_site": str(patched)}
     patches, current = [], v
     while len(patches) < MAX_PATCHED:
         inside = library_patch.failing_file(current.failure or {}, target, sites)
