@@ -412,7 +412,7 @@ def _evidence_markdown(target: dict[str, Any]) -> list[str]:
     return lines + [f"- {_md(note)}" for note in data_notes(target)]
 
 
-def _agent_edits_markdown(edits: list[dict[str, Any]]) -> list[str]:
+def _agent_edits_markdown(edits: list[Mapping[str, Any]]) -> list[str]:
     if not edits:
         return []
     lines = ["", "## Edits beyond the codemods", ""]

@@ -33,7 +33,7 @@ from torchport.tools.report.counts import count_constructs
 from torchport.tools.scanner import ScanOptions, scan
 
 from .defaults import MAX_TURNS
-from .state import scan_filters
+from .state import AgentEdit, scan_filters
 from .workspace import changed_files, materialize, python_sources
 
 if TYPE_CHECKING:
@@ -422,7 +422,7 @@ def _is_import(line: str) -> bool:
 
 
 def edit_request(
-    edit: dict[str, Any], overlay: dict[str, str], verification: dict[str, Any], target: str
+    edit: AgentEdit, overlay: dict[str, str], verification: dict[str, Any], target: str
 ) -> dict[str, Any] | None:
     """Revisit an earlier LLM edit after a parity failure, showing what it replaced.
 
@@ -453,7 +453,7 @@ def edit_request(
     }
 
 
-def edit_span(edit: dict[str, Any], text: str | None) -> tuple[int, int] | None:
+def edit_span(edit: AgentEdit, text: str | None) -> tuple[int, int] | None:
     """The lines an earlier edit's new text has in ``text`` (found by its text: later
     edits moved it), or None where that text is gone."""
     after = edit.get("after") or ""

@@ -80,6 +80,24 @@ class VerificationRecord(TypedDict, total=False):
 
 FixKind = Literal["rules", "llm", "constructs"]
 
+# An edit beyond the codemods (``llm.toolbox.EditRecord.to_json``), with who made it and
+# for what (``for`` is a keyword, hence the functional form).
+AgentEdit = TypedDict(
+    "AgentEdit",
+    {
+        "path": str,
+        "start_line": int,
+        "end_line": int,
+        "before": str,
+        "after": str,
+        "reason": str,
+        "tool": str,
+        "by": str,  # llm
+        "for": str,  # the construct or failure the model was asked about
+    },
+    total=False,
+)
+
 
 class NextFix(TypedDict, total=False):
     """What diagnose asks the next rewrite round to do; one of three kinds.
@@ -100,7 +118,7 @@ class Best(TypedDict):
     """The best migration so far, which a worse repair is rolled back to."""
 
     overlay: dict[str, str]
-    agent_edits: list[dict[str, Any]]
+    agent_edits: list[AgentEdit]
     verification: VerificationRecord
     rank: int
     iteration: int
@@ -118,7 +136,7 @@ class State(TypedDict, total=False):
     diagnosis: dict[str, Any] | None  # diagnose.Diagnosis.to_json
     next_fix: NextFix | None  # what the rewriter should try next
     decisions: Annotated[list[dict[str, Any]], operator.add]  # every node's choices, in order
-    agent_edits: list[dict[str, Any]]  # edits beyond the codemods, in the current overlay
+    agent_edits: list[AgentEdit]  # edits beyond the codemods, in the current overlay
     # The best migration so far (overlay, agent_edits, verification, rank): a repair that
     # makes things worse is undone, and the report delivers the best, not the last.
     best: Best | None
