@@ -33,7 +33,7 @@ from torchport.tools.sourcefile import read_exact
 from . import divergence_report, legacy_repair, library_patch, plots, report_page
 from .data_notes import data_notes, interpreter_note
 from .state import State, scan_filters
-from .verifier import policies_for
+from .tolerance import policies_for
 
 PLOT = "losses.png"  # beside verification.md, which shows it
 HTML = "index.html"  # the whole report as one page (agents.report_page)
@@ -61,7 +61,8 @@ def migration_result(state: Mapping[str, Any]) -> MigrationResult:
     the codemods), unless this process did not compute it (a resumed run)."""
     s = state["settings"]
     source = Path(s["source"])
-    result = computed_migration(source, options_of(s, dry_run=True), s.get("run_id"))
+    options = options_of(s, dry_run=True)
+    result = computed_migration(source, options, s.get("run_id"), state.get("plan_scan"))
     overlay = state.get("overlay") or {}
     result.changes = [
         FileChange(
@@ -412,7 +413,7 @@ def _evidence_markdown(target: dict[str, Any]) -> list[str]:
     return lines + [f"- {_md(note)}" for note in data_notes(target)]
 
 
-def _agent_edits_markdown(edits: list[dict[str, Any]]) -> list[str]:
+def _agent_edits_markdown(edits: list[Mapping[str, Any]]) -> list[str]:
     if not edits:
         return []
     lines = ["", "## Edits beyond the codemods", ""]
@@ -441,7 +442,7 @@ def _headline_note(verification: dict[str, Any]) -> str:
 HIDDEN_SHOWN = 8  # of torchport's hidden packages, named in verification.md
 
 
-def environment_markdown(environment: dict[str, Any]) -> list[str]:
+def environment_markdown(environment: Mapping[str, Any]) -> list[str]:
     """The program's dependencies: what was installed for the runs, what was skipped and
     why, and what could not be had (each quoted: names come from the repository)."""
     if not environment:

@@ -20,8 +20,8 @@ from typing import Any
 
 from langgraph.graph import END, START, StateGraph
 from torchport.tools.findings import work_line
-from torchport.tools.migration_memo import remembered_scan
-from torchport.tools.scanner import ScanOptions
+from torchport.tools.migration_memo import save_scan
+from torchport.tools.scanner import ScanOptions, scan
 
 from . import config_record, runs, verifier
 from .checkpoints import DURABILITY, open_checkpointer
@@ -40,9 +40,11 @@ from .state import (
     decision,
     scan_filters,
 )
+from .verdicts import Verdict
 from .verify_step import verify_overlay
 
 MAX_CONSTRUCT_REPAIRS = 8
+PLAN_SCAN = "plan-scan.json"  # in the run's folder: the plan's scan, which the state names
 
 
 class GraphError(RuntimeError):
@@ -79,7 +81,6 @@ def plan(state: State, ctx: Runtime) -> dict[str, Any]:
     s = state["settings"]
     ctx.say("planning: scanning the repository")
     source = Path(s["source"])
-    # kept: the rewrite node's migration reads the same scan instead of scanning again
     left_alone = scan_filters(s)
     options = ScanOptions(
         target=s["target"],
@@ -87,7 +88,9 @@ def plan(state: State, ctx: Runtime) -> dict[str, Any]:
         skip=left_alone["skip"],
         exclude=left_alone["exclude"],
     )
-    scanned = remembered_scan(source, options, ctx.run_id)
+    scanned = scan(source, options)
+    # kept in the run's folder, named in the state: the migration reads it, not a new scan
+    kept = save_scan(ctx.scratch / PLAN_SCAN, source, options, scanned)
     p = make_plan(source, scanned, s["target"], s.get("entry"), config_record.entry_reason(s))
     ctx.say(
         f"plan: {work_line(work_of(p.to_json()), 'the LLM')}; "
@@ -105,6 +108,7 @@ def plan(state: State, ctx: Runtime) -> dict[str, Any]:
     )
     return {
         "plan": p.to_json(),
+        "plan_scan": str(kept),
         "iteration": 0,
         "reference": None,
         "next_fix": None,
@@ -127,6 +131,7 @@ def rewrite(state: State, ctx: Runtime) -> dict[str, Any]:
         dict(state.get("llm_usage") or {}),
         client=ctx.llm(s) if wants_llm else None,  # the local model starts only if needed
         kernel_calls=list((state.get("reference") or {}).get("kernel_site_calls") or []),
+        scan_file=state.get("plan_scan"),
     )
     if first:
         ctx.say("rewriting: applying the catalogue's codemods")
@@ -174,7 +179,7 @@ def verify(state: State, ctx: Runtime) -> dict[str, Any]:
     v = outcome.verification
     record: VerificationRecord = v.to_json()  # type: ignore[assignment]  # to_json is dict[str, Any] until the typed-results refactor
     update: dict[str, Any] = {"iteration": iteration, "verification": record}
-    if v.verdict == "not-runnable" and state["plan"].get("not_runnable"):
+    if v.verdict == Verdict.NOT_RUNNABLE and state["plan"].get("not_runnable"):
         update["decisions"] = [decision("verify", v.verdict, why=v.reason)]
         return update
     update["environment"] = outcome.environment
@@ -237,7 +242,7 @@ def diagnose(state: State, ctx: Runtime) -> dict[str, Any]:
 def deliver(state: State, ctx: Runtime) -> dict[str, Any]:
     """Write the migration and its evidence where the user asked (nothing earlier does)."""
     v = state.get("verification")
-    outcome = v["verdict"] if v else "not verified"
+    outcome = v["verdict"] if v else Verdict.NOT_VERIFIED
     ctx.say("delivering: writing the migration and its evidence")
     written = write_output(state, outcome, ctx.say)
     return {"outcome": outcome, "decisions": [decision("deliver", outcome, **written)]}
@@ -253,7 +258,7 @@ def after_rewrite(state: State) -> str:
 def after_verify(state: State) -> str:
     """Diagnose a failure while rounds and wall time are left; otherwise deliver."""
     v = state.get("verification") or {}
-    if v.get("verdict") != "failed":
+    if v.get("verdict") != Verdict.FAILED:
         return "deliver"
     s = state["settings"]
     if state.get("iteration", 0) > s["max_iterations"]:

@@ -127,7 +127,7 @@ def _codes(value: Any) -> list[str]:
 
 
 def _policy_names() -> tuple[str, ...]:
-    from .verifier import policies  # the verifier's own table, read only when asked
+    from .tolerance import policies  # the verifier's own table, read only when asked
 
     return ("auto", *policies())
 
@@ -144,7 +144,7 @@ def _tolerance(value: Any) -> dict[str, Any]:
         return _policy(value)
     if not isinstance(value, dict):
         raise ValueError(f"must be a policy name or a table, not {value!r}")
-    from .verifier import POLICY_FIELDS
+    from .tolerance import POLICY_FIELDS
 
     tolerance = _policy(value.get("policy", "auto"))
     for name, numbers in value.items():

@@ -33,7 +33,7 @@ from torchport.tools.report.counts import count_constructs
 from torchport.tools.scanner import ScanOptions, scan
 
 from .defaults import MAX_TURNS
-from .state import scan_filters
+from .state import AgentEdit, scan_filters
 from .workspace import changed_files, materialize, python_sources
 
 if TYPE_CHECKING:
@@ -53,6 +53,7 @@ def _codemod_result(
     run: str | None,
     filters: Mapping[str, tuple[str, ...]],
     safe_only: bool = False,
+    scan_file: str | None = None,
 ) -> MigrationResult:
     options = MigrateOptions(
         target=target,
@@ -63,7 +64,7 @@ def _codemod_result(
         skip=filters.get("skip", ()),
         exclude=filters.get("exclude", ()),
     )
-    return computed_migration(source, options, run)
+    return computed_migration(source, options, run, scan_file)
 
 
 def codemods(
@@ -74,12 +75,16 @@ def codemods(
     run: str | None = None,
     filters: Mapping[str, tuple[str, ...]] | None = None,
     safe_only: bool = False,
+    scan_file: str | None = None,
 ) -> tuple[dict[str, str], dict[str, Any]]:
     """The catalogue's automatic fixes for ``target``: the first overlay and a summary;
-    ``filters`` (``state.scan_filters``) are the rules and files the run leaves alone.
+    ``filters`` (``state.scan_filters``) are the rules and files the run leaves alone;
+    ``scan_file`` the plan's scan (``State.plan_scan``), read instead of scanning again.
 
     Computed once for ``run``: the report reads the same result (``agents.deliver``)."""
-    result = _codemod_result(source, target, select, annotate, run, filters or {}, safe_only)
+    result = _codemod_result(
+        source, target, select, annotate, run, filters or {}, safe_only, scan_file
+    )
     overlay = {c.path: c.after for c in result.changes}
     totals = count_constructs(result).totals()
     summary = {
@@ -287,7 +292,7 @@ def with_missing_imports(text: str, path: str) -> tuple[str, list[str]]:
 Refusals = dict[tuple[str, str, str], str]  # (path, rule, the line's text) -> why
 
 
-def refusals(source: Path, settings: Mapping[str, Any]) -> Refusals:
+def refusals(source: Path, settings: Mapping[str, Any], scan_file: str | None = None) -> Refusals:
     """The constructs the codemods were meant to port but refused, each with the reason
     (``FusedLAMB``: torch.optim has no LAMB). Read from the rewrite's own result."""
     result = _codemod_result(
@@ -298,6 +303,7 @@ def refusals(source: Path, settings: Mapping[str, Any]) -> Refusals:
         settings.get("run_id"),
         scan_filters(settings),
         bool(settings.get("safe_only")),
+        scan_file,
     )
     return {(f.path, f.rule, f.snippet.strip()): why for f, why in result.unapplied}
 
@@ -428,7 +434,7 @@ def _is_import(line: str) -> bool:
 
 
 def edit_request(
-    edit: dict[str, Any], overlay: dict[str, str], verification: Mapping[str, Any], target: str
+    edit: AgentEdit, overlay: dict[str, str], verification: Mapping[str, Any], target: str
 ) -> dict[str, Any] | None:
     """Revisit an earlier LLM edit after a parity failure, showing what it replaced.
 
@@ -459,7 +465,7 @@ def edit_request(
     }
 
 
-def edit_span(edit: dict[str, Any], text: str | None) -> tuple[int, int] | None:
+def edit_span(edit: AgentEdit, text: str | None) -> tuple[int, int] | None:
     """The lines an earlier edit's new text has in ``text`` (found by its text: later
     edits moved it), or None where that text is gone."""
     after = edit.get("after") or ""

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from torchport.agents.data_notes import data_notes
+from torchport.agents.verdicts import Verdict
 from torchport.tools.catalogue import TARGETS, load_catalogue
 from torchport.tools.safetext import terminal_line, terminal_text
 
@@ -256,7 +257,7 @@ def _print(
     written: Mapping[str, Any] = next(
         (d for d in reversed(final.get("decisions", [])) if d.get("node") == "deliver"), {}
     )
-    verdict = final.get("outcome", "not verified")
+    verdict = final.get("outcome", Verdict.NOT_VERIFIED)
     if args.format == "json":
         data = migration_to_dict(result)
         data.update(output=written.get("output"), branch=written.get("branch"))
@@ -295,6 +296,6 @@ def _print(
             if written.get(key):
                 print(f"{key}: {terminal_line(written[key])}")
         print(f"run: {settings.get('run_id')}")
-    ok = verdict == "verified" or not settings.get("verify", True)
+    ok = verdict == Verdict.VERIFIED or not settings.get("verify", True)
     left = count_constructs(result).left  # advisories do not fail a run
     return EXIT_CLEAN if (ok and not left) or args.exit_zero else EXIT_FINDINGS

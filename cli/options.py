@@ -313,7 +313,7 @@ def budget_settings(args: Any) -> dict[str, Any]:
 
 def tolerance_flag(text: str) -> str:
     """An argparse ``type`` for --tolerance: auto or a policy of the verifier's table."""
-    from torchport.agents.verifier import policies
+    from torchport.agents.tolerance import policies
 
     if text != "auto" and text not in policies():
         names = ", ".join(("auto", *policies()))

@@ -19,7 +19,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from torchport.agents.verifier import RunLimits
+from torchport.agents.reference_runs import RunLimits
+from torchport.agents.verdicts import Verdict
 from torchport.sandbox.isolation import hide_own_secrets
 from torchport.tools.atomicfile import atomic_write
 from torchport.tools.safetext import terminal_line
@@ -79,7 +80,7 @@ def evaluate(task: Task, mode: str, target: str, work: Path, budget: RunLimits) 
     # no golden for this target: nothing to match (an empty Counter; `&` refuses a dict)
     golden_edits = golden_tree_edits(task.repo, golden) if golden.is_dir() else Counter()
     edit_score = score(candidate, golden_edits)
-    expected = task.expected.get(target, "verified")
+    expected = task.expected.get(target, Verdict.VERIFIED)
     verdict = str(v.get("verdict"))
     usage = migration.llm
     return Result(
@@ -122,7 +123,7 @@ def _job(task: Task, mode: str, target: str, work: Path, budget: RunLimits) -> d
             target,
             task.difficulty,
             task.family,
-            task.expected.get(target, "verified"),
+            task.expected.get(target, Verdict.VERIFIED),
             "error",
             False,
             f"{type(exc).__name__}: {exc}",

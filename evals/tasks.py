@@ -13,9 +13,9 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from torchport.agents.verdicts import Verdict
 from torchport.tools.catalogue import TARGETS
 
-VERDICTS = ("verified", "ran", "failed", "not-runnable")
 DIFFICULTIES = ("easy", "medium", "hard", "control")
 
 
@@ -75,7 +75,7 @@ def load_task(folder: Path) -> Task:
     if not isinstance(expected, dict):
         raise SuiteError(f"{path}: expected is not a table of target = verdict")
     for target, verdict in expected.items():
-        if target not in TARGETS or verdict not in VERDICTS:
+        if target not in TARGETS or verdict not in Verdict.judged():
             raise SuiteError(f"{path}: expected {target} = {verdict!r} is not a target/verdict")
     if not (folder / "repo").is_dir():
         raise SuiteError(f"{folder}: no repo/ folder")

@@ -27,10 +27,10 @@ from .catalogue import TARGETS
 from .codemods import Edit, migrate_python
 from .codemods.annotate import annotate_python
 from .codemods.text import migrate_text
-from .findings import Finding
+from .findings import Finding, ScanResult
 from .fix_safety import withheld_unless_safe
 from .gitsafe import Git, GitError
-from .migration_memo import key_of, remembered, remembered_scan
+from .migration_memo import key_of, load_scan, remembered
 from .migration_result import FileChange, MigrateOptions, MigrationResult
 from .notebooks import notebook_sources, replace_cell_sources
 from .output import nofollow
@@ -62,17 +62,17 @@ def migrate(
     options: MigrateOptions,
     progress: Callable[[str], None] | None = None,
     *,
-    run: str | None = None,
+    scanned: ScanResult | None = None,
 ) -> MigrationResult:
-    """The migration of the tree at ``path``; within an agent ``run``, the scan its plan
-    node made is reused (``remembered_scan``)."""
+    """The migration of the tree at ``path``, from ``scanned`` when the caller has the scan
+    of this tree with these options (an agent run's plan: ``migration_memo.load_scan``)."""
     say = progress or (lambda message: None)
     started = time.perf_counter()
     root = Path(path).resolve()
     _check_options(root, options)
     say(f"scanning {root}")
     scan_options = scan_options_of(options)
-    scanned = scan(root, scan_options) if run is None else remembered_scan(root, scan_options, run)
+    scanned = scan(root, scan_options) if scanned is None else _own_copy(scanned)
     result = MigrationResult(root, options.target, scanned)
     say(f"rewriting {len({f.path for f in scanned.findings})} files with findings")
     _rewrite(result, options)
@@ -84,17 +84,37 @@ def migrate(
 
 
 def computed_migration(
-    path: str | os.PathLike, options: MigrateOptions, run: str | None = None
+    path: str | os.PathLike,
+    options: MigrateOptions,
+    run: str | None = None,
+    scan_file: str | Path | None = None,
 ) -> MigrationResult:
     """``migrate(path, options)`` as a dry run, computed once per ``run`` and source tree.
 
     The agent graph asks for the codemods' result in its rewrite node, again to write the
-    report and again to print the summary; the scan and the codemods run only the first
-    time (``tools.migration_memo``). Nothing is written either way.
+    report and again to print the summary; the codemods run only the first time
+    (``tools.migration_memo``), from the plan's scan kept in ``scan_file`` while it is of
+    this tree and these options. Nothing is written either way.
     """
     options = dataclasses.replace(options, dry_run=True)
     root = Path(path).resolve()
-    return remembered(key_of(root, options, run), lambda: migrate(root, options, run=run))
+
+    def compute() -> MigrationResult:
+        kept = load_scan(scan_file, root, scan_options_of(options))
+        return migrate(root, options, scanned=kept)
+
+    return remembered(key_of(root, options, run), compute)
+
+
+def _own_copy(scanned: ScanResult) -> ScanResult:
+    """The caller's scan with lists of the migration's own (it adds and drops findings)."""
+    return dataclasses.replace(
+        scanned,
+        findings=list(scanned.findings),
+        entrypoints=list(scanned.entrypoints),
+        dependencies=list(scanned.dependencies),
+        skipped=list(scanned.skipped),
+    )
 
 
 def scan_options_of(options: MigrateOptions) -> ScanOptions:

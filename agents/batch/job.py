@@ -24,6 +24,7 @@ from torchport.agents import config_record, runs
 from torchport.sandbox.isolation import hide_own_secrets
 
 from ..state import State
+from ..verdicts import Verdict
 from .clone import checkout
 from .sources import Source
 
@@ -107,7 +108,7 @@ def run_job(spec: JobSpec) -> dict[str, Any]:
         kept = given.get(config_record.KEY)
         record["configuration"] = portable(config_record.summary(kept), spec.out_dir)
     except Exception as exc:  # one repository's failure is its record, not the batch's end
-        record.update(verdict="error", reason=f"{type(exc).__name__}: {exc}")
+        record.update(verdict=Verdict.ERROR, reason=f"{type(exc).__name__}: {exc}")
         record["error"] = traceback.format_exc(limit=8)
         print(record["error"], file=sys.stderr, flush=True)
     finally:
@@ -126,7 +127,7 @@ def base_record(spec: JobSpec) -> dict[str, Any]:
         "ref": spec.source.ref,
         "entry": spec.source.entry,
         "commit": None,
-        "verdict": "error",
+        "verdict": Verdict.ERROR,
         "reason": "",
         "configuration": None,
         "constructs": 0,
@@ -198,7 +199,7 @@ def outcome(final: Mapping[str, Any], migrated: Path, out_dir: str) -> dict[str,
     v = final.get("verification") or {}
     report = migrated / "torchport-report"
     return {
-        "verdict": final.get("outcome", "not verified"),
+        "verdict": final.get("outcome", Verdict.NOT_VERIFIED),
         "reason": v.get("reason") or "verification was not run (--no-verify)",
         "constructs": constructs,
         "converted": converted,

@@ -19,6 +19,7 @@ from torchport.tools.sourcefile import read_exact
 from .. import config_record
 from ..defaults import DEFAULTS
 from ..state import scan_filters
+from ..verdicts import Verdict
 from ..verify_step import verify_overlay
 from . import changes as ch
 from . import verify_args
@@ -187,7 +188,7 @@ def verify(state: ChatState, chat: ChatRuntime) -> dict[str, Any]:
     emit("text", f"verdict: {v.verdict} — {v.reason}")
     if outcome.overlay is not None:  # judged with repairs the proposal does not have
         emit("text", "The proposal lacks those repaired lines: /migrate again to have them.")
-    if v.verdict == "failed":
+    if v.verdict == Verdict.FAILED:
         _diagnose(record, state["target"])
     per_step = (record.get("parity") or {}).get("per_step") or []
     if per_step:
@@ -227,7 +228,7 @@ def fix(state: ChatState, chat: ChatRuntime) -> dict[str, Any]:
 
     overlay = overlay_of(state)
     v = state.get("verification") or {}
-    if v.get("verdict") != "failed" or state.get("verified") != digest(overlay):
+    if v.get("verdict") != Verdict.FAILED or state.get("verified") != digest(overlay):
         emit("text", "Nothing to fix: /fix repairs what /verify found in this proposal.")
         return {}
     client = chat.llm(state.get("llm", "none"))
@@ -296,7 +297,7 @@ def apply(state: ChatState, chat: ChatRuntime) -> dict[str, Any]:
         return {}
     v = state.get("verification") or {}
     status = (
-        v.get("verdict", "not verified")
+        v.get("verdict", Verdict.NOT_VERIFIED)
         if state.get("verified") == digest(overlay)
         else "not verified since the last change"
     )

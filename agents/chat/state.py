@@ -13,6 +13,7 @@ from typing import Any, TypedDict
 from torchport.tools.scanner import ScanOptions
 
 from .. import runs
+from ..run_record import RunRecord
 from ..state import PlanRecord, scan_filters
 from . import changes as ch
 
@@ -38,7 +39,7 @@ class ChatState(TypedDict, total=False):
     kept_back: list[str]
     verification: dict[str, Any] | None
     verified: str | None  # digest of the overlay the verification is about
-    reference: dict[str, Any] | None  # the original's run (target independent)
+    reference: RunRecord | None  # the original's run (target independent)
     reference_of: str | None  # the command and budget it ran with (``run_key``)
     greeted: bool  # the session's banner was shown (a resumed session prints its own)
     applied: list[dict[str, Any]]
