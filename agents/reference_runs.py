@@ -67,7 +67,7 @@ def run_program(
     root: Path,
     argv: list[str],
     mode: str,
-    budget: RunLimits,
+    limits: RunLimits,
     preload: tuple[str, ...] = (),
     progress: Callable[[dict[str, Any]], None] | None = None,
     site_paths: tuple[str, ...] = (),
@@ -85,21 +85,21 @@ def run_program(
         launch_step=launch_step,
         preload=preload,
         # at least one device per local rank, as each rank sets its own
-        devices=max(budget.devices, dist.nproc if dist is not None and dist.nproc else 1),
+        devices=max(limits.devices, dist.nproc if dist is not None and dist.nproc else 1),
         root=root,
         command=argv,
         mode=mode,
-        steps=budget.steps,
-        forwards=budget.forwards,
-        seed=budget.seed,
-        timeout_s=budget.timeout_s,
-        memory_mb=budget.memory_mb,
-        isolation=budget.isolation,
+        steps=limits.steps,
+        forwards=limits.forwards,
+        seed=limits.seed,
+        timeout_s=limits.timeout_s,
+        memory_mb=limits.memory_mb,
+        isolation=limits.isolation,
         progress=progress,
         site_paths=tuple(Path(p) for p in site_paths),
         record_sites=record_sites,
         matmul_precision=matmul_precision,
-        lower_args=budget.lower_args,
+        lower_args=limits.lower_args,
         trace=trace,
     )
     try:
@@ -152,7 +152,7 @@ def interpreter_versions() -> dict[str, str | None]:
 def reference_run(
     root: Path,
     argv: list[str],
-    budget: RunLimits,
+    limits: RunLimits,
     cache: Path | None,
     progress: Callable[[dict[str, Any]], None] | None = None,
     site_paths: tuple[str, ...] = (),
@@ -166,7 +166,7 @@ def reference_run(
     not cached (it may have been the machine's fault). ``record_sites``: the kernel call
     sites whose arguments the run records for the differential check (``kernel_check``).
     """
-    parts = [tree_digest(root), argv, asdict(budget), *site_paths, sandbox_digest()]
+    parts = [tree_digest(root), argv, asdict(limits), *site_paths, sandbox_digest()]
     parts += [interpreter_versions(), list(record_sites)]
     key = hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:32]
     path = cache / f"{key}.json" if cache is not None else None
@@ -179,7 +179,7 @@ def reference_run(
         root,
         argv,
         "reference",
-        budget,
+        limits,
         progress=progress,
         site_paths=site_paths,
         record_sites=record_sites,

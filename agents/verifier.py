@@ -30,6 +30,7 @@ from torchport.sandbox.safepath import read_inside
 from torchport.tools.codemods import tpu_launch
 from torchport.tools.depinstall import HOW_TO_PROVIDE
 from torchport.tools.depresolve import NOT_FOR_THE_PORT
+from torchport.tools.targets import profiles
 
 from . import (
     attribution,
@@ -69,7 +70,6 @@ from .verdicts import FailureKind, Reason, Verdict, failure_kind
 
 # Where callers have always found them; each lives in the module of its job.
 __all__ = [
-    "MODE_FOR_TARGET",
     "POLICY_FIELDS",
     "Parity",
     "Policy",
@@ -82,6 +82,7 @@ __all__ = [
     "interpreter_versions",
     "judge",
     "kernel_runner_note",
+    "mode_for",
     "name_missing_dependency",
     "next_step",
     "policies",
@@ -97,9 +98,13 @@ __all__ = [
     "with_precision_checks",
 ]
 
-# The harness mode that runs each target's migrated code. `accelerator` code asks
-# torch.accelerator for the device, so any emulated accelerator proves it.
-MODE_FOR_TARGET = {**{name: name for name in EMULATED}, "accelerator": "tpu", "xla": None}
+
+def mode_for(target: str) -> str | None:
+    """The harness mode that runs a target's migrated code: its profile's emulator
+    (tools/data/targets.toml; ``accelerator`` code asks torch.accelerator for the device,
+    so any emulated accelerator proves it). None: no emulated device runs it."""
+    known = profiles().get(target)
+    return known.emulator if known is not None else None
 
 
 def _python_texts(tree: Path) -> Iterator[str]:
@@ -117,7 +122,7 @@ def verify_tree(
     tree: Path,
     argv: list[str],
     target: str,
-    budget: RunLimits,
+    limits: RunLimits,
     cache: Path | None,
     preload: tuple[str, ...] = (),
     reference: RunRecord | None = None,
@@ -139,18 +144,18 @@ def verify_tree(
     site_paths = _site_paths(environment)
     if why := unsupported_target(target):
         return Verification(Verdict.NOT_RUNNABLE, why, code=Reason.UNSUPPORTED_TARGET), reference
-    mode = MODE_FOR_TARGET[target] or "plain"
+    mode = mode_for(target) or "plain"
     say = verify_pair.serialised(say)
-    plan = _schedule(budget, together)
+    plan = _schedule(limits, together)
     given, step = reference, _stepped_launch(tree, argv, mode)
 
     def original_at(root: Path) -> RunRecord:
         say("verifying: running the original on the CUDA reference shim")
-        progress = _steps(say, "original", budget)
+        progress = _steps(say, "original", limits)
         recorded = kernel_check.record_specs(kernel_check.discover(source))
-        return reference_run(root, argv, budget, cache, progress, site_paths, recorded)
+        return reference_run(root, argv, limits, cache, progress, site_paths, recorded)
 
-    migrated = _migration(tree, argv, mode, budget, (preload, site_paths), say, bool(step))
+    migrated = _migration(tree, argv, mode, limits, (preload, site_paths), say, bool(step))
     # PyTorch 0.3's ``async=`` keyword: the original runs renamed, as the port is, and says so
     with original_keyword.runnable_original(source) as (runnable, renamed):
         original = (lambda: given) if given is not None else partial(original_at, runnable)
@@ -164,13 +169,13 @@ def verify_tree(
     judged = judge(reference, run, policy, mode, imports)
     v = _named(judged, environment, target, source, (renamed, reference))
     checks = (plan, policies_for(tolerance))
-    v = _sites_checked(v, source, tree, (reference, run), mode, budget, site_paths, checks, say)
+    v = _sites_checked(v, source, tree, (reference, run), mode, limits, site_paths, checks, say)
     v, again = with_precision_checks(v, target, run, lambda: migrated(None))
     done = time.perf_counter()
     got = "given" if given is not None else ("cache" if reference.get("cached") else "run")
     compare = done - ran - (again[1] if again else 0.0)
     v.timings, v.launch = verify_pair.timings(pair, got, compare, done - started, plan, again), step
-    traced = _with_divergence(v, (source, tree), argv, mode, budget, site_paths, policy, say)
+    traced = _with_divergence(v, (source, tree), argv, mode, limits, site_paths, policy, say)
     return traced, reference
 
 
@@ -179,7 +184,7 @@ def _with_divergence(
     trees: tuple[Path, Path],
     argv: list[str],
     mode: str,
-    budget: RunLimits,
+    limits: RunLimits,
     site_paths: tuple[str, ...],
     policy: Policy,
     say: Callable[[str], None],
@@ -211,9 +216,9 @@ def _with_divergence(
     say(f"verifying: tracing every module at step {step} on both sides")
 
     def traced(root: Path, run_mode: str, precision: str | None, trace: dict) -> RunRecord:
-        limits = replace(budget, steps=step + 1)  # the same forward budget as the runs compared
+        up_to_k = replace(limits, steps=step + 1)  # the same forward budget as the runs compared
         return run_program(
-            root, argv, run_mode, limits, (), None, site_paths, (), precision, False, trace
+            root, argv, run_mode, up_to_k, (), None, site_paths, (), precision, False, trace
         )
 
     started = time.perf_counter()
@@ -305,7 +310,7 @@ def _migration(
     tree: Path,
     argv: list[str],
     mode: str,
-    budget: RunLimits,
+    limits: RunLimits,
     paths: tuple[tuple[str, ...], tuple[str, ...]],
     say: Callable[[str], None],
     launch_step: bool = False,
@@ -320,9 +325,9 @@ def _migration(
     def migrated(precision: str | None = exact) -> RunRecord:
         at = "" if precision else " at the TPU's default matmul precision"
         say(f"verifying: running the migration on the emulated {mode} device{at}")
-        progress = _steps(say, f"migration{at}", budget)
+        progress = _steps(say, f"migration{at}", limits)
         return run_program(
-            tree, argv, mode, budget, preload, progress, site_paths, (), precision, launch_step
+            tree, argv, mode, limits, preload, progress, site_paths, (), precision, launch_step
         )
 
     return migrated
@@ -408,7 +413,7 @@ def _sites_checked(
     tree: Path,
     runs: tuple[RunRecord, RunRecord],
     mode: str,
-    budget: RunLimits,
+    limits: RunLimits,
     site_paths: tuple[str, ...],
     checks: tuple[verify_pair.Schedule, dict[str, Policy]],
     say: Callable[[str], None],
@@ -425,7 +430,7 @@ def _sites_checked(
     ):
         return v
     say("verifying: the differential check at the kernel call sites")
-    checked = _check_sites(source, tree, replaced, reference, mode, budget, site_paths, checks)
+    checked = _check_sites(source, tree, replaced, reference, mode, limits, site_paths, checks)
     return with_kernel_check(v, checked, run)
 
 
@@ -435,13 +440,13 @@ def _check_sites(
     sites: list[Any],
     reference: RunRecord,
     mode: str,
-    budget: RunLimits,
+    limits: RunLimits,
     site_paths: tuple[str, ...],
     checks: tuple[verify_pair.Schedule, dict[str, Policy]],
 ) -> kernel_check.KernelCheck:
     """The differential check's two sandboxed runs: the verifier's limits, no step budget
     (the driver trains nothing), together when the machine has room for both."""
-    unbudgeted = replace(budget, steps=None, forwards=None)
+    unbudgeted = replace(limits, steps=None, forwards=None)
     plan, policy_set = checks
 
     def runner(root: Path, run_mode: str) -> RunRecord:
@@ -490,13 +495,13 @@ def with_kernel_check(
     return v
 
 
-def _schedule(budget: RunLimits, together: bool | None) -> verify_pair.Schedule:
+def _schedule(limits: RunLimits, together: bool | None) -> verify_pair.Schedule:
     if together is not None:
         return verify_pair.Schedule(
             together, f"{'together' if together else 'one after the other'}: as asked"
         )
     return verify_pair.schedule(
-        budget.memory_mb, verify_pair.memory_available_mb(), verify_pair.cores()
+        limits.memory_mb, verify_pair.memory_available_mb(), verify_pair.cores()
     )
 
 
@@ -553,19 +558,19 @@ def name_missing_dependency(v: Verification, environment: EnvironmentRecord) -> 
 
 
 def _steps(
-    say: Callable[[str], None], which: str, budget: RunLimits
+    say: Callable[[str], None], which: str, limits: RunLimits
 ) -> Callable[[dict[str, Any]], None]:
     def report(event: dict[str, Any]) -> None:
         loss = event.get("loss")
         shown = f", loss {loss:.5g}" if isinstance(loss, float) else ""
-        say(f"verifying: {which} step {event.get('step')}/{budget.steps}{shown}")
+        say(f"verifying: {which} step {event.get('step')}/{limits.steps}{shown}")
 
     return report
 
 
 def unsupported_target(target: str) -> str | None:
     """Why a target's code cannot run in this sandbox at all, or None."""
-    mode = MODE_FOR_TARGET.get(target)
+    mode = mode_for(target)
     if target == "xla" and importlib.util.find_spec("torch_xla") is None:
         return (
             "PyTorch/XLA code needs torch_xla, which is not installed in the sandbox and has "

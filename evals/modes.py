@@ -43,11 +43,11 @@ class Migration:
 
 
 def verify_tree(
-    task: Task, tree: Path, target: str, budget: RunLimits, cache: Path, preload: tuple = ()
+    task: Task, tree: Path, target: str, limits: RunLimits, cache: Path, preload: tuple = ()
 ) -> dict[str, Any]:
     """The verifier's verdict for a migrated tree, against the task's original."""
     verification, _ = verifier.verify_tree(
-        task.repo, tree, list(task.entry), target, budget, cache, preload
+        task.repo, tree, list(task.entry), target, limits, cache, preload
     )
     return verification.to_json()
 
@@ -60,7 +60,7 @@ def _copy(task: Task, out: Path) -> Path:
 
 
 def agent_graph(llm: str) -> Callable[..., Migration]:
-    def migrate(task: Task, target: str, out: Path, budget: RunLimits, cache: Path) -> Migration:
+    def migrate(task: Task, target: str, out: Path, limits: RunLimits, cache: Path) -> Migration:
         from torchport.agents import graph, runs
         from torchport.agents.llm.factory import llm_factory
 
@@ -72,9 +72,9 @@ def agent_graph(llm: str) -> Callable[..., Migration]:
             "force": True,
             "entry": " ".join(task.entry),
             "llm": llm,
-            "steps": budget.steps,
-            "timeout_s": budget.timeout_s,
-            "isolation": budget.isolation,
+            "steps": limits.steps,
+            "timeout_s": limits.timeout_s,
+            "isolation": limits.isolation,
         }
         final = graph.start(settings, runtime)
         verification = final.get("verification") or {"verdict": Verdict.NOT_RUNNABLE}
@@ -89,7 +89,7 @@ def agent_graph(llm: str) -> Callable[..., Migration]:
     return migrate
 
 
-def naive(task: Task, target: str, out: Path, budget: RunLimits, cache: Path) -> Migration:
+def naive(task: Task, target: str, out: Path, limits: RunLimits, cache: Path) -> Migration:
     """Every ``cuda`` in Python text becomes the target's name; nothing else."""
     name = {"accelerator": "cpu"}.get(target, target)
     _copy(task, out)
@@ -98,13 +98,13 @@ def naive(task: Task, target: str, out: Path, budget: RunLimits, cache: Path) ->
         new = re.sub(r"cuda", name, text)
         if new != text:
             path.write_text(new, encoding="utf-8", errors="surrogateescape")
-    return Migration(out, verify_tree(task, out, target, budget, cache))
+    return Migration(out, verify_tree(task, out, target, limits, cache))
 
 
 TRANSFER = ("torchport.evals.transfer",)
 
 
-def shim(task: Task, target: str, out: Path, budget: RunLimits, cache: Path) -> Migration:
+def shim(task: Task, target: str, out: Path, limits: RunLimits, cache: Path) -> Migration:
     """No edits; torch is patched at run time to send CUDA calls to the device."""
     _copy(task, out)
     if target not in EMULATED:
@@ -113,10 +113,10 @@ def shim(task: Task, target: str, out: Path, budget: RunLimits, cache: Path) -> 
             Verdict.NOT_RUNNABLE, reason, code=Reason.SHIM_NEEDS_DEVICE
         ).to_json()
         return Migration(out, verification, TRANSFER)
-    return Migration(out, verify_tree(task, out, target, budget, cache, TRANSFER), TRANSFER)
+    return Migration(out, verify_tree(task, out, target, limits, cache, TRANSFER), TRANSFER)
 
 
-def llm_only(task: Task, target: str, out: Path, budget: RunLimits, cache: Path) -> Migration:
+def llm_only(task: Task, target: str, out: Path, limits: RunLimits, cache: Path) -> Migration:
     """The model ports each statement that mentions CUDA, with no catalogue help."""
     import ast
 
@@ -170,7 +170,7 @@ def llm_only(task: Task, target: str, out: Path, budget: RunLimits, cache: Path)
                     usage[key] = usage.get(key, 0) + value
     for rel, text in overlay.items():
         (out / rel).write_text(text, encoding="utf-8")
-    return Migration(out, verify_tree(task, out, target, budget, cache), llm=usage)
+    return Migration(out, verify_tree(task, out, target, limits, cache), llm=usage)
 
 
 # The keys are cli.evaluate.MODES (kept there so the command line starts fast).
@@ -184,8 +184,8 @@ RUNNERS: dict[str, Callable[..., Migration]] = {
 
 
 def run_mode(
-    mode: str, task: Task, target: str, out: Path, budget: RunLimits, cache: Path
+    mode: str, task: Task, target: str, out: Path, limits: RunLimits, cache: Path
 ) -> tuple[Migration, float]:
     started = time.perf_counter()
-    migration = RUNNERS[mode](task, target, out, budget, cache)
+    migration = RUNNERS[mode](task, target, out, limits, cache)
     return migration, time.perf_counter() - started

@@ -69,10 +69,10 @@ def residual(tree: Path, target: str) -> int:
     return sum(1 for f in found.findings if f.fix[target]["kind"] != "none")
 
 
-def evaluate(task: Task, mode: str, target: str, work: Path, budget: RunLimits) -> Result:
+def evaluate(task: Task, mode: str, target: str, work: Path, limits: RunLimits) -> Result:
     """Migrate one task with one mode for one target, verify it and score its edits."""
     out = work / "migrations" / job_key(task.name, mode, target)
-    migration, wall = run_mode(mode, task, target, out, budget, work / "home" / "references")
+    migration, wall = run_mode(mode, task, target, out, limits, work / "home" / "references")
     v = migration.verification
     parity = v.get("parity") or {}
     candidate = tree_edits(task.repo, out)
@@ -107,7 +107,7 @@ def evaluate(task: Task, mode: str, target: str, work: Path, budget: RunLimits) 
     )
 
 
-def _job(task: Task, mode: str, target: str, work: Path, budget: RunLimits) -> dict[str, Any]:
+def _job(task: Task, mode: str, target: str, work: Path, limits: RunLimits) -> dict[str, Any]:
     hide_own_secrets()  # a spawned worker: its environ holds the keys again
     # Shared: the original's cached reference runs; per job: the graph's checkpoints.
     os.environ["TORCHPORT_HOME"] = str(work / "home")
@@ -115,7 +115,7 @@ def _job(task: Task, mode: str, target: str, work: Path, budget: RunLimits) -> d
     checkpoints.parent.mkdir(parents=True, exist_ok=True)
     os.environ["TORCHPORT_CHECKPOINTS"] = str(checkpoints)
     try:
-        return evaluate(task, mode, target, work, budget).to_json()
+        return evaluate(task, mode, target, work, limits).to_json()
     except Exception as exc:  # one job's crash is its result, not the run's end
         return Result(
             task.name,
@@ -151,7 +151,7 @@ def run_all(
     modes: list[str],
     targets: list[str],
     work: Path,
-    budget: RunLimits,
+    limits: RunLimits,
     jobs: int = 1,
     progress: Callable[[int, int, dict[str, Any] | None], None] | None = None,
 ) -> list[dict[str, Any]]:
@@ -174,7 +174,7 @@ def run_all(
         # spawn, not fork: torch's thread pools do not survive a fork
         context = multiprocessing.get_context("spawn")
         with ProcessPoolExecutor(max_workers=max(1, jobs), mp_context=context) as pool:
-            futures = {pool.submit(_job, t, m, g, work, budget): (t, m, g) for t, m, g in todo}
+            futures = {pool.submit(_job, t, m, g, work, limits): (t, m, g) for t, m, g in todo}
             for future in as_completed(futures):
                 task, mode, target = futures[future]
                 key = job_key(task.name, mode, target)
