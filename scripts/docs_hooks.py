@@ -4,10 +4,11 @@ the documentation site at build time instead of being copied into ``docs/``.
 Each rule's documentation is ``tools/catalogue/docs/<CODE>.md``, the text that
 ``torchport rules CODE`` prints; the site shows the same text at ``rules/<CODE>.md``,
 read through the catalogue's own loader, so a rule added with ``scripts/new_rule.py``
-appears without touching ``docs/``. ``rules/all.md`` lists them by category, made from
-the same data as ``torchport rules``. ``DEVELOPERS.md`` stays at the repository's root,
-where developers look for it, and is the site's ``developers.md``. The README is the
-site's home page, its links into ``docs/`` made relative to the site.
+appears without touching ``docs/``; the page adds one generated line, what the fix may
+change, from ``tools/catalogue/applicability.toml``. ``rules/all.md`` lists them by
+category, made from the same data as ``torchport rules``. ``DEVELOPERS.md`` stays at the
+repository's root, where developers look for it, and is the site's ``developers.md``. The
+README is the site's home page, its links into ``docs/`` made relative to the site.
 """
 
 from __future__ import annotations
