@@ -4,10 +4,11 @@ the documentation site at build time instead of being copied into ``docs/``.
 Each rule's documentation is ``tools/catalogue/docs/<CODE>.md``, the text that
 ``torchport rules CODE`` prints; the site shows the same text at ``rules/<CODE>.md``,
 read through the catalogue's own loader, so a rule added with ``scripts/new_rule.py``
-appears without touching ``docs/``. ``rules/all.md`` lists them by category, made from
-the same data as ``torchport rules``. ``DEVELOPERS.md`` stays at the repository's root,
-where developers look for it, and is the site's ``developers.md``. The README is the
-site's home page, its links into ``docs/`` made relative to the site.
+appears without touching ``docs/``; the page adds one generated line, what the fix may
+change, from ``tools/catalogue/applicability.toml``. ``rules/all.md`` lists them by
+category, made from the same data as ``torchport rules``. ``DEVELOPERS.md`` stays at the
+repository's root, where developers look for it, and is the site's ``developers.md``. The
+README is the site's home page, its links into ``docs/`` made relative to the site.
 """
 
 from __future__ import annotations
@@ -17,7 +18,9 @@ from pathlib import Path
 
 from mkdocs.config.defaults import MkDocsConfig
 from mkdocs.structure.files import File, Files
-from torchport.tools.catalogue import CATEGORIES, TARGETS, Rule, load_catalogue
+from torchport.tools.catalogue import CATEGORIES, TARGETS, FixKind, Rule, load_catalogue
+from torchport.tools.catalogue.applicability import of
+from torchport.tools.catalogue.doc_sections import fix_changes_line, with_fix_changes
 
 ROOT = Path(__file__).resolve().parents[1]
 ALL_RULES = "rules/all.md"
@@ -84,6 +87,25 @@ def _fix_kinds(rule: Rule) -> str:
     return "; ".join(f"{', '.join(targets)}: {kind}" for kind, targets in by_kind.items())
 
 
+def fix_changes(rule: Rule) -> str:
+    """The page's generated ``What the fix may change`` line: what applicability.toml
+    declares for each target whose fix (in code, or in text) is automatic, the targets
+    ``torchport migrate`` edits."""
+    fixes = [rule.fixes, rule.text_fixes]
+    auto = [t for t in TARGETS if any(f.get(t) and f[t].kind == FixKind.AUTO for f in fixes)]
+    if not auto:
+        return ""
+    declared = {t: of(rule.code, t) for t in auto}
+    return fix_changes_line(
+        {t: d.applicability.value for t, d in declared.items()}, declared[auto[0]].why
+    )
+
+
+def rule_page(rule: Rule) -> str:
+    """A rule's page: its doc, with the generated line on what its fix may change."""
+    return python_markdown_lists(with_fix_changes(rule.doc, fix_changes(rule)))
+
+
 def _row(rule: Rule) -> str:
     cells = (f"[{rule.code}]({rule.code}.md)", _cell(rule.title), rule.severity.value)
     return "| " + " | ".join((*cells, _fix_kinds(rule))) + " |"
@@ -127,8 +149,7 @@ def on_files(files: Files, config: MkDocsConfig) -> Files:
     """Adds the rule pages, their index, DEVELOPERS.md and the README (as the home page)."""
     rules = list(load_catalogue())
     for rule in rules:
-        page = python_markdown_lists(rule.doc)
-        files.append(File.generated(config, f"rules/{rule.code}.md", content=page))
+        files.append(File.generated(config, f"rules/{rule.code}.md", content=rule_page(rule)))
     files.append(File.generated(config, ALL_RULES, content=all_rules_page(rules)))
     developers = (ROOT / "DEVELOPERS.md").read_text(encoding="utf-8")
     files.append(File.generated(config, "developers.md", content=developers))

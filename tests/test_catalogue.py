@@ -6,7 +6,11 @@ import re
 
 import pytest
 from torchport.tools.catalogue import CATEGORIES, TARGETS, FixKind, load_catalogue
-from torchport.tools.catalogue.doc_sections import target_notes
+from torchport.tools.catalogue.doc_sections import (
+    fix_changes_line,
+    target_notes,
+    with_fix_changes,
+)
 from torchport.tools.pycustom import CUSTOM_MATCHERS
 
 CATALOGUE = load_catalogue()
@@ -74,3 +78,16 @@ def test_select_by_prefix():
     assert {r.category for r in CATALOGUE.select(["TPA"])} == {"amp"}
     assert [r.code for r in CATALOGUE.select(["tpd001"])] == ["TPD001"]
     assert CATALOGUE.get("cuda-method").code == "TPD001"
+
+
+def test_the_fix_changes_line_merges_targets_that_agree_and_closes_the_fix_section():
+    same = fix_changes_line({"tpu": "safe", "neuron": "safe"}, "a device string")
+    assert same == "What the fix may change: safe — a device string"
+    mixed = fix_changes_line({"tpu": "numerics", "xla": "numerics", "accelerator": "safe"}, "w")
+    assert mixed == "What the fix may change: numerics (tpu, xla); safe (accelerator) — w"
+    assert fix_changes_line({}, "no automatic fix") == ""
+    doc = "## How it is fixed\n- **tpu** (auto): x\n\n## Example\ncode\n"
+    assert with_fix_changes(doc, same) == (
+        "## How it is fixed\n- **tpu** (auto): x\n\n" + same + "\n\n## Example\ncode\n"
+    )
+    assert with_fix_changes(doc, "") == doc

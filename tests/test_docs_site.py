@@ -259,3 +259,40 @@ def test_the_list_of_all_rules_merges_targets_that_agree_and_keeps_code_pipes():
     assert hooks._fix_kinds(catalogue.get("TPD001")) == "all: auto"
     assert hooks._fix_kinds(catalogue.get("TPD012")) == "tpu, accelerator: llm; neuron, xla: manual"
     assert hooks._cell("`a|b` or c|d") == "`a|b` or c\\|d"
+
+
+def _how_it_is_fixed(page: str) -> str:
+    return page[page.index("## How it is fixed") : page.index("## Example")]
+
+
+def test_a_rule_page_says_what_its_fix_may_change_as_the_applicability_table_declares():
+    """Generated from tools/catalogue/applicability.toml (what ``--safe-only`` reads), so a
+    page cannot call a fix safe that the migration reports as changing the numbers."""
+    hooks = _hooks()
+    from torchport.tools.catalogue import load_catalogue
+    from torchport.tools.catalogue.applicability import of
+
+    catalogue = load_catalogue()
+    amp = _how_it_is_fixed(hooks.rule_page(catalogue.get("TPA001")))
+    assert f"What the fix may change: numerics — {of('TPA001', 'tpu').why}" in amp
+    device = _how_it_is_fixed(hooks.rule_page(catalogue.get("TPD001")))
+    assert f"What the fix may change: safe — {of('TPD001', 'tpu').why}" in device
+    # targets that disagree are named; a target with no automatic fix is left out
+    assert "numerics (tpu, neuron, xla); safe (accelerator) — " in hooks.fix_changes(
+        catalogue.get("TPA002")
+    )
+    assert "(accelerator)" not in hooks.fix_changes(catalogue.get("TPB001"))
+    assert hooks.fix_changes(catalogue.get("TPD021")) == ""  # manual everywhere
+    assert "What the fix may change" not in hooks.rule_page(catalogue.get("TPD021"))
+
+
+def test_what_a_fix_may_change_is_generated_never_written_into_a_rules_doc():
+    docs = ROOT / "tools" / "catalogue" / "docs"
+    for doc in docs.glob("TP*.md"):
+        assert "What the fix may change" not in doc.read_text(encoding="utf-8"), doc.name
+
+
+def test_the_sites_rule_page_shows_what_the_fix_may_change(site):
+    out, _ = site
+    page = (out / "rules" / "TPA001.html").read_text(encoding="utf-8")
+    assert "What the fix may change: numerics" in page

@@ -92,3 +92,30 @@ def with_target_bullets(doc: str, message: str, fixes: dict[str, tuple[str, str,
         if target not in _named(doc, "How it is fixed")
     ]
     return _append_to_section(_append_to_section(doc, "Why it breaks", why), "How it is fixed", how)
+
+
+FIX_CHANGES = "What the fix may change"
+
+
+def fix_changes_line(applicability: dict[str, str], why: str) -> str:
+    """``What the fix may change: numerics — <why>`` for a rule's automatic fixes, from
+    tools/catalogue/applicability.toml (``applicability`` maps each target with an
+    automatic fix to its declared kind): generated, so a page never says a fix is safe
+    where the table that ``--safe-only`` reads says otherwise. Targets that agree are
+    merged, ``numerics (tpu, neuron, xla); safe (accelerator)`` where they do not; an
+    empty string where no target's fix is automatic."""
+    by_kind: dict[str, list[str]] = {}
+    for target, kind in applicability.items():
+        by_kind.setdefault(kind, []).append(target)
+    if not by_kind:
+        return ""
+    if len(by_kind) == 1:
+        kinds = next(iter(by_kind))
+    else:
+        kinds = "; ".join(f"{kind} ({', '.join(ts)})" for kind, ts in by_kind.items())
+    return f"{FIX_CHANGES}: {kinds} — {why}"
+
+
+def with_fix_changes(doc: str, line: str) -> str:
+    """The doc with ``line`` as a paragraph closing its ``How it is fixed`` section."""
+    return _append_to_section(doc, "How it is fixed", ["", line]) if line else doc
