@@ -39,8 +39,8 @@ class RunLimits:
     """How each of a verification's two runs is bounded and what machine it sees (not
     ``sandbox.budget.Budget``, the step counter inside the running program)."""
 
-    steps: int = VERIFY_STEPS
-    forwards: int = VERIFY_STEPS
+    steps: int | None = VERIFY_STEPS  # None: no step budget (the differential check's runs)
+    forwards: int | None = VERIFY_STEPS
     timeout_s: float = DEFAULT_TIMEOUT_S
     memory_mb: int = DEFAULT_MEMORY_MB
     isolation: str = DEFAULT_ISOLATION

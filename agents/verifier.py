@@ -203,6 +203,7 @@ def _with_divergence(
     source, tree = trees
     exact = precision_check.HIGHEST if mode in EMULATED else None
     fp32 = policies()["fp32"]
+    sides: tuple[tuple[Path, str, str | None], tuple[Path, str, str | None]]
     if kind == FailureKind.PARITY_MISMATCH:
         step = first_differing_step(v.parity, policy)
         sides = ((source, "reference", None), (tree, mode, exact))
@@ -300,7 +301,8 @@ def _with_repairs(v: Verification, reference: RunRecord) -> Verification:
     if not repaired:
         return v
     frame = (reference.get("error") or {}).get("frame") or {}
-    failed_at = (frame.get("file"), frame.get("line")) if frame else None
+    file, line = frame.get("file"), frame.get("line")
+    failed_at = (file, line) if file is not None and line is not None else None
     v.legacy_repairs = list(repaired)
     v.reason += f"; {legacy_repair.note(repaired, failed_at)}"
     return v

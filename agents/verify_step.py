@@ -55,8 +55,10 @@ def verify_overlay(
     from ``overlay`` every time, never reused from what an interrupted step left.
     """
     why_not = plan.get("not_runnable")
-    if why_not:
-        refused = verifier.Verification(Verdict.NOT_RUNNABLE, why_not, code=Reason.NO_ENTRY)
+    entry = plan.get("entry")
+    if why_not or not entry:
+        why = why_not or "no entry point: nothing to run"
+        refused = verifier.Verification(Verdict.NOT_RUNNABLE, why, code=Reason.NO_ENTRY)
         return VerifyOutcome(refused, None, environment)
     budget = verifier.budget_of(settings)
     if environment is None:
@@ -65,7 +67,7 @@ def verify_overlay(
             settings.get("deps", "auto"),
             say,
             settings.get("python"),
-            entry=plan["entry"],
+            entry=entry,
             time_limit_s=budget.timeout_s,
         )
     work = materialize(source, dict(overlay), scratch / "work")
@@ -74,7 +76,7 @@ def verify_overlay(
         return verifier.verify_tree(
             source,
             work,
-            plan["entry"],
+            entry,
             target,
             budget,
             runs.home() / "references",
@@ -111,7 +113,8 @@ def _library_patched(
     patched = scratch / library_patch.SITE
     shutil.rmtree(patched, ignore_errors=True)  # an earlier round's copies
     patched_env: EnvironmentRecord = {**environment, "patched_site": str(patched)}
-    patches, current = [], v
+    patches: list[dict[str, Any]] = []
+    current = v
     while len(patches) < MAX_PATCHED:
         inside = library_patch.failing_file(current.failure or {}, target, sites)
         if inside is None:
