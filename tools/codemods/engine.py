@@ -11,10 +11,12 @@ from __future__ import annotations
 import os
 import re
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import cast
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, ParentNodeProvider, PositionProvider
+from libcst.metadata import CodeRange, MetadataWrapper, ParentNodeProvider, PositionProvider
 from torchport.sandbox import astparse
 from torchport.tools.cst_imports import (
     ImportSpec,
@@ -32,9 +34,12 @@ from .base import (
     Enclosed,
     FixContext,
     NotApplicable,
+    Statement,
     code_of,
     dotted,
     is_multiline,
+    line_end,
+    with_line_end,
 )
 from .guard import REFUSED, Problem, blocking, original_lines, orphaned_imports
 from .imports import add_definitions, torch_alias
@@ -112,7 +117,7 @@ class _Applier(cst.CSTTransformer):
         self.torch_alias: str | None = None
         self.parents: dict[int, cst.CSTNode] = {}  # id(node) -> its parent, as walked
         self.walking: list[cst.CSTNode] = []
-        self.positions: dict = {}
+        self.positions: Mapping[cst.CSTNode, CodeRange] = {}
         # Set by ``_rewrite_module``: top-level statements no finding is in are not entered while no
         # fixer has left state for follow-ups (they would come out unchanged anyway).
         self.by_statement: StatementPositions | None = None
@@ -134,7 +139,7 @@ class _Applier(cst.CSTTransformer):
         would come out of the walk unchanged, so it is not entered. A top-level statement
         that is entered gets its positions here."""
         lazy = self.by_statement
-        if parent is self.module and id(node) in lazy.first_line:
+        if lazy is not None and parent is self.module and id(node) in lazy.first_line:
             if not self.state and not lazy.holds_any(node, self.finding_lines):
                 return True
             lazy.enter(node)
@@ -167,7 +172,8 @@ class _Applier(cst.CSTTransformer):
         self.module = node
         if not hasattr(self, "lines"):
             self.lines = node.code.splitlines(keepends=True)
-        self.positions = self.metadata[PositionProvider]
+        # libcst types every provider's map as holding objects; this one holds CodeRanges
+        self.positions = cast("Mapping[cst.CSTNode, CodeRange]", self.metadata[PositionProvider])
         return True
 
     def _candidates(self, original: cst.CSTNode) -> list[Finding]:
@@ -329,7 +335,9 @@ class _Applier(cst.CSTTransformer):
             original,
             lambda: self.devices.name_at(original, self),
             state=self.state,
-            parent=lambda node: self.get_metadata(ParentNodeProvider, node, None),
+            parent=lambda node: (
+                None if node is None else self.get_metadata(ParentNodeProvider, node, None)
+            ),
             torch_alias=self.torch_alias,
             definitions=self.definitions,
         )
@@ -483,7 +491,7 @@ def migrate_python(
     """
     if not findings:
         return SourceResult(source)
-    remaining, refused = list(findings), []
+    remaining, refused = list(findings), list[tuple[Finding, str]]()
     while True:
         result, applier = _migrate_once(source, remaining, target, path, cell)
         broken = blocking(source, result.source, path) if result.edits else []
@@ -491,14 +499,14 @@ def migrate_python(
         if orphans:
             result.source = _drop_unused_imports(result.source, orphans)
             broken = blocking(source, result.source, path)
-        if not broken:
+        if not broken or applier is None:  # no applier: nothing parsed, so nothing broken
             break
         blamed = _blame(broken, source, result.source, applier, remaining)
         if not blamed:
             why = "; ".join(dict.fromkeys(_guard_reason(p) for p in broken))
             reason = f"{why} (no single fix to blame: file left as is)"
             return SourceResult(source, unapplied=refused + [(f, reason) for f in remaining])
-        refused += [(f, why) for f in remaining if (why := blamed.get(id(f)))]
+        refused += [(f, blame) for f in remaining if (blame := blamed.get(id(f)))]
         remaining = [f for f in remaining if id(f) not in blamed]
     result.unapplied = refused + result.unapplied
     return result
@@ -685,9 +693,7 @@ def _walk(node: cst.CSTNode):
         yield from _walk(child)
 
 
-def _without_its_comment(
-    stmt: cst.BaseStatement, following: cst.BaseStatement | None
-) -> list[cst.EmptyLine]:
+def _without_its_comment(stmt: Statement, following: Statement | None) -> list[cst.EmptyLine]:
     """The lines above a dropped statement, less the comment block right above it (no blank
     line between): it described the dropped line (``# speed up`` above ``cudnn.benchmark =
     True``), and left in place it would describe the next one. It stays only where it heads
@@ -713,14 +719,15 @@ _NOT_NAMES = frozenset({"torch", "self", "args", "true", "false", "none", "with"
 _WORD = re.compile(r"[A-Za-z]{4,}")
 
 
-def _names(comment: list[cst.EmptyLine], stmt: cst.BaseStatement) -> bool:
+def _names(comment: list[cst.EmptyLine], stmt: Statement) -> bool:
     """Whether the comment names a word of the statement's code (``# data`` / ``dataset``)."""
     if isinstance(stmt, cst.BaseCompoundStatement):  # its first line: `if x:` / `def f(a):`
         stmt = stmt.with_changes(body=cst.IndentedBlock([cst.SimpleStatementLine([cst.Pass()])]))
     code = _code_of(stmt.with_changes(leading_lines=()))
     words = {w.lower() for w in _WORD.findall(code)} - _NOT_NAMES
-    said = {w.lower() for w in _WORD.findall(" ".join(line.comment.value for line in comment))}
-    return any(a.startswith(b) or b.startswith(a) for a in said for b in words)
+    said = " ".join(line.comment.value for line in comment if line.comment is not None)
+    said_words = {w.lower() for w in _WORD.findall(said)}
+    return any(a.startswith(b) or b.startswith(a) for a in said_words for b in words)
 
 
 def _blank_run(lines: list[cst.EmptyLine]) -> int:
@@ -752,14 +759,11 @@ def _tidy_trailing_comma(original: cst.Call, updated: cst.Call) -> cst.Call:
         return updated.with_changes(whitespace_before_args=cst.SimpleWhitespace(""))
     last_before, last = original.args[-1], updated.args[-1]
     comma = last_before.comma
-    if is_multiline(comma) and is_multiline(last.comma):
+    end = line_end(last.comma)
+    if is_multiline(comma) and end is not None:
         # The closing line's indentation from the removed argument, but this one's own
         # comment: the removed argument's comment was about the removed argument.
-        comma = comma.with_changes(
-            whitespace_after=comma.whitespace_after.with_changes(
-                first_line=last.comma.whitespace_after.first_line
-            )
-        )
+        comma = with_line_end(comma, end)
     last = last.with_changes(comma=comma, whitespace_after_arg=last_before.whitespace_after_arg)
     return updated.with_changes(args=[*updated.args[:-1], last])
 
@@ -785,7 +789,7 @@ def _keep_parentheses(original: cst.CSTNode, result: object) -> object:
     lpar = getattr(original, "lpar", None)
     if not lpar or not isinstance(result, cst.BaseExpression) or getattr(result, "lpar", True):
         return result
-    return result.with_changes(lpar=original.lpar, rpar=original.rpar)
+    return result.with_changes(lpar=lpar, rpar=getattr(original, "rpar", ()))
 
 
 def _drop_unused_imports(source: str, imports: list[ImportSpec]) -> str:
