@@ -93,6 +93,8 @@ def replace_statement(original: cst.CSTNode, node: cst.CSTNode, ctx: FixContext)
     pending = ctx.state.get(REPLACE_STATEMENTS)
     if not pending or not isinstance(original, cst.SimpleStatementLine):
         return None
+    if not isinstance(node, cst.SimpleStatementLine):  # the line, its children rewritten
+        return None
     body = list(node.body)
     changed = False
     for i, small in enumerate(original.body):
@@ -279,7 +281,7 @@ def nccl_env(node: cst.SimpleString, ctx: FixContext):
 @follow_up("TPN006")
 def drop_dict_elements(original: cst.CSTNode, node: cst.CSTNode, ctx: FixContext):
     doomed = ctx.state.get(DROP_DICT_ELEMENTS)
-    if not doomed or not isinstance(original, cst.Dict):
+    if not doomed or not isinstance(original, cst.Dict) or not isinstance(node, cst.Dict):
         return None
     keep = [
         new
@@ -310,8 +312,8 @@ def reduce_avg(node: cst.CSTNode, ctx: FixContext):
         raise NotApplicable("only ReduceOp.AVG in all_reduce is rewritten")
     arg = ctx.parent(ctx.original)
     call = ctx.parent(arg) if isinstance(arg, cst.Arg) else None
-    callee = dotted(call.func) if isinstance(call, cst.Call) else None
-    if not callee or not callee.endswith("all_reduce") or not call.args:
+    callee = (dotted(call.func) if isinstance(call, cst.Call) else None) or ""
+    if not isinstance(call, cst.Call) or not callee.endswith("all_reduce") or not call.args:
         raise NotApplicable("ReduceOp.AVG outside all_reduce; divide by the world size by hand")
     if arg_named(call, "async_op") is not None:
         raise NotApplicable("asynchronous all_reduce: divide after wait() by hand")

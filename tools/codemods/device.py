@@ -25,6 +25,7 @@ from .base import (
     FixContext,
     NotApplicable,
     arg_named,
+    as_expression,
     body_of,
     code_of,
     dotted,
@@ -41,7 +42,7 @@ CUDA_STRING = re.compile(r"^cuda(:\d+)?$")
 
 
 def _target_string(ctx: FixContext, index: str | None = None) -> str:
-    name = ctx.profile.device
+    name = ctx.vendor_device()
     return f"{name}:{index}" if index else name
 
 
@@ -52,6 +53,7 @@ def cuda_method(node: cst.Call, ctx: FixContext):
     if not isinstance(func, cst.Attribute):
         raise NotApplicable("not a method call")
     index = arg_named(node, "device", 0)
+    device: cst.BaseExpression
     if index is not None and isinstance(index.value, cst.Call):
         device = index.value  # already a device (TPD005 rewrote the integer id)
     elif index is not None and ctx.device_name is None and _indexed(ctx):
@@ -73,11 +75,12 @@ def cuda_method(node: cst.Call, ctx: FixContext):
 
 def _plain_fstring(node: cst.CSTNode) -> cst.SimpleString | None:
     """``f"cuda"``, an f-string without a replacement field, as the plain string it is."""
-    if not isinstance(node, cst.FormattedString) or not all(
-        isinstance(part, cst.FormattedStringText) for part in node.parts
-    ):
+    if not isinstance(node, cst.FormattedString):
         return None
-    text = "".join(part.value for part in node.parts)
+    texts = [part.value for part in node.parts if isinstance(part, cst.FormattedStringText)]
+    if len(texts) != len(node.parts):
+        return None
+    text = "".join(texts)
     return cst.SimpleString(f"{node.end}{text}{node.end}")
 
 
@@ -134,8 +137,9 @@ def drop_device_index(original: cst.CSTNode, node: cst.CSTNode, ctx: FixContext)
     if not calls or id(original) not in calls or not isinstance(node, cst.Call):
         return None
     calls.discard(id(original))
-    index = arg_named(original, "index", 1)
-    args = [a for a, o in zip(node.args, original.args, strict=True) if o is not index]
+    noted = cst.ensure_type(original, cst.Call)  # the state holds calls
+    index = arg_named(noted, "index", 1)
+    args = [a for a, o in zip(node.args, noted.args, strict=True) if o is not index]
     args[-1] = args[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
     return node.with_changes(args=args)
 
@@ -150,28 +154,29 @@ def built_device_string(node: cst.BaseExpression, ctx: FixContext):
         return ctx.target_device()  # torch_xla chooses
     if not ctx.profile.is_vendor:
         kind = ctx.profile.device_type_expr.replace('"', "'")
-        if isinstance(node, cst.FormattedString):
-            parts = list(node.parts)
-            text = parts[0].value.replace("cuda", "", 1)
+        if isinstance(node, cst.FormattedString) and isinstance(head, cst.FormattedStringText):
+            parts = list(node.parts)  # the head is the first of them
+            text = head.value.replace("cuda", "", 1)
             expr = cst.FormattedStringExpression(cst.parse_expression(kind))
             ctx.need("torch")
             rest = [cst.FormattedStringText(text)] if text else []
             return node.with_changes(parts=[expr, *rest, *parts[1:]])
         ctx.need("torch")
-        if isinstance(node, cst.Call):  # "cuda:{}".format(r) -> "{}:{}".format(<type>, r)
+        if isinstance(node, cst.Call) and isinstance(head, cst.SimpleString):
+            # "cuda:{}".format(r) -> "{}:{}".format(<type>, r)
             head_string = _swap(head, "cuda", "{}")
             func = node.func.with_changes(value=head_string)
             return prepend_arg(node.with_changes(func=func), cst.parse_expression(kind))
         if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Add):
             # "cuda:" + str(r) -> <type> + ":" + str(r)
-            rest = _replace_head(node, "cuda", "")
+            tail = _replace_head(node, "cuda", "")
             return cst.BinaryOperation(
                 cst.parse_expression(kind),
                 cst.Add(
                     whitespace_before=cst.SimpleWhitespace(" "),
                     whitespace_after=cst.SimpleWhitespace(" "),
                 ),
-                rest,
+                tail,
             )
         if isinstance(node, cst.BinaryOperation) and isinstance(node.left, cst.SimpleString):
             # "cuda:%d" % r -> "%s:%d" % (<type>, r)
@@ -182,10 +187,10 @@ def built_device_string(node: cst.BaseExpression, ctx: FixContext):
                 left=_swap(node.left, "cuda", "%s"), right=cst.parse_expression(f"({code})")
             )
         raise NotApplicable("an unusual built device string; rewrite it as an f-string by hand")
-    return _replace_head(node, "cuda", ctx.profile.device)
+    return _replace_head(node, "cuda", ctx.vendor_device())
 
 
-def _head_string(node: cst.BaseExpression):
+def _head_string(node: cst.BaseExpression) -> cst.FormattedStringText | cst.SimpleString | None:
     if isinstance(node, cst.FormattedString):
         first = node.parts[0] if node.parts else None
         return first if isinstance(first, cst.FormattedStringText) else None
@@ -199,20 +204,22 @@ def _head_string(node: cst.BaseExpression):
     return None
 
 
-def _replace_head(node: cst.BaseExpression, old: str, new: str):
-    if isinstance(node, cst.FormattedString):
+def _replace_head(node: cst.BaseExpression, old: str, new: str) -> cst.BaseExpression:
+    """``node`` with ``old`` replaced in its literal head (the one ``_head_string`` found)."""
+    if isinstance(node, cst.FormattedString) and node.parts:
         first = node.parts[0]
-        parts = [first.with_changes(value=first.value.replace(old, new, 1)), *node.parts[1:]]
-        return node.with_changes(parts=parts)
-    if isinstance(node, cst.Call):
+        if isinstance(first, cst.FormattedStringText):
+            parts = [first.with_changes(value=first.value.replace(old, new, 1)), *node.parts[1:]]
+            return node.with_changes(parts=parts)
+    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
         s = node.func.value
-        return node.with_changes(func=node.func.with_changes(value=_swap(s, old, new)))
+        if isinstance(s, cst.SimpleString):
+            return node.with_changes(func=node.func.with_changes(value=_swap(s, old, new)))
     if isinstance(node, cst.BinaryOperation):
-        return (
-            node.with_changes(left=_replace_head(node.left, old, new))
-            if isinstance(node.left, cst.BinaryOperation)
-            else node.with_changes(left=_swap(node.left, old, new))
-        )
+        if isinstance(node.left, cst.BinaryOperation):
+            return node.with_changes(left=_replace_head(node.left, old, new))
+        if isinstance(node.left, cst.SimpleString):
+            return node.with_changes(left=_swap(node.left, old, new))
     raise NotApplicable("unsupported built string")
 
 
@@ -385,7 +392,7 @@ def cuda_else_cpu(node: cst.CSTNode, ctx: FixContext):
     the arm it takes."""
     if not isinstance(node, cst.IfExp | cst.If):
         raise NotApplicable("unexpected node for a cuda-else-cpu choice")
-    test = node.test.visit(_AvailabilityAsked(ctx))
+    test = as_expression(node.test.visit(_AvailabilityAsked(ctx)))
     arm_names = ("body", "orelse")
     # the original's arms: a built string in the arm (f"cuda:{r}") is already rewritten
     cuda_arm = next((a for a in arm_names if _mentions_cuda(getattr(ctx.original, a))), None)
@@ -453,7 +460,7 @@ class _AvailabilityAsked(cst.CSTTransformer):
         name = dotted(original.func) or ""
         if not (name == "cuda.is_available" or name.endswith(".cuda.is_available")):
             return updated
-        return FIXERS[("TPD006", self.ctx.target)].fn(updated, self.ctx)
+        return as_expression(FIXERS[("TPD006", self.ctx.target)].fn(updated, self.ctx))
 
 
 class _ArmDevices(cst.CSTTransformer):
@@ -684,13 +691,16 @@ def _prefix_test(node: cst.Call, ctx: FixContext) -> cst.BaseExpression:
     """``d.startswith("cuda")`` -> ``d.startswith("tpu")``; on the accelerator target
     ``not d.startswith("cpu")`` (parenthesised where an operator binds tighter)."""
     first = node.args[0] if len(node.args) == 1 else None
-    value = string_value(first.value) if first is not None else None
-    if value is None or not value.startswith("cuda"):
+    literal = first.value if first is not None else None
+    value = string_value(literal)
+    if first is None or not isinstance(literal, cst.SimpleString) or value is None:
+        raise NotApplicable("not a prefix test against a CUDA device name")
+    if not value.startswith("cuda"):
         raise NotApplicable("not a prefix test against a CUDA device name")
     if ctx.profile.is_vendor:
-        name = value.replace("cuda", ctx.profile.device, 1)
-        return node.with_changes(args=[first.with_changes(value=with_string(first.value, name))])
-    call = node.with_changes(args=[first.with_changes(value=with_string(first.value, "cpu"))])
+        name = value.replace("cuda", ctx.vendor_device(), 1)
+        return node.with_changes(args=[first.with_changes(value=with_string(literal, name))])
+    call = node.with_changes(args=[first.with_changes(value=with_string(literal, "cpu"))])
     parent = ctx.parent(ctx.original)
     if isinstance(parent, cst.UnaryOperation) and isinstance(parent.operator, cst.Not):
         ctx.state.setdefault(NOT_NEGATED, set()).add(id(parent))  # `not not`: the follow-up
@@ -734,7 +744,7 @@ def _negate(op: cst.BaseCompOp) -> cst.BaseCompOp:
         cst.NotIn: cst.In,
     }
     new = swaps.get(type(op))
-    if new is None:
+    if new is None or not isinstance(op, cst.Equal | cst.NotEqual | cst.In | cst.NotIn):
         raise NotApplicable("comparison operator has no negation")
     if new in (cst.NotIn,):
         return cst.NotIn(

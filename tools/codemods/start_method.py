@@ -17,6 +17,7 @@ by the global switch: the others take a spawn context at the call.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import libcst as cst
@@ -29,6 +30,7 @@ from .base import (
     FixContext,
     NotApplicable,
     arg_named,
+    as_statement,
     code_of,
     dotted,
     fixer,
@@ -62,6 +64,8 @@ POOL_METHODS = frozenset(
         "submit",
     }
 )
+
+Parents = Mapping[cst.CSTNode, cst.CSTNode]  # ParentNodeProvider's answer: node -> its parent
 
 
 @dataclass
@@ -109,16 +113,18 @@ class _Launches(cst.CSTVisitor):
             self.launches.append((node, name))
 
 
-def _scopes(node: cst.CSTNode, parents: dict) -> list[cst.CSTNode]:
+def _scopes(node: cst.CSTNode, parents: Parents) -> list[cst.FunctionDef | cst.Lambda]:
     """The functions around ``node``, innermost first."""
-    found = []
-    while (node := parents.get(node)) is not None:
-        if isinstance(node, cst.FunctionDef | cst.Lambda):
-            found.append(node)
+    found: list[cst.FunctionDef | cst.Lambda] = []
+    parent = parents.get(node)
+    while parent is not None:
+        if isinstance(parent, cst.FunctionDef | cst.Lambda):
+            found.append(parent)
+        parent = parents.get(parent)
     return found
 
 
-def _local_functions(scope: cst.CSTNode) -> set[str]:
+def _local_functions(scope: cst.FunctionDef) -> set[str]:
     """Names of functions defined inside ``scope`` (a function): spawn cannot pickle them."""
     names = set()
     for stmt in _walk(scope.body):
@@ -153,7 +159,7 @@ def _unpicklable(expr: cst.CSTNode, local: set[str]) -> str | None:
     return None
 
 
-def _handed_over(call: cst.Call, form: str, scope: cst.CSTNode) -> list[cst.CSTNode]:
+def _handed_over(call: cst.Call, form: str, scope: cst.CSTNode) -> list[cst.BaseExpression]:
     """What a child of this launch runs: its target/initializer, and for a pool the first
     argument of the map/submit calls in the same scope."""
     found = [
@@ -194,7 +200,7 @@ def _calls_name(node: cst.CSTNode) -> bool:
     return isinstance(node, cst.Call) and isinstance(node.func, cst.Name)
 
 
-def _refusal(call: cst.Call, form: str, parents: dict, context: dict) -> str | None:
+def _refusal(call: cst.Call, form: str, parents: Parents, context: dict) -> str | None:
     scopes = [s for s in _scopes(call, parents) if isinstance(s, cst.FunctionDef)]
     top = scopes[-1] if scopes else None
     if top is None and not context["in_guard"](call):
@@ -272,10 +278,12 @@ def _multiprocessing_name(module: cst.Module) -> str | None:
     return None
 
 
-def _inside(node: cst.CSTNode, outer: cst.CSTNode, parents: dict) -> bool:
-    while (node := parents.get(node)) is not None:
-        if node is outer:
+def _inside(node: cst.CSTNode, outer: cst.CSTNode, parents: Parents) -> bool:
+    parent = parents.get(node)
+    while parent is not None:
+        if parent is outer:
             return True
+        parent = parents.get(parent)
     return False
 
 
@@ -322,7 +330,7 @@ def start_method(node: cst.CSTNode, ctx: FixContext):
     owner = node.func.value if isinstance(node.func, cst.Attribute) else None
     if owner is not None and (dotted(owner) or "").rsplit(".", 1)[-1] != "pool":
         # the file's own name for (torch.)multiprocessing: mp.get_context("spawn").Process
-        spawn = cst.Call(
+        spawn: cst.BaseExpression = cst.Call(
             cst.Attribute(owner, cst.Name("get_context")), [cst.Arg(cst.SimpleString(SPAWN))]
         )
     else:
@@ -342,7 +350,8 @@ def choose_spawn_in_main(original: cst.CSTNode, node: cst.CSTNode, ctx: FixConte
     if isinstance(body, cst.SimpleStatementSuite):
         rest = [cst.SimpleStatementLine(body=body.body)]
         return node.with_changes(body=cst.IndentedBlock(body=[choose, *rest]))
-    first, *others = body.body
+    first, *others = cst.ensure_type(body, cst.IndentedBlock).body  # the other suite: above
+    first = as_statement(first)
     moved = first.with_changes(leading_lines=[])
     choose = choose.with_changes(leading_lines=first.leading_lines)
     return node.with_changes(body=body.with_changes(body=[choose, moved, *others]))
