@@ -10,6 +10,7 @@ from .base import (
     FixContext,
     NotApplicable,
     arg_named,
+    as_expression,
     code_of,
     drop_args,
     fixer,
@@ -116,7 +117,7 @@ def float16(node: cst.CSTNode, ctx: FixContext):
 
 @fixer("TPA005")
 def custom_fwd(node: cst.CSTNode, ctx: FixContext):
-    call = node if isinstance(node, cst.Call) else cst.Call(func=node)
+    call = node if isinstance(node, cst.Call) else cst.Call(func=as_expression(node))
     name = code_of(call.func).rsplit(".", 1)[-1]
     call = call.with_changes(func=ctx.expr(f"torch.amp.{name}"))
     return set_kwarg(drop_args(call, "device_type"), "device_type", _device_type(ctx))

@@ -102,7 +102,11 @@ def initialize(node: cst.CSTNode, ctx: FixContext):
         raise NotApplicable("the models are not one plainly named model")
     autocast = _autocast(ctx, " and ".join(conditions) or None)
     return cst.Assign(
-        targets=[cst.AssignTarget(cst.parse_expression(f"{model}.forward"))],
+        targets=[
+            cst.AssignTarget(
+                cst.ensure_type(cst.parse_expression(f"{model}.forward"), cst.Attribute)
+            )
+        ],
         value=ctx.expr(f"{autocast}({model}.forward)"),
     )
 

@@ -115,7 +115,9 @@ class _Bindings(cst.CSTVisitor):
         for item in node.names:
             self._bind(item.name, node, None)
 
-    visit_Nonlocal = visit_Global
+    def visit_Nonlocal(self, node: cst.Nonlocal) -> None:
+        for item in node.names:
+            self._bind(item.name, node, None)
 
 
 class Shapes:
@@ -156,7 +158,7 @@ class Shapes:
             return Origin(dims=sizes, rank=None if sizes is None else len(sizes))
         if method == "permute" and call.args and not any(a.star for a in call.args):
             return Origin(rank=len(call.args) if len(call.args) > 1 else None)
-        if method in ("transpose", "swapaxes", "movedim"):
+        if method in ("transpose", "swapaxes", "movedim") and isinstance(call.func, cst.Attribute):
             return Origin(rank=self.origin(call.func.value, depth + 1).rank)
         if dotted(call.func) in ("rearrange", "einops.rearrange"):
             return Origin(rank=_rearranged_rank(call))

@@ -12,7 +12,7 @@ from __future__ import annotations
 import enum
 import functools
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -88,6 +88,13 @@ class FixContext:
     @functools.cached_property
     def device_name(self) -> str | None:
         return self.device_lookup()
+
+    def ancestors(self, node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+        """``node``'s parent, that one's parent, and so on up to the module."""
+        parent = self.parent(node)
+        while parent is not None:
+            yield parent
+            parent = self.parent(parent)
 
     def need(self, module: str) -> None:
         self.imports.add(module)

@@ -34,7 +34,7 @@ from . import attention_port as port
 from .attention_shapes import Shapes
 from .base import TORCH_NAME, FixContext, NotApplicable, code_of, dotted, fixer, prescan
 from .library_names import imported_names, last_name
-from .sdpa import SDPA, SDPA_NAME, Call, sdpa_spelling, template
+from .sdpa import SDPA, SDPA_NAME, Call, Inputs, sdpa_spelling, template
 
 ALIASES = "flash_attn_aliases"
 OPTIONS = ("dropout_p", "softmax_scale", "causal")  # the same positions in every 2.x release
@@ -199,6 +199,7 @@ def _options(args: dict[str, cst.BaseExpression]) -> list[tuple[str, cst.BaseExp
 def _dense(node: cst.Call, args: dict[str, cst.BaseExpression], ctx: FixContext):
     shapes = Shapes(ctx)
     causal = args.get("causal")
+    inputs: Inputs
     if "qkv" in args:  # one tensor: the same lengths and heads
         inputs = [("*", template(ctx, UNPACK, PACKED=args["qkv"]))]
         same_length = same_heads = True
@@ -238,6 +239,7 @@ def _varlen(node: cst.Call, name: str, args: dict[str, cst.BaseExpression], ctx:
         raise NotApplicable(
             f"the file already defines {VARLEN}, the name the port's helper would take"
         )
+    inputs: Inputs
     if "qkv" in args:
         cu = args["cu_seqlens"]
         if dotted(cu) is None:

@@ -217,8 +217,9 @@ def orphaned_imports(
         return []
     idle = {p.name for p in problems(before) if p.kind == "UnusedImport"}
     lines = before.splitlines()
-    found = []
+    found: list[tuple[str, str | None, str | None]] = []
     for node in ast.walk(astparse.parse(before)):
+        named: list[tuple[str, str | None, str | None, str]]
         if isinstance(node, ast.Import):
             named = [(a.name, None, a.asname, _flake_name(a.name, a.asname)) for a in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:

@@ -72,7 +72,5 @@ def tpu_cudnn(node: cst.CSTNode, ctx: FixContext):
 def _sets_matmul_tf32(ctx: FixContext) -> bool:
     """Whether the file sets ``torch.backends.cuda.matmul.allow_tf32``: then that line sets
     TorchTPU's one precision, and a cuDNN flag beside it has nothing left to say."""
-    module = ctx.original
-    while ctx.parent(module) is not None:
-        module = ctx.parent(module)
+    module = [ctx.original, *ctx.ancestors(ctx.original)][-1]
     return isinstance(module, cst.Module) and MATMUL_TF32.search(module.code) is not None

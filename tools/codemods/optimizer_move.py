@@ -21,11 +21,10 @@ _SCOPES = (cst.FunctionDef, cst.Module)
 
 
 def _scope(node: cst.CSTNode, ctx: FixContext) -> cst.CSTNode:
-    while node is not None and not isinstance(node, _SCOPES):
-        node = ctx.parent(node)
-    if node is None:
+    scope = next((n for n in (node, *ctx.ancestors(node)) if isinstance(n, _SCOPES)), None)
+    if scope is None:
         raise NotApplicable("no enclosing function or module")
-    return node
+    return scope
 
 
 def _device_of(move: cst.Call, ctx: FixContext) -> str | None:
@@ -52,14 +51,19 @@ def optimizer_before_device_move(node: cst.Call, ctx: FixContext):
     import libcst.matchers as m
 
     func = node.func
-    if not m.matches(func, m.Attribute(value=m.Name(), attr=m.Name("parameters"))):
+    if not (
+        isinstance(func, cst.Attribute)
+        and isinstance(func.value, cst.Name)
+        and func.attr.value == "parameters"
+    ):
         raise NotApplicable("not name.parameters()")
     name = func.value.value
     moves = m.findall(
         _scope(ctx.original, ctx),
         m.Call(func=m.Attribute(value=m.Name(name), attr=m.Name("to") | m.Name("cuda"))),
     )
-    devices = {d for d in (_device_of(move, ctx) for move in moves) if d is not None}
+    calls = (move for move in moves if isinstance(move, cst.Call))  # what the matcher finds
+    devices = {d for d in (_device_of(call, ctx) for call in calls) if d is not None}
     if len(devices) != 1:
         raise NotApplicable(f"{name} moves to {len(devices)} devices; order by hand")
     moved = ctx.expr(f"{name}.to({devices.pop()})")

@@ -155,6 +155,7 @@ def wrapper_uses(original: cst.CSTNode, node: cst.CSTNode, ctx: FixContext):
         and original.func.attr.value == "load_state_dict"
         and code_of(original.func.value) in holders
         and isinstance(node, cst.Call)
+        and isinstance(node.func, cst.Attribute)
         and node.args
         and not node.args[0].star
         and not node.args[0].keyword

@@ -131,9 +131,9 @@ def device_telemetry(node: cst.Call, ctx: FixContext):
 def _in_quotes_of(node: cst.CSTNode, ctx: FixContext, code: str) -> str:
     """``code`` with its string quotes swapped where it lands inside an f-string that uses
     the same quote (before Python 3.12 that does not parse)."""
-    while (node := ctx.parent(node)) is not None:
-        if isinstance(node, cst.FormattedString):
-            if '"' in node.start:
+    for parent in ctx.ancestors(node):
+        if isinstance(parent, cst.FormattedString):
+            if '"' in parent.start:
                 return code.replace('"', "'")
             return code
     return code

@@ -66,11 +66,10 @@ def legacy_type_alias(node: cst.Assign, ctx: FixContext):
 
 
 def _module_of(node: cst.CSTNode, ctx: FixContext) -> cst.Module:
-    while not isinstance(node, cst.Module):
-        node = ctx.parent(node)
-        if node is None:
-            raise NotApplicable("cannot find the module around the alias")
-    return node
+    module = next((n for n in (node, *ctx.ancestors(node)) if isinstance(n, cst.Module)), None)
+    if module is None:
+        raise NotApplicable("cannot find the module around the alias")
+    return module
 
 
 def _analysis(module: cst.Module, ctx: FixContext):

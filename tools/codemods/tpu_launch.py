@@ -81,7 +81,7 @@ def launch_step(node: cst.CSTNode, ctx: FixContext):
     """Mark the statement that launches: the follow-up puts the launch step above it."""
     if not isinstance(node, cst.Call):
         raise NotApplicable("not a call that launches workers")
-    statement = ctx.original
+    statement: cst.CSTNode | None = ctx.original
     while statement is not None and not isinstance(statement, cst.SimpleStatementLine):
         if isinstance(statement, cst.BaseCompoundStatement | cst.Lambda):
             raise NotApplicable(

@@ -28,7 +28,7 @@ from . import attention_port as port
 from .attention_shapes import Shapes
 from .base import Enclosed, FixContext, NotApplicable, code_of, dotted, fixer, prescan
 from .library_names import imported_names, last_name, qualified
-from .sdpa import SDPA, SDPA_NAME, Call, parenthesized, sdpa_spelling, template
+from .sdpa import SDPA, SDPA_NAME, Call, Inputs, parenthesized, sdpa_spelling, template
 
 ALIASES = "xformers_aliases"
 MASK_NAMES = "xformers_masks"  # the file builds an xformers mask outside attention calls
@@ -183,7 +183,7 @@ def _attention(node: cst.Call, name: str, ctx: FixContext) -> cst.BaseExpression
         into, back = "X.transpose(1, 2)", "transpose(1, 2)"
     else:
         into, back = "X.movedim(1, -2)", "movedim(-2, 1)"
-    inputs = [("", template(ctx, into, X=t)) for t in (query, key, value)]
+    inputs: Inputs = [("", template(ctx, into, X=t)) for t in (query, key, value)]
     after = [back] + (["contiguous()"] if port.needs_contiguous(ctx) else [])
     ordered = [(k, keywords[k]) for k in SDPA_KEYWORDS if k in keywords]
     return Call(ctx.state.get(SDPA_NAME, SDPA), inputs, ordered, after).render(ctx, node)

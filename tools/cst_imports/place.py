@@ -11,6 +11,7 @@ family's, or everyone else's.
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 
 import libcst as cst
 
@@ -46,7 +47,7 @@ def _group(module: str) -> str:
     return "torch" if top in ("torch", "torch_xla") else "other"
 
 
-def _position(body: list[cst.CSTNode], module: str) -> tuple[int, str]:
+def _position(body: Sequence[cst.CSTNode], module: str) -> tuple[int, str]:
     """Where an import of ``module`` goes and how it joins: after the last import of its
     own group ("join"); a stdlib import with none yet, before the first other import
     ("before"); a torch import with none yet, as a group of its own after the stdlib's
