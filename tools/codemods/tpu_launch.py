@@ -112,7 +112,8 @@ def _environ_of(statement: cst.SimpleStatementLine, ctx: FixContext) -> str:
         for small in line.body:
             for target in getattr(small, "targets", ()):
                 t = target.target
-                key = t.slice[0].slice.value if isinstance(t, cst.Subscript) else None
+                index = t.slice[0].slice if isinstance(t, cst.Subscript) else None
+                key = index.value if isinstance(index, cst.Index) else None  # not a[i:j]
                 if isinstance(key, cst.SimpleString) and key.evaluated_value == "WORLD_SIZE":
                     return code_of(t.value)
     raise NotApplicable(
