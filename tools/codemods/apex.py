@@ -113,7 +113,8 @@ NO_TORCH_OPTIMIZER = {
 }
 
 _NORM_SIGNATURE = ("normalized_shape", "eps", "elementwise_affine", "memory_efficient")
-_NORM_NEUTRAL = {"memory_efficient": ("True", "False")}  # recomputes in backward: same values
+# memory_efficient recomputes in backward: the same values either way
+_NORM_NEUTRAL: dict[str, tuple[str, ...]] = {"memory_efficient": ("True", "False")}
 NORMS: dict[str, Port] = {
     name: Port(
         torch,

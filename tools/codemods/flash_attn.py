@@ -216,7 +216,7 @@ def _dense(node: cst.Call, args: dict[str, cst.BaseExpression], ctx: FixContext)
             inputs += [("", template(ctx, TO_SDPA, X=args[p])) for p in ("k", "v")]
             same_length, same_heads = shapes.same(q, k, 1), shapes.same(q, k, 2)
     keywords = dict(_options(args))
-    if port.literal(causal, "False"):
+    if causal is None or port.literal(causal, "False"):
         pass
     elif same_length:
         keywords["is_causal"] = causal

@@ -274,7 +274,7 @@ def cuda_stream(node: cst.CSTNode, ctx: FixContext):
     if not ctx.profile.may_lack_device:
         return call
     fallback = {"current_stream": "torch.Stream()"}.get(name)
-    return _guard(call, ctx, fallback) if fallback or name == "set_stream" else call
+    return _guard(call, ctx, fallback or "None") if fallback or name == "set_stream" else call
 
 
 @fixer("TPT009", {"tpu", "xla"})

@@ -40,7 +40,10 @@ def visible_devices(node: cst.CSTNode, ctx: FixContext):
     """The key renamed wherever it is written or read; its value is the same list."""
     if not isinstance(node, cst.SimpleString):
         raise NotApplicable("not a plain string literal")
-    return _renamed(node, ctx.profile.visible_devices)
+    renamed = ctx.profile.visible_devices
+    if renamed is None:  # registered for the targets that have one (RENAMED)
+        raise NotApplicable(f"{ctx.target} has no counterpart of CUDA_VISIBLE_DEVICES")
+    return _renamed(node, renamed)
 
 
 # -- shell, Make, Dockerfile, YAML, JSON lines ---------------------------------------------
