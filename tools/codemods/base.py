@@ -250,17 +250,19 @@ def as_expression(node: object) -> cst.BaseExpression:
     return node
 
 
+def block_lines(block: cst.BaseSuite) -> list[Statement]:
+    """A block's statements as lines: a one-line suite (``else: y = f(x)``) is one line."""
+    if isinstance(block, cst.SimpleStatementSuite):
+        return [cst.SimpleStatementLine(body=block.body)]
+    return [as_statement(s) for s in cst.ensure_type(block, cst.IndentedBlock).body]
+
+
 def body_of(
     node: cst.With, rewrite: cst.CSTTransformer | None = None
 ) -> cst.FlattenSentinel[cst.BaseStatement]:
     """A ``with`` block replaced by its body (each statement through ``rewrite``, if given),
     the block's leading comments and blank lines kept on its first statement."""
-    body = node.body
-    statements: list[Statement]
-    if isinstance(body, cst.SimpleStatementSuite):
-        statements = [cst.SimpleStatementLine(body=body.body)]
-    else:
-        statements = [as_statement(s) for s in cst.ensure_type(body, cst.IndentedBlock).body]
+    statements = block_lines(node.body)
     if rewrite is not None:  # a rewrite of names inside: each statement stays one statement
         statements = [as_statement(s.visit(rewrite)) for s in statements]
     first = statements[0]

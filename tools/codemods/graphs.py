@@ -34,6 +34,7 @@ graphs (sandbox/shim/graphs.py), so the verifier compares the eager port with re
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TypeGuard
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper, ParentNodeProvider
@@ -42,6 +43,7 @@ from .base import (
     REMOVE_STATEMENT,
     FixContext,
     NotApplicable,
+    block_lines,
     code_of,
     dotted,
     fixer,
@@ -177,7 +179,7 @@ def _walk(node: cst.CSTNode):
         yield from _walk(child)
 
 
-def _is_zero_grad_to_none(statement: cst.CSTNode) -> bool:
+def _is_zero_grad_to_none(statement: cst.CSTNode | None) -> TypeGuard[cst.SimpleStatementLine]:
     """``opt.zero_grad()`` / ``opt.zero_grad(set_to_none=True)`` alone on its line."""
     if not (isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1):
         return False
@@ -314,7 +316,7 @@ def _plan(found: _Graphs, graph: _Graph) -> None:
         graph.prebind = [n for n in read_outside if n not in bound_elsewhere]
     if _calls_backward(capture.body):
         before = found.block_before(capture)
-        if before is None or not _is_zero_grad_to_none(before):
+        if not _is_zero_grad_to_none(before):
             graph.refused = (
                 "the captured backward writes the gradients afresh on every replay only if "
                 "they were None at capture: capture right after zero_grad(set_to_none=True), "
@@ -336,11 +338,12 @@ def _imports(module: cst.Module) -> dict[str, str]:
                     continue
                 base = code_of(small.module)
                 for alias in small.names:
-                    local = alias.asname.name.value if alias.asname else code_of(alias.name)
+                    asname = alias.asname.name if alias.asname else None  # a Name, in an import
+                    local = asname.value if isinstance(asname, cst.Name) else code_of(alias.name)
                     names[str(local)] = f"{base}.{code_of(alias.name)}"
             elif isinstance(small, cst.Import):
                 for alias in small.names:
-                    if alias.asname is not None:
+                    if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
                         names[str(alias.asname.name.value)] = code_of(alias.name)
     return names
 
@@ -408,16 +411,13 @@ def _declared(keyword: str, names: list[str]) -> cst.SimpleStatementLine:
 
 @fixer("TPT008")
 def graph_capture(node: cst.With, ctx: FixContext):
+    if not isinstance(ctx.original, cst.With):  # the rule's matcher finds capture blocks
+        raise NotApplicable("not a capture block")
     name = capture_graph(ctx.original, ctx.state.get("cuda_graph_imports", {}))
     graph = ctx.state.get(GRAPHS, {}).get(name)
     if graph is None or graph.why_not:
         raise NotApplicable(graph.why_not if graph else "not a capture this codemod knows")
-    body = node.body
-    statements = (
-        [cst.SimpleStatementLine(body=body.body)]
-        if isinstance(body, cst.SimpleStatementSuite)
-        else list(body.body)
-    )
+    statements: list[cst.BaseStatement] = [*block_lines(node.body)]
     head: list[cst.BaseStatement] = []
     if graph.declare:
         head.append(_declared(*graph.declare))

@@ -50,8 +50,17 @@ def legacy_type_alias(node: cst.Assign, ctx: FixContext):
     line = ctx.parent(assign)
     if not isinstance(line, cst.SimpleStatementLine) or len(line.body) != 1:
         raise NotApplicable("the alias shares its line with other statements; split it first")
-    alias = assign.targets[0].target.value
+    # the scanner's shape: ``Alias = torch.cuda.X if test else torch.X``
+    target = assign.targets[0].target if isinstance(assign, cst.Assign) else None
     choice = node.value
+    if not (
+        isinstance(assign, cst.Assign)
+        and isinstance(target, cst.Name)
+        and isinstance(assign.value, cst.IfExp)
+        and isinstance(choice, cst.IfExp)
+    ):
+        raise NotApplicable("not a name bound to a choice between tensor types")
+    alias = target.value
     cuda_first = "cuda" in code_of(assign.value.body)
     cpu_arm = choice.orelse if cuda_first else choice.body
     module = _module_of(line, ctx)

@@ -50,8 +50,8 @@ from .base import (
     REMOVE_STATEMENT,
     FixContext,
     NotApplicable,
-    Statement,
     as_statement,
+    block_lines,
     code_of,
     fixer,
     follow_up,
@@ -184,13 +184,6 @@ def _statements(block: cst.BaseSuite | Sequence[cst.BaseSmallStatement]) -> list
     """What a block holds: statements, or a one-line suite's small statements."""
     found: list[cst.CSTNode] = [*block.body] if isinstance(block, cst.BaseSuite) else []
     return found
-
-
-def _lines(block: cst.BaseSuite) -> list[Statement]:
-    """A block as statement lines: a one-line suite (``else: y = f(x)``) is one line."""
-    if isinstance(block, cst.SimpleStatementSuite):
-        return [cst.SimpleStatementLine(body=block.body)]
-    return [as_statement(s) for s in _statements(block)]
 
 
 def _only_raises(stmts: list[cst.CSTNode]) -> bool:
@@ -400,7 +393,7 @@ def keep_the_fallback(original: cst.CSTNode, node: cst.CSTNode, ctx: FixContext)
     if id(original) in found.dispatch and isinstance(node, cst.If):
         if node.orelse is None:
             return REMOVE_STATEMENT
-        body = _lines(node.orelse.body)
+        body = block_lines(node.orelse.body)
         first = body[0].with_changes(leading_lines=[*node.leading_lines, *body[0].leading_lines])
         return cst.FlattenSentinel([first, *body[1:]])
     return None
