@@ -74,7 +74,8 @@ torch-tpu-wheel: $(STAMP)
 browser: $(STAMP)
 	@PYTHON=$(BIN)/python scripts/ensure-browser
 
-# ruff gates the suite: `make test` (and so CI) fails on a lint or format finding first.
+# ruff and mypy gate the suite: `make test` (and so CI) fails on a lint, format or type
+# finding first.
 test: $(STAMP) lint sandbox-tools torch-tpu-wheel browser
 	$(BIN)/python -m pytest -q $(PYTEST_PARALLEL)
 
@@ -82,8 +83,9 @@ test: $(STAMP) lint sandbox-tools torch-tpu-wheel browser
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q $(PYTEST_PARALLEL) -m "not slow"
 
+# scripts/typecheck: mypy over the product packages ([tool.mypy] in pyproject.toml).
 lint: $(STAMP)
-	$(BIN)/ruff check . && $(BIN)/ruff format --check .
+	$(BIN)/ruff check . && $(BIN)/ruff format --check . && $(BIN)/python scripts/typecheck
 
 # The documentation site (mkdocs.yml, docs/) into site/, git-ignored: open site/index.html.
 # --strict with mkdocs.yml's validation settings fails on a broken link or anchor, an

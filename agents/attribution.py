@@ -31,6 +31,7 @@ from torchport.sandbox import astparse
 from torchport.sandbox.launch import OWN_CODE
 
 from .diagnose import traceback_exception
+from .verdicts import FailureKind
 
 # torchport's stand-in modules live here; a frame in them is a stand-in's code.
 SYNTHETIC_DIR = os.path.join(OWN_CODE, "sandbox", "synthetic") + os.sep
@@ -460,7 +461,7 @@ CHECKS: tuple[tuple[str, Check], ...] = (
 
 
 def _started_not(result: Mapping[str, Any]) -> bool:
-    return _error(result).get("type") in ("SandboxError", "NoResult", "RunError")
+    return _error(result).get("type") in FailureKind.torchports()
 
 
 def attribute(

@@ -21,18 +21,19 @@ from typing import Any
 from torchport.tools.safetext import terminal_line
 
 from .plots import png
+from .verdicts import Verdict
 
 __all__ = ["count_bars", "figure", "label", "legend", "png", "ranked_bars", "stacked_columns"]
 
-# The verifier's verdicts (agents.verifier.VERDICTS), a batch's and eval's own, then any other.
-VERDICT_ORDER = ("verified", "ran", "failed", "not-runnable", "not verified", "error")
-VERDICT_COLOURS = {
-    "verified": "#2ca02c",
-    "ran": "#1f77b4",
-    "failed": "#d62728",
-    "not-runnable": "#7f7f7f",
-    "not verified": "#bcbd22",
-    "error": "#000000",
+# The verifier's verdicts, then a run's and a batch's own (agents.verdicts), then any other.
+VERDICT_ORDER = tuple(Verdict)
+VERDICT_COLOURS: dict[str, str] = {
+    Verdict.VERIFIED: "#2ca02c",
+    Verdict.RAN: "#1f77b4",
+    Verdict.FAILED: "#d62728",
+    Verdict.NOT_RUNNABLE: "#7f7f7f",
+    Verdict.NOT_VERIFIED: "#bcbd22",
+    Verdict.ERROR: "#000000",
 }
 _OTHER_COLOURS = ("#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#aec7e8")
 MAX_LABEL = 32

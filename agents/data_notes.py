@@ -5,6 +5,7 @@ instead of on a GPU (the reference run). A verdict reached on stand-ins says so.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 # sandbox.synthetic.weights.DATASET (not imported: that package imports torch)
@@ -43,7 +44,7 @@ def _kept(entry: Any) -> str:
     )
 
 
-def interpreter_note(run: dict[str, Any] | None) -> str:
+def interpreter_note(run: Mapping[str, Any] | None) -> str:
     """One line for the kernels a (reference) run executed in an interpreter, or ""."""
     parts = []
     for entry in (run or {}).get("reference_interpreters") or []:
@@ -60,7 +61,7 @@ def interpreter_note(run: dict[str, Any] | None) -> str:
     return "the original's kernels: " + "; ".join(parts) if parts else ""
 
 
-def data_notes(run: dict[str, Any] | None) -> list[str]:
+def data_notes(run: Mapping[str, Any] | None) -> list[str]:
     """One line for the synthetic data a run used, one for pretrained weights it was not
     given, one for its rewritten arguments, one for kernels it ran in an interpreter."""
     run = run or {}

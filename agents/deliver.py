@@ -13,7 +13,7 @@ all, and a run killed while writing finishes the write when resumed.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -33,13 +33,13 @@ from torchport.tools.sourcefile import read_exact
 from . import divergence_report, legacy_repair, library_patch, plots, report_page
 from .data_notes import data_notes, interpreter_note
 from .state import State, scan_filters
-from .verifier import policies_for
+from .tolerance import policies_for
 
 PLOT = "losses.png"  # beside verification.md, which shows it
 HTML = "index.html"  # the whole report as one page (agents.report_page)
 
 
-def options_of(settings: dict[str, Any], dry_run: bool | None = None) -> MigrateOptions:
+def options_of(settings: Mapping[str, Any], dry_run: bool | None = None) -> MigrateOptions:
     return MigrateOptions(
         target=settings["target"],
         select=tuple(settings.get("select") or ()),
@@ -54,14 +54,15 @@ def options_of(settings: dict[str, Any], dry_run: bool | None = None) -> Migrate
     )
 
 
-def migration_result(state: State) -> MigrationResult:
+def migration_result(state: Mapping[str, Any]) -> MigrationResult:
     """The codemods' result with its changes replaced by the run's final overlay.
 
     The result is the one the rewrite node computed for this run (never a second pass of
     the codemods), unless this process did not compute it (a resumed run)."""
     s = state["settings"]
     source = Path(s["source"])
-    result = computed_migration(source, options_of(s, dry_run=True), s.get("run_id"))
+    options = options_of(s, dry_run=True)
+    result = computed_migration(source, options, s.get("run_id"), state.get("plan_scan"))
     overlay = state.get("overlay") or {}
     result.changes = [
         FileChange(
@@ -133,7 +134,7 @@ def verification_record(state: State, outcome: str) -> dict[str, Any]:
     }
 
 
-def sandbox_used(verification: dict[str, Any] | None) -> list[dict[str, Any]]:
+def sandbox_used(verification: Mapping[str, Any] | None) -> list[dict[str, Any]]:
     """Which isolation backend the verification's sandboxed runs had, and what each
     isolates: a verdict reached under ``process`` ran with no isolation at all, and a
     reader of the report should not have to open the JSON to learn it."""
@@ -151,7 +152,8 @@ def sandbox_used(verification: dict[str, Any] | None) -> list[dict[str, Any]]:
 def verification_files(state: State, outcome: str) -> dict[str, str | bytes]:
     """``verification.json`` and ``verification.md``, for the writer to put in the report."""
     record = verification_record(state, outcome)
-    patches = (state.get("verification") or {}).get("library_patches") or []
+    v: Mapping[str, Any] = state.get("verification") or {}
+    patches = v.get("library_patches") or []
     return {
         "verification.json": json.dumps(printable_data(record), indent=2, default=str),
         "verification.md": verification_markdown(record),
@@ -160,7 +162,7 @@ def verification_files(state: State, outcome: str) -> dict[str, str | bytes]:
     }
 
 
-def plot_files(state: State) -> dict[str, bytes]:
+def plot_files(state: Mapping[str, Any]) -> dict[str, bytes]:
     """``losses.png``: both runs' losses per step and the tolerance band they were judged by;
     ``divergence.png``: where a port that fails first computes otherwise, module by module."""
     v = state.get("verification") or {}
@@ -411,7 +413,7 @@ def _evidence_markdown(target: dict[str, Any]) -> list[str]:
     return lines + [f"- {_md(note)}" for note in data_notes(target)]
 
 
-def _agent_edits_markdown(edits: list[dict[str, Any]]) -> list[str]:
+def _agent_edits_markdown(edits: list[Mapping[str, Any]]) -> list[str]:
     if not edits:
         return []
     lines = ["", "## Edits beyond the codemods", ""]
@@ -440,7 +442,7 @@ def _headline_note(verification: dict[str, Any]) -> str:
 HIDDEN_SHOWN = 8  # of torchport's hidden packages, named in verification.md
 
 
-def environment_markdown(environment: dict[str, Any]) -> list[str]:
+def environment_markdown(environment: Mapping[str, Any]) -> list[str]:
     """The program's dependencies: what was installed for the runs, what was skipped and
     why, and what could not be had (each quoted: names come from the repository)."""
     if not environment:

@@ -14,17 +14,18 @@ import base64
 import binascii
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from torchport.sandbox.isolation import owner
 
 from . import divergence
+from .run_record import RunRecord
 from .workspace import materialize, write_over
 
 WEIGHTS = ".torchport-trace-weights"  # the port's copy gets WEIGHTS-<model>.pt
 # one side of the comparison: the program's folder, the run's mode, its matmul precision
 Side = tuple[Path, str, str | None]
-Runner = Callable[[Path, str, str | None, dict[str, Any]], dict[str, Any]]
+Runner = Callable[[Path, str, str | None, dict[str, Any]], RunRecord]
 
 
 def _weights(trace: dict[str, Any]) -> tuple[dict[str, bytes], str]:
@@ -52,6 +53,11 @@ def _loaded_note(port: dict[str, Any]) -> str:
     return "; ".join(notes)
 
 
+def _plain(run: RunRecord) -> dict[str, Any]:
+    """A failed run where a trace would be: read by the same key as a trace is."""
+    return cast(dict[str, Any], run)
+
+
 def trace_both(
     first: Side, second: Side, step: int, run: Runner
 ) -> tuple[dict[str, Any], dict[str, Any], str]:
@@ -61,7 +67,7 @@ def trace_both(
     reference = run(*first, {"step": step, "send_weights": True})
     ref_trace = reference.get("module_trace") or {}
     if reference.get("status") != "ok" or not ref_trace:
-        return reference, {}, ""
+        return _plain(reference), {}, ""
     sent, note = _weights(ref_trace)
     root, mode, precision = second
     with owner.temp_dir() as tmp:
@@ -73,7 +79,7 @@ def trace_both(
         item.pop("state", None)  # bytes a report has no use for
     port_trace = port.get("module_trace") or {}
     if port.get("status") != "ok" or not port_trace:
-        return reference, port, note
+        return _plain(reference), _plain(port), note
     return ref_trace, port_trace, "; ".join(n for n in (note, _loaded_note(port_trace)) if n)
 
 

@@ -15,7 +15,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import cast
 
 from torchport.sandbox.harness import RunError, program_argv, torchrun_parts
 from torchport.sandbox.isolation.env import safe_env
@@ -23,6 +23,7 @@ from torchport.tools.depinstall import InstallError, prepare
 from torchport.tools.depresolve import installed_version, requirements_file, resolve
 
 from . import runs
+from .run_record import EnvironmentRecord
 
 DEPS_MODES = ("auto", "none")
 INSTALL_TIME_LIMIT_S = 900.0
@@ -54,7 +55,7 @@ def _minor(version: str | None) -> tuple[int, ...] | None:
     return tuple(int(p) for p in version.split("+")[0].split(".")[:2] if p.isdigit())
 
 
-def user_interpreter(python: str) -> dict[str, Any]:
+def user_interpreter(python: str) -> EnvironmentRecord:
     """``--python PATH``: the interpreter's site-packages, when the sandbox can use them.
 
     The runs stay on torchport's interpreter (the launcher, the shim and the emulator
@@ -89,7 +90,7 @@ def user_interpreter(python: str) -> dict[str, Any]:
             f"--python {python} has torch {found['torch']}; torchport verifies with torch "
             f"{torch}, and extensions built for one minor release do not load in another"
         )
-    return {"python": python, "torch": found["torch"], "site_paths": found["site"]}
+    return {"python": python, "torch": found["torch"], "site_paths": list(found["site"])}
 
 
 def entry_program(entry: list[str] | None) -> list[str] | None:
@@ -111,14 +112,14 @@ def prepare_environment(
     python: str | None = None,
     entry: list[str] | None = None,
     time_limit_s: float = INSTALL_TIME_LIMIT_S,
-) -> dict[str, Any]:
+) -> EnvironmentRecord:
     """The overlay record (``tools.depinstall.Overlay`` as data) the runs use; empty for
     ``none``. A cache that cannot be written is reported, not fatal: the runs go on
     without the overlay and the verdict names what is missing. With ``python``, that
     interpreter's site-packages come after the overlay (``site_paths``). ``entry`` (the
     command verified) scopes the imports read; installing stops after ``time_limit_s``
     (at most ``INSTALL_TIME_LIMIT_S``) and what it did not install is unavailable."""
-    user = user_interpreter(python) if python else {}
+    user: EnvironmentRecord = user_interpreter(python) if python else {}
     if user:
         say(f"dependencies: using the packages of {python} (torch {user['torch']})")
     if deps == "none":
@@ -133,12 +134,12 @@ def prepare_environment(
     except InstallError as exc:
         say(f"dependencies: not installed: {exc}")
         return {**user, "unavailable": {w.name: str(exc) for w in resolution.needed}}
-    record = {**overlay.to_json(), **user}
+    record = cast(EnvironmentRecord, {**overlay.to_json(), **user})
     say(summary_line(record))
     return record
 
 
-def summary_line(record: dict[str, Any]) -> str:
+def summary_line(record: EnvironmentRecord) -> str:
     """One line for the progress and migrate's output: what the runs have and lack."""
     parts = []
     if record.get("installed"):

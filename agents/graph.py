@@ -12,7 +12,7 @@ the checkpointed overlay, never from what a killed node left on disk.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,8 +20,8 @@ from typing import Any
 
 from langgraph.graph import END, START, StateGraph
 from torchport.tools.findings import work_line
-from torchport.tools.migration_memo import remembered_scan
-from torchport.tools.scanner import ScanOptions
+from torchport.tools.migration_memo import save_scan
+from torchport.tools.scanner import ScanOptions, scan
 
 from . import config_record, runs, verifier
 from .checkpoints import DURABILITY, open_checkpointer
@@ -40,9 +40,11 @@ from .state import (
     decision,
     scan_filters,
 )
+from .verdicts import Verdict
 from .verify_step import verify_overlay
 
 MAX_CONSTRUCT_REPAIRS = 8
+PLAN_SCAN = "plan-scan.json"  # in the run's folder: the plan's scan, which the state names
 
 
 class GraphError(RuntimeError):
@@ -79,9 +81,16 @@ def plan(state: State, ctx: Runtime) -> dict[str, Any]:
     s = state["settings"]
     ctx.say("planning: scanning the repository")
     source = Path(s["source"])
-    # kept: the rewrite node's migration reads the same scan instead of scanning again
-    options = ScanOptions(target=s["target"], select=tuple(s.get("select", [])), **scan_filters(s))
-    scanned = remembered_scan(source, options, ctx.run_id)
+    left_alone = scan_filters(s)
+    options = ScanOptions(
+        target=s["target"],
+        select=tuple(s.get("select", [])),
+        skip=left_alone["skip"],
+        exclude=left_alone["exclude"],
+    )
+    scanned = scan(source, options)
+    # kept in the run's folder, named in the state: the migration reads it, not a new scan
+    kept = save_scan(ctx.scratch / PLAN_SCAN, source, options, scanned)
     p = make_plan(source, scanned, s["target"], s.get("entry"), config_record.entry_reason(s))
     ctx.say(
         f"plan: {work_line(work_of(p.to_json()), 'the LLM')}; "
@@ -99,6 +108,7 @@ def plan(state: State, ctx: Runtime) -> dict[str, Any]:
     )
     return {
         "plan": p.to_json(),
+        "plan_scan": str(kept),
         "iteration": 0,
         "reference": None,
         "next_fix": None,
@@ -121,6 +131,7 @@ def rewrite(state: State, ctx: Runtime) -> dict[str, Any]:
         dict(state.get("llm_usage") or {}),
         client=ctx.llm(s) if wants_llm else None,  # the local model starts only if needed
         kernel_calls=list((state.get("reference") or {}).get("kernel_site_calls") or []),
+        scan_file=state.get("plan_scan"),
     )
     if first:
         ctx.say("rewriting: applying the catalogue's codemods")
@@ -166,9 +177,9 @@ def verify(state: State, ctx: Runtime) -> dict[str, Any]:
         environment=state.get("environment"),
     )
     v = outcome.verification
-    record: VerificationRecord = v.to_json()  # type: ignore[assignment]
+    record: VerificationRecord = v.to_json()  # type: ignore[assignment]  # to_json is dict[str, Any] until the typed-results refactor
     update: dict[str, Any] = {"iteration": iteration, "verification": record}
-    if v.verdict == "not-runnable" and state["plan"].get("not_runnable"):
+    if v.verdict == Verdict.NOT_RUNNABLE and state["plan"].get("not_runnable"):
         update["decisions"] = [decision("verify", v.verdict, why=v.reason)]
         return update
     update["environment"] = outcome.environment
@@ -213,7 +224,8 @@ def diagnose(state: State, ctx: Runtime) -> dict[str, Any]:
     fix = choose_fix(choice)
     why = f"{found.get('signature')}: {found.get('cause')}"
     if not fix:
-        why += no_fix_reason(found.get("action"), choice.llm_may_help, found.get("limitation"))
+        limitation = bool(found.get("limitation"))
+        why += no_fix_reason(found.get("action"), choice.llm_may_help, limitation)
     ctx.say(f"diagnosis: {why}")
     logged = decision(
         "diagnose",
@@ -230,7 +242,7 @@ def diagnose(state: State, ctx: Runtime) -> dict[str, Any]:
 def deliver(state: State, ctx: Runtime) -> dict[str, Any]:
     """Write the migration and its evidence where the user asked (nothing earlier does)."""
     v = state.get("verification")
-    outcome = v["verdict"] if v else "not verified"
+    outcome = v["verdict"] if v else Verdict.NOT_VERIFIED
     ctx.say("delivering: writing the migration and its evidence")
     written = write_output(state, outcome, ctx.say)
     return {"outcome": outcome, "decisions": [decision("deliver", outcome, **written)]}
@@ -246,7 +258,7 @@ def after_rewrite(state: State) -> str:
 def after_verify(state: State) -> str:
     """Diagnose a failure while rounds and wall time are left; otherwise deliver."""
     v = state.get("verification") or {}
-    if v.get("verdict") != "failed":
+    if v.get("verdict") != Verdict.FAILED:
         return "deliver"
     s = state["settings"]
     if state.get("iteration", 0) > s["max_iterations"]:
@@ -320,9 +332,10 @@ def _config(run_id: str) -> dict[str, Any]:
     return {"configurable": {"thread_id": run_id}, "recursion_limit": 64}
 
 
-def start(settings: Settings, runtime: Runtime, db: Path | None = None) -> State:
-    """Run a migration from the beginning under ``runtime.run_id``; returns the final state."""
-    full: Settings = {**DEFAULTS, **settings}  # type: ignore[typeddict-item]
+def start(settings: Mapping[str, Any], runtime: Runtime, db: Path | None = None) -> State:
+    """Run a migration from the beginning under ``runtime.run_id``; returns the final state.
+    ``settings``: the front door's (cli, batch), which hold keys Settings does not list."""
+    full: Settings = {**DEFAULTS, **settings}  # type: ignore[typeddict-item]  # settings' extra keys: run_id, devices, keep_args, configuration
     with checkpointed(runtime, db) as app:
         for update in app.stream(
             {"settings": full},

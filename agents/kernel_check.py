@@ -44,6 +44,7 @@ from torchport.tools.kernel_sites import (
     source_reader,
 )
 
+from .run_record import RunRecord
 from .workspace import materialize, write_over
 
 CASES_FILE = ".torchport-site-check.pt"
@@ -197,7 +198,7 @@ def cases(calls: list[dict[str, Any]], specs: Iterable[str]) -> tuple[list[dict]
 # --- the runs ------------------------------------------------------------------------------
 
 
-def run_site_check(root: Path, cases_file: Path, mode: str, runner: Runner) -> dict[str, Any]:
+def run_site_check(root: Path, cases_file: Path, mode: str, runner: Runner) -> RunRecord:
     """``sandbox.site_check`` over ``cases_file`` in a copy of ``root``, by ``runner``."""
     with owner.temp_dir() as tmp:
         copy = materialize(root, {}, Path(tmp) / "program")
@@ -206,7 +207,7 @@ def run_site_check(root: Path, cases_file: Path, mode: str, runner: Runner) -> d
         return runner(copy, mode)
 
 
-def _run_brief(result: dict[str, Any]) -> dict[str, Any]:
+def _run_brief(result: RunRecord) -> dict[str, Any]:
     return {
         "status": result.get("status"),
         "error": result.get("error"),
@@ -353,14 +354,14 @@ def _policy_for(site: KernelSite, signatures: list[dict[str, Any]], policies: di
 # --- the check -----------------------------------------------------------------------------
 
 
-Runner = Callable[[Path, str], dict[str, Any]]  # (a program tree, a mode) -> its run
+Runner = Callable[[Path, str], RunRecord]  # (a program tree, a mode) -> its run
 
 
 def check(
     source: Path,
     tree: Path,
     sites: list[KernelSite],
-    reference: dict[str, Any],
+    reference: RunRecord,
     mode: str,
     runner: Runner,
     policies: dict[str, Any],
@@ -389,10 +390,10 @@ def check(
         cases_file = Path(tmp) / "cases.pt"
         torch.save(runnable, cases_file)
 
-        def original() -> dict[str, Any]:
+        def original() -> RunRecord:
             return run_site_check(source, cases_file, "reference", runner)
 
-        def port() -> dict[str, Any]:
+        def port() -> RunRecord:
             return run_site_check(tree, cases_file, mode, runner)
 
         ref_run, port_run = (original(), port()) if run_both is None else run_both(original, port)
@@ -410,8 +411,8 @@ def judge_runs(
     tree: Path,
     sites: list[KernelSite],
     described: list[dict[str, Any]],
-    ref_run: dict[str, Any],
-    port_run: dict[str, Any],
+    ref_run: RunRecord,
+    port_run: RunRecord,
     policies: dict[str, Any],
     never: Iterable[str] = (),
 ) -> KernelCheck:
@@ -437,11 +438,11 @@ def judge_runs(
             continue
         policy = _policy_for(site, [item["signature"]], policies)
         policy_used = "bf16" if "bf16" in (policy_used, policy.name) else policy.name
-        result = {"inputs": inputs, "policy": policy.name}
-        result.update(compare_case(next(reports[0]), next(reports[1]), policy))
-        row["cases"].append(result)
-        if result["holds"] is False and first_failure is None:
-            first_failure = (site, entry, result)
+        case = {"inputs": inputs, "policy": policy.name}
+        case.update(compare_case(next(reports[0]), next(reports[1]), policy))
+        row["cases"].append(case)
+        if case["holds"] is False and first_failure is None:
+            first_failure = (site, entry, case)
     return _verdict(tree, _statuses(rows, never), runs, policy_used, first_failure)
 
 

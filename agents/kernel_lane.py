@@ -33,6 +33,7 @@ from torchport.tools.kernel_sites import (
 from torchport.tools.kernel_sites import remove_unused_kernels as _remove_unused
 
 from .kernel_check import describe_signature
+from .state import AgentEdit
 from .workspace import materialize, python_files
 
 MAX_KERNEL_CHARS = 6000  # kernel source shown to the model (a CUDA file can be long)
@@ -237,7 +238,7 @@ def mismatch_request(state: dict[str, Any], found: dict[str, Any]) -> dict[str, 
     return site_request(site, settings["target"], original, calls, problem, evidence, span)
 
 
-def _replacement_span(edits: list[dict[str, Any]], path: str, text: str) -> tuple[int, int] | None:
+def _replacement_span(edits: list[AgentEdit], path: str, text: str) -> tuple[int, int] | None:
     """The lines of the newest LLM edit of ``path`` still in ``text``."""
     from .rewriter import edit_span
 

@@ -29,6 +29,7 @@ from torchport.tools.repowalk import walk_repo
 from torchport.tools.sourcefile import read_exact
 
 from .diagnose import diagnose
+from .run_record import RunRecord
 
 MAX_REPAIRS = 8
 RULE = "legacy-torch"  # the rule the report lists the repairs under
@@ -116,11 +117,11 @@ def _repair_tree(
 
 @contextlib.contextmanager
 def repaired_original(
-    reference: dict[str, Any],
+    reference: RunRecord,
     runnable: Path,
-    run: Callable[[Path], dict[str, Any]],
+    run: Callable[[Path], RunRecord],
     target: str,
-) -> Iterator[tuple[dict[str, Any], list[Repair]]]:
+) -> Iterator[tuple[RunRecord, list[Repair]]]:
     """``(reference, repairs)``: the run as given and no repairs when it did not fail at a
     line the table repairs; else the run of a temporary copy of ``runnable`` repaired line
     by line (``run`` runs a root), and the repairs. The copy is removed on exit."""

@@ -24,9 +24,11 @@ from typing import TYPE_CHECKING, Any
 
 from . import config_record
 from .defaults import VERIFY_STEPS
+from .verdicts import Verdict
 
 if TYPE_CHECKING:
-    from .verifier import Policy, Verification
+    from .results import Verification
+    from .tolerance import Policy
 
 BOUNDS_FILE = "agents/data/loosening.toml"
 NUMBERS = ("rtol", "atol", "max_steps")  # a tolerance policy's (verifier.POLICY_FIELDS)
@@ -88,7 +90,7 @@ def check(key: str, value: float, own: float, name: str = "") -> None:
 
 def check_tolerance(policy: str, numbers: Mapping[str, Any]) -> None:
     """A repository's numbers for ``policy`` against torchport's own for it (``check``)."""
-    from .verifier import policies  # the verifier's own table, read only when asked
+    from .tolerance import policies  # the verifier's own table, read only when asked
 
     own = policies()[policy]
     for field_name, value in numbers.items():
@@ -107,7 +109,7 @@ class Loosened:
 def _tolerance_items(verification: Verification, settings: Mapping[str, Any]) -> list[Loosened]:
     """The tolerance the verdict was judged by, where looser than torchport's own: a policy
     named instead of torchport's choice, and a policy's numbers changed by the file."""
-    from .verifier import policies, policies_for
+    from .tolerance import policies, policies_for
 
     name = verification.policy
     if not name:  # nothing was compared
@@ -175,7 +177,7 @@ def said(verification: Verification, settings: Mapping[str, Any]) -> Verificatio
     """``verification`` with what loosened its checks (``loosened``) in ``loosened`` and at
     the head of its reason, when its verdict is ``verified``: the claim those checks made."""
     found = loosened(verification, settings)
-    if not found or verification.verdict != "verified":
+    if not found or verification.verdict != Verdict.VERIFIED:
         return verification
     head = "under " + "; under ".join(found)
     return replace(verification, reason=f"{head}: {verification.reason}", loosened=found)

@@ -18,12 +18,15 @@ import shlex
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from torchport.sandbox import astparse
 from torchport.sandbox.commandline import fillable
 from torchport.sandbox.safepath import read_inside
 from torchport.tools.findings import EntryPoint, ScanResult, work_counts
+
+if TYPE_CHECKING:
+    from .state import PlanRecord
 
 _PLACEHOLDER = re.compile(r"[$<>{}]|\.\.\.|/path/to|PATH_TO", re.IGNORECASE)
 _LAUNCHERS = ("python", "python3", "torchrun")
@@ -43,8 +46,9 @@ class Plan:
     llm: list[dict[str, Any]] = field(default_factory=list)
     manual: list[dict[str, Any]] = field(default_factory=list)
 
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+    def to_json(self) -> PlanRecord:
+        # PlanRecord is this dataclass's fields by name, as the checkpoint holds them.
+        return cast("PlanRecord", asdict(self))
 
 
 def work_of(plan: Mapping[str, Any]) -> dict[str, int]:

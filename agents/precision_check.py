@@ -38,6 +38,9 @@ from dataclasses import asdict, dataclass, field
 from functools import cache
 from typing import Any
 
+from .run_record import RunRecord
+from .verdicts import Verdict
+
 # What verification run (a) pins on every emulated device: exact float32 matmuls.
 HIGHEST = "highest"
 # The only target whose device computes float32 matmuls as bf16 passes by default.
@@ -93,17 +96,17 @@ def default_policy() -> DefaultPolicy:
     return DefaultPolicy(**numbers)
 
 
-def matmul_ops(run: dict[str, Any] | None) -> int:
+def matmul_ops(run: RunRecord | None) -> int:
     """How many matmul-class ops a run put on the emulated device."""
     by_name = ((run or {}).get("counters") or {}).get("ops_by_name") or {}
     return sum(n for name, n in by_name.items() if name in MATMUL_CLASS)
 
 
-def why_not(target: str, verdict: str, highest: dict[str, Any] | None) -> str:
+def why_not(target: str, verdict: str, highest: RunRecord | None) -> str:
     """Why run (b) is not worth its run for this port ("" when it is; see the module doc)."""
     if target != TARGET:
         return f"only a {TARGET} device computes float32 matmuls as bf16 passes by default"
-    if verdict != "verified":
+    if verdict != Verdict.VERIFIED:
         return f"the check at highest precision did not verify the port ({verdict})"
     if not matmul_ops(highest):
         return "no matmul-class op reached the device: the TPU's default precision changes nothing"
@@ -135,7 +138,7 @@ def _fall(losses: list[float]) -> float:
     return losses[0] - losses[-1] if len(losses) > 1 else 0.0
 
 
-def judge(highest: dict[str, Any], default: dict[str, Any], policy: DefaultPolicy) -> DefaultCheck:
+def judge(highest: RunRecord, default: RunRecord, policy: DefaultPolicy) -> DefaultCheck:
     """(b) against (a), both runs of the migrated program (``default`` ran at TorchTPU's
     own arithmetic). Losses: step by step, then NaN/inf, then the fall in loss; outputs of
     an inference program: their statistics."""
@@ -174,7 +177,7 @@ def judge(highest: dict[str, Any], default: dict[str, Any], policy: DefaultPolic
     return check
 
 
-def _same_failure(highest: dict[str, Any], default: dict[str, Any]) -> bool:
+def _same_failure(highest: RunRecord, default: RunRecord) -> bool:
     """Both runs stopped with the same error at the same place: the failure is the
     program's (a port verified up to a failure the original shares), not the precision's."""
     if highest.get("status") == "ok":

@@ -127,7 +127,7 @@ def _codes(value: Any) -> list[str]:
 
 
 def _policy_names() -> tuple[str, ...]:
-    from .verifier import policies  # the verifier's own table, read only when asked
+    from .tolerance import policies  # the verifier's own table, read only when asked
 
     return ("auto", *policies())
 
@@ -144,7 +144,7 @@ def _tolerance(value: Any) -> dict[str, Any]:
         return _policy(value)
     if not isinstance(value, dict):
         raise ValueError(f"must be a policy name or a table, not {value!r}")
-    from .verifier import POLICY_FIELDS
+    from .tolerance import POLICY_FIELDS
 
     tolerance = _policy(value.get("policy", "auto"))
     for name, numbers in value.items():
@@ -364,8 +364,13 @@ def _file_values(file: ConfigFile, root: Path) -> dict[str, Any]:
             if name == "tool" and file.path.name == CONFIG_FILE:
                 hint = f"{CONFIG_FILE} holds the settings at its top level, with no {SECTION}"
             raise ConfigError(f"{file.where}: unknown key {name!r} ({hint})")
-        values[name] = _checked(partial(key.from_file, root=root), value, f"{file.where}: {name}")
+        read = partial(_read_file_value, key.from_file, root)
+        values[name] = _checked(read, value, f"{file.where}: {name}")
     return values
+
+
+def _read_file_value(from_file: Callable[[Any, Path], Any], root: Path, value: Any) -> Any:
+    return from_file(value, root)
 
 
 def _checked(read: Callable[[Any], Any], value: Any, where: str) -> Any:
@@ -470,7 +475,7 @@ def resolve(root: Path | None, above: Overrides | None = None) -> ProjectConfig:
     file = config_file(root) if root is not None and root.is_dir() else None
     defaults = {**{k: key.default for k, key in KEYS.items()}, **above.defaults}
     settings = {k: Setting(copy.deepcopy(v), "default") for k, v in defaults.items()}
-    layers = [
+    layers: list[tuple[Mapping[str, Any], Callable[[str], str]]] = [
         (_file_values(file, root), lambda name: str(file.path)) if file and root else ({}, str),
         (above.env, lambda name: KEYS[name].env),
         (above.flags, lambda name: KEYS[name].flag),

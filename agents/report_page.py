@@ -79,7 +79,7 @@ def notes_of(data: dict[str, Any], changed: set[str]) -> list[Note]:
     notes = []
     for key, kind in (("left_for_humans", "left for you"), ("advisories", "performance advisory")):
         for item in data.get(key) or []:
-            fix = next(iter((item.get("fix") or {}).values()), {})
+            fix: dict[str, Any] = next(iter((item.get("fix") or {}).values()), {})
             said = [item.get("message", ""), f"— what to do: {fix.get('hint') or 'see the rule'}"]
             if item.get("reason") and item["reason"] != fix.get("hint"):
                 said.append(f"({item['reason']})")

@@ -9,14 +9,15 @@ list of those steps.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from torchport.tools.repowalk import exclude_spec, is_excluded
 
 from . import kernel_lane, rewriter
-from .state import Settings, decision, scan_filters
+from .state import AgentEdit, Settings, decision, scan_filters
 
 
 @dataclass
@@ -28,27 +29,30 @@ class RewriteRound:
     usage: dict[str, Any]
     client: Any = None  # LLMClient, or None when no LLM is configured or none is needed
     log: list[dict[str, Any]] = field(default_factory=list)
-    agent_edits: list[dict[str, Any]] = field(default_factory=list)
+    agent_edits: list[AgentEdit] = field(default_factory=list)
     # how the original called its kernel sites (its reference run), once it has run
     kernel_calls: list[dict[str, Any]] = field(default_factory=list)
     kernel_files: set[str] = field(default_factory=set)  # files of kernel sites asked about
+    scan_file: str | None = None  # the plan's scan (State.plan_scan), which the codemods read
 
     def run_codemods(self) -> None:
         s = self.settings
+        given: Mapping[str, Any] = s  # run_id: the front doors' key, not one Settings lists
         self.overlay, summary = rewriter.codemods(
             self.source,
             s["target"],
             s.get("select", []),
             s.get("annotate", False),
-            run=s.get("run_id"),
+            run=given.get("run_id"),
             filters=scan_filters(s),
             safe_only=bool(s.get("safe_only")),
+            scan_file=self.scan_file,
         )
         self.log.append(decision("rewrite", "codemods", **summary))
 
     def refused(self) -> rewriter.Refusals:
         """What the codemods refused to port, with why (the LLM's other work)."""
-        return rewriter.refusals(self.source, self.settings)
+        return rewriter.refusals(self.source, self.settings, self.scan_file)
 
     def excluded(self, rel: str) -> bool:
         """A file the run leaves alone (``exclude``): no model edits it either."""
@@ -76,7 +80,8 @@ class RewriteRound:
             self.overlay = before
             rewriter.reject(record, f"edited an excluded file: {', '.join(strayed)}")
         self.usage = add_usage(self.usage, record["usage"])
-        self.agent_edits.extend({**e, "by": "llm", "for": why} for e in record["edits"])
+        made = ({**e, "by": "llm", "for": why} for e in record["edits"])
+        self.agent_edits.extend(cast(AgentEdit, edit) for edit in made)  # the repair's JSON
         self.log.append(decision("rewrite", f"LLM {record['status']}", **_brief(record)))
 
     def ask_llm_about_constructs(self, limit: int, say: Any) -> None:

@@ -33,7 +33,7 @@ from torchport.tools.report.counts import count_constructs
 from torchport.tools.scanner import ScanOptions, scan
 
 from .defaults import MAX_TURNS
-from .state import scan_filters
+from .state import AgentEdit, scan_filters
 from .workspace import changed_files, materialize, python_sources
 
 if TYPE_CHECKING:
@@ -53,6 +53,7 @@ def _codemod_result(
     run: str | None,
     filters: Mapping[str, tuple[str, ...]],
     safe_only: bool = False,
+    scan_file: str | None = None,
 ) -> MigrationResult:
     options = MigrateOptions(
         target=target,
@@ -60,9 +61,10 @@ def _codemod_result(
         dry_run=True,
         annotate=annotate,
         safe_only=safe_only,
-        **filters,
+        skip=filters.get("skip", ()),
+        exclude=filters.get("exclude", ()),
     )
-    return computed_migration(source, options, run)
+    return computed_migration(source, options, run, scan_file)
 
 
 def codemods(
@@ -73,12 +75,16 @@ def codemods(
     run: str | None = None,
     filters: Mapping[str, tuple[str, ...]] | None = None,
     safe_only: bool = False,
+    scan_file: str | None = None,
 ) -> tuple[dict[str, str], dict[str, Any]]:
     """The catalogue's automatic fixes for ``target``: the first overlay and a summary;
-    ``filters`` (``state.scan_filters``) are the rules and files the run leaves alone.
+    ``filters`` (``state.scan_filters``) are the rules and files the run leaves alone;
+    ``scan_file`` the plan's scan (``State.plan_scan``), read instead of scanning again.
 
     Computed once for ``run``: the report reads the same result (``agents.deliver``)."""
-    result = _codemod_result(source, target, select, annotate, run, filters or {}, safe_only)
+    result = _codemod_result(
+        source, target, select, annotate, run, filters or {}, safe_only, scan_file
+    )
     overlay = {c.path: c.after for c in result.changes}
     totals = count_constructs(result).totals()
     summary = {
@@ -107,7 +113,14 @@ def apply_rules(
     run skips and files it excludes (``filters``) stay as they are.
     """
     materialize(source, overlay, work)
-    options = MigrateOptions(target=target, select=tuple(rules), dry_run=True, **(filters or {}))
+    filters = filters or {}
+    options = MigrateOptions(
+        target=target,
+        select=tuple(rules),
+        dry_run=True,
+        skip=filters.get("skip", ()),
+        exclude=filters.get("exclude", ()),
+    )
     result = migrate(work, options)
     updated = dict(overlay)
     for change in result.changes:
@@ -279,7 +292,7 @@ def with_missing_imports(text: str, path: str) -> tuple[str, list[str]]:
 Refusals = dict[tuple[str, str, str], str]  # (path, rule, the line's text) -> why
 
 
-def refusals(source: Path, settings: dict[str, Any]) -> Refusals:
+def refusals(source: Path, settings: Mapping[str, Any], scan_file: str | None = None) -> Refusals:
     """The constructs the codemods were meant to port but refused, each with the reason
     (``FusedLAMB``: torch.optim has no LAMB). Read from the rewrite's own result."""
     result = _codemod_result(
@@ -290,6 +303,7 @@ def refusals(source: Path, settings: dict[str, Any]) -> Refusals:
         settings.get("run_id"),
         scan_filters(settings),
         bool(settings.get("safe_only")),
+        scan_file,
     )
     return {(f.path, f.rule, f.snippet.strip()): why for f, why in result.unapplied}
 
@@ -305,7 +319,7 @@ def llm_constructs(
     source: Path,
     overlay: dict[str, str],
     work: Path,
-    settings: dict[str, Any],
+    settings: Mapping[str, Any],
     refused: Refusals | None = None,
 ) -> list[dict[str, Any]]:
     """The catalogue's ``llm`` constructs in the current migration, bottom-up per file, and
@@ -314,7 +328,11 @@ def llm_constructs(
     materialize(source, overlay, work)
     target = settings["target"]
     select = tuple(settings.get("select") or ())
-    scanned = scan(work, ScanOptions(target=target, select=select, **scan_filters(settings)))
+    left_alone = scan_filters(settings)
+    options = ScanOptions(
+        target=target, select=select, skip=left_alone["skip"], exclude=left_alone["exclude"]
+    )
+    scanned = scan(work, options)
     items = []
     for f in scanned.findings:
         kind, hint = f.fix[target]["kind"], f.fix[target]["hint"]
@@ -416,7 +434,7 @@ def _is_import(line: str) -> bool:
 
 
 def edit_request(
-    edit: dict[str, Any], overlay: dict[str, str], verification: dict[str, Any], target: str
+    edit: AgentEdit, overlay: dict[str, str], verification: Mapping[str, Any], target: str
 ) -> dict[str, Any] | None:
     """Revisit an earlier LLM edit after a parity failure, showing what it replaced.
 
@@ -447,7 +465,7 @@ def edit_request(
     }
 
 
-def edit_span(edit: dict[str, Any], text: str | None) -> tuple[int, int] | None:
+def edit_span(edit: AgentEdit, text: str | None) -> tuple[int, int] | None:
     """The lines an earlier edit's new text has in ``text`` (found by its text: later
     edits moved it), or None where that text is gone."""
     after = edit.get("after") or ""
@@ -458,7 +476,7 @@ def edit_span(edit: dict[str, Any], text: str | None) -> tuple[int, int] | None:
 
 
 def failure_request(
-    diagnosis: dict[str, Any], verification: dict[str, Any], target: str
+    diagnosis: dict[str, Any], verification: Mapping[str, Any], target: str
 ) -> dict[str, Any] | None:
     """A verifier failure as a repair request, when it points at a file of the program."""
     path, line = diagnosis.get("file"), diagnosis.get("line")

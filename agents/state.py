@@ -10,6 +10,8 @@ from __future__ import annotations
 import operator
 from typing import Annotated, Any, Literal, TypedDict
 
+from .run_record import EnvironmentRecord, RunRecord
+
 
 class Settings(TypedDict, total=False):
     source: str  # the original repository (read only)
@@ -21,10 +23,13 @@ class Settings(TypedDict, total=False):
     verify: bool
     steps: int
     timeout_s: float
+    devices: int  # --devices: what device_count() answers in both runs (RunLimits.devices)
+    keep_args: bool  # --keep-args: the programs' size and time arguments left as given
+    run_id: str  # the run's id, as the front door chose it (its folder, its checkpoints)
     memory_mb: int
     isolation: str
     deps: str  # --deps: auto, none, or a requirements file
-    tolerance: dict[str, Any]  # --tolerance and the project's config (verifier.policy_for)
+    tolerance: dict[str, Any]  # --tolerance and the project's config (tolerance.policies_for)
     python: str | None  # --python: an interpreter whose packages the runs may use
     max_iterations: int  # rewrite -> verify rounds after the first
     max_llm_tokens: int
@@ -70,9 +75,28 @@ class VerificationRecord(TypedDict, total=False):
     failure: dict[str, Any] | None  # the failing target run, what diagnose reads
     caveat: str
     kernel_check: dict[str, Any] | None  # the differential check at the kernel call sites
+    code: str  # the reason as a stable code (verdicts.Reason)
 
 
 FixKind = Literal["rules", "llm", "constructs"]
+
+# An edit beyond the codemods (``llm.toolbox.EditRecord.to_json``), with who made it and
+# for what (``for`` is a keyword, hence the functional form).
+AgentEdit = TypedDict(
+    "AgentEdit",
+    {
+        "path": str,
+        "start_line": int,
+        "end_line": int,
+        "before": str,
+        "after": str,
+        "reason": str,
+        "tool": str,
+        "by": str,  # llm
+        "for": str,  # the construct or failure the model was asked about
+    },
+    total=False,
+)
 
 
 class NextFix(TypedDict, total=False):
@@ -94,7 +118,7 @@ class Best(TypedDict):
     """The best migration so far, which a worse repair is rolled back to."""
 
     overlay: dict[str, str]
-    agent_edits: list[dict[str, Any]]
+    agent_edits: list[AgentEdit]
     verification: VerificationRecord
     rank: int
     iteration: int
@@ -103,15 +127,16 @@ class Best(TypedDict):
 class State(TypedDict, total=False):
     settings: Settings
     plan: PlanRecord
+    plan_scan: str | None  # the file in the run's folder holding the plan's scan (save_scan)
     overlay: dict[str, str]  # repo-relative path -> migrated text, changed files only
     iteration: int  # verify rounds done
-    reference: dict[str, Any] | None  # the original's run, made once
-    environment: dict[str, Any] | None  # the dependency overlay the runs use, made once
+    reference: RunRecord | None  # the original's run, made once
+    environment: EnvironmentRecord | None  # the dependency overlay the runs use, made once
     verification: VerificationRecord | None  # the latest verdict
     diagnosis: dict[str, Any] | None  # diagnose.Diagnosis.to_json
     next_fix: NextFix | None  # what the rewriter should try next
     decisions: Annotated[list[dict[str, Any]], operator.add]  # every node's choices, in order
-    agent_edits: list[dict[str, Any]]  # edits beyond the codemods, in the current overlay
+    agent_edits: list[AgentEdit]  # edits beyond the codemods, in the current overlay
     # The best migration so far (overlay, agent_edits, verification, rank): a repair that
     # makes things worse is undone, and the report delivers the best, not the last.
     best: Best | None

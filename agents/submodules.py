@@ -17,6 +17,7 @@ from pathlib import Path
 from torchport.sandbox.safepath import read_inside
 
 from .unimportable import V
+from .verdicts import Reason, Verdict
 
 _SECTION = re.compile(r'^\s*\[submodule\s+"([^"]*)"\]\s*$')
 _ENTRY = re.compile(r"^\s*(path|url)\s*=\s*(.*?)\s*$")
@@ -76,7 +77,7 @@ def name_empty_submodule(v: V, root: Path) -> V:
         frame = error.get("frame") or {}
         where = f" at {frame['file']}:{frame['line']}" if frame.get("file") else ""
         origin = f" ({sub.url})" if sub.url else ""
-        v.verdict = "not-runnable"
+        v.verdict, v.code = Verdict.NOT_RUNNABLE, Reason.EMPTY_SUBMODULE
         v.reason = (
             f"the repository's git submodule {sub.path}{origin} is empty in this copy, and "
             f"the program imports {top} from it{where}: No module named '{found.group(1)}'"

@@ -15,6 +15,9 @@ from typing import Any
 
 from torchport.tools.depresolve import installed_version
 
+from .results import Verification
+from .verdicts import Reason
+
 # torch==2.0.0 (pip), pytorch::pytorch=2.0.0 / pytorch=2.0 (conda); not pytorch-cuda=11.7
 _PIN = re.compile(r"(?:^|::)(?:py)?torch\s*={1,2}\s*(\d+)\.(\d+)(?:\.\d+)?\s*$")
 ORIGINAL_FAILS = "the original fails here too: "
@@ -32,10 +35,10 @@ def torch_pin(environment: Mapping[str, Any]) -> tuple[str, str] | None:
     return None
 
 
-def with_torch_pin(v: Any, environment: Mapping[str, Any]) -> Any:
+def with_torch_pin(v: Verification, environment: Mapping[str, Any]) -> Verification:
     """A reason that blames the original while the repository pins another torch says so."""
     pin = torch_pin(environment)
-    if pin is None or not str(v.reason).startswith(ORIGINAL_FAILS):
+    if pin is None or v.code != Reason.BOTH_FAIL or not v.reason.startswith(ORIGINAL_FAILS):
         return v
     requirement, where = pin
     here = _torch_version()

@@ -12,11 +12,15 @@ cannot have it, and what to do.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from fnmatch import fnmatchcase
 from functools import cache
 from typing import Any, Protocol, TypeVar
 
 from torchport.tools.catalogue import load_catalogue
+
+from .run_record import RunRecord
+from .verdicts import Reason, Verdict
 
 
 class Judged(Protocol):
@@ -25,8 +29,9 @@ class Judged(Protocol):
 
     verdict: str
     reason: str
-    reference: dict[str, Any] | None
-    target: dict[str, Any] | None
+    code: str
+    reference: RunRecord | None
+    target: RunRecord | None
     next_step: str
 
 
@@ -52,7 +57,7 @@ def cuda_only_module(module: str) -> str | None:
     return None
 
 
-def _missing(result: dict[str, Any] | None) -> tuple[str, dict[str, Any]] | None:
+def _missing(result: Mapping[str, Any] | None) -> tuple[str, Mapping[str, Any]] | None:
     """The CUDA-only library a failed run could not import, with the run's error."""
     if not result or result.get("status") == "ok":
         return None
@@ -76,7 +81,8 @@ def unimportable_port(v: V, target: str) -> V:
     where = f"{frame['file']}:{frame['line']}" if frame.get("file") and frame.get("line") else ""
     code = str(frame.get("code") or f"import {library}").strip()
     original_too = _missing(v.reference) is not None
-    v.verdict = "not-runnable" if original_too else "failed"
+    v.verdict = Verdict.NOT_RUNNABLE if original_too else Verdict.FAILED
+    v.code = Reason.PORT_CANNOT_IMPORT
     v.reason = (
         f"the port cannot import: it keeps `{code}`"
         + (f" ({where})" if where else "")

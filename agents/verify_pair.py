@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .run_record import RunRecord
+
 MEMINFO = Path("/proc/meminfo")
 # The harness's phases (sandbox.harness.PHASES) that are start-up, before the program.
 START_UP = ("prepare", "sandbox", "interpreter", "activation")
@@ -80,21 +82,21 @@ def schedule(memory_mb: int, available_mb: int | None, cpus: int) -> Schedule:
 class Pair:
     """Both runs' results, and the wall time of each call (a cache read is one too)."""
 
-    reference: dict[str, Any]
-    migrated: dict[str, Any]
+    reference: RunRecord
+    migrated: RunRecord
     reference_s: float = 0.0
     migrated_s: float = 0.0
 
 
-def _timed(call: Callable[[], dict[str, Any]]) -> tuple[dict[str, Any], float]:
+def _timed(call: Callable[[], RunRecord]) -> tuple[RunRecord, float]:
     started = time.perf_counter()
     result = call()
     return result, time.perf_counter() - started
 
 
 def run_both(
-    reference: Callable[[], dict[str, Any]],
-    migrated: Callable[[], dict[str, Any]],
+    reference: Callable[[], RunRecord],
+    migrated: Callable[[], RunRecord],
     together: bool,
 ) -> Pair:
     """Call both; ``reference`` in a thread of its own when ``together``, with the caller's
@@ -105,13 +107,13 @@ def run_both(
         ref, ref_s = _timed(reference)
         result, result_s = _timed(migrated)
         return Pair(ref, result, ref_s, result_s)
-    outcome: dict[str, Any] = {}
+    box: dict[str, Any] = {}
 
     def run_reference() -> None:
         try:
-            outcome["result"] = _timed(reference)
+            box["result"] = _timed(reference)
         except BaseException as exc:  # re-raised in the caller's thread
-            outcome["error"] = exc
+            box["error"] = exc
 
     thread = threading.Thread(
         target=contextvars.copy_context().run, args=(run_reference,), daemon=True
@@ -119,9 +121,9 @@ def run_both(
     thread.start()
     result, result_s = _timed(migrated)
     thread.join()
-    if "error" in outcome:
-        raise outcome["error"]
-    ref, ref_s = outcome["result"]
+    if "error" in box:
+        raise box["error"]
+    ref, ref_s = box["result"]
     return Pair(ref, result, ref_s, result_s)
 
 
@@ -136,7 +138,7 @@ def serialised(say: Callable[[str], None]) -> Callable[[str], None]:
     return locked
 
 
-def run_timing(result: dict[str, Any], seconds: float) -> dict[str, Any]:
+def run_timing(result: RunRecord, seconds: float) -> dict[str, Any]:
     """One run's wall time in the verification, its phases and their start-up total."""
     timing: dict[str, Any] = {"seconds": round(seconds, 3)}
     phases = dict(result.get("phases") or {})
@@ -152,7 +154,7 @@ def timings(
     compare_s: float,
     total_s: float,
     plan: Schedule,
-    again: tuple[dict[str, Any], float] | None = None,
+    again: tuple[RunRecord, float] | None = None,
 ) -> dict[str, Any]:
     """The verdict's ``timings``: its fields are documented and checked in
     ``tests/data/verification.schema.json``. ``reference_source`` is ``run`` (run

@@ -18,7 +18,9 @@ from torchport.tools.sourcefile import read_exact
 
 from . import library_patch, loosening, runs, verifier
 from .environment import prepare_environment
+from .run_record import EnvironmentRecord, RunRecord
 from .state import PlanRecord
+from .verdicts import Reason, Verdict
 from .workspace import materialize
 
 MAX_PATCHED = library_patch.MAX_FILES
@@ -29,8 +31,8 @@ class VerifyOutcome:
     """The verdict, and what a later round reuses instead of making again."""
 
     verification: verifier.Verification
-    reference: dict[str, Any] | None  # the original's run (None when not runnable)
-    environment: dict[str, Any] | None  # the dependency overlay the runs used
+    reference: RunRecord | None  # the original's run (None when not runnable)
+    environment: EnvironmentRecord | None  # the dependency overlay the runs used
     # the overlay with the lines the original ran repaired (agents.legacy_repair); None: as given
     overlay: dict[str, str] | None = None
 
@@ -44,8 +46,8 @@ def verify_overlay(
     scratch: Path,
     say: Callable[[str], None],
     *,
-    reference: dict[str, Any] | None = None,
-    environment: dict[str, Any] | None = None,
+    reference: RunRecord | None = None,
+    environment: EnvironmentRecord | None = None,
 ) -> VerifyOutcome:
     """Run the original (unless ``reference`` is given) and the migration; judge them.
 
@@ -54,7 +56,8 @@ def verify_overlay(
     """
     why_not = plan.get("not_runnable")
     if why_not:
-        return VerifyOutcome(verifier.Verification("not-runnable", why_not), None, environment)
+        refused = verifier.Verification(Verdict.NOT_RUNNABLE, why_not, code=Reason.NO_ENTRY)
+        return VerifyOutcome(refused, None, environment)
     budget = verifier.budget_of(settings)
     if environment is None:
         environment = prepare_environment(
@@ -67,7 +70,7 @@ def verify_overlay(
         )
     work = materialize(source, dict(overlay), scratch / "work")
 
-    def verify(environment: dict[str, Any], reference: dict[str, Any] | None) -> Verified:
+    def verify(environment: EnvironmentRecord, reference: RunRecord | None) -> Verified:
         return verifier.verify_tree(
             source,
             work,
@@ -88,14 +91,14 @@ def verify_overlay(
     return VerifyOutcome(verification, ran, environment, _repaired(overlay, work, verification))
 
 
-Verified = tuple[verifier.Verification, dict[str, Any] | None]
+Verified = tuple[verifier.Verification, RunRecord | None]
 
 
 def _library_patched(
     v: verifier.Verification,
-    ran: dict[str, Any] | None,
-    verify: Callable[[dict[str, Any], dict[str, Any] | None], Verified],
-    environment: dict[str, Any],
+    ran: RunRecord | None,
+    verify: Callable[[EnvironmentRecord, RunRecord | None], Verified],
+    environment: EnvironmentRecord,
     where: tuple[str, Path],
 ) -> verifier.Verification:
     """``v``, or where the port failed on CUDA inside an installed library, the verdict of
@@ -107,7 +110,7 @@ def _library_patched(
         return v
     patched = scratch / library_patch.SITE
     shutil.rmtree(patched, ignore_errors=True)  # an earlier round's copies
-    patched_env = {**environment, "patched_site": str(patched)}
+    patched_env: EnvironmentRecord = {**environment, "patched_site": str(patched)}
     patches, current = [], v
     while len(patches) < MAX_PATCHED:
         inside = library_patch.failing_file(current.failure or {}, target, sites)

@@ -13,6 +13,7 @@ import signal
 from pathlib import Path
 from typing import Any
 
+from torchport.agents.verdicts import Verdict
 from torchport.tools.catalogue import TARGETS
 
 from .options import (
@@ -188,7 +189,7 @@ def run(args: argparse.Namespace) -> int:
         return fail(f"cannot use {out}: {exc}")
     finally:
         signal.signal(signal.SIGTERM, previous)
-    good = "verified" if not args.no_verify else "not verified"
+    good = "verified" if not args.no_verify else Verdict.NOT_VERIFIED
     if all(row["verdict"] == good for row in summary["repos"]):
         return EXIT_VERIFIED
     return EXIT_NOT_ALL

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from torchport.tools.catalogue import TARGETS
 
@@ -24,6 +24,9 @@ from .options import (
     budget_settings,
     fail,
 )
+
+if TYPE_CHECKING:
+    from langchain_core.runnables import RunnableConfig
 
 EXIT_OK, EXIT_INTERRUPTED, EXIT_ERROR = 0, 130, 2
 PROMPT = "torchport> "
@@ -117,7 +120,10 @@ def run(args: argparse.Namespace) -> int:
         except ConfigError as exc:
             return fail(str(exc))
         session_id = runs.new_run_id()
-    config = {"configurable": {"thread_id": f"chat-{session_id}"}, "recursion_limit": 200}
+    config: RunnableConfig = {
+        "configurable": {"thread_id": f"chat-{session_id}"},
+        "recursion_limit": 200,
+    }
     runtime = ChatRuntime(session_id, llm_factory(say), llm_flag=args.llm if args.resume else None)
     with open_checkpointer(runs.checkpoint_db()) as saver:
         app = session.build(runtime).compile(checkpointer=saver)
@@ -146,7 +152,12 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _converse(
-    app: Any, config: dict, renderer: Any, session_id: str, payload: Any, pending: Any
+    app: Any,
+    config: RunnableConfig,
+    renderer: Any,
+    session_id: str,
+    payload: Any,
+    pending: Any,
 ) -> int:
     """Run the graph to each question, ask it, feed the answer back, until the session ends."""
     from langgraph.types import Command
@@ -169,7 +180,7 @@ def _converse(
         return fail(f"{exc} (resume with: torchport chat --resume {session_id} --llm none)")
 
 
-def _drive(app: Any, payload: Any, config: dict[str, Any], renderer: Any) -> dict | None:
+def _drive(app: Any, payload: Any, config: RunnableConfig, renderer: Any) -> dict | None:
     """Run the graph until it waits for the person (returns what it asks) or ends (None)."""
     from torchport.agents.checkpoints import DURABILITY
 

@@ -76,7 +76,7 @@ def _list(value: str, allowed: tuple[str, ...], what: str) -> list[str]:
 def run(args: argparse.Namespace) -> int:
     import shutil
 
-    from torchport.agents.verifier import RunLimits
+    from torchport.agents.reference_runs import RunLimits
     from torchport.evals import leaderboard
     from torchport.evals.runner import print_progress, run_all
 

@@ -10,12 +10,18 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from torchport.agents.data_notes import data_notes
+from torchport.agents.verdicts import Verdict
 from torchport.tools.catalogue import TARGETS, load_catalogue
 from torchport.tools.safetext import terminal_line, terminal_text
+
+if TYPE_CHECKING:
+    from torchport.agents.state import State
+    from torchport.tools.migration_result import MigrationResult
 
 from .options import (
     add_agent_limits,
@@ -227,7 +233,12 @@ def run(args: argparse.Namespace) -> int:
     return _print(args, final, migration_result, verification_record)
 
 
-def _print(args: argparse.Namespace, final: dict[str, Any], migration_result, record) -> int:
+def _print(
+    args: argparse.Namespace,
+    final: State,
+    migration_result: Callable[[State], MigrationResult],
+    record: Callable[[State, str], dict[str, Any]],
+) -> int:
     from torchport.agents import config_record
     from torchport.agents.deliver import sandbox_used
     from torchport.agents.environment import summary_line
@@ -239,12 +250,14 @@ def _print(args: argparse.Namespace, final: dict[str, Any], migration_result, re
         unified_diff,
     )
 
-    settings = final["settings"]
+    # read as plain mappings: the run's settings and verification hold keys their TypedDicts
+    # do not list yet (the configuration, next_step)
+    settings: Mapping[str, Any] = final["settings"]
     result = migration_result(final)
-    written = next(
+    written: Mapping[str, Any] = next(
         (d for d in reversed(final.get("decisions", [])) if d.get("node") == "deliver"), {}
     )
-    verdict = final.get("outcome", "not verified")
+    verdict = final.get("outcome", Verdict.NOT_VERIFIED)
     if args.format == "json":
         data = migration_to_dict(result)
         data.update(output=written.get("output"), branch=written.get("branch"))
@@ -262,15 +275,15 @@ def _print(args: argparse.Namespace, final: dict[str, Any], migration_result, re
         print(f"{result.target}: {one_line_summary(result)}{llm}")
         if settings.get(config_record.KEY):  # a run resumed from before it was kept: none
             print(terminal_line(config_record.summary(settings[config_record.KEY])))
-        v = final.get("verification") or {}
+        v: Mapping[str, Any] = final.get("verification") or {}
         reason = f" — {terminal_line(v['reason'])}" if v.get("reason") else ""
         print(f"verdict: {terminal_line(verdict)}{reason}")
         if v.get("next_step"):
             print(f"next step: {terminal_line(v['next_step'])}")
         for note in data_notes(v.get("target")):
             print(terminal_line(note))
-        if final.get("environment"):
-            print(terminal_line(summary_line(final["environment"])))
+        if environment := final.get("environment"):
+            print(terminal_line(summary_line(environment)))
         for used in sandbox_used(v):
             runs = " and ".join(used["runs"])
             print(f"sandbox ({runs}): {used['backend']} — {used['isolates']}")
@@ -283,6 +296,6 @@ def _print(args: argparse.Namespace, final: dict[str, Any], migration_result, re
             if written.get(key):
                 print(f"{key}: {terminal_line(written[key])}")
         print(f"run: {settings.get('run_id')}")
-    ok = verdict == "verified" or not settings.get("verify", True)
+    ok = verdict == Verdict.VERIFIED or not settings.get("verify", True)
     left = count_constructs(result).left  # advisories do not fail a run
     return EXIT_CLEAN if (ok and not left) or args.exit_zero else EXIT_FINDINGS

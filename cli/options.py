@@ -138,7 +138,7 @@ def in_range(bound: Bound) -> Callable[[str], int | float]:
             value = (int if bound.integer else float)(text)
         except ValueError:
             value = None
-        if not bound.holds(value):
+        if value is None or not bound.holds(value):
             raise argparse.ArgumentTypeError(f"must be {bound.describe()}, not {text!r}")
         return value
 
@@ -313,7 +313,7 @@ def budget_settings(args: Any) -> dict[str, Any]:
 
 def tolerance_flag(text: str) -> str:
     """An argparse ``type`` for --tolerance: auto or a policy of the verifier's table."""
-    from torchport.agents.verifier import policies
+    from torchport.agents.tolerance import policies
 
     if text != "auto" and text not in policies():
         names = ", ".join(("auto", *policies()))

@@ -16,6 +16,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from torchport.agents.verdicts import Verdict
 from torchport.tools.safetext import csv_cell, markdown_code, markdown_text, uri_path
 
 from .charts import CHARTS, write_charts
@@ -40,7 +41,7 @@ def summarize(results: list[dict[str, Any]]) -> dict[str, Any]:
         table[mode] = {
             "success": sum(r["success"] for r in rows) / len(rows),
             "n": len(rows),
-            "verified": sum(r["verdict"] == "verified" for r in rows),
+            Verdict.VERIFIED: sum(r["verdict"] == Verdict.VERIFIED for r in rows),
             "by_difficulty": per_difficulty,
             "precision": sum(r["precision"] for r in rows) / len(rows),
             "recall": sum(r["recall"] for r in rows) / len(rows),

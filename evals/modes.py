@@ -14,13 +14,14 @@ from __future__ import annotations
 import re
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from torchport.agents import verifier
-from torchport.agents.verifier import RunLimits
+from torchport.agents.reference_runs import RunLimits
+from torchport.agents.verdicts import Reason, Verdict
 from torchport.sandbox import astparse
 from torchport.sandbox.modes import EMULATED
 
@@ -34,7 +35,7 @@ class Migration:
     """What a mode produced: a migrated tree and how it got there."""
 
     output: Path
-    verification: dict[str, Any]
+    verification: Mapping[str, Any]
     preload: tuple[str, ...] = ()
     llm: dict[str, Any] = field(default_factory=dict)
     iterations: int = 0
@@ -76,7 +77,7 @@ def agent_graph(llm: str) -> Callable[..., Migration]:
             "isolation": budget.isolation,
         }
         final = graph.start(settings, runtime)
-        verification = final.get("verification") or {"verdict": "not-runnable"}
+        verification = final.get("verification") or {"verdict": Verdict.NOT_RUNNABLE}
         return Migration(
             output=out,
             verification=verification,
@@ -108,7 +109,9 @@ def shim(task: Task, target: str, out: Path, budget: RunLimits, cache: Path) -> 
     _copy(task, out)
     if target not in EMULATED:
         reason = f"the runtime shim needs an emulated device; {target} has none"
-        verification = verifier.Verification("not-runnable", reason).to_json()
+        verification = verifier.Verification(
+            Verdict.NOT_RUNNABLE, reason, code=Reason.SHIM_NEEDS_DEVICE
+        ).to_json()
         return Migration(out, verification, TRANSFER)
     return Migration(out, verify_tree(task, out, target, budget, cache, TRANSFER), TRANSFER)
 

@@ -12,13 +12,15 @@ import multiprocessing
 import os
 import sys
 import traceback
+from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from torchport.agents.verifier import RunLimits
+from torchport.agents.reference_runs import RunLimits
+from torchport.agents.verdicts import Verdict
 from torchport.sandbox.isolation import hide_own_secrets
 from torchport.tools.atomicfile import atomic_write
 from torchport.tools.safetext import terminal_line
@@ -75,8 +77,10 @@ def evaluate(task: Task, mode: str, target: str, work: Path, budget: RunLimits) 
     parity = v.get("parity") or {}
     candidate = tree_edits(task.repo, out)
     golden = task.golden(target)
-    edit_score = score(candidate, golden_tree_edits(task.repo, golden) if golden.is_dir() else {})
-    expected = task.expected.get(target, "verified")
+    # no golden for this target: nothing to match (an empty Counter; `&` refuses a dict)
+    golden_edits = golden_tree_edits(task.repo, golden) if golden.is_dir() else Counter()
+    edit_score = score(candidate, golden_edits)
+    expected = task.expected.get(target, Verdict.VERIFIED)
     verdict = str(v.get("verdict"))
     usage = migration.llm
     return Result(
@@ -119,7 +123,7 @@ def _job(task: Task, mode: str, target: str, work: Path, budget: RunLimits) -> d
             target,
             task.difficulty,
             task.family,
-            task.expected.get(target, "verified"),
+            task.expected.get(target, Verdict.VERIFIED),
             "error",
             False,
             f"{type(exc).__name__}: {exc}",

@@ -13,9 +13,9 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from torchport.agents.verdicts import Verdict
 from torchport.tools.catalogue import TARGETS
 
-VERDICTS = ("verified", "ran", "failed", "not-runnable")
 DIFFICULTIES = ("easy", "medium", "hard", "control")
 
 
@@ -71,9 +71,11 @@ def load_task(folder: Path) -> Task:
     difficulty = str(need("difficulty"))
     if difficulty not in DIFFICULTIES:
         raise SuiteError(f"{path}: difficulty {difficulty!r} is not one of {DIFFICULTIES}")
-    expected = dict(need("expected"))  # type: ignore[arg-type]
+    expected = need("expected")
+    if not isinstance(expected, dict):
+        raise SuiteError(f"{path}: expected is not a table of target = verdict")
     for target, verdict in expected.items():
-        if target not in TARGETS or verdict not in VERDICTS:
+        if target not in TARGETS or verdict not in Verdict.judged():
             raise SuiteError(f"{path}: expected {target} = {verdict!r} is not a target/verdict")
     if not (folder / "repo").is_dir():
         raise SuiteError(f"{folder}: no repo/ folder")

@@ -102,9 +102,7 @@ def install() -> None:
     _patch(cuda.amp, "autocast", functools.partial(torch.autocast, DEVICE, dtype=torch.bfloat16))
     _patch(cuda.amp, "GradScaler", functools.partial(torch.amp.GradScaler, DEVICE))
 
-    original_autocast = torch.autocast
-
-    class autocast(original_autocast):
+    class autocast(torch.autocast):  # the real one: the patch below comes after
         def __init__(self, device_type: str, *args: Any, **kwargs: Any) -> None:
             super().__init__(_device(device_type), *args, **kwargs)
 

@@ -156,7 +156,7 @@ def install(budget: Budget) -> Budget:
     _tag_scaled_losses()
     original_backward = torch.Tensor.backward
 
-    def backward(self: torch.Tensor, *args: Any, **kwargs: Any):
+    def backward(self: torch.Tensor, *args: Any, **kwargs: Any) -> None:
         # A TorchFunctionMode (the reference shim's) re-enters Tensor.backward through
         # torch's override machinery: record the outermost call only.
         outer = not budget._in_backward

@@ -306,7 +306,7 @@ class Collector:
         while self._accept(sel):
             pass
         for key in list(sel.get_map().values()):
-            if isinstance(key.data, _Feed):
+            if isinstance(key.data, _Feed) and isinstance(key.fileobj, socket.socket):
                 conn, feed = key.fileobj, key.data
                 with contextlib.suppress(OSError):
                     while not feed.closed and (chunk := conn.recv(65536)):

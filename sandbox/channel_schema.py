@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeGuard
 
 # JSON nested deeper than this, or with more items, is not something torchport sent.
 MAX_DEPTH = 12
@@ -37,7 +37,7 @@ def _int(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
-def _num(v: Any) -> bool:
+def _num(v: Any) -> TypeGuard[int | float]:
     return isinstance(v, int | float) and not isinstance(v, bool)
 
 
@@ -130,10 +130,10 @@ def check_summary(value: Any) -> dict[str, Any] | None:
     shape = value.get("shape")
     if not (isinstance(shape, list) and len(shape) <= 16 and all(_int(d) for d in shape)):
         return None
-    numbers = {k: value.get(k) for k in SUMMARY_FIELDS}
-    if not all(_num(v) for v in numbers.values()):
+    numbers = {k: float(v) for k in SUMMARY_FIELDS if _num(v := value.get(k))}
+    if len(numbers) != len(SUMMARY_FIELDS):
         return None
     return {
         "shape": shape,
-        **{k: float(v) if math.isfinite(v) else math.nan for k, v in numbers.items()},
+        **{k: v if math.isfinite(v) else math.nan for k, v in numbers.items()},
     }

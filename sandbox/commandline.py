@@ -311,6 +311,7 @@ class _Rewriter:
 
     def number(self, option: str, value: str) -> str:
         name = normalized(option)
+        small: int | None
         if name in RANK_COUNTS:
             small, why = self.devices, "ranks (the devices a run has)"
         else:

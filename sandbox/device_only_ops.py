@@ -140,7 +140,7 @@ def batch_norm_backward_reduce(
     grad_weight = (sum_dy_xmu * invstd).to(dtype) if weight_g else None
     grad_bias = sum_dy.to(dtype) if bias_g else None
     if not input_g:
-        sum_dy = sum_dy_xmu = None
+        return None, None, grad_weight, grad_bias
     return sum_dy, sum_dy_xmu, grad_weight, grad_bias
 
 

@@ -67,7 +67,7 @@ def spawn_children_safely() -> None:
     Idempotent."""
     from multiprocessing import util
 
-    original = util._args_from_interpreter_flags
+    original = util._args_from_interpreter_flags  # type: ignore[attr-defined]  # private, not in typeshed
     if getattr(original, "torchport", False):
         return
 
@@ -75,5 +75,5 @@ def spawn_children_safely() -> None:
         args = original()
         return args if "-I" in args or "-P" in args else [*args, "-P"]
 
-    flags.torchport = True  # type: ignore[attr-defined]
-    util._args_from_interpreter_flags = flags
+    flags.__dict__["torchport"] = True  # a mark on the function: patched once
+    util._args_from_interpreter_flags = flags  # type: ignore[attr-defined]  # private, not in typeshed

@@ -11,9 +11,10 @@ from types import ModuleType
 from typing import Any
 
 
-class PatchingLoader:
+class PatchingLoader(importlib.abc.Loader):
     """The real loader, then the patch (a failed patch leaves the real module as is, and
-    says so on stderr: never break the program's import over a patch)."""
+    says so on stderr: never break the program's import over a patch). What it does not
+    define itself (get_code, is_package, resources) is the real loader's."""
 
     def __init__(self, real: Any, patch: Callable[[ModuleType], None]) -> None:
         self._real, self._patch = real, patch

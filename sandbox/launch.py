@@ -250,7 +250,7 @@ def leave(code: int) -> NoReturn:
     # threading (a ThreadPoolExecutor's, which tells its idle workers to stop), then a join
     # of every non-daemon thread. Joining alone waited forever on an executor's idle
     # worker (bitsandbytes' reference run sat 250 s in teardown until its time ran out).
-    threading._shutdown()
+    threading._shutdown()  # type: ignore[attr-defined]  # CPython's own exit step, not in typeshed
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):  # a closed or broken stream: nothing to flush

@@ -52,9 +52,10 @@ class Bound:
         kind = numbers.Integral if self.integer else numbers.Real  # numpy's numbers too
         if isinstance(value, bool) or not isinstance(value, kind):
             return False
-        if not math.isfinite(value) or value > self.high:
+        number = int(value) if isinstance(value, numbers.Integral) else float(value)
+        if not math.isfinite(number) or number > self.high:
             return False
-        return value > self.low if self.above else value >= self.low
+        return number > self.low if self.above else number >= self.low
 
     def check(self, name: str, value: object, error: type[ValueError] = ValueError) -> None:
         """Raise ``error`` naming ``name`` unless ``value`` is in range."""

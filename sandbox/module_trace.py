@@ -25,7 +25,10 @@ import inspect
 import io
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import torch
 
 SAMPLE = 256  # values noted per tensor, at fixed positions
 MAX_CALLS = 1500  # module calls noted in the step (the channel takes 2M values)
@@ -97,7 +100,7 @@ def _where(trace: Trace, module: Any) -> str:
     return trace.places[cls]
 
 
-def _place(trace: Trace, cls: type) -> str:
+def _place(trace: Trace, cls: type[torch.nn.Module]) -> str:
     forward = cls.forward
     try:
         filename = os.path.realpath(inspect.getsourcefile(forward) or "")

@@ -88,8 +88,8 @@ def pin_own_package() -> None:
     torchport first imports it, inside the run."""
     package = sys.modules.get("torchport")
     path = getattr(package, "__path__", None)
-    if path is not None and not isinstance(path, list):
-        package.__path__ = list(path)  # type: ignore[union-attr]
+    if package is not None and path is not None and not isinstance(path, list):
+        package.__path__ = list(path)
 
 
 def program_path() -> list[str]:

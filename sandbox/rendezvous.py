@@ -53,7 +53,7 @@ def _resolve(host: str) -> set[str] | None:
         infos = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
     except (OSError, UnicodeError):
         return None
-    return {info[4][0].split("%")[0] for info in infos}
+    return {str(info[4][0]).split("%")[0] for info in infos}
 
 
 def refusal(host: str, *, resolve: bool = True) -> str | None:
@@ -69,8 +69,8 @@ def refusal(host: str, *, resolve: bool = True) -> str | None:
         found: set[str] | None = {str(ipaddress.ip_address(host))}
     except ValueError:
         found = _resolve(host) if resolve else sandbox_names().get(host.lower())
-        if not found:
-            return "the name does not resolve inside the sandbox"
+    if not found:
+        return "the name does not resolve inside the sandbox"
     addresses = {ipaddress.ip_address(a) for a in found}
     outside = sorted(str(a) for a in addresses if not (a.is_loopback or a.is_unspecified))
     if outside:
@@ -137,7 +137,9 @@ def _guarded(real: Any) -> Any:
             kwargs["timeout"] = bounded_timeout(kwargs.get("timeout"))
         return real(*given, **kwargs)
 
-    init_process_group.__wrapped__ = real  # type: ignore[attr-defined]
+    functools.update_wrapper(
+        init_process_group, real, assigned=(), updated=()
+    )  # sets __wrapped__ only
     return init_process_group
 
 

@@ -469,9 +469,10 @@ def _wrap_process_entry() -> None:
     forkserver and fork children leave with ``os._exit``, past any atexit handler."""
     from multiprocessing.process import BaseProcess
 
-    if getattr(BaseProcess._bootstrap, "torchport", False):
+    real_bootstrap = BaseProcess._bootstrap  # type: ignore[attr-defined]  # every child's private entry, not in typeshed
+    if getattr(real_bootstrap, "torchport", False):
         return
-    real_bootstrap, real_run = BaseProcess._bootstrap, BaseProcess.run
+    real_run = BaseProcess.run
 
     def _bootstrap(self: BaseProcess, *args: Any, **kwargs: Any) -> int:
         code = real_bootstrap(self, *args, **kwargs)
@@ -487,6 +488,6 @@ def _wrap_process_entry() -> None:
                 session.error = error_of(exc)
             raise
 
-    _bootstrap.torchport = True  # type: ignore[attr-defined]
-    BaseProcess._bootstrap = _bootstrap  # type: ignore[method-assign]
-    BaseProcess.run = run  # type: ignore[method-assign]
+    _bootstrap.__dict__["torchport"] = True  # a mark on the function: wrapped once
+    BaseProcess._bootstrap = _bootstrap  # type: ignore[attr-defined]  # private, as above
+    BaseProcess.run = run  # type: ignore[method-assign]  # every child's run, wrapped

@@ -141,7 +141,7 @@ def _wrap(spec: str, module: ModuleType, attribute: str) -> None:
         _note(spec, module, root, args, kwargs)
         return real(*args, **kwargs)
 
-    recorded.torchport_site = spec  # type: ignore[attr-defined]
+    recorded.__dict__["torchport_site"] = spec
     setattr(owner, name, staticmethod(recorded) if owner is not module else recorded)
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from torchport.agents import attribution
+from torchport.agents.verdicts import Reason
 from torchport.agents.verifier import RunLimits, judge, policies, verify_tree
 
 FP32 = policies()["fp32"]
@@ -166,7 +167,7 @@ def test_a_standin_below_the_floor_the_program_checks_is_named() -> None:
     )
     # a floor with no stand-in served: the program's own failure
     real = judge(_failed(error), _failed(error), FP32, "tpu")
-    assert real.reason.startswith("the original fails here too") and real.attribution is None
+    assert real.code == Reason.BOTH_FAIL and real.attribution is None
 
 
 def test_a_column_a_standin_dataset_lacks_is_the_standins() -> None:
@@ -250,7 +251,7 @@ def test_a_package_only_torchports_environment_has_is_not_the_ports_failure() ->
 def test_a_failure_nothing_of_torchports_touched_is_still_the_originals() -> None:
     error = {"type": "KeyError", "message": "'lr'", "frame": {"file": "train.py", "line": 4}}
     v = judge(_failed(error), _failed(error), FP32, "tpu")
-    assert v.reason == "the original fails here too: train.py:4: KeyError: 'lr'"
+    assert v.code == Reason.BOTH_FAIL and v.reason.endswith(": train.py:4: KeyError: 'lr'")
     assert v.attribution is None and v.next_step  # the diagnosis's hint
 
 

@@ -228,3 +228,19 @@ def test_a_task_is_in_the_kernel_family_by_its_tag():
     tasks = {t.name: t for t in load_suite("builtin")}
     assert tasks["load-inline-kernel"].family == "kernels"
     assert tasks["apex-fused"].family == "libraries"
+
+
+def test_a_target_with_no_golden_is_scored_against_no_edits(suite, tmp_path, monkeypatch):
+    """A task without golden/<target> (here: neuron) has no golden edits; its score was a
+    TypeError (a Counter & a dict) before the evaluation ever reported."""
+
+    def migrate(task, target, out, budget, cache):
+        shutil.copytree(task.repo, out, dirs_exist_ok=True)
+        (out / "train.py").write_text(GOLDEN)
+        return modes.Migration(out, {"verdict": "not-runnable", "reason": "not run here"})
+
+    monkeypatch.setitem(modes.RUNNERS, "unverified", migrate)
+    task = load_suite(suite, ["linear"])[0]
+    assert not task.golden("neuron").is_dir()
+    result = evaluate(task, "unverified", "neuron", tmp_path / "work", BUDGET)
+    assert (result.precision, result.recall) == (0.0, 1.0)  # two edits, none golden

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 
@@ -9,8 +10,8 @@ import pytest
 from torchport.cli.main import main
 from torchport.tools import migrate as migrate_module
 from torchport.tools import scanner
-from torchport.tools.migrate import MigrateOptions, computed_migration, migrate
-from torchport.tools.migration_memo import remembered_scan
+from torchport.tools.migrate import MigrateOptions, computed_migration, migrate, scan_options_of
+from torchport.tools.migration_memo import load_scan, save_scan
 
 PROGRAM = """\
 import torch
@@ -82,21 +83,43 @@ def test_a_kept_result_is_computed_again_when_the_tree_changes(tmp_path, passes)
     assert len(passes) == 3
 
 
-def test_a_kept_scan_is_made_again_when_the_tree_changes_or_for_another_run(tmp_path, scans):
+def test_a_kept_scan_is_read_only_while_it_is_of_the_same_tree_and_options(tmp_path, scans):
+    """The plan's scan, kept in the run's folder, stands in for the migration's own scan
+    only for the tree it was made of, unchanged, with the same options."""
     src = tmp_path / "src"
     src.mkdir()
     (src / "a.py").write_text(PROGRAM)
     options = scanner.ScanOptions(target="tpu")
-    first = remembered_scan(src, options, "run-1")
-    assert any("synchronize" in f.snippet for f in first.findings)
-    first.findings.clear()  # a caller's changes to its copy never reach the next caller
-    assert remembered_scan(src, options, "run-1").findings and len(scans) == 1
+    made = scanner.scan(src, options)
+    kept = save_scan(tmp_path / "run" / "plan-scan.json", src, options, made)
+    read = load_scan(kept, src, options)
+    assert read is not None and len(scans) == 1
+    assert read.findings == made.findings and read.entrypoints == made.entrypoints
+    assert any("synchronize" in f.snippet for f in read.findings)
+    assert load_scan(kept, src, dataclasses.replace(options, target="xla")) is None
+    assert load_scan(tmp_path / "run" / "none.json", src, options) is None
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "a.py").write_text(PROGRAM)
+    assert load_scan(kept, other, options) is None  # the same files, another tree
     (src / "a.py").write_text(PROGRAM.replace("torch.cuda.synchronize()\n", ""))
-    changed = remembered_scan(src, options, "run-1")
-    assert len(scans) == 2 and changed.findings
-    assert not any("synchronize" in f.snippet for f in changed.findings)
-    remembered_scan(src, options, "run-2")
-    assert len(scans) == 3
+    assert load_scan(kept, src, options) is None  # the tree changed since
+    assert len(scans) == 1  # reading a kept scan never scans
+
+
+def test_a_migration_given_the_plans_scan_does_not_scan_again(tmp_path, scans):
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "a.py").write_text(PROGRAM)
+    options = MigrateOptions(target="tpu")
+    kept = save_scan(
+        tmp_path / "plan-scan.json",
+        src,
+        scan_options_of(options),
+        scanner.scan(src, scan_options_of(options)),
+    )
+    result = computed_migration(src, options, "run-1", kept)
+    assert len(scans) == 1 and "torch.cuda." not in result.changes[0].after
 
 
 @pytest.mark.slow

@@ -4,17 +4,16 @@ writes them (no programs are run here: ``judge`` is pure)."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import math
 
 import pytest
-from torchport.agents.verifier import (
-    choose_policy,
-    compare_outputs,
-    compare_series,
-    judge,
-    policies,
-    unsupported_target,
-)
+from torchport.agents.comparison import compare_outputs, compare_series
+from torchport.agents.judging import RAN_STEPS, judge, next_step
+from torchport.agents.results import Verification
+from torchport.agents.tolerance import choose_policy, policies
+from torchport.agents.verdicts import Reason, Verdict
+from torchport.agents.verifier import unsupported_target
 
 FP32 = policies()["fp32"]
 BF16 = policies()["bf16"]
@@ -77,7 +76,8 @@ def test_outputs_compare_shapes_then_statistics():
 
 def test_verified_when_losses_match():
     v = judge(run(losses=[2.3, 2.2]), run(losses=[2.3, 2.2]), FP32, "tpu")
-    assert v.verdict == "verified" and "2 steps" in v.reason and v.failure is None
+    assert v.verdict == "verified" and v.code == Reason.NUMBERS_MATCH and v.failure is None
+    assert "2 steps" in v.reason
 
 
 def test_a_reference_with_stand_ins_says_so():
@@ -114,8 +114,7 @@ def test_an_original_the_kernel_runner_refuses_leaves_the_port_at_ran():
     )
     ref = run("failed", error={"type": "RuntimeError", "message": message, "frame": None})
     v = judge(ref, run(losses=[1.0]), FP32, "tpu")
-    assert v.verdict == "ran" and message in v.reason
-    assert v.reason.endswith("the migration ran, with nothing to compare it with")
+    assert v.verdict == "ran" and v.code == Reason.BEYOND_CPU_RUNNER and message in v.reason
     # any other failure of the original still makes the port not-runnable
     other = run("failed", error={"type": "OSError", "message": "CUDA_HOME is not set"})
     assert judge(other, run(losses=[1.0]), FP32, "tpu").verdict == "not-runnable"
@@ -124,7 +123,8 @@ def test_an_original_the_kernel_runner_refuses_leaves_the_port_at_ran():
 def test_parity_mismatch_is_a_classified_failure():
     v = judge(run(losses=[2.3, 2.2]), run(losses=[2.3, 2.5]), FP32, "tpu")
     assert v.verdict == "failed"
-    assert v.failure["error"]["type"] == "ParityMismatch" and "step 2" in v.reason
+    assert v.failure["error"]["type"] == "ParityMismatch" and v.code == Reason.NUMBERS_DIFFER
+    assert "step 2" in v.reason
 
 
 def test_a_crash_of_the_migration_fails_with_its_error():
@@ -138,13 +138,13 @@ def test_a_crash_of_the_migration_fails_with_its_error():
 def test_missing_data_in_both_runs_is_not_runnable():
     error = {"type": "FileNotFoundError", "message": "[Errno 2] No such file: 'data.csv'"}
     v = judge(run("failed", error=error), run("failed", error=error), FP32, "tpu")
-    assert v.verdict == "not-runnable"
-    assert v.reason == "the original fails here too: FileNotFoundError: " + error["message"]
-    # Whatever the error: the verdict's first words say the original fails as well. When
-    # the migration fails for want of CUDA, it is the port's failure too.
+    assert v.verdict == "not-runnable" and v.code == Reason.BOTH_FAIL
+    assert v.reason.endswith(": FileNotFoundError: " + error["message"])
+    # Whatever the error: the verdict says the original fails as well. When the migration
+    # fails for want of CUDA, it is the port's failure too.
     cuda = {"type": "AssertionError", "message": "Torch not compiled with CUDA enabled"}
     v = judge(run("failed", error=cuda), run("failed", error=cuda), FP32, "tpu")
-    assert v.verdict == "failed" and v.reason.startswith("the original fails here too: ")
+    assert v.verdict == "failed" and v.code == Reason.PORT_NEEDS_CUDA
 
 
 def _fails_at(line, steps, message="boom"):
@@ -172,15 +172,15 @@ def test_matching_steps_then_the_same_failure_verify_with_a_caveat():
     v = judge(_fails_at(41, 2), _fails_at(41, 2), FP32, "tpu")
     assert (v.verdict, v.parity.steps) == ("verified", 2)
     assert v.caveat == "both runs then fail the same way at train.py:41: RuntimeError: boom"
-    assert v.reason.startswith("2 steps match the original") and v.reason.endswith(v.caveat)
+    assert v.code == Reason.MATCH_THEN_SHARED_FAILURE and v.reason.endswith(v.caveat)
     assert v.to_json()["caveat"] == v.caveat and v.failure is None
     # ... not when the losses differ, the failure is elsewhere, or no step was taken
     drift = _fails_at(41, 2)
     drift["losses"] = [2.3, 2.9]
     for other in (drift, _fails_at(42, 2), _fails_at(41, 0)):
         v = judge(_fails_at(41, 2), other, FP32, "tpu")
-        assert v.verdict == "not-runnable" and v.caveat == ""
-        assert v.reason.startswith("the original fails here too: train.py:41: RuntimeError")
+        assert v.verdict == "not-runnable" and v.caveat == "" and v.code == Reason.BOTH_FAIL
+        assert "train.py:41: RuntimeError" in v.reason
     v = judge(_fails_at(41, 2), _fails_at(42, 2, "other"), FP32, "tpu")
     assert "the migration fails otherwise: RuntimeError: other" in v.reason
     assert v.failure["error"]["frame"]["line"] == 42
@@ -206,19 +206,29 @@ def test_matching_steps_then_the_same_failure_verify_with_a_caveat():
 def test_a_failing_original_is_named_however_the_migration_went():
     failed_ref = run("failed", error={"type": "RuntimeError", "message": "no driver"})
     v = judge(failed_ref, run(losses=[1.0]), FP32, "tpu")
-    assert v.verdict == "not-runnable"
-    assert v.reason == "the original fails here, the migration does not: RuntimeError: no driver"
+    assert v.verdict == "not-runnable" and v.code == Reason.ORIGINAL_FAILS
+    assert v.reason.endswith(": RuntimeError: no driver")
 
 
 def test_running_on_the_cpu_is_not_verification():
     v = judge(run(losses=[1.0]), run(losses=[1.0], ops=0), FP32, "tpu")
-    assert v.verdict == "ran" and "on the CPU" in v.reason
+    assert v.verdict == "ran" and v.code == Reason.ON_THE_CPU
+    assert v.next_step == RAN_STEPS[Reason.ON_THE_CPU]
 
 
 def test_without_a_reference_or_numbers_the_verdict_is_ran():
     v = judge(None, run(losses=[1.0]), FP32, "tpu")
-    assert v.verdict == "ran" and "not run" in v.reason
-    assert judge(run(), run(), FP32, "tpu").verdict == "ran"
+    assert v.verdict == "ran" and v.code == Reason.ORIGINAL_NOT_RUN
+    nothing = judge(run(), run(), FP32, "tpu")
+    assert nothing.verdict == "ran" and nothing.code == Reason.NOTHING_TO_COMPARE
+
+
+def test_the_next_step_follows_the_reasons_code_not_its_words():
+    """Rewording a reason changes no next step: the step is looked up by the code."""
+    reworded = Verification(Verdict.RAN, "ran on the host only", code=Reason.ON_THE_CPU)
+    assert next_step(reworded, None, run(), "tpu") == RAN_STEPS[Reason.ON_THE_CPU]
+    no_code = Verification(Verdict.RAN, "it ran, but on the CPU: no operation reached it")
+    assert next_step(no_code, None, run(), "tpu") == ""
 
 
 def test_xla_without_torch_xla_is_not_runnable_and_emulated_targets_are():
@@ -234,7 +244,7 @@ def test_xla_without_torch_xla_is_not_runnable_and_emulated_targets_are():
 def test_a_cached_reference_run_is_reused_only_by_the_same_sandbox_code(tmp_path, monkeypatch):
     """The original's run is cached by its files, command and budget, and by torchport's
     sandbox code: a newer shim or step budget must not be handed yesterday's numbers."""
-    from torchport.agents import verifier
+    from torchport.agents import reference_runs, verifier
 
     root = tmp_path / "repo"
     root.mkdir()
@@ -248,6 +258,14 @@ def test_a_cached_reference_run_is_reused_only_by_the_same_sandbox_code(tmp_path
     first = verifier.reference_run(root, ["python", "train.py"], budget, cache)
     again = verifier.reference_run(root, ["python", "train.py"], budget, cache)
     assert first["status"] == "ok" and "cached" not in first and again.get("cached") is True
-    monkeypatch.setattr(verifier, "sandbox_digest", lambda: "another torchport")
+    monkeypatch.setattr(reference_runs, "sandbox_digest", lambda: "another torchport")
     after_upgrade = verifier.reference_run(root, ["python", "train.py"], budget, cache)
     assert after_upgrade["status"] == "ok" and "cached" not in after_upgrade
+
+
+def test_a_verification_reads_back_from_its_checkpointed_record():
+    v = judge(run(losses=[2.3, 2.2]), run(losses=[2.3, 2.5]), FP32, "tpu")
+    again = Verification.from_json(json.loads(json.dumps(v.to_json())))
+    assert again == v and again.parity is not None and again.parity.worst_step == 2
+    old = {"verdict": "ran", "reason": "written before the codes", "retired_field": 1}
+    assert Verification.from_json(old).code == Reason.NONE

@@ -147,6 +147,14 @@ def insert_import(
     return EditResult(new_source, first, first + max(len(added) - 1, 0))
 
 
+def _leading_lines(stmt: cst.BaseStatement) -> list[cst.EmptyLine]:
+    """The comments and blank lines above a statement (every libcst statement is a simple
+    line or a compound statement; both keep them)."""
+    if isinstance(stmt, cst.SimpleStatementLine | cst.BaseCompoundStatement):
+        return list(stmt.leading_lines)
+    return []
+
+
 def _statement_spans(
     wrapper: MetadataWrapper,
 ) -> list[tuple[int, cst.Module | cst.IndentedBlock, list[tuple[int, int]]]]:
@@ -254,10 +262,10 @@ def replace_lines(
     new_body = list(new_module.body) if new_module else []
     header = list(new_module.header) if new_module else []
     footer = list(new_module.footer) if new_module else []
-    kept_above = list(block.body[first].leading_lines)
+    kept_above = _leading_lines(block.body[first])
     if new_body:
         new_body[0] = new_body[0].with_changes(
-            leading_lines=[*kept_above, *header, *new_body[0].leading_lines]
+            leading_lines=[*kept_above, *header, *_leading_lines(new_body[0])]
         )
         carried = footer
     else:
@@ -266,7 +274,7 @@ def replace_lines(
     rest = list(block.body[last + 1 :])
     block_footer = list(block.footer)
     if rest:
-        rest[0] = rest[0].with_changes(leading_lines=[*carried, *rest[0].leading_lines])
+        rest[0] = rest[0].with_changes(leading_lines=[*carried, *_leading_lines(rest[0])])
     elif isinstance(block, cst.IndentedBlock) and not body:
         body = [cst.SimpleStatementLine([cst.Pass()], leading_lines=carried)]
     else:
@@ -274,11 +282,15 @@ def replace_lines(
     replacement = block.with_changes(body=[*body, *rest], footer=block_footer)
 
     class Swap(cst.CSTTransformer):
-        def leave_IndentedBlock(self, original_node, updated_node):
-            return replacement if original_node is block else updated_node
+        def leave_IndentedBlock(
+            self, original_node: cst.IndentedBlock, updated_node: cst.IndentedBlock
+        ) -> cst.BaseSuite:
+            if original_node is block and isinstance(replacement, cst.IndentedBlock):
+                return replacement
+            return updated_node
 
     module = wrapper.module
-    new_source = (replacement if module is block else module.visit(Swap())).code
+    new_source = (replacement if isinstance(replacement, cst.Module) else module.visit(Swap())).code
     _check(new_source, path)
     old_lines, new_lines = source.splitlines(True), new_source.splitlines(True)
     kept_after = len(old_lines) - end_line

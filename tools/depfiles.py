@@ -162,9 +162,10 @@ def dependencies_in_text(
 
 def requirement_strings(
     tree: ast.Module, keywords: frozenset[str] = _SETUP_KEYWORDS
-) -> list[ast.Constant]:
-    """String literals passed to ``setup(install_requires=..., extras_require=...)``."""
-    found = []
+) -> list[tuple[str, ast.Constant]]:
+    """String literals passed to ``setup(install_requires=..., extras_require=...)``: each
+    string with the node that holds it (its place in the file)."""
+    found: list[tuple[str, ast.Constant]] = []
     for node in ast.walk(tree):
         if not isinstance(node, ast.Call):
             continue
@@ -173,7 +174,7 @@ def requirement_strings(
                 continue
             keys = set(map(id, kw.value.keys)) if isinstance(kw.value, ast.Dict) else set()
             found += [
-                sub
+                (sub.value, sub)
                 for sub in ast.walk(kw.value)
                 if isinstance(sub, ast.Constant)
                 and isinstance(sub.value, str)
@@ -187,5 +188,5 @@ def dependencies_in_setup_py(
 ) -> list[Dependency]:
     keywords = _SETUP_RUNTIME_KEYWORDS if main_only else _SETUP_KEYWORDS
     strings = requirement_strings(tree, keywords)
-    entries = (_entry(s.value, path, s.lineno, rules) for s in strings)
+    entries = (_entry(text, path, node.lineno, rules) for text, node in strings)
     return [dep for dep in entries if dep]

@@ -329,7 +329,7 @@ def _imports(tree: ast.Module, lazy: bool = True) -> list[tuple[str, int]]:
 def _own_modules(root: Path, python_files: list[str]) -> set[str]:
     """Names the repository itself provides: every module file and every folder on the
     way to one (a script's folder is on its sys.path, and so are the root and src/)."""
-    names = set()
+    names: set[str] = set()
     for rel in python_files:
         parts = Path(rel).parts
         names.update(parts[:-1])
@@ -486,7 +486,7 @@ def resolve(root: Path, program: list[str] | None = None) -> Resolution:
             declared.append((Dependency(dist, "", rel, line, False), source))
     declared = [_with_asserted(dep, source, asserted) for dep, source in declared]
     declared += _runtimes(declared, names)
-    seen: set[str] = set()
+    seen: set[tuple[str, str]] = set()
     for dep, source in declared:
         kind, wanted = _classify(dep, source)
         if (kind, wanted.requirement) in seen:

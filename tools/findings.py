@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -105,6 +105,27 @@ class ScanResult:
     dependencies: list[Dependency] = field(default_factory=list)
     skipped: list[Skipped] = field(default_factory=list)
     elapsed_s: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        """Plain data that ``from_json`` reads back equal (a run keeps its plan's scan)."""
+        return {**asdict(self), "findings": [f.to_json() for f in self.findings]}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ScanResult:
+        return cls(
+            root=str(data["root"]),
+            target=data.get("target"),
+            files_scanned=int(data.get("files_scanned", 0)),
+            loc=int(data.get("loc", 0)),
+            findings=[Finding(**f) for f in data.get("findings", [])],
+            entrypoints=[
+                EntryPoint(**{**e, "reasons": tuple(e["reasons"])})
+                for e in data.get("entrypoints", [])
+            ],
+            dependencies=[Dependency(**d) for d in data.get("dependencies", [])],
+            skipped=[Skipped(**s) for s in data.get("skipped", [])],
+            elapsed_s=float(data.get("elapsed_s", 0.0)),
+        )
 
 
 # --- who a finding is for: the one definition every count uses ---------------------------

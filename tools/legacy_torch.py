@@ -58,7 +58,9 @@ def _data_of(node: cst.BaseExpression) -> cst.BaseExpression | None:
 def _zero_dim_pick(sites: Sequence[cst.CSTNode]) -> list[cst.CSTNode]:
     """Of the line's ``[0]`` subscripts: the ``x.data[0]`` ones (PyTorch 0.3's read of a
     scalar), else the single one; none when several leave no way to tell."""
-    data = [n for n in sites if isinstance(n, cst.Subscript) and _data_of(n.value) is not None]
+    data: list[cst.CSTNode] = [
+        n for n in sites if isinstance(n, cst.Subscript) and _data_of(n.value) is not None
+    ]
     return data or (list(sites) if len(sites) == 1 else [])
 
 
@@ -120,7 +122,9 @@ class _Replace(cst.CSTTransformer):
         self.chosen = {id(n) for n in chosen}
         self.change = change
 
-    def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode) -> cst.CSTNode:
+    def on_leave(  # type: ignore[override]  # libcst says a node leaves as its own class; a rule swaps `x.data[0]` for a call
+        self, original_node: cst.CSTNode, updated_node: cst.CSTNode
+    ) -> cst.CSTNode:
         if id(original_node) in self.chosen:
             return self.change(updated_node)
         return updated_node

@@ -27,10 +27,10 @@ from .catalogue import TARGETS
 from .codemods import Edit, migrate_python
 from .codemods.annotate import annotate_python
 from .codemods.text import migrate_text
-from .findings import Finding
+from .findings import Finding, ScanResult
 from .fix_safety import withheld_unless_safe
 from .gitsafe import Git, GitError
-from .migration_memo import key_of, remembered, remembered_scan
+from .migration_memo import key_of, load_scan, remembered
 from .migration_result import FileChange, MigrateOptions, MigrationResult
 from .notebooks import notebook_sources, replace_cell_sources
 from .output import nofollow
@@ -62,17 +62,17 @@ def migrate(
     options: MigrateOptions,
     progress: Callable[[str], None] | None = None,
     *,
-    run: str | None = None,
+    scanned: ScanResult | None = None,
 ) -> MigrationResult:
-    """The migration of the tree at ``path``; within an agent ``run``, the scan its plan
-    node made is reused (``remembered_scan``)."""
+    """The migration of the tree at ``path``, from ``scanned`` when the caller has the scan
+    of this tree with these options (an agent run's plan: ``migration_memo.load_scan``)."""
     say = progress or (lambda message: None)
     started = time.perf_counter()
     root = Path(path).resolve()
     _check_options(root, options)
     say(f"scanning {root}")
     scan_options = scan_options_of(options)
-    scanned = scan(root, scan_options) if run is None else remembered_scan(root, scan_options, run)
+    scanned = scan(root, scan_options) if scanned is None else _own_copy(scanned)
     result = MigrationResult(root, options.target, scanned)
     say(f"rewriting {len({f.path for f in scanned.findings})} files with findings")
     _rewrite(result, options)
@@ -84,17 +84,37 @@ def migrate(
 
 
 def computed_migration(
-    path: str | os.PathLike, options: MigrateOptions, run: str | None = None
+    path: str | os.PathLike,
+    options: MigrateOptions,
+    run: str | None = None,
+    scan_file: str | Path | None = None,
 ) -> MigrationResult:
     """``migrate(path, options)`` as a dry run, computed once per ``run`` and source tree.
 
     The agent graph asks for the codemods' result in its rewrite node, again to write the
-    report and again to print the summary; the scan and the codemods run only the first
-    time (``tools.migration_memo``). Nothing is written either way.
+    report and again to print the summary; the codemods run only the first time
+    (``tools.migration_memo``), from the plan's scan kept in ``scan_file`` while it is of
+    this tree and these options. Nothing is written either way.
     """
     options = dataclasses.replace(options, dry_run=True)
     root = Path(path).resolve()
-    return remembered(key_of(root, options, run), lambda: migrate(root, options, run=run))
+
+    def compute() -> MigrationResult:
+        kept = load_scan(scan_file, root, scan_options_of(options))
+        return migrate(root, options, scanned=kept)
+
+    return remembered(key_of(root, options, run), compute)
+
+
+def _own_copy(scanned: ScanResult) -> ScanResult:
+    """The caller's scan with lists of the migration's own (it adds and drops findings)."""
+    return dataclasses.replace(
+        scanned,
+        findings=list(scanned.findings),
+        entrypoints=list(scanned.entrypoints),
+        dependencies=list(scanned.dependencies),
+        skipped=list(scanned.skipped),
+    )
 
 
 def scan_options_of(options: MigrateOptions) -> ScanOptions:
@@ -143,6 +163,14 @@ def destination_of(root: Path, options: MigrateOptions) -> Destination | None:
         return Destination((root.parent / f"{root.name}-{name}-report").resolve(), "")
     out = options.out or root.parent / f"{root.name}-{options.target}"
     return Destination(Path(out).resolve(), REPORT)
+
+
+def _folder_written(root: Path, options: MigrateOptions) -> Destination:
+    """destination_of a run that writes a folder: neither --in-place nor --dry-run."""
+    dest = destination_of(root, options)
+    if dest is None:
+        raise MigrateError("an --in-place or --dry-run migration writes no folder")
+    return dest
 
 
 def _check_options(root: Path, options: MigrateOptions) -> None:
@@ -263,7 +291,15 @@ def _keyword_renames(rel: str, fixed: legacy_keyword.Repaired | None) -> list[Ed
     ]
 
 
-def _rewrite_python(result, rel, source, auto, manual, options, cell=None) -> str:
+def _rewrite_python(
+    result: _FileOutcome,
+    rel: str,
+    source: str,
+    auto: list[Finding],
+    manual: list[Finding],
+    options: MigrateOptions,
+    cell: int | None = None,
+) -> str:
     outcome = migrate_python(source, auto, options.target, rel, cell)
     result.edits += outcome.edits
     result.unapplied += outcome.unapplied
@@ -286,7 +322,14 @@ def scan_source_findings(text: str, rel: str, options: MigrateOptions) -> list[F
     return [f for f in found if f.fix[options.target]["kind"] != "auto"]
 
 
-def _rewrite_notebook(result, rel, text, auto, manual, options) -> str:
+def _rewrite_notebook(
+    result: _FileOutcome,
+    rel: str,
+    text: str,
+    auto: list[Finding],
+    manual: list[Finding],
+    options: MigrateOptions,
+) -> str:
     sources = notebook_sources(text)
     new_sources = {}
     earlier: set[str] = set()  # ``import x`` lines of the cells above, which run first
@@ -338,7 +381,7 @@ def _write(
         if options.in_place:
             _write_in_place(result, say, extra)
         elif options.branch:
-            _write_branch(result, options, say, extra)
+            _write_branch(result, options, options.branch, say, extra)
         else:
             _write_folder(result, options, say, extra, copy=True)
     say(f"wrote {len(result.changes)} changed files to {result.output}")
@@ -368,15 +411,16 @@ def _write_in_place(
 def _write_branch(
     result: MigrationResult,
     options: MigrateOptions,
+    branch: str,
     say: Callable[[str], None],
     extra: dict[str, str | bytes],
 ) -> None:
-    check_destination(result.root, destination_of(result.root, options), options.force)
-    result.branch = options.branch
+    check_destination(result.root, _folder_written(result.root, options), options.force)
+    result.branch = branch
     result.output = result.root
     message = f"torchport: migrate to {result.target} ({len(result.edits)} edits)"
     files = {c.path: c.after.encode("utf-8", "surrogateescape") for c in result.changes}
-    commit_on_branch(result.root, options.branch, files, message)
+    commit_on_branch(result.root, branch, files, message)
     _write_folder(result, options, say, extra, copy=False)  # the report beside the repository
 
 
@@ -388,7 +432,7 @@ def _write_folder(
     copy: bool,
 ) -> None:
     """Stage the migrated copy (or, without ``copy``, the report alone) and swap it in."""
-    dest = destination_of(result.root, options)
+    dest = _folder_written(result.root, options)
     if copy:
         result.output = dest.folder
     result.report_dir = dest.report_dir

@@ -9,29 +9,31 @@ gets the same result unless the tree changed under it. A resumed run in a new pr
 finds nothing here and computes it again, as before.
 
 The plan node scans the tree, and the migration it leads to scanned it again (a quarter
-of a rules-only run on small projects): ``remembered_scan`` keeps the plan's scan under
-the same kind of key: the run, the options and the tree's fingerprint.
+of a rules-only run on small projects): ``save_scan`` keeps the plan's scan in the run's
+own folder, which the graph's state names, with the options and the tree's fingerprint
+it was made with; ``load_scan`` gives it to the migration while both still hold.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from pathlib import Path
 
 from ..sandbox.safepath import digest_regular
+from .atomicfile import atomic_write
 from .findings import ScanResult, Skipped
 from .migration_result import FileChange, MigrateOptions, MigrationResult
 from .repowalk import walk_repo
-from .scanner import ScanOptions, scan
+from .scanner import ScanOptions
 
 KEEP = 8  # results held at once: a batch runs jobs in one process, one at a time
 
 _results: OrderedDict[Hashable, MigrationResult] = OrderedDict()
-_scans: OrderedDict[Hashable, ScanResult] = OrderedDict()
 _lock = threading.Lock()
 
 
@@ -85,35 +87,40 @@ def remembered(key: Hashable, compute: Callable[[], MigrationResult]) -> Migrati
     return _copy(kept)
 
 
-def remembered_scan(root: Path, options: ScanOptions, run: str) -> ScanResult:
-    """``scan(root, options)``, or a copy of the same scan of the same tree made earlier in
-    this process for the same ``run`` (the plan's, when the migration asks)."""
+def save_scan(path: Path, root: Path, options: ScanOptions, scanned: ScanResult) -> Path:
+    """Keep a plan's scan at ``path`` (the run's own folder, which the graph's state names),
+    with what it depends on: the migration of the same tree with the same options reads it
+    (``load_scan``) instead of scanning again, in this process or a resumed one."""
+    record = {
+        "root": str(root.resolve()),
+        "options": _options_record(options),
+        "fingerprint": tree_fingerprint(root.resolve()),
+        "scan": scanned.to_json(),
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(path, json.dumps(record))
+    return path
+
+
+def load_scan(path: str | Path | None, root: Path, options: ScanOptions) -> ScanResult | None:
+    """The scan kept at ``path`` when it is of ``root`` as it is now, with ``options``;
+    None otherwise (no file, another tree or options, or the tree changed since)."""
+    if not path:
+        return None
+    try:
+        record = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
     root = root.resolve()
-    key = (run, str(root), options, tree_fingerprint(root))
-    with _lock:
-        kept = _scans.get(key)
-        if kept is not None:
-            _scans.move_to_end(key)
-    if kept is None:
-        kept = scan(root, options)
-        with _lock:
-            _scans[key] = kept
-            while len(_scans) > KEEP:
-                _scans.popitem(last=False)
-    return dataclasses.replace(
-        kept,
-        findings=list(kept.findings),
-        entrypoints=list(kept.entrypoints),
-        dependencies=list(kept.dependencies),
-        skipped=list(kept.skipped),
-    )
+    if record.get("root") != str(root) or record.get("options") != _options_record(options):
+        return None
+    if record.get("fingerprint") != tree_fingerprint(root):
+        return None
+    return ScanResult.from_json(record["scan"])
 
 
-def forget() -> None:
-    """Drop every kept result (tests, and a long-lived process that wants its memory back)."""
-    with _lock:
-        _results.clear()
-        _scans.clear()
+def _options_record(options: ScanOptions) -> dict[str, object]:
+    return json.loads(json.dumps(dataclasses.asdict(options)))
 
 
 def _copy(result: MigrationResult) -> MigrationResult:

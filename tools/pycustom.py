@@ -11,6 +11,7 @@ import ast
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 from .pyimports import dotted_parts, qualified_name
 
@@ -40,7 +41,7 @@ class MatchContext:
     def qualname(self, node: ast.AST) -> str | None:
         return qualified_name(node, self.aliases)
 
-    def enclosing_training_loop(self, node: ast.AST) -> ast.AST | None:
+    def enclosing_training_loop(self, node: ast.AST | None) -> ast.AST | None:
         while node is not None:
             node = self.parents.get(id(node))
             if isinstance(node, ast.For | ast.While | ast.AsyncFor) and calls_backward(node):
@@ -54,23 +55,40 @@ class MatchContext:
         return self._loop_tensors[key]
 
 
+# The nodes that have a place in the source (typeshed gives ast.AST no lineno): what a
+# finding can point at.
+Located = ast.expr | ast.stmt | ast.keyword | ast.arg | ast.alias | ast.excepthandler | ast.pattern
+
+
+def _itself(node: Located, ctx: MatchContext) -> Located:
+    return node
+
+
 @dataclass(frozen=True)
 class CustomMatcher:
+    """A named matcher, called only on nodes of ``node_types``. Each matcher takes the
+    node classes it is registered for (``ast.If | ast.IfExp``), so the registry holds them
+    as taking Any: the dispatch on type(node) is what makes the call sound."""
+
     name: str
-    node_types: tuple[type, ...]
+    node_types: tuple[type[Located], ...]
     prefilter: str
-    match: Callable[[ast.AST, MatchContext], bool]
-    anchor: Callable[[ast.AST, MatchContext], ast.AST] = lambda node, ctx: node
+    match: Callable[[Any, MatchContext], bool]
+    anchor: Callable[[Any, MatchContext], Located] = _itself
 
 
 CUSTOM_MATCHERS: dict[str, CustomMatcher] = {}
+_Match = TypeVar("_Match", bound=Callable[..., bool])
 
 
-def custom(name: str, *node_types: type, prefilter: str, anchor=None):
-    def register(fn: Callable[[ast.AST, MatchContext], bool]):
-        CUSTOM_MATCHERS[name] = CustomMatcher(
-            name, node_types, prefilter, fn, anchor or (lambda node, ctx: node)
-        )
+def custom(
+    name: str,
+    *node_types: type[Located],
+    prefilter: str,
+    anchor: Callable[[Any, MatchContext], Located] = _itself,
+) -> Callable[[_Match], _Match]:
+    def register(fn: _Match) -> _Match:
+        CUSTOM_MATCHERS[name] = CustomMatcher(name, node_types, prefilter, fn, anchor)
         return fn
 
     return register
@@ -114,18 +132,20 @@ def _only_choices(statements: list[ast.stmt]) -> bool:
 
 
 @custom("cuda_else_cpu", ast.IfExp, ast.If, prefilter="cuda")
-def cuda_else_cpu(node: ast.AST, ctx: MatchContext) -> bool:
+def cuda_else_cpu(node: ast.IfExp | ast.If, ctx: MatchContext) -> bool:
     """One arm picks a CUDA device, the other the CPU: the target silently gets the CPU.
 
     An ``if`` statement counts only when its test asks about the GPU or both arms do
     nothing but assign: ``if ddp: <set up NCCL on cuda:RANK> else: device = "cpu"`` is not
     a device choice, and keeping one arm of it would delete the other's meaning."""
+    arms: tuple[list[ast.expr], list[ast.expr]] | tuple[list[ast.stmt], list[ast.stmt]]
     if isinstance(node, ast.IfExp):
         arms = ([node.body], [node.orelse])
     else:
         arms = (node.body, node.orelse)
         if not (
-            _asks_about_the_gpu(node.test) or (_only_choices(arms[0]) and _only_choices(arms[1]))
+            _asks_about_the_gpu(node.test)
+            or (_only_choices(node.body) and _only_choices(node.orelse))
         ):
             return False
     if not arms[1]:
@@ -138,8 +158,11 @@ def cuda_else_cpu(node: ast.AST, ctx: MatchContext) -> bool:
 CAPABILITY_APIS = frozenset({"torch.cuda.get_device_capability", "torch.cuda.is_bf16_supported"})
 
 
-def _test_of(node: ast.AST, ctx: MatchContext) -> ast.AST:
-    return node.test  # type: ignore[attr-defined]
+_Tested = ast.If | ast.IfExp | ast.While | ast.Assert
+
+
+def _test_of(node: _Tested, ctx: MatchContext) -> ast.expr:
+    return node.test
 
 
 @custom(
@@ -151,7 +174,7 @@ def _test_of(node: ast.AST, ctx: MatchContext) -> ast.AST:
     prefilter="capability|bf16_supported|major|minor",
     anchor=_test_of,
 )
-def capability_branch(node: ast.AST, ctx: MatchContext) -> bool:
+def capability_branch(node: _Tested, ctx: MatchContext) -> bool:
     """A branch whose test asks which CUDA GPU generation this is (capability, bf16, .major)."""
     for sub in ast.walk(node.test):
         if ctx.qualname(sub) in CAPABILITY_APIS:
@@ -187,10 +210,10 @@ def accelerate_fp16(node: ast.Call, ctx: MatchContext) -> bool:
         and value.func.id == BF16_MODE
     ):
         return False
-    literal = isinstance(value, ast.Constant) and isinstance(value.value, str)
-    return not (literal and value.value in PRECISIONS_KEPT) and not (
-        isinstance(value, ast.Constant) and value.value is None
-    )
+    if not isinstance(value, ast.Constant):
+        return True
+    kept = isinstance(value.value, str) and value.value in PRECISIONS_KEPT
+    return not kept and value.value is not None
 
 
 # The fields of a CUDA device's properties that tell its generation: its compute capability.
@@ -241,7 +264,8 @@ def device_type_compare(node: ast.Compare | ast.Call, ctx: MatchContext) -> bool
     ``device.startswith("cuda")``: a device test that is False on the target once the
     device it tests is renamed."""
     if isinstance(node, ast.Call):
-        return cuda_prefix_test(node) and names_a_device(node.func.value, ctx)
+        tested = _prefix_tested(node)
+        return tested is not None and names_a_device(tested, ctx)
     if not all(isinstance(op, ast.Eq | ast.NotEq | ast.In | ast.NotIn) for op in node.ops):
         return False
     operands = [node.left, *node.comparators]
@@ -279,27 +303,26 @@ def tests_another_value(node: ast.Constant, ctx: MatchContext) -> bool:
     """``"cuda"`` as what a value that is not the program's device is tested against
     (``str(read(node, "value")).startswith("cuda")``): neither TPD016 nor TPD002 renames it."""
     parent = ctx.parents.get(id(node))
-    if isinstance(parent, ast.Call) and cuda_prefix_test(parent) and parent.args[0] is node:
-        return not names_a_device(parent.func.value, ctx)
+    tested = _prefix_tested(parent) if isinstance(parent, ast.Call) else None
+    if tested is not None and isinstance(parent, ast.Call) and parent.args[0] is node:
+        return not names_a_device(tested, ctx)
     if isinstance(parent, ast.Compare):
         operands = [parent.left, *parent.comparators]
         return any(not names_a_device(n, ctx) for n in operands if not isinstance(n, ast.Constant))
     return False
 
 
-def cuda_prefix_test(node: ast.Call) -> bool:
-    """``x.startswith("cuda")`` (or ``"cuda:"``): the name's prefix is tested."""
+def _prefix_tested(node: ast.Call) -> ast.expr | None:
+    """``x.startswith("cuda")`` (or ``"cuda:"``): ``x``, whose prefix is tested; else None."""
     func = node.func
     if not (isinstance(func, ast.Attribute) and func.attr == "startswith"):
-        return False
+        return None
     if len(node.args) != 1 or node.keywords:
-        return False
+        return None
     first = node.args[0]
-    return (
-        isinstance(first, ast.Constant)
-        and isinstance(first.value, str)
-        and bool(CUDA_PREFIX.match(first.value))
-    )
+    if isinstance(first, ast.Constant) and isinstance(first.value, str):
+        return func.value if CUDA_PREFIX.match(first.value) else None
+    return None
 
 
 def _int_like(node: ast.AST | None) -> bool:
@@ -319,7 +342,7 @@ def _int_like(node: ast.AST | None) -> bool:
     prefilter=r"device_ids|output_device|\.to\(\s*(?:\d|[\w.]*(?:rank|gpu|dev))"
     r"|device\(\s*(?:\d|[\w.]*(?:rank|gpu|dev))|device\s*=\s*[\w.]*(?:rank|gpu|dev_id|device_id)",
 )
-def integer_device_id(node: ast.AST, ctx: MatchContext) -> bool:
+def integer_device_id(node: ast.keyword | ast.Call, ctx: MatchContext) -> bool:
     """A bare integer where a device is expected: PyTorch reads it as a CUDA ordinal."""
     if isinstance(node, ast.keyword):
         if node.arg in ("device_ids", "output_device"):
@@ -385,9 +408,10 @@ def _is_no_grad(expr: ast.AST, ctx: MatchContext) -> bool:
     return ctx.qualname(func) in _NO_GRAD
 
 
-def _backward_calls(loop: ast.AST) -> list[ast.Call]:
+def _backward_calls(loop: ast.AST) -> list[tuple[ast.Call, ast.expr]]:
+    """The ``x.backward()`` calls in ``loop``, each with its receiver ``x``."""
     return [
-        sub
+        (sub, sub.func.value)
         for sub in ast.walk(loop)
         if isinstance(sub, ast.Call)
         and isinstance(sub.func, ast.Attribute)
@@ -402,9 +426,8 @@ def calls_backward(loop: ast.AST) -> bool:
 
 def _backward_receivers(loop: ast.AST) -> set[str]:
     """Names that are tensors for sure: ``loss.backward()``, ``scaler.scale(loss).backward()``."""
-    names = set()
-    for call in _backward_calls(loop):
-        receiver = call.func.value  # type: ignore[attr-defined]
+    names: set[str] = set()
+    for _call, receiver in _backward_calls(loop):
         candidates = receiver.args if isinstance(receiver, ast.Call) else [receiver]
         names.update(c.id for c in candidates if isinstance(c, ast.Name))
     return names
@@ -459,7 +482,7 @@ def boolean_mask_index(node: ast.Subscript, ctx: MatchContext) -> bool:
 STEP_BOUNDARIES = frozenset({"sync", "mark_step", "optimizer_step", "MpDeviceLoader"})
 
 
-def _iter_of(node: ast.For, ctx: MatchContext) -> ast.AST:
+def _iter_of(node: ast.For, ctx: MatchContext) -> ast.expr:
     return node.iter
 
 
@@ -491,7 +514,7 @@ DEVICE_MOVES = frozenset({"to", "cuda"})
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module)
 
 
-def _scope_of(node: ast.AST, ctx: MatchContext) -> ast.AST | None:
+def _scope_of(node: ast.AST | None, ctx: MatchContext) -> ast.AST | None:
     while node is not None and not isinstance(node, _SCOPES):
         node = ctx.parents.get(id(node))
     return node
@@ -500,13 +523,13 @@ def _scope_of(node: ast.AST, ctx: MatchContext) -> ast.AST | None:
 def _optimizer_argument(node: ast.AST, ctx: MatchContext) -> bool:
     """``node`` sits in the arguments of a ``torch.optim`` constructor call (spelled out
     ``torch.optim.Adam`` counts where ``torch`` came from a star import)."""
-    node = ctx.parents.get(id(node))
-    while node is not None and not isinstance(node, ast.stmt):
-        if isinstance(node, ast.Call):
-            name = ctx.qualname(node.func) or ".".join(dotted_parts(node.func) or [])
+    current = ctx.parents.get(id(node))
+    while current is not None and not isinstance(current, ast.stmt):
+        if isinstance(current, ast.Call):
+            name = ctx.qualname(current.func) or ".".join(dotted_parts(current.func) or [])
             if name.startswith("torch.optim."):
                 return True
-        node = ctx.parents.get(id(node))
+        current = ctx.parents.get(id(current))
     return False
 
 
@@ -544,7 +567,7 @@ def optimizer_before_device_move(node: ast.Call, ctx: MatchContext) -> bool:
     scope = _scope_of(node, ctx)
     return scope is not None and any(
         isinstance(sub, ast.Call)
-        and sub.lineno > node.end_lineno
+        and sub.lineno > (node.end_lineno or node.lineno)
         and _moves_to_a_device(sub, func.value.id, ctx)
         and _scope_of(sub, ctx) is scope
         for sub in ast.walk(scope)
@@ -580,8 +603,11 @@ def _asks_for_the_wrapper(holder: str, tree: ast.AST, ctx: MatchContext) -> bool
         return ".".join(dotted_parts(node) or ()) == holder
 
     for node in ast.walk(tree):
-        wrapper_only = isinstance(node, ast.Attribute) and node.attr in DATA_PARALLEL_ONLY
-        if wrapper_only and named(node.value):
+        if (
+            isinstance(node, ast.Attribute)
+            and node.attr in DATA_PARALLEL_ONLY
+            and named(node.value)
+        ):
             return True
         if (
             isinstance(node, ast.Call)
@@ -922,6 +948,12 @@ def environ_key(target: ast.AST, ctx: MatchContext) -> str | None:
     return key.value if isinstance(key, ast.Constant) and isinstance(key.value, str) else None
 
 
+def _body(node: ast.AST) -> list[ast.stmt]:
+    """The statements of a block node (a function, a loop, a module), else none."""
+    body = getattr(node, "body", None)
+    return body if isinstance(body, list) else []
+
+
 def self_launched(node: ast.Call, ctx: MatchContext) -> bool:
     """``init_process_group`` in a body that assigned ``os.environ["RANK"]`` and
     ``os.environ["WORLD_SIZE"]`` in statements before it: the rank is its own launcher."""
@@ -929,12 +961,12 @@ def self_launched(node: ast.Call, ctx: MatchContext) -> bool:
         return False
     statement: ast.AST = node
     while (parent := ctx.parents.get(id(statement))) is not None and not (
-        isinstance(statement, ast.stmt) and statement in getattr(parent, "body", ())
+        isinstance(statement, ast.stmt) and statement in _body(parent)
     ):
         statement = parent
-    if parent is None:
+    if parent is None or not isinstance(statement, ast.stmt):
         return False
-    body = parent.body
+    body = _body(parent)
     before = body[: body.index(statement)]
     keys = {
         environ_key(target, ctx)

@@ -41,6 +41,8 @@ from .catalogue import Rule
 from .pycustom import (
     CUSTOM_MATCHERS,
     FALLBACK_PREFIXES,
+    CustomMatcher,
+    Located,
     MatchContext,
     calls_backward,
     runs_every_step,
@@ -86,7 +88,9 @@ class CompiledRules:
     strings: list[tuple[re.Pattern[str], Rule]] = field(default_factory=list)
     built: list[tuple[re.Pattern[str], Rule]] = field(default_factory=list)
     imports: list[tuple[re.Pattern[str], Rule]] = field(default_factory=list)
-    custom: dict[type, list[tuple[Rule, object]]] = field(default_factory=lambda: defaultdict(list))
+    custom: dict[type, list[tuple[Rule, CustomMatcher]]] = field(
+        default_factory=lambda: defaultdict(list)
+    )
     fallbacks: list[tuple[str, Rule]] = field(default_factory=list)
     claimed: list[re.Pattern[str]] = field(default_factory=list)
     tokens: set[str] = field(default_factory=set)
@@ -172,7 +176,7 @@ def _ref_token(pattern: str) -> str:
 
 def _string_prefilter(rule: Rule) -> list[str]:
     """The rule's own regex, unanchored: a literal's value appears verbatim in the file."""
-    pattern = rule.match.get("string") or rule.match.get("built_string")
+    pattern = str(rule.match.get("string") or rule.match["built_string"])
     return [pattern.removeprefix("^").removesuffix("$")]
 
 
@@ -187,7 +191,7 @@ class ModuleAnalyzer(ast.NodeVisitor):
         self.ctx: MatchContext | None = None
 
     # -- helpers ---------------------------------------------------------
-    def span(self, node: ast.AST) -> Span:
+    def span(self, node: Located) -> Span:
         return Span(
             node.lineno,
             self._char_col(node.lineno, node.col_offset) + 1,
@@ -201,7 +205,7 @@ class ModuleAnalyzer(ast.NodeVisitor):
             return byte_col
         return len(text.encode("utf-8")[:byte_col].decode("utf-8", errors="ignore"))
 
-    def add(self, rule: Rule, node: ast.AST) -> None:
+    def add(self, rule: Rule, node: Located) -> None:
         self.findings.append(RawFinding(rule.code, self.span(node)))
 
     # -- entry -----------------------------------------------------------
@@ -218,12 +222,17 @@ class ModuleAnalyzer(ast.NodeVisitor):
         self.visit(tree)
         return self.findings
 
+    @property
+    def context(self) -> MatchContext:
+        """The module's aliases and parents: ``run`` sets them before any node is visited."""
+        if self.ctx is None:
+            raise RuntimeError("ModuleAnalyzer.run() sets the match context first")
+        return self.ctx
+
     def generic_visit(self, node: ast.AST) -> None:
-        ctx = self.ctx
-        assert ctx is not None
-        handler = _HANDLERS.get(type(node))
-        if handler is not None:
-            handler(self, node)
+        ctx = self.context
+        if isinstance(node, ast.Name | ast.Attribute):
+            self._reference(node)
         for rule, matcher in self.rules.custom.get(type(node), ()):
             if matcher.name not in FALLBACK_PREFIXES and matcher.match(node, ctx):
                 self.add(rule, matcher.anchor(node, ctx))
@@ -237,7 +246,7 @@ class ModuleAnalyzer(ast.NodeVisitor):
 
     # -- node kinds ------------------------------------------------------
     def _reference(self, node: ast.Name | ast.Attribute) -> None:
-        ctx = self.ctx
+        ctx = self.context
         parent = self.parents.get(id(node))
         if isinstance(parent, ast.Attribute) and parent.value is node:
             return  # not the whole chain
@@ -259,8 +268,8 @@ class ModuleAnalyzer(ast.NodeVisitor):
         if not matched and not any(rx.match(qualname) for rx in self.rules.claimed):
             for prefix, rule in self.rules.fallbacks:
                 if qualname.startswith(prefix) or qualname == prefix.rstrip("."):
-                    anchor = parent if _is_called(node, parent) else node
-                    self.add(rule, anchor)
+                    called = isinstance(parent, ast.Call) and parent.func is node
+                    self.add(rule, parent if isinstance(parent, ast.Call) and called else node)
                     break
 
     def _attribute_of_object(self, node: ast.Attribute) -> None:
@@ -268,16 +277,20 @@ class ModuleAnalyzer(ast.NodeVisitor):
             self.add(rule, node)
 
     def visit_Call(self, node: ast.Call) -> None:
-        func = node.func
+        func, ctx = node.func, self.context
         is_method = isinstance(func, ast.Attribute) and func.attr in self.rules.methods
-        if is_method and qualified_name(func, self.ctx.aliases) is None:
+        if (
+            isinstance(func, ast.Attribute)
+            and is_method
+            and qualified_name(func, ctx.aliases) is None
+        ):
             for rule in self.rules.methods[func.attr]:
                 if rule.match.get("in_training_loop") and not (
-                    self.ctx.in_training_loop and runs_every_step(node, self.ctx)
+                    ctx.in_training_loop and runs_every_step(node, ctx)
                 ):
                     continue
                 # the ref modifiers (str_arg, without_kw, ...) hold for methods too
-                if _ref_matches(rule.match, func, node, self.ctx) is not None:
+                if _ref_matches(rule.match, func, node, ctx) is not None:
                     self.add(rule, node)
         for kw in node.keywords:
             for rule in self.rules.kwargs.get(kw.arg or "", ()):
@@ -295,7 +308,7 @@ class ModuleAnalyzer(ast.NodeVisitor):
             and not _is_docstring(node, self.parents)
             and not _names_a_device_kind(node, self.parents)
             and not _names_an_attribute(node, self.parents)
-            and not tests_another_value(node, self.ctx)
+            and not tests_another_value(node, self.context)
         ):
             for rx, rule in self.rules.strings:
                 if rx.search(node.value):
@@ -310,7 +323,7 @@ class ModuleAnalyzer(ast.NodeVisitor):
         self.generic_visit(node)
 
     def visit_BinOp(self, node: ast.BinOp) -> None:
-        if isinstance(node.op, ast.Mod | ast.Add) and _is_str(node.left):
+        if isinstance(node.op, ast.Mod | ast.Add) and _str_value(node.left) is not None:
             parent = self.parents.get(id(node))
             # "cuda:" + str(a) + str(b) is nested BinOps; report the outermost once.
             if not (isinstance(parent, ast.BinOp) and parent.left is node):
@@ -328,26 +341,19 @@ class ModuleAnalyzer(ast.NodeVisitor):
     visit_ImportFrom = visit_Import
 
 
-def _reference_handler(analyzer: ModuleAnalyzer, node: ast.AST) -> None:
-    analyzer._reference(node)
-
-
-_HANDLERS = {ast.Name: _reference_handler, ast.Attribute: _reference_handler}
-
-
 def _is_called(node: ast.AST, parent: ast.AST | None) -> bool:
     return isinstance(parent, ast.Call) and parent.func is node
 
 
 def _ref_matches(
-    m: dict, node: ast.AST, parent: ast.AST | None, ctx: MatchContext
-) -> ast.AST | None:
+    m: dict, node: ast.expr, parent: ast.AST | None, ctx: MatchContext
+) -> ast.expr | None:
     """The node to report when this reference satisfies the rule's modifiers, else None."""
     called = _is_called(node, parent)
     if m.get("called") is False:
         return None if called else node
     if m.get("decorator"):
-        target = parent if called else node
+        target = parent if isinstance(parent, ast.Call) and called else node
         holder = ctx.parents.get(id(target))
         if not (
             isinstance(holder, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
@@ -360,9 +366,9 @@ def _ref_matches(
     )
     if needs_call and not called:
         return None
-    if not called:
+    if not called or not isinstance(parent, ast.Call):
         return node
-    call: ast.Call = parent  # type: ignore[assignment]
+    call = parent
     if "str_arg" in m and not _str_arg_matches(call, m["str_arg"]):
         return None
     if "kw_contains" in m:
@@ -395,7 +401,8 @@ def _str_arg_matches(call: ast.Call, spec: dict) -> bool:
         value = call.args[spec["pos"]]
     if value is None:
         return bool(spec.get("missing"))
-    return _is_str(value) and re.search(spec["pattern"], value.value) is not None
+    text = _str_value(value)
+    return text is not None and re.search(spec["pattern"], text) is not None
 
 
 def _subtree_has_str(node: ast.AST, rx: re.Pattern[str]) -> bool:
@@ -405,14 +412,17 @@ def _subtree_has_str(node: ast.AST, rx: re.Pattern[str]) -> bool:
     return False
 
 
-def _is_str(node: ast.AST | None) -> bool:
-    return isinstance(node, ast.Constant) and isinstance(node.value, str)
+def _str_value(node: ast.AST | None) -> str | None:
+    """The string a literal ``"..."`` is; None for any other node."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    return None
 
 
 def _leftmost_str(node: ast.AST) -> str:
     while isinstance(node, ast.BinOp):
         node = node.left
-    return node.value if _is_str(node) else ""
+    return _str_value(node) or ""
 
 
 def _built_string_head(call: ast.Call, rx: re.Pattern[str]) -> bool:
@@ -420,8 +430,8 @@ def _built_string_head(call: ast.Call, rx: re.Pattern[str]) -> bool:
     return (
         isinstance(func, ast.Attribute)
         and func.attr == "format"
-        and _is_str(func.value)
-        and rx.search(func.value.value) is not None
+        and (head := _str_value(func.value)) is not None
+        and rx.search(head) is not None
     )
 
 
@@ -429,6 +439,13 @@ def _built_string_head(call: ast.Call, rx: re.Pattern[str]) -> bool:
 OTHER_DEVICE_KINDS = frozenset(
     {"cpu", "xpu", "mps", "npu", "hpu", "mlu", "musa", "mtia", "xla", "tpu", "neuron", "meta"}
 )
+
+
+def _base_name(base: ast.expr) -> str:
+    """``Enum`` of ``class C(Enum)`` and of ``class C(enum.Enum)``; "" for anything else."""
+    if isinstance(base, ast.Name):
+        return base.id
+    return base.attr if isinstance(base, ast.Attribute) else ""
 
 
 def _names_a_device_kind(node: ast.Constant, parents: dict[int, ast.AST]) -> bool:
@@ -444,9 +461,7 @@ def _names_a_device_kind(node: ast.Constant, parents: dict[int, ast.AST]) -> boo
         items = [k for k in parent.keys if k is not None]
     elif isinstance(parent, ast.Assign) and parent.value is node:
         owner = parents.get(id(parent))
-        return isinstance(owner, ast.ClassDef) and any(
-            "Enum" in (getattr(b, "id", None) or getattr(b, "attr", "")) for b in owner.bases
-        )
+        return isinstance(owner, ast.ClassDef) and any("Enum" in _base_name(b) for b in owner.bases)
     else:
         return False
     return any(

@@ -102,16 +102,17 @@ def reachable_files(
     root = root.resolve()
     layout = layout_paths(root)
     todo: list[tuple[Path, str]] = []
+    main: Path | None
     if program[:1] == ["-m"] and len(program) > 1:
         paths = [root, *layout]
         for name in _with_parents(program[1]):
             found = _module_file(name, paths)
             if found is not None:
                 todo.append((found.resolve(), name))
-        main = _module_file(f"{program[1]}.__main__", paths)
-        if main is not None:
-            todo.append((main.resolve(), f"{program[1]}.__main__"))
-        main: Path | None = todo[-1][0] if todo else None
+        dunder_main = _module_file(f"{program[1]}.__main__", paths)
+        if dunder_main is not None:
+            todo.append((dunder_main.resolve(), f"{program[1]}.__main__"))
+        main = todo[-1][0] if todo else None
     elif program and program[0].endswith(".py"):
         script = (root / program[0]).resolve()
         if not script.is_file() or not script.is_relative_to(root):

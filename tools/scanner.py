@@ -81,8 +81,8 @@ class _Engine:
         self.prefilter = self.python.prefilter() if options.prefilter else None
         self.text = TextRules.build(rules)
         self.dependency_rules = [catalogue.by_code[c] for c in CUDA_ONLY_RULES]
-        one = options.target and not options.all_targets
-        self.targets = (options.target,) if one else TARGETS
+        one = options.target if not options.all_targets else None
+        self.targets = (one,) if one else TARGETS
 
     def finding(
         self,
@@ -149,8 +149,8 @@ class _Engine:
             )
         if is_setup:
             result.dependencies = dependencies_in_setup_py(tree, f.rel, self.dependency_rules)
-            for node in requirement_strings(tree):
-                for hit in scan_lines(node.value, "setup", self.text, line_offset=node.lineno - 1):
+            for text, node in requirement_strings(tree):
+                for hit in scan_lines(text, "setup", self.text, line_offset=node.lineno - 1):
                     offset = node.col_offset + 1  # the quote; columns inside the string
                     result.findings.append(self.text_finding(hit, f.rel, col_offset=offset))
 

@@ -23,6 +23,7 @@ import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 from torchport.sandbox import astparse
 
@@ -142,14 +143,28 @@ def open_wheel(path: Path) -> Wheel:
 # --- reading Python syntax ---------------------------------------------------------------
 
 
-def _const(node: ast.AST, where: str) -> object:
+_Node = TypeVar("_Node", bound=ast.AST)
+
+
+def _expect(node: ast.AST | None, kind: type[_Node], where: str) -> _Node:
+    """``node`` as the syntax this reads it as; a WheelError when the wheel says it otherwise."""
+    if not isinstance(node, kind):
+        found = ast.unparse(node) if node is not None else "nothing"
+        raise WheelError(f"{where}: expected {kind.__name__}, found {found}")
+    return node
+
+
+def _const(node: ast.AST | None, where: str) -> object:
+    if node is None:
+        raise WheelError(f"{where}: expected a literal, found nothing")
     try:
         return ast.literal_eval(node)
     except ValueError:
         raise WheelError(f"{where}: expected a literal, found {ast.unparse(node)}") from None
 
 
-def _kw(call: ast.Call, name: str) -> ast.AST | None:
+def _kw(call: ast.AST, name: str) -> ast.expr | None:
+    call = _expect(call, ast.Call, f"the {name}= keyword")
     return next((k.value for k in call.keywords if k.arg == name), None)
 
 
@@ -170,8 +185,8 @@ def _decorator_names(node: ast.AST) -> set[str]:
     return names
 
 
-def _module_assignments(tree: ast.Module) -> dict[str, ast.AST]:
-    found: dict[str, ast.AST] = {}
+def _module_assignments(tree: ast.Module) -> dict[str, ast.expr]:
+    found: dict[str, ast.expr] = {}
     for stmt in tree.body:
         if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
             if isinstance(stmt.targets[0], ast.Name):
@@ -189,7 +204,7 @@ def _classes(tree: ast.AST) -> dict[str, ast.ClassDef]:
     return {n.name: n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)}
 
 
-def _fstring(node: ast.AST, tree: ast.Module, env: dict[str, str] | None = None) -> str:
+def _fstring(node: ast.AST | None, tree: ast.Module, env: dict[str, str] | None = None) -> str:
     """A string expression of the module evaluated: constants, module-level names,
     f-strings of them and calls of the module's one-line f-string helpers."""
     env = env or {}
@@ -212,7 +227,8 @@ def _fstring(node: ast.AST, tree: ast.Module, env: dict[str, str] | None = None)
             params = [a.arg for a in helper.args.args]
             bound = {p: _fstring(a, tree, env) for p, a in zip(params, node.args, strict=False)}
             return _fstring(helper.body[-1].value, tree, bound)
-    raise WheelError(f"cannot evaluate {ast.unparse(node)} as a string")
+    found = ast.unparse(node) if node is not None else "nothing"
+    raise WheelError(f"cannot evaluate {found} as a string")
 
 
 def _template(node: ast.AST) -> str:
@@ -221,7 +237,9 @@ def _template(node: ast.AST) -> str:
         return str(node.value)
     if isinstance(node, ast.JoinedStr):
         return "".join(
-            "{" + ast.unparse(v.value) + "}" if isinstance(v, ast.FormattedValue) else str(v.value)
+            "{" + ast.unparse(v.value) + "}"
+            if isinstance(v, ast.FormattedValue)
+            else str(_expect(v, ast.Constant, "an f-string's text").value)
             for v in node.values
         )
     raise WheelError(f"expected an f-string, found {ast.unparse(node)}")
@@ -275,6 +293,8 @@ def internal_apis(wheel: Wheel) -> list[Internal]:
     aliases = _class_aliases(tree)
     found = []
     for node in ast.walk(tree):
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
         for call in _decorator_calls(node, "internal_or_experimental"):
             when = _kw(call, "internal_when")
             if not (isinstance(when, ast.Compare) and isinstance(when.ops[0], ast.GtE)):
@@ -282,6 +302,8 @@ def internal_apis(wheel: Wheel) -> list[Internal]:
                     f"{DEVICE_MODULE}:{node.lineno}: internal_when is not a torch >= gate"
                 )
             since = _const(when.comparators[0], DEVICE_MODULE)
+            if not isinstance(since, tuple):
+                raise WheelError(f"{DEVICE_MODULE}:{node.lineno}: internal_when is not (X, Y)")
             prefer = _kw(call, "prefer")
             found.append(
                 Internal(
@@ -324,6 +346,8 @@ def strict_variable(wheel: Wheel) -> str:
     call = next(c for n in ast.walk(tree) for c in _decorator_calls(n, "internal_or_experimental"))
     strict = _kw(call, "strict")
     value = _module_assignments(tree)[strict.id] if isinstance(strict, ast.Name) else strict
+    if value is None:
+        raise WheelError(f"{DEVICE_MODULE}: internal_or_experimental has no strict=")
     for node in ast.walk(value):
         if isinstance(node, ast.Call) and ast.unparse(node.func).endswith("_env_once"):
             return str(_const(node.args[0], DEVICE_MODULE))
@@ -348,7 +372,7 @@ def public_modules(wheel: Wheel) -> list[PublicModule]:
         raise WheelError(f"{PUBLIC_API} has no _PUBLIC_MODULES table")
     modules = []
     for key, spec in zip(table.keys, table.values, strict=True):
-        exports = _kw(spec, "exports")
+        exports = _expect(_kw(spec, "exports"), ast.Dict, f"{PUBLIC_API}: exports=")
         targets, props = {}, []
         for name_node, target in zip(exports.keys, exports.values, strict=True):
             name = str(_const(name_node, PUBLIC_API))
@@ -371,11 +395,17 @@ def public_modules(wheel: Wheel) -> list[PublicModule]:
 
 def experimental_values(wheel: Wheel) -> list[str]:
     """``__tt_api_stages__`` entries of the device module at Stage.EXPERIMENTAL."""
-    stages = _module_assignments(wheel.tree(DEVICE_MODULE)).get("__tt_api_stages__")
+    stages = _expect(
+        _module_assignments(wheel.tree(DEVICE_MODULE)).get("__tt_api_stages__"),
+        ast.Dict,
+        f"{DEVICE_MODULE}: __tt_api_stages__",
+    )
     return sorted(
         str(_const(k, DEVICE_MODULE))
         for k, v in zip(stages.keys, stages.values, strict=True)
-        if ast.unparse(_kw(v, "stage")).endswith("Stage.EXPERIMENTAL")
+        if ast.unparse(_expect(_kw(v, "stage"), ast.expr, f"{DEVICE_MODULE}: stage=")).endswith(
+            "Stage.EXPERIMENTAL"
+        )
     )
 
 
@@ -392,12 +422,13 @@ def _resolve(wheel: Wheel, module: str, name: str, depth: int = 0) -> tuple[str,
     if member is None:
         return None
     tree = wheel.tree(member)
-    defs = {**_classes(tree), **_functions(tree)}
+    defs: dict[str, ast.ClassDef | ast.FunctionDef] = {**_classes(tree), **_functions(tree)}
     head, _, rest = name.partition(".")
-    if head in defs and not rest:
-        return member, defs[head]
-    if head in defs and isinstance(defs[head], ast.ClassDef):
-        return _resolve_in_class(wheel, module, defs[head], rest, depth)
+    found = defs.get(head)
+    if found is not None and not rest:
+        return member, found
+    if isinstance(found, ast.ClassDef):
+        return _resolve_in_class(wheel, module, found, rest, depth)
     imports = _imports(tree)
     value = _module_assignments(tree).get(head)
     if value is not None and not rest:
@@ -407,7 +438,9 @@ def _resolve(wheel: Wheel, module: str, name: str, depth: int = 0) -> tuple[str,
     return None
 
 
-def _resolve_import(wheel: Wheel, module: str, name: str, rest: str, depth: int):
+def _resolve_import(
+    wheel: Wheel, module: str, name: str, rest: str, depth: int
+) -> tuple[str, ast.AST] | None:
     """``from module import name`` then ``.rest``: name may be a submodule or an attribute."""
     sub = f"{module}.{name}" if name else module
     files = (_member_file(sub), _member_file(sub)[:-3] + "/__init__.py")
@@ -416,7 +449,9 @@ def _resolve_import(wheel: Wheel, module: str, name: str, rest: str, depth: int)
     return _resolve(wheel, module, ".".join(p for p in (name, rest) if p), depth + 1)
 
 
-def _resolve_in_class(wheel: Wheel, module: str, cls: ast.ClassDef, name: str, depth: int):
+def _resolve_in_class(
+    wheel: Wheel, module: str, cls: ast.ClassDef, name: str, depth: int
+) -> tuple[str, ast.AST] | None:
     member = _member_file(module)
     tree = wheel.tree(member)
     chain = [cls]
@@ -434,7 +469,9 @@ def _resolve_in_class(wheel: Wheel, module: str, cls: ast.ClassDef, name: str, d
     return None
 
 
-def _resolve_expr(wheel: Wheel, module: str, value: ast.AST, imports, depth: int):
+def _resolve_expr(
+    wheel: Wheel, module: str, value: ast.AST, imports: dict[str, tuple[str, str]], depth: int
+) -> tuple[str, ast.AST] | None:
     if isinstance(value, ast.Name):
         return _resolve(wheel, module, value.id, depth + 1)
     if isinstance(value, ast.Attribute) and isinstance(value.value, ast.Name):
@@ -524,7 +561,9 @@ def precision_members(wheel: Wheel) -> list[str]:
     """``_VALID_PRECISIONS`` of precision.py: what ``torch.tpu.precision(mode)`` accepts,
     each a member string of the pybind enum in precision_impl."""
     valid = _module_assignments(wheel.tree(PRECISION_PY)).get("_VALID_PRECISIONS")
-    members = [e.attr for e in valid.elts]
+    if not isinstance(valid, (ast.List, ast.Tuple, ast.Set)):
+        raise WheelError(f"{PRECISION_PY} has no _VALID_PRECISIONS collection")
+    members = [_expect(e, ast.Attribute, PRECISION_PY).attr for e in valid.elts]
     _in_strings(wheel, PRECISION_SO, members)
     return members
 
@@ -539,8 +578,9 @@ def float32_matmul_mapping(wheel: Wheel) -> dict[str, str]:
     mapping = {}
     for case in match.cases:
         if isinstance(case.pattern, ast.MatchValue):
-            call = case.body[0].value
-            mapping[str(_const(case.pattern.value, LOADER))] = call.args[0].attr
+            call = _expect(_expect(case.body[0], ast.Expr, LOADER).value, ast.Call, LOADER)
+            precision = _expect(call.args[0], ast.Attribute, LOADER).attr
+            mapping[str(_const(case.pattern.value, LOADER))] = precision
     return mapping
 
 
@@ -556,9 +596,10 @@ def backends(wheel: Wheel) -> list[tuple[str, list[str]]]:
     found = []
     for node in ast.walk(wheel.tree(LOADER)):
         if isinstance(node, ast.Call) and ast.unparse(node.func).endswith("register_backend"):
-            found.append(
-                (str(_const(node.args[0], LOADER)), list(_const(_kw(node, "devices"), LOADER)))
-            )
+            devices = _const(_kw(node, "devices"), LOADER)
+            if not isinstance(devices, (list, tuple)):
+                raise WheelError(f"{LOADER}: register_backend's devices= is not a list")
+            found.append((str(_const(node.args[0], LOADER)), [str(d) for d in devices]))
     if not found:
         raise WheelError(f"{LOADER} registers no distributed backend")
     return found
@@ -587,7 +628,7 @@ def launch_sets(wheel: Wheel) -> tuple[list[str], list[str]]:
 def fork_error(wheel: Wheel) -> str:
     fn = _functions(wheel.tree(DEVICE_MODULE))["_lazy_init"]
     raised = next(s.exc for s in ast.walk(fn) if isinstance(s, ast.Raise))
-    return str(_const(raised.args[0], DEVICE_MODULE))
+    return str(_const(_expect(raised, ast.Call, DEVICE_MODULE).args[0], DEVICE_MODULE))
 
 
 def internal_warning_prefix(wheel: Wheel) -> str:
@@ -653,7 +694,7 @@ def launch_single_host_address(wheel: Wheel) -> str:
     parts = []
     for value in fstrings[0].values:
         if not isinstance(value, ast.FormattedValue):
-            parts.append(str(value.value))
+            parts.append(str(_expect(value, ast.Constant, DISTRIBUTED).value))
         elif ast.unparse(value.value).endswith("pick_unused_port()"):
             parts.append("{port}")
         else:

@@ -69,8 +69,9 @@ class LocalExecutor:
                     process.start()
                     writer.close()  # the child holds the only writer: its death is our EOF
                     running[reader] = (spec, process)
-                for reader in wait(list(running)):
-                    spec, process = running.pop(reader)  # type: ignore[index]
+                ready = wait(list(running))
+                for reader in [r for r in list(running) if r in ready]:
+                    spec, process = running.pop(reader)
                     try:
                         record = reader.recv()
                     except (EOFError, OSError):

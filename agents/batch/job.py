@@ -15,6 +15,7 @@ import shutil
 import sys
 import time
 import traceback
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,8 @@ from typing import Any
 from torchport.agents import config_record, runs
 from torchport.sandbox.isolation import hide_own_secrets
 
+from ..state import State
+from ..verdicts import Verdict
 from .clone import checkout
 from .sources import Source
 
@@ -101,10 +104,11 @@ def run_job(spec: JobSpec) -> dict[str, Any]:
         record["run_id"] = run_id
         final = _migrate(spec, source, where["migrated"], run_id)
         record.update(outcome(final, where["migrated"], spec.out_dir))
-        kept = final["settings"].get(config_record.KEY)
+        given: Mapping[str, Any] = final["settings"]  # the configuration: not a Settings key
+        kept = given.get(config_record.KEY)
         record["configuration"] = portable(config_record.summary(kept), spec.out_dir)
     except Exception as exc:  # one repository's failure is its record, not the batch's end
-        record.update(verdict="error", reason=f"{type(exc).__name__}: {exc}")
+        record.update(verdict=Verdict.ERROR, reason=f"{type(exc).__name__}: {exc}")
         record["error"] = traceback.format_exc(limit=8)
         print(record["error"], file=sys.stderr, flush=True)
     finally:
@@ -123,7 +127,7 @@ def base_record(spec: JobSpec) -> dict[str, Any]:
         "ref": spec.source.ref,
         "entry": spec.source.entry,
         "commit": None,
-        "verdict": "error",
+        "verdict": Verdict.ERROR,
         "reason": "",
         "configuration": None,
         "constructs": 0,
@@ -144,7 +148,7 @@ def crashed(spec: JobSpec, why: str) -> dict[str, Any]:
     return {**base_record(spec), "reason": why}
 
 
-def _migrate(spec: JobSpec, source: Path, out: Path, run_id: str) -> dict[str, Any]:
+def _migrate(spec: JobSpec, source: Path, out: Path, run_id: str) -> State:
     from torchport.agents import graph
     from torchport.agents.llm.factory import llm_factory
 
@@ -183,7 +187,7 @@ def project_settings(spec: JobSpec, source: Path) -> dict[str, Any]:
     return settings
 
 
-def outcome(final: dict[str, Any], migrated: Path, out_dir: str) -> dict[str, Any]:
+def outcome(final: Mapping[str, Any], migrated: Path, out_dir: str) -> dict[str, Any]:
     """The record's numbers for a finished run: verdict, constructs, what was converted."""
     # the report node's counts (deliver): the scan is for the target, so only what it needs
     written = next(d for d in reversed(final["decisions"]) if d.get("node") == "deliver")
@@ -195,7 +199,7 @@ def outcome(final: dict[str, Any], migrated: Path, out_dir: str) -> dict[str, An
     v = final.get("verification") or {}
     report = migrated / "torchport-report"
     return {
-        "verdict": final.get("outcome", "not verified"),
+        "verdict": final.get("outcome", Verdict.NOT_VERIFIED),
         "reason": v.get("reason") or "verification was not run (--no-verify)",
         "constructs": constructs,
         "converted": converted,

@@ -104,7 +104,8 @@ def _from_text(path: Path) -> list[tuple[Source, str]]:
                 f"{where}: expected `PATH_OR_GIT_URL [REF [NAME]] [-- ENTRY]`, got "
                 f"{len(fields)} fields before the entry (quote a path that has spaces)"
             )
-        location, ref, name = (*fields, None, None)[:3]
+        location = fields[0]
+        ref, name = (*fields[1:], None, None)[:2]
         if ref == "-":  # `PATH - NAME`: a name without a ref
             ref = None
         found.append(_entry(location, ref, name, path.parent, where, command))

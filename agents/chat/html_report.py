@@ -25,6 +25,7 @@ from torchport.tools.safetext import markdown_code
 
 from ..deliver import plot_files, verification_sections
 from ..report_page import settings_table
+from ..verdicts import Verdict
 from .state import ChatState
 
 NOT_VERIFIED = "not verified yet: /verify runs the original and the proposal"
@@ -51,7 +52,7 @@ def _record(state: ChatState, verification: dict[str, Any]) -> dict[str, Any]:
     return {
         "run_id": state["session_id"],
         "target": state["target"],
-        "verdict": verification.get("verdict", "not verified"),
+        "verdict": verification.get("verdict", Verdict.NOT_VERIFIED),
         "verification": verification,
         "iterations": 1 if verification else 0,
         "plan": state.get("plan"),
@@ -89,7 +90,7 @@ def session_page(
     page = ReportPage(
         title=Path(state["source"]).name,
         target=state["target"],
-        verdict=str(v.get("verdict") or "not verified"),
+        verdict=str(v.get("verdict") or Verdict.NOT_VERIFIED),
         reason=str(v.get("reason") or NOT_VERIFIED),
         lead=[
             Section("run", "The session", "\n".join(facts)),

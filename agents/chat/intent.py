@@ -8,6 +8,7 @@ or injected reply can at worst run a read-only command or ask for approval.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from typing import Any
 
 from torchport.agents.llm.repair import Redactor, loads_object
@@ -19,7 +20,7 @@ from .slash_commands import BY_NAME, COMMANDS, parse
 MAX_CHANGES_IN_CONTEXT = 40
 
 
-def context_lines(state: dict[str, Any]) -> str:
+def context_lines(state: Mapping[str, Any]) -> str:
     """What the model needs to resolve "line 40" or "the profiler": files, changes, verdict."""
     lines = [f"repository: {os.path.basename(state.get('source', ''))}"]
     changes = state.get("changes") or []
@@ -33,7 +34,7 @@ def context_lines(state: dict[str, Any]) -> str:
         codes = sorted({r for c in changes for r in c.get("rules") or []})
         catalogue = load_catalogue()
         lines.append("rule codes:")
-        lines += [f"  {code}: {catalogue.get(code).title}" for code in codes if catalogue.get(code)]
+        lines += [f"  {code}: {rule.title}" for code in codes if (rule := catalogue.get(code))]
     else:
         lines.append("nothing proposed yet")
     v = state.get("verification") or {}
@@ -42,14 +43,14 @@ def context_lines(state: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def system_prompt(state: dict[str, Any]) -> str:
+def system_prompt(state: Mapping[str, Any]) -> str:
     commands = "\n".join(f"- {c.usage}: {c.help}" for c in COMMANDS)
     return load("chat").format(
         target=state.get("target", "?"), commands=commands, context=context_lines(state)
     )
 
 
-def interpret(client: Any, text: str, state: dict[str, Any]) -> dict[str, Any]:
+def interpret(client: Any, text: str, state: Mapping[str, Any]) -> dict[str, Any]:
     """{"command": parsed command} or {"answer": text}, or {"error": why}."""
     from torchport.agents.llm.client import LLMError
 

@@ -19,6 +19,7 @@ from torchport.tools.sourcefile import read_exact
 from .. import config_record
 from ..defaults import DEFAULTS
 from ..state import scan_filters
+from ..verdicts import Verdict
 from ..verify_step import verify_overlay
 from . import changes as ch
 from . import verify_args
@@ -165,12 +166,13 @@ def verify(state: ChatState, chat: ChatRuntime) -> dict[str, Any]:
     state = {**state, **settings}
     p = state.get("plan") if asked.entry is verify_args.KEEP and state.get("plan") else None
     p = p or plan_of(state)
-    if p.get("not_runnable"):
-        emit("text", f"not-runnable: {p['not_runnable']}")
+    command = p.get("entry")
+    if p.get("not_runnable") or not command:
+        emit("text", f"not-runnable: {p.get('not_runnable')}")
         return {"plan": p, **settings}
     budget = state.get("budget") or {}
-    key = run_key(p["entry"], budget)
-    emit("text", f"running: {shlex.join(p['entry'])} ({budget.get('steps')} steps)")
+    key = run_key(command, budget)
+    emit("text", f"running: {shlex.join(command)} ({budget.get('steps')} steps)")
     outcome = verify_overlay(
         Path(state["source"]),
         overlay,
@@ -186,7 +188,7 @@ def verify(state: ChatState, chat: ChatRuntime) -> dict[str, Any]:
     emit("text", f"verdict: {v.verdict} — {v.reason}")
     if outcome.overlay is not None:  # judged with repairs the proposal does not have
         emit("text", "The proposal lacks those repaired lines: /migrate again to have them.")
-    if v.verdict == "failed":
+    if v.verdict == Verdict.FAILED:
         _diagnose(record, state["target"])
     per_step = (record.get("parity") or {}).get("per_step") or []
     if per_step:
@@ -201,7 +203,7 @@ def verify(state: ChatState, chat: ChatRuntime) -> dict[str, Any]:
     }
 
 
-def _run_settings(state: ChatState, asked: verify_args.VerifyArgs) -> dict[str, Any]:
+def _run_settings(state: ChatState, asked: verify_args.VerifyArgs) -> ChatState:
     """The entry and budget /verify ARGS asks for, kept for later /verify (said once)."""
     if not asked.budget and asked.entry is verify_args.KEEP:
         return {}
@@ -226,7 +228,7 @@ def fix(state: ChatState, chat: ChatRuntime) -> dict[str, Any]:
 
     overlay = overlay_of(state)
     v = state.get("verification") or {}
-    if v.get("verdict") != "failed" or state.get("verified") != digest(overlay):
+    if v.get("verdict") != Verdict.FAILED or state.get("verified") != digest(overlay):
         emit("text", "Nothing to fix: /fix repairs what /verify found in this proposal.")
         return {}
     client = chat.llm(state.get("llm", "none"))
@@ -295,7 +297,7 @@ def apply(state: ChatState, chat: ChatRuntime) -> dict[str, Any]:
         return {}
     v = state.get("verification") or {}
     status = (
-        v.get("verdict", "not verified")
+        v.get("verdict", Verdict.NOT_VERIFIED)
         if state.get("verified") == digest(overlay)
         else "not verified since the last change"
     )

@@ -57,8 +57,8 @@ class PlainRenderer:
         if not any(columns):  # a table of names and values: no header line
             rows = rows[1:]
         for row in rows:
-            cells = [cell.ljust(widths[i]) for i, cell in enumerate(row)]
-            self._write("  ".join(cells).rstrip())
+            padded = [cell.ljust(widths[i]) for i, cell in enumerate(row)]
+            self._write("  ".join(padded).rstrip())
 
     def _write(self, text: str) -> None:
         print(text, file=self.stream, flush=True)

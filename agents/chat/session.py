@@ -100,7 +100,9 @@ def ask(state: ChatState, chat: ChatRuntime) -> dict[str, Any]:
 def build(runtime: ChatRuntime) -> StateGraph:
     """The session graph, uncompiled; it needs a checkpointer (interrupts do)."""
 
-    def bind(node: Node) -> Callable[[ChatState], dict[str, Any]]:
+    # Callable[..., ...]: langgraph's node protocols bound their state to TypedDictLike, a
+    # protocol mypy does not see a TypedDict class satisfy (graph._bound does the same).
+    def bind(node: Node) -> Callable[..., dict[str, Any]]:
         def run(state: ChatState) -> dict[str, Any]:
             try:
                 return node(state, runtime)

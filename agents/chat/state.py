@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypedDict
@@ -13,7 +13,8 @@ from typing import Any, TypedDict
 from torchport.tools.scanner import ScanOptions
 
 from .. import runs
-from ..state import scan_filters
+from ..run_record import RunRecord
+from ..state import PlanRecord, scan_filters
 from . import changes as ch
 
 
@@ -27,7 +28,7 @@ class ChatState(TypedDict, total=False):
     budget: dict[str, Any]
     entry: str | None  # how /verify runs the program (--entry, /verify CMD); None: the planner's
     command: dict[str, str]  # the latest, parsed
-    plan: dict[str, Any] | None
+    plan: PlanRecord | None
     base: dict[str, str]  # original text of each file the proposal changes
     proposal: dict[str, str]  # proposed text of each changed file
     changes: list[dict[str, Any]]
@@ -38,7 +39,7 @@ class ChatState(TypedDict, total=False):
     kept_back: list[str]
     verification: dict[str, Any] | None
     verified: str | None  # digest of the overlay the verification is about
-    reference: dict[str, Any] | None  # the original's run (target independent)
+    reference: RunRecord | None  # the original's run (target independent)
     reference_of: str | None  # the command and budget it ran with (``run_key``)
     greeted: bool  # the session's banner was shown (a resumed session prints its own)
     applied: list[dict[str, Any]]
@@ -50,7 +51,7 @@ class ChatRuntime:
     """What the session needs but its checkpoint cannot hold: the LLM client."""
 
     session_id: str
-    llm_factory: Callable[[dict[str, Any]], Any] | None = None
+    llm_factory: Callable[[Mapping[str, Any]], Any] | None = None
     llm_flag: str | None = None  # --llm given on --resume: overrides the session's own
     _client: Any = field(default=None, repr=False)
     _resolved: bool = False
@@ -82,7 +83,10 @@ class ChatRuntime:
 
 def scan_options(state: ChatState) -> ScanOptions:
     """What the session's scans read: its target, less the files and rules it leaves alone."""
-    return ScanOptions(target=state["target"], **scan_filters(state.get("budget") or {}))
+    left_alone = scan_filters(state.get("budget") or {})
+    return ScanOptions(
+        target=state["target"], skip=left_alone["skip"], exclude=left_alone["exclude"]
+    )
 
 
 def overlay_of(state: ChatState) -> dict[str, str]:

@@ -64,6 +64,6 @@ def _number(flag: str, setting: str, text: str) -> int | float:
         value: int | float | None = (int if bound.integer else float)(text)
     except ValueError:
         value = None
-    if not bound.holds(value):
+    if value is None or not bound.holds(value):
         raise VerifyArgsError(f"{flag} must be {bound.describe()}, not {text!r}")
     return value

@@ -17,6 +17,7 @@ from torchport.tools.scanner import scan
 
 from .. import config_record
 from ..planner import make_plan, work_of
+from ..state import PlanRecord
 from . import changes as ch
 from . import html_report
 from .events import emit, table
@@ -35,7 +36,8 @@ def scan_node(state: ChatState, chat: ChatRuntime) -> dict[str, Any]:
 
 def plan_node(state: ChatState, chat: ChatRuntime) -> dict[str, Any]:
     p = plan_of(state)
-    entry = " ".join(p["entry"]) if p.get("entry") else f"not runnable: {p['not_runnable']}"
+    command = p.get("entry")
+    entry = " ".join(command) if command else f"not runnable: {p.get('not_runnable')}"
     emit("text", f"run as: {entry} ({p.get('entry_reason', '')})")
     emit("text", work_line(work_of(p)))
     rows = _item_rows([*p["llm"], *p["manual"]])
@@ -44,7 +46,7 @@ def plan_node(state: ChatState, chat: ChatRuntime) -> dict[str, Any]:
     return {"plan": p}
 
 
-def plan_of(state: ChatState) -> dict[str, Any]:
+def plan_of(state: ChatState) -> PlanRecord:
     """The plan for the session's target, with its entry command (--entry, /verify CMD)."""
     source = Path(state["source"])
     found = scan(source, scan_options(state))

@@ -13,8 +13,10 @@ import json
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
+from typing import Any
 
 import openai
+from openai.types.chat import ChatCompletion
 from torchport.tools.safetext import REASON_CHARS
 
 from .config import LLMConfig
@@ -180,8 +182,8 @@ class LLMClient:
                 continue
             return self._reply(completion)
 
-    def _create(self, messages: list[dict], tools: list[dict] | None):
-        kwargs = {
+    def _create(self, messages: list[dict], tools: list[dict] | None) -> ChatCompletion:
+        kwargs: dict[str, Any] = {
             "model": self.config.model,
             "messages": messages,
             "temperature": self.config.temperature,
@@ -191,7 +193,7 @@ class LLMClient:
             kwargs["tools"] = tools
         return self._api.chat.completions.create(**kwargs)
 
-    def _reply(self, completion) -> Reply:
+    def _reply(self, completion: ChatCompletion) -> Reply:
         if not completion.choices:
             raise LLMError(f"LLM endpoint {self.config.base_url} returned no choices")
         choice = completion.choices[0]

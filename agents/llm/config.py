@@ -53,12 +53,12 @@ def with_base_url(
 ) -> LLMConfig:
     """The same settings pointed at ``url``: for the local server once it listens, with the
     model name it answers to and the key it demands (``LocalServer.model``/``.api_key``)."""
-    changes: dict[str, str] = {"base_url": url.rstrip("/")}
-    if model:
-        changes["model"] = model
-    if api_key:
-        changes["api_key"] = api_key
-    return dataclasses.replace(cfg, **changes)
+    return dataclasses.replace(
+        cfg,
+        base_url=url.rstrip("/"),
+        model=model or cfg.model,
+        api_key=api_key or cfg.api_key,
+    )
 
 
 def _api_key(env: Mapping[str, str]) -> str:

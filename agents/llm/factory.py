@@ -7,7 +7,7 @@ openai SDK, and so the graph sees one callable: settings -> client or None.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 # A running embedded-model server to use instead of starting one (set by `torchport batch`
@@ -20,10 +20,10 @@ class LLMSetupError(RuntimeError):
     """The LLM that was asked for cannot be used (bad flag, model not installed)."""
 
 
-def llm_factory(say: Callable[[str], None]) -> Callable[[dict[str, Any]], Any]:
+def llm_factory(say: Callable[[str], None]) -> Callable[[Mapping[str, Any]], Any]:
     """A factory the graph calls once, the first time a node needs the LLM."""
 
-    def make(settings: dict[str, Any]) -> Any:
+    def make(settings: Mapping[str, Any]) -> Any:
         from .client import LLMClient
         from .config import LLMConfigError, resolve
 

@@ -119,7 +119,7 @@ def installed_part(dist_name: str, version: str | None = None) -> Path | None:
         return None
     for file in dist.files or ():
         if file.parent.name == "data" and file.suffix == ".bin":
-            path = Path(dist.locate_file(file))
+            path = Path(str(dist.locate_file(file)))
             return path if path.is_file() else None
     return None
 
@@ -583,7 +583,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         elif args.action == "serve":
             with LocalServer() as server:
                 print(f"{server.model} at {server.base_url} (Ctrl-C stops it)", flush=True)
-                server.process.wait()  # type: ignore[union-attr]
+                if server.process is not None:  # started: __enter__ waits for it to listen
+                    server.process.wait()
         else:
             print(json.dumps(model_status(), indent=2))
     except LocalModelError as e:

@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
+from typing import Any
 
 from torchport.prompts import load as load_prompt
 
@@ -108,7 +109,7 @@ class Redactor:
             text = pattern.sub(MASK, text)
         return text
 
-    def data(self, value):
+    def data(self, value: Any) -> Any:
         """A copy of a JSON-like value with every string masked."""
         if isinstance(value, str):
             return self.text(value)
@@ -227,7 +228,7 @@ def _salvaged_edit(content: str) -> dict | None:
     return {"edits": [edit], "summary": "edit (answer's JSON repaired)"}
 
 
-def _arguments(raw) -> dict | str:
+def _arguments(raw: Any) -> dict | str:
     if isinstance(raw, str):
         try:
             raw = json.loads(raw) if raw.strip() else {}
@@ -272,7 +273,7 @@ def _content_actions(content: str, request: RepairRequest) -> list[_Action] | st
     return [_Action(name, arguments)]
 
 
-def _int_or(value, default: int = 0) -> int:
+def _int_or(value: Any, default: int = 0) -> int:
     try:
         return int(value)
     except (TypeError, ValueError):
@@ -291,7 +292,16 @@ def _strip_line_numbers(code: str) -> str:
 class _Loop:
     """One repair's conversation and bookkeeping; ``repair`` drives it turn by turn."""
 
-    def __init__(self, request, workspace, client, verify, edit_paths, env, protocol="tools"):
+    def __init__(
+        self,
+        request: RepairRequest,
+        workspace: Workspace,
+        client: LLMClient,
+        verify: Callable[[], dict] | None,
+        edit_paths: Collection[str] | None,
+        env: Mapping[str, str] | None,
+        protocol: str = "tools",
+    ) -> None:
         self.request = request
         self.workspace = workspace
         self.client = client
@@ -364,8 +374,10 @@ class _Loop:
             out = []
             for call in reply.tool_calls:
                 arguments = _arguments(call.arguments_json)
-                error = arguments if isinstance(arguments, str) else None
-                out.append(_Action(call.name, arguments if not error else {}, call.id, error))
+                if isinstance(arguments, str):
+                    out.append(_Action(call.name, {}, call.id, arguments))
+                else:
+                    out.append(_Action(call.name, arguments, call.id))
             return out
         content = reply.content or ""
         self.send({"role": "assistant", "content": content})
@@ -389,7 +401,7 @@ class _Loop:
             return (
                 f"error: unknown tool {action.name!r}; available: {', '.join(sorted(self.names))}"
             )
-        if action.name == "run_verifier":
+        if action.name == "run_verifier" and self.verify is not None:  # offered only then
             self.verify_calls += 1
             passed, text = verifier_text(self.verify)
             return ("ok: " if passed else "failed: ") + text

@@ -14,7 +14,7 @@ from __future__ import annotations
 import ast
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -275,14 +275,20 @@ class Workspace:
         symbol = symbol.strip()
         if not all(part.isidentifier() for part in symbol.split(".")):
             raise ToolError(f"{symbol!r} is not a name or dotted name")
-        hits = []
+        hits: list[str] = []
         for rel, text in self._python_files():
             try:
                 tree = astparse.parse(text)
             except SyntaxError:
                 continue
             lines = text.splitlines()
-            found = sorted({n.lineno for n in ast.walk(tree) if _mentions(n, symbol)})
+            found = sorted(
+                {
+                    n.lineno
+                    for n in ast.walk(tree)
+                    if isinstance(n, ast.expr | ast.stmt) and _mentions(n, symbol)
+                }
+            )
             hits.extend(f"{rel}:{n}: {lines[n - 1].strip()[:MAX_LINE_CHARS]}" for n in found)
         return _capped(hits, f"{symbol} is not used in any .py file")
 
@@ -375,7 +381,14 @@ class Workspace:
         self._originals.clear()
         return restored
 
-    def _edit(self, tool, path, reason, make, span) -> str:
+    def _edit(
+        self,
+        tool: str,
+        path: str,
+        reason: str,
+        make: Callable[[str, str], ast_edits.EditResult],
+        span: tuple[int, int] | None,
+    ) -> str:
         file = self.resolve(path, editable=True)
         data = file.read_bytes()
         source = data.decode("utf-8")
@@ -397,7 +410,7 @@ class Workspace:
         shown = numbered(new_lines[result.start_line - 1 : result.end_line], result.start_line)
         return f"edited {rel}; lines {result.start_line}-{result.end_line} now read:\n{shown}"
 
-    def _python_files(self):
+    def _python_files(self) -> Iterator[tuple[str, str]]:
         for file in sorted(self.root.rglob("*.py")):
             rel = file.relative_to(self.root)
             if any(p.startswith(".") or p == "__pycache__" for p in rel.parts):

@@ -38,11 +38,11 @@ from .jobs import JobFailed, run_job
 from .resources import rule_summary
 from .session import Refused, Session
 
-Target = Literal[TARGETS]  # type: ignore[valid-type]
+Target = Literal[TARGETS]  # type: ignore[valid-type]  # the catalogue's targets, which pydantic reads at run time
 ProjectTarget = Annotated[
     Target | None, Field(description="default: the repository's [tool.torchport] target")
 ]
-RunTarget = Literal[(*EMULATED, "accelerator")]  # type: ignore[valid-type]
+RunTarget = Literal[(*EMULATED, "accelerator")]  # type: ignore[valid-type]  # the same
 Steps = Annotated[
     int | None, Field(ge=1, description="optimizer steps per run (default: the server's --steps)")
 ]
@@ -105,7 +105,12 @@ class Tools:
             if select and not load_catalogue().select(select):
                 raise Refused(f"select {select} matches no rule")
             filters = scan_filters(self.session.settings)
-            options = ScanOptions(target=target, select=tuple(select or ()), **filters)
+            options = ScanOptions(
+                target=target,
+                select=tuple(select or ()),
+                skip=filters["skip"],
+                exclude=filters["exclude"],
+            )
             found = await anyio.to_thread.run_sync(lambda: scan(root, options))
         return {"path": rel, **printable_data({**scan_to_dict(found), **self._configuration()})}
 
@@ -126,7 +131,9 @@ class Tools:
         s = self.session
 
         def planned(chosen: str) -> dict[str, Any]:
-            found = scan(s.repo, ScanOptions(target=chosen, **scan_filters(s.settings)))
+            filters = scan_filters(s.settings)
+            options = ScanOptions(target=chosen, skip=filters["skip"], exclude=filters["exclude"])
+            found = scan(s.repo, options)
             said = config_record.entry_reason(s.settings, given_here=bool(entry))
             made = make_plan(s.repo, found, chosen, entry or s.settings.get("entry"), said)
             return {**made.to_json(), **self._configuration()}
@@ -158,7 +165,7 @@ class Tools:
         s = self.session
         with told():
             target = self._target(target)
-            job = {"kind": "migrate", "source": str(s.repo), "target": target}
+            job: dict[str, Any] = {"kind": "migrate", "source": str(s.repo), "target": target}
             job.update(llm=s.settings.get("llm", "none"), run_id=f"mcp-{s.id}")
             job["options"] = {"entry": s.settings.get("entry"), **scan_filters(s.settings)}
             made = await run_job(job, progress_of(ctx))

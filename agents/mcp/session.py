@@ -21,6 +21,7 @@ from .. import runs
 from ..chat import changes as ch
 from ..chat.proposal import stale_files, write_proposal
 from ..chat.state import digest
+from ..verdicts import Verdict
 from .confine import confined_file
 
 
@@ -54,7 +55,7 @@ class Proposal:
         """What is known of ``overlay``: the verdict of its verification, or that none ran."""
         if self.verification and self.verified == digest(overlay):
             return str(self.verification.get("verdict"))
-        return "not verified"
+        return Verdict.NOT_VERIFIED
 
 
 @dataclass

@@ -49,7 +49,8 @@ def verify_job(job: dict[str, Any], say: Say) -> dict[str, Any]:
     else:
         original = Original(source, job["overlay"], "the proposal against the repository")
     filters = scan_filters(job["settings"])
-    found = scan(original.source, ScanOptions(target=target, **filters))
+    options = ScanOptions(target=target, skip=filters["skip"], exclude=filters["exclude"])
+    found = scan(original.source, options)
     said = job.get("entry_from", "given with --entry")
     plan = make_plan(original.source, found, target, job.get("entry"), said).to_json()
     say(f"verifying {original.compared}")

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -403,7 +404,7 @@ def _aliases(src: Source, edits: list[tuple[int, int, str]]) -> dict[str, list[s
 
 def _refused_uses(
     src: Source, refused_macros: dict[str, tuple[table.Family, str]], extra: dict[str, list[str]]
-):
+) -> Iterator[tuple[int, table.Family, str]]:
     """(offset, family, construct) of each refused construct in code (not in comments,
     strings, #include lines or the #define of a refused macro)."""
     skip = [
@@ -551,7 +552,9 @@ def _extern_shared_edits(src: Source) -> list[tuple[int, int, str]]:
     return edits
 
 
-def _token_edits(src: Source, tokens) -> list[tuple[int, int, str]]:
+def _token_edits(
+    src: Source, tokens: Iterable[tuple[re.Pattern[str], str]]
+) -> list[tuple[int, int, str]]:
     edits = []
     for pattern, replacement in tokens:
         for m in pattern.finditer(src.masked):

@@ -203,7 +203,8 @@ def _cast(args: Any, dtype: torch.dtype) -> Any:
 
 
 def _run(op: Any, args: tuple, kwargs: dict, dtype: torch.dtype | None) -> Any:
-    keys = torch._C.DispatchKeySet(torch._C.DispatchKey.AutocastPrivateUse1)
+    autocast_key = torch._C.DispatchKey.AutocastPrivateUse1  # type: ignore[attr-defined]  # torch's stubs omit it
+    keys = torch._C.DispatchKeySet(autocast_key)
     with torch._C._ExcludeDispatchKeyGuard(keys):
         if dtype is not None:
             args, kwargs = _cast((args, kwargs), dtype)

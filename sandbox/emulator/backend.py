@@ -101,7 +101,7 @@ def make_device_module(name: str) -> types.ModuleType:
     for key, fn in funcs.items():
         fn.__name__ = key
         setattr(mod, key, fn)
-    mod.device = _DeviceContext
+    mod.__dict__["device"] = _DeviceContext
     for key, value in device_api.extra_functions(name).items():
         setattr(mod, key, value)
     if name == "tpu":
@@ -327,7 +327,7 @@ def _pin_memory(self: torch.Tensor, device: Any = None) -> torch.Tensor:
     if _is_pinned(self):
         return self
     out = self.clone()
-    out._torchport_pinned = True
+    out.__dict__["_torchport_pinned"] = True  # what _is_pinned reads
     return out
 
 
@@ -376,7 +376,7 @@ def register(name: str, devices: int) -> None:
     from torch.utils import _foreach_utils
 
     for types_list in (optimizer._foreach_supported_types, _foreach_utils._foreach_supported_types):
-        types_list.append(EmulatedTensor)
+        types_list.append(EmulatedTensor)  # type: ignore[arg-type]  # torch types the list as of torch.Tensor's metaclass
     serialization.install()
     counters.reset()
 
@@ -386,7 +386,7 @@ def install_shared(name: str, module: types.ModuleType) -> None:
     generators, backward on the calling thread, torch.accelerator, memory statistics,
     CUDA-use records, torch.compile, torch.distributed (process_group.py), pinning, the step
     counter."""
-    module.default_generators = generator.default_generators()  # needs the device name
+    module.__dict__["default_generators"] = generator.default_generators()  # needs the name
     atexit.register(_let_autograd_threads_settle)
     import torch.autograd.graph
 

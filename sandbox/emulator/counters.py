@@ -13,6 +13,7 @@ import os
 import sys
 import threading
 from collections import Counter
+from types import FrameType
 from typing import Any
 
 import torch
@@ -48,7 +49,7 @@ def is_internal(filename: str) -> bool:
 
 def user_frame() -> tuple[str, int]:
     """``(file, line)`` of the innermost frame outside torch and the emulator."""
-    frame = sys._getframe(1)
+    frame: FrameType | None = sys._getframe(1)
     while frame is not None:
         if not is_internal(frame.f_code.co_filename):
             return frame.f_code.co_filename, frame.f_lineno

@@ -16,6 +16,7 @@ import os
 import sys
 import threading
 from collections.abc import Callable
+from types import FrameType
 from typing import Any
 
 import torch
@@ -23,7 +24,7 @@ import torch.amp
 import torch.cuda
 
 from .. import patching
-from . import counters
+from .counters import is_internal, record_cuda
 
 _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
 _local = threading.local()
@@ -39,9 +40,9 @@ def _nested() -> bool:
 
 def _record_direct(api: str, depth: int = 2) -> bool:
     """Record ``api`` if the frame ``depth`` levels up is the program's (not torch's)."""
-    if _nested() or counters.is_internal(sys._getframe(depth).f_code.co_filename):
+    if _nested() or is_internal(sys._getframe(depth).f_code.co_filename):
         return False
-    counters.record_cuda(api)
+    record_cuda(api)
     return True
 
 
@@ -57,7 +58,7 @@ def _wrap_function(api: str, fn: Callable[..., Any]) -> Callable[..., Any]:
             if recorded:
                 _local.depth -= 1
 
-    wrapper.__torchport_original__ = fn  # type: ignore[attr-defined]
+    wrapper.__dict__["__torchport_original__"] = fn
     return wrapper
 
 
@@ -83,9 +84,9 @@ def _wrap_constructor(api: str, cls: type) -> None:
 
 def _lazy_init_api() -> str:
     """Name what asked for the CUDA device: the torch function the user called, if any."""
-    frame = sys._getframe(2)  # the caller of _lazy_init
+    frame: FrameType | None = sys._getframe(2)  # the caller of _lazy_init
     api = "device='cuda'"
-    while frame is not None and counters.is_internal(frame.f_code.co_filename):
+    while frame is not None and is_internal(frame.f_code.co_filename):
         code = frame.f_code
         if code.co_filename.startswith(_TORCH_DIR):  # not the emulator's own wrappers
             api = getattr(code, "co_qualname", code.co_name)
@@ -105,7 +106,7 @@ def _wrap_lazy_init(real: Callable[[], None]) -> Callable[[], None]:
     @functools.wraps(real)
     def _lazy_init() -> None:
         if not _nested():
-            counters.record_cuda(_lazy_init_api())
+            record_cuda(_lazy_init_api())
         real()
 
     return _lazy_init
@@ -113,7 +114,7 @@ def _wrap_lazy_init(real: Callable[[], None]) -> Callable[[], None]:
 
 def _wrap_amp(cls: type, device_arg: str, default: str | None) -> None:
     """Record ``torch.autocast("cuda")`` / ``GradScaler("cuda")`` (torch warns and disables)."""
-    init = cls.__init__
+    init = cls.__init__  # type: ignore[misc]  # the class's own constructor, wrapped below
     params = list(inspect.signature(init).parameters)
     position = params.index(device_arg) - 1  # without self
 
@@ -121,7 +122,7 @@ def _wrap_amp(cls: type, device_arg: str, default: str | None) -> None:
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
         device = args[position] if len(args) > position else kwargs.get(device_arg, default)
         if isinstance(device, str) and device.split(":")[0] == "cuda" and not _nested():
-            counters.record_cuda(f"{cls.__name__}({device!r})")
+            record_cuda(f"{cls.__name__}({device!r})")
         init(self, *args, **kwargs)
 
     patching.patch(cls, "__init__", __init__, by="emulator.cuda")
@@ -130,7 +131,7 @@ def _wrap_amp(cls: type, device_arg: str, default: str | None) -> None:
 def record_load_location(location: str) -> None:
     """``torch.load`` met a CUDA storage (saved on CUDA or ``map_location="cuda"``)."""
     if location.split(":")[0] == "cuda":
-        counters.record_cuda(f"torch.load(location={location!r})")
+        record_cuda(f"torch.load(location={location!r})")
 
 
 def install() -> None:

@@ -26,7 +26,7 @@ from . import precision, state, tpu_distributed
 TOTAL_MEMORY = 16 * 2**30
 
 
-_PRIVATEUSE1 = int(torch._C._autograd.DeviceType.PrivateUse1)
+_PRIVATEUSE1 = int(torch._C._autograd.DeviceType.PrivateUse1)  # type: ignore[call-overload]  # a pybind enum: int() works, the stubs do not say so
 
 
 def _stream(cls: type, device: Any) -> Any:
@@ -51,6 +51,8 @@ class Event(torch.Event):
     when ``record`` returns), else its RuntimeError.
     """
 
+    _timing: bool  # enable_timing, set by __new__
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self._recorded_at: float | None = None
 
@@ -61,25 +63,25 @@ class Event(torch.Event):
         event._timing = bool(enable_timing)
         return event
 
-    def record(self, stream: Any = None) -> Event:  # type: ignore[override]
+    def record(self, stream: Any = None) -> Event:  # type: ignore[override]  # returns the event, as TorchTPU's does
         super().record(stream)
         self._recorded_at = time.perf_counter()
         return self
 
-    def query(self) -> bool:  # type: ignore[override]
+    def query(self) -> bool:
         """True: TorchTPU's ``TpuEvent.query`` is whether the work ``record`` captured has
         completed, and on the emulator it has when ``record`` returns (or was never
         recorded: nothing captured). Answered here, not by torch's ``Event.query``, which the
         Python backend's device guard does not implement."""
         return True
 
-    def synchronize(self) -> None:  # type: ignore[override]
+    def synchronize(self) -> None:
         """Returns at once: TorchTPU's ``TpuEvent.synchronize`` waits for the work ``record``
         captured (returning at once if never recorded), and on the emulator that work is done
         when ``record`` returns. Not torch's ``Event.synchronize``, which on the Python
         backend raises "Backend doesn't support synchronizing events."."""
 
-    def elapsed_time(self, end_event: Event) -> float:  # type: ignore[override]
+    def elapsed_time(self, end_event: Event) -> float:  # type: ignore[override]  # only another emulated Event has a record time
         """Milliseconds between this event's and ``end_event``'s ``record()``."""
         if not (getattr(self, "_timing", False) and getattr(end_event, "_timing", False)):
             raise RuntimeError("Both events must be created with argument 'enable_timing=True'.")

@@ -17,7 +17,8 @@ from typing import Any
 
 import torch
 
-from . import counters, generator, state
+from . import generator, state
+from .counters import record_op, record_transfer
 from .tensor import EmulatedTensor, to_device, value_of
 
 # Overloads that take a device= keyword and no tensor.
@@ -59,7 +60,7 @@ def _make_kernel(op: Any) -> Any:
         if kwargs.get("generator") is not None:
             kwargs["generator"] = generator.for_device_op(kwargs["generator"])
         out = op(*args, **kwargs)
-        counters.record_op(str(op.overloadpacket.__name__), out.dtype == torch.float64)
+        record_op(str(op.overloadpacket.__name__), out.dtype == torch.float64)
         return to_device(out, index)
 
     return kernel
@@ -71,9 +72,10 @@ def _copy_from(src: torch.Tensor, dst: torch.Tensor, non_blocking: bool = False)
     That copy lands on PrivateUse1 rather than ``__torch_dispatch__``; it is a
     host-to-device transfer into the wrapper's CPU tensor.
     """
+    assert isinstance(dst, EmulatedTensor)  # registered for the device: its tensors are these
     dst._elem.copy_(value_of(src) if isinstance(src, EmulatedTensor) else src)
     if not isinstance(src, EmulatedTensor):
-        counters.record_transfer("h2d", src.numel() * src.element_size())
+        record_transfer("h2d", src.numel() * src.element_size())
     return dst
 
 

@@ -35,15 +35,16 @@ from typing import Any
 import torch
 
 from .. import patching
-from . import counters, state
+from . import state
+from .counters import record_cuda
 
 _RealGenerator = torch._C.Generator
 # _cdata (the C++ generator) -> the device generator object that owns it.
-_registry: weakref.WeakValueDictionary[int, DeviceGenerator] = weakref.WeakValueDictionary()
+_registry: weakref.WeakValueDictionary[int, Generator] = weakref.WeakValueDictionary()
 _default: list[DeviceGenerator] = []
 
 
-class _GeneratorMeta(type(_RealGenerator)):  # type: ignore[misc]
+class _GeneratorMeta(type(_RealGenerator)):  # type: ignore[misc]  # pybind's metaclass: a value to mypy
     """``isinstance(g, torch.Generator)`` stays true for plain ``torch._C.Generator``."""
 
     def __instancecheck__(cls, obj: Any) -> bool:
@@ -63,13 +64,16 @@ class Generator(_RealGenerator, metaclass=_GeneratorMeta):
     def __new__(cls, device: Any = "cpu") -> Any:
         dev = torch.device("cpu" if device is None else device)
         if dev.type == "cuda":
-            counters.record_cuda(f"torch.Generator(device={str(dev)!r})")
+            record_cuda(f"torch.Generator(device={str(dev)!r})")
         if dev.type != state.name:
             # Plain CPU (or meta/cuda: torch raises as usual) generator, exact type.
-            return _RealGenerator(dev) if cls is Generator else super().__new__(cls, dev)
+            if cls is Generator:
+                return _RealGenerator(dev)
+            return super().__new__(cls, dev)  # type: ignore[call-arg]  # the stubs have only __init__
         index = state.check_index(dev.index)
-        gen = super().__new__(DeviceGenerator if cls is Generator else cls, "cpu")
-        gen._emulated_index = index
+        kind = DeviceGenerator if cls is Generator else cls
+        gen = super().__new__(kind, "cpu")  # type: ignore[call-arg]  # the same
+        gen.__dict__["_emulated_index"] = index
         _enroll(gen, is_default=False)
         return gen
 
@@ -77,7 +81,7 @@ class Generator(_RealGenerator, metaclass=_GeneratorMeta):
         pass
 
     @property
-    def device(self) -> torch.device:  # type: ignore[override]
+    def device(self) -> torch.device:  # type: ignore[override]  # a property over torch's attribute: the emulated device
         index = self.__dict__.get("_emulated_index")
         return super().device if index is None else torch.device(state.name, index)
 
@@ -98,7 +102,7 @@ class DeviceGenerator(Generator):
 class _DefaultDeviceGenerator(DeviceGenerator):
     """``torch.<device>.default_generators[i]``: a view of ``torch.default_generator``."""
 
-    def manual_seed(self, seed: int) -> _DefaultDeviceGenerator:  # type: ignore[override]
+    def manual_seed(self, seed: int) -> _DefaultDeviceGenerator:
         torch.default_generator.manual_seed(seed)
         return self
 
@@ -111,25 +115,26 @@ class _DefaultDeviceGenerator(DeviceGenerator):
     def get_state(self) -> torch.Tensor:
         return torch.default_generator.get_state()
 
-    def set_state(self, new_state: torch.Tensor) -> _DefaultDeviceGenerator:  # type: ignore[override]
+    def set_state(self, new_state: torch.Tensor) -> _DefaultDeviceGenerator:
         torch.default_generator.set_state(new_state)
         return self
 
     def get_offset(self) -> int:
         return torch.default_generator.get_offset()
 
-    def set_offset(self, offset: int) -> _DefaultDeviceGenerator:  # type: ignore[override]
+    def set_offset(self, offset: int) -> _DefaultDeviceGenerator:
         torch.default_generator.set_offset(offset)
         return self
 
 
-def _enroll(gen: DeviceGenerator, is_default: bool) -> None:
+def _enroll(gen: Generator, is_default: bool) -> None:
     """Make ``gen`` a device generator: the Python emulator's registry, or the native
     backend's (its C++ fallback refuses other generators and maps default ones)."""
-    _registry[gen._cdata] = gen
+    cdata: int = gen._cdata  # type: ignore[attr-defined]  # the C++ generator; not in the stubs
+    _registry[cdata] = gen
     if state.native is not None:
-        state.native.mark_generator(gen._cdata, is_default)
-        weakref.finalize(gen, state.native.forget_generator, gen._cdata).atexit = False
+        state.native.mark_generator(cdata, is_default)
+        weakref.finalize(gen, state.native.forget_generator, cdata).atexit = False
 
 
 def _rebuild(device: str, new_state: torch.Tensor) -> Any:

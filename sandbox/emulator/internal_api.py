@@ -80,6 +80,7 @@ def guard_module(module: types.ModuleType) -> None:
     for name, api in torchtpu_facts.internal_for(torch.__version__).items():
         target = getattr(module, name)
         if isinstance(target, type):
-            target.__init__ = _guard(target.__init__, target.__name__, api.prefer, strict)
+            init = _guard(target.__init__, target.__name__, api.prefer, strict)  # type: ignore[misc]  # the class's own constructor, guarded as TorchTPU's is
+            target.__init__ = init  # type: ignore[misc]  # the same
         else:
             setattr(module, name, _guard(target, target.__name__, api.prefer, strict))

@@ -54,7 +54,7 @@ from ..torchtpu_facts import section
 aten = torch.ops.aten
 
 _FACTS = section("precision")
-Precision = enum.Enum(  # type: ignore[misc]
+Precision = enum.Enum(  # type: ignore[misc]  # members are the wheel's facts, read at import
     "Precision", [(m, m.lower()) for m in _FACTS["members"]], module=__name__
 )
 Precision.__doc__ = "torch.tpu.Precision: StableHLO's dot_general precision (float32 inputs)."
@@ -81,7 +81,7 @@ def current() -> Precision:
 
 def reduced() -> bool:
     """Whether float32 matmuls on the device now lose precision (below HIGHEST)."""
-    return enabled and current() is not Precision.HIGHEST
+    return enabled and current() is not Precision["HIGHEST"]
 
 
 def _changed() -> None:
@@ -236,7 +236,7 @@ def run(op: Any, args: tuple | list, kwargs: dict) -> Any:
     values = named(op, args, kwargs)
     if spec is None or not reduced() or not _float32(values, spec.left + spec.right):
         return op(*args, **kwargs)
-    if current() is Precision.DEFAULT:
+    if current() is Precision["DEFAULT"]:
         return _default(op, spec, values)
     return _high(op, spec, values)
 

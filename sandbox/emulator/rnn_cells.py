@@ -13,14 +13,25 @@ sequences (``gru.data`` / ``lstm.data``) and LSTM projections are not covered.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from typing import Any
+
 import torch
 import torch.nn.functional as F
+from torch import Tensor
+
+# One step of a cell: (the input's gates at t, the state, w_hh, b_hh) -> the next state
+# (h for a GRU, (h, c) for an LSTM).
+Step = Callable[[Tensor, Any, Tensor, Tensor | None], Any]
+# ATen's trailing arguments of gru.input and lstm.input:
+# (has_biases, num_layers, dropout, train, bidirectional, batch_first)
+RnnOptions = tuple[bool, int, float, bool, bool, bool]
 
 _KEY = "AutogradPrivateUse1"
 _libraries: list[torch.library.Library] = []
 
 
-def _gru_step(gi, h, w_hh, b_hh):
+def _gru_step(gi: Tensor, h: Tensor, w_hh: Tensor, b_hh: Tensor | None) -> Tensor:
     i_r, i_z, i_n = gi.chunk(3, 1)
     h_r, h_z, h_n = F.linear(h, w_hh, b_hh).chunk(3, 1)
     reset = (h_r + i_r).sigmoid()
@@ -29,23 +40,47 @@ def _gru_step(gi, h, w_hh, b_hh):
     return (h - new) * update + new
 
 
-def _lstm_step(gi, state, w_hh, b_hh):
+def _lstm_step(
+    gi: Tensor, state: tuple[Tensor, Tensor], w_hh: Tensor, b_hh: Tensor | None
+) -> tuple[Tensor, Tensor]:
     h, c = state
     i, f, g, o = (F.linear(h, w_hh, b_hh) + gi).chunk(4, 1)
     cy = f.sigmoid() * c + i.sigmoid() * g.tanh()
     return o.sigmoid() * cy.tanh(), cy
 
 
-def gru_cell(input, hx, w_ih, w_hh, b_ih=None, b_hh=None):
+def gru_cell(
+    input: Tensor,
+    hx: Tensor,
+    w_ih: Tensor,
+    w_hh: Tensor,
+    b_ih: Tensor | None = None,
+    b_hh: Tensor | None = None,
+) -> Tensor:
     return _gru_step(F.linear(input, w_ih, b_ih), hx, w_hh, b_hh)
 
 
-def lstm_cell(input, hx, w_ih, w_hh, b_ih=None, b_hh=None):
-    return _lstm_step(F.linear(input, w_ih, b_ih), tuple(hx), w_hh, b_hh)
+def lstm_cell(
+    input: Tensor,
+    hx: Sequence[Tensor],
+    w_ih: Tensor,
+    w_hh: Tensor,
+    b_ih: Tensor | None = None,
+    b_hh: Tensor | None = None,
+) -> tuple[Tensor, Tensor]:
+    h, c = hx
+    return _lstm_step(F.linear(input, w_ih, b_ih), (h, c), w_hh, b_hh)
 
 
-def _layers(step, x, states, params, has_biases, num_layers, dropout, train, bidirectional):
+def _layers(
+    step: Step,
+    x: Tensor,
+    states: Callable[[int], Any],
+    params: Sequence[Tensor],
+    options: RnnOptions,
+) -> tuple[Tensor, list[Any]]:
     """Run every layer and direction over time-major ``x``; returns output, final states."""
+    has_biases, num_layers, dropout, train, bidirectional, _ = options
     per = 4 if has_biases else 2
     directions = 2 if bidirectional else 1
     finals = []
@@ -72,41 +107,23 @@ def _layers(step, x, states, params, has_biases, num_layers, dropout, train, bid
 
 
 def gru_input(
-    input, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first
-):
+    input: Tensor, hx: Tensor, params: Sequence[Tensor], *options: *RnnOptions
+) -> tuple[Tensor, Tensor]:
+    batch_first = options[5]
     x = input.transpose(0, 1) if batch_first else input
-    out, finals = _layers(
-        _gru_step,
-        x,
-        lambda i: hx[i],
-        params,
-        has_biases,
-        num_layers,
-        dropout,
-        train,
-        bidirectional,
-    )
+    out, finals = _layers(_gru_step, x, lambda i: hx[i], params, options)
     return (out.transpose(0, 1) if batch_first else out), torch.stack(finals)
 
 
 def lstm_input(
-    input, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first
-):
+    input: Tensor, hx: Sequence[Tensor], params: Sequence[Tensor], *options: *RnnOptions
+) -> tuple[Tensor, Tensor, Tensor]:
+    has_biases, num_layers, _, _, bidirectional, batch_first = options
     if len(params) != num_layers * (2 if bidirectional else 1) * (4 if has_biases else 2):
         raise NotImplementedError("LSTM with proj_size is not emulated")
     h0, c0 = hx
     x = input.transpose(0, 1) if batch_first else input
-    out, finals = _layers(
-        _lstm_step,
-        x,
-        lambda i: (h0[i], c0[i]),
-        params,
-        has_biases,
-        num_layers,
-        dropout,
-        train,
-        bidirectional,
-    )
+    out, finals = _layers(_lstm_step, x, lambda i: (h0[i], c0[i]), params, options)
     out = out.transpose(0, 1) if batch_first else out
     return out, torch.stack([h for h, _ in finals]), torch.stack([c for _, c in finals])
 

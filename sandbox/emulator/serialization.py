@@ -80,7 +80,7 @@ def _restore_location(real: Any) -> Any:
         if map_location is None or isinstance(map_location, dict | str | torch.device):
             return real(device)
         # A callable: ask it, with an empty CPU storage, where a `device` storage goes.
-        moved = map_location(torch.UntypedStorage(0), str(device))
+        moved = map_location(torch.UntypedStorage(0), str(device))  # type: ignore[arg-type]  # torch types the storage as the legacy Storage; load passes an UntypedStorage
         return str(getattr(moved, "device", device))
 
     return _get_restore_location

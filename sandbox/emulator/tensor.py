@@ -16,7 +16,8 @@ import torch
 from torch.utils._pytree import tree_flatten, tree_map
 
 from .. import device_only_ops
-from . import counters, generator, memory, precision, state
+from . import generator, memory, precision, state
+from .counters import quiet, record_op, record_sync, record_transfer
 
 aten = torch.ops.aten
 
@@ -69,11 +70,11 @@ class EmulatedTensor(torch.Tensor):
         memory.track(r, elem, index)
         return r
 
-    def __repr__(self, *, tensor_contents: Any = None) -> str:  # type: ignore[override]
+    def __repr__(self, *, tensor_contents: Any = None) -> str:  # type: ignore[override]  # torch.Tensor's own signature, which object's lacks
         # Printing reads device memory: one sync at the user's print, no more.
-        counters.record_sync("print")
-        with counters.quiet():
-            text = super().__repr__(tensor_contents=tensor_contents)
+        record_sync("print")
+        with quiet():
+            text = super().__repr__(tensor_contents=tensor_contents)  # type: ignore[call-arg]  # the same
         # torch names subclasses in the prefix; a real device tensor prints "tensor(".
         prefix = f"{type(self).__name__}("
         if not text.startswith(prefix):
@@ -89,13 +90,13 @@ class EmulatedTensor(torch.Tensor):
             return self.item().__format__(format_spec)
         return super().__format__(format_spec)
 
-    def tolist(self) -> Any:  # type: ignore[override]
+    def tolist(self) -> Any:
         """Copy to host (a sync) and return nested Python lists."""
-        counters.record_sync("tolist")
-        counters.record_transfer("d2h", _nbytes(self._elem))
+        record_sync("tolist")
+        record_transfer("d2h", _nbytes(self._elem))
         return value_of(self).tolist()
 
-    def numpy(self, *, force: bool = False) -> Any:  # type: ignore[override]
+    def numpy(self, *, force: bool = False) -> Any:
         """Refuse, as a real accelerator tensor does: numpy needs host memory."""
         raise TypeError(
             f"can't convert {self.device} device type tensor to numpy. "
@@ -124,7 +125,7 @@ class EmulatedTensor(torch.Tensor):
         )
 
     @classmethod
-    def __torch_dispatch__(
+    def __torch_dispatch__(  # type: ignore[override]  # torch types it as its disabled stand-in; the protocol takes cls and func
         cls, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None
     ) -> Any:
         return dispatch(func, args, kwargs or {})
@@ -262,21 +263,21 @@ def dispatch(func: Any, args: tuple, kwargs: dict) -> Any:
         isinstance(a, torch.Tensor) and a.dtype == torch.float64
         for a in (*flat, *tree_flatten(out)[0])
     )
-    counters.record_op(str(func.overloadpacket.__name__), float64)
+    record_op(str(func.overloadpacket.__name__), float64)
 
     if func is aten._local_scalar_dense.default:
-        counters.record_sync("item")
+        record_sync("item")
         return out
     if func is aten.copy_.default:
         dst, src = args[0], args[1]
         if isinstance(dst, EmulatedTensor) and not isinstance(src, EmulatedTensor):
-            counters.record_transfer("h2d", _nbytes(src))
+            record_transfer("h2d", _nbytes(src))
         elif not isinstance(dst, EmulatedTensor) and isinstance(src, EmulatedTensor):
-            counters.record_sync("copy_to_host")
-            counters.record_transfer("d2h", _nbytes(src))
+            record_sync("copy_to_host")
+            record_transfer("d2h", _nbytes(src))
     if to_host:
-        counters.record_sync("to_cpu")
-        counters.record_transfer("d2h", _nbytes(out))
+        record_sync("to_cpu")
+        record_transfer("d2h", _nbytes(out))
         return out
     if index is None:
         index = state.current_index()

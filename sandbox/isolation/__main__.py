@@ -40,7 +40,8 @@ def main(argv: list[str] | None = None) -> int:
     status = backend_status()
     auto = next(n for n in BACKENDS if status[n] is None)
     for name in BACKENDS:
-        print(f"{name:8} {'ok' if status[name] is None else 'unavailable: ' + status[name]}")
+        reason = status[name]
+        print(f"{name:8} {'ok' if reason is None else 'unavailable: ' + reason}")
     print(f"auto ->  {auto}")
     return 0
 

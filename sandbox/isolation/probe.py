@@ -98,9 +98,14 @@ def _start_holder(secret: str) -> subprocess.Popen[bytes]:
     """A torchport process holding ``secret`` in a credential-like variable, once it has
     hidden it as every torchport process does (it imports torchport as this one does)."""
     env = {**safe_env(), _SECRET_NAME: secret}
-    pipes = {"stdin": subprocess.PIPE, "stdout": subprocess.PIPE}
     # -I, in a folder of torchport's: the working folder (a repository?) cannot stand in
-    holder = subprocess.Popen(python_command("-c", _HOLDER), env=env, cwd=private_cwd(), **pipes)
+    holder = subprocess.Popen(
+        python_command("-c", _HOLDER),
+        env=env,
+        cwd=private_cwd(),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+    )
     if holder.stdout is None or holder.stdout.readline().strip() != b"ready":
         holder.kill()
         holder.wait()

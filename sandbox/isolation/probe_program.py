@@ -15,9 +15,10 @@ import os
 import resource
 import socket
 import sys
+from collections.abc import Callable
 
 
-def _attempt(action) -> bool:
+def _attempt(action: Callable[[], object]) -> bool:
     try:
         action()
     except OSError:
@@ -25,7 +26,7 @@ def _attempt(action) -> bool:
     return True
 
 
-def _connect(family: int, address, timeout: float = 2.0) -> bool:
+def _connect(family: int, address: tuple[str, int] | str, timeout: float = 2.0) -> bool:
     def connect() -> None:
         with socket.socket(family, socket.SOCK_STREAM) as sock:
             sock.settimeout(timeout)

@@ -8,6 +8,7 @@ watchdog it starts, enforces the rest the same way for all.
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import os
 import resource
@@ -50,7 +51,9 @@ class RawRun:
     oom_killed: bool = False
 
 
-def _drain(stream, buf: bytearray, cap: int, echo: Echo | None = None, name: str = "") -> None:
+def _drain(
+    stream: io.BufferedIOBase, buf: bytearray, cap: int, echo: Echo | None = None, name: str = ""
+) -> None:
     """Read a pipe to its end, keeping only the last ``cap`` bytes; pass each chunk to
     ``echo`` as well, if given. An echo that fails is dropped: the capture is the record
     (the verifier reads it), the echo only a view of it, and the pipe must not fill up."""
@@ -191,8 +194,9 @@ def _supervise(
         for t in readers:
             t.join(timeout=DRAIN_WAIT_S)
         for stream in (proc.stdout, proc.stderr):
-            with contextlib.suppress(OSError):
-                stream.close()
+            if stream is not None:
+                with contextlib.suppress(OSError):
+                    stream.close()
     return RawRun(
         returncode=proc.returncode,
         stdout=out.decode("utf-8", "replace"),

@@ -11,6 +11,7 @@ the same function (in fp32, the reference's precision).
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Iterator
 from typing import Any
 
@@ -57,7 +58,7 @@ def _make_sdpa_kernel(real: Any) -> Any:
             chosen.append(SDPBackend.MATH)
         return real(chosen, set_priority=set_priority)
 
-    sdpa_kernel.__wrapped__ = real  # type: ignore[attr-defined]
+    functools.update_wrapper(sdpa_kernel, real, assigned=(), updated=())  # __wrapped__ only
     return sdpa_kernel
 
 

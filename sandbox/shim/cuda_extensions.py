@@ -15,6 +15,7 @@ where it was loaded, its kernels, how many times each was launched, what was ref
 
 from __future__ import annotations
 
+import functools
 import inspect
 import os
 from pathlib import Path
@@ -103,7 +104,7 @@ def _load_inline(real: Any) -> Any:
         )
         return _compile("load_inline", a, units, site)
 
-    load_inline.__wrapped__ = real  # type: ignore[attr-defined]
+    functools.update_wrapper(load_inline, real, assigned=(), updated=())  # __wrapped__ only
     return load_inline
 
 
@@ -122,7 +123,7 @@ def _load(real: Any) -> Any:
             )
         return _compile("load", a, file_sources([str(s) for s in sources]), caller_site())
 
-    load.__wrapped__ = real  # type: ignore[attr-defined]
+    functools.update_wrapper(load, real, assigned=(), updated=())  # __wrapped__ only
     return load
 
 

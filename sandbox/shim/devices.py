@@ -13,6 +13,7 @@ instead of a copy, so code that mutates the moved tensor also mutates the origin
 
 from __future__ import annotations
 
+import functools
 import inspect
 import sys
 from types import ModuleType
@@ -126,7 +127,9 @@ _SPECIAL = {
 class CudaToCpuMode(TorchFunctionMode):
     """Rewrites CUDA devices (and pinned-memory requests) in every torch call to the CPU."""
 
-    def __torch_function__(self, func, types, args=(), kwargs=None):
+    def __torch_function__(
+        self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None
+    ) -> Any:
         kwargs = kwargs or {}
         if kwargs:
             device = kwargs.get("device")
@@ -184,7 +187,7 @@ def _make_load(real_load: Any) -> Any:
             record("torch.load(map_location={...: cuda})")
         return real_load(f, _map_location(map_location), *args, **kwargs)
 
-    load.__wrapped__ = real_load  # type: ignore[attr-defined]
+    functools.update_wrapper(load, real_load, assigned=(), updated=())  # __wrapped__ only
     return load
 
 
@@ -225,7 +228,7 @@ def _make_dataloader_init(real_init: Any) -> Any:
             bound.arguments.pop("pin_memory_device", None)
         real_init(*bound.args, **bound.kwargs)
 
-    __init__.__wrapped__ = real_init  # type: ignore[attr-defined]
+    functools.update_wrapper(__init__, real_init, assigned=(), updated=())  # __wrapped__ only
     return __init__
 
 
@@ -243,7 +246,7 @@ def _make_fsdp_init(real_init: Any) -> Any:
             bound.arguments["device_id"] = CPU
         real_init(*bound.args, **bound.kwargs)
 
-    __init__.__wrapped__ = real_init  # type: ignore[attr-defined]
+    functools.update_wrapper(__init__, real_init, assigned=(), updated=())  # __wrapped__ only
     return __init__
 
 

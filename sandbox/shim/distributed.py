@@ -12,6 +12,7 @@ takes CPU input (`_sync_batch_norm_forward`).
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import torch
@@ -41,7 +42,9 @@ def _make_init_process_group(real: Any) -> Any:
             record("torch.distributed.init_process_group(device_id=...)")
         return real(_cpu_backend(backend), *args, **kwargs)
 
-    init_process_group.__wrapped__ = real  # type: ignore[attr-defined]
+    functools.update_wrapper(
+        init_process_group, real, assigned=(), updated=()
+    )  # sets __wrapped__ only
     return init_process_group
 
 
@@ -53,7 +56,7 @@ def _make_new_group(real: Any) -> Any:
             backend = "gloo"
         return real(*args, backend=backend, **kwargs)
 
-    new_group.__wrapped__ = real  # type: ignore[attr-defined]
+    functools.update_wrapper(new_group, real, assigned=(), updated=())  # __wrapped__ only
     return new_group
 
 
@@ -68,7 +71,7 @@ def _make_ddp_init(real: Any) -> Any:
             args = (None, None, *args[2:])
         real(self, module, *args, **kwargs)
 
-    __init__.__wrapped__ = real  # type: ignore[attr-defined]
+    functools.update_wrapper(__init__, real, assigned=(), updated=())  # __wrapped__ only
     return __init__
 
 
@@ -112,7 +115,7 @@ def _make_sync_batch_norm_forward(real: Any) -> Any:
         self._check_input_dim(input)
         self._check_non_zero_input_channels(input)
         momentum = 0.0 if self.momentum is None else self.momentum
-        if self.track_running_stats:
+        if self.track_running_stats and self.num_batches_tracked is not None:
             self.num_batches_tracked.add_(1)
             if self.momentum is None:  # cumulative moving average
                 momentum = 1.0 / self.num_batches_tracked.item()
@@ -121,7 +124,7 @@ def _make_sync_batch_norm_forward(real: Any) -> Any:
             input, self.weight, self.bias, *running, self.eps, momentum, group, world_size
         )
 
-    forward.__wrapped__ = real  # type: ignore[attr-defined]
+    functools.update_wrapper(forward, real, assigned=(), updated=())  # __wrapped__ only
     return forward
 
 

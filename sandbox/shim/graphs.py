@@ -68,7 +68,9 @@ class _Capture(TorchDispatchMode):
         self.fresh: set[int] = set()  # storages the captured ops allocated
         self.saved: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}  # storage -> (t, copy)
 
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+    def __torch_dispatch__(
+        self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None
+    ) -> Any:
         kwargs = kwargs or {}
         for t in _written(func, args, kwargs):
             key = _storage(t)

@@ -12,6 +12,7 @@ import threading
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
+from types import FrameType
 
 import torch
 
@@ -32,7 +33,7 @@ def _is_internal(filename: str) -> bool:
 
 def caller_site() -> tuple[str, int]:
     """(file, line) of the innermost frame that belongs to user code."""
-    frame = sys._getframe(1)
+    frame: FrameType | None = sys._getframe(1)
     while frame is not None:
         filename = frame.f_code.co_filename
         if not _is_internal(filename):

@@ -34,6 +34,7 @@ interpreter, and the verdict says so.
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import threading
@@ -77,7 +78,7 @@ def _recording_run(real_run: Any) -> Any:
             _launches[name] += 1
         return real_run(self, *args, **kwargs)
 
-    run.__wrapped__ = real_run  # type: ignore[attr-defined]
+    functools.update_wrapper(run, real_run, assigned=(), updated=())  # __wrapped__ only
     return run
 
 

@@ -23,6 +23,7 @@ import os
 import re
 import sys
 from collections.abc import Iterable
+from types import FrameType
 
 # Option names (no dashes, ``-`` as ``_``, lower case) that give a batch size.
 OPTIONS = frozenset(
@@ -105,7 +106,7 @@ _OWN = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the sandbo
 def caller() -> str:
     """The file of the innermost frame that is not the sandbox's: the program's code that
     builds the dataset (where its loader's batch size is usually written too)."""
-    frame = sys._getframe(1)
+    frame: FrameType | None = sys._getframe(1)
     while frame is not None:
         name = frame.f_code.co_filename
         if not name.startswith((_OWN, "<")):

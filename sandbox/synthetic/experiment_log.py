@@ -73,7 +73,7 @@ def init(*args: Any, **kwargs: Any) -> Run:
     current = Run(**kwargs)
     for module in (sys.modules[__name__], sys.modules.get("wandb")):
         if module is not None:  # wandb.run and wandb.config follow the current run
-            module.run, module.config = current, current.config
+            module.__dict__.update(run=current, config=current.config)
     return current
 
 

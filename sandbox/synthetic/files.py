@@ -16,7 +16,7 @@ import os
 import re
 from array import array
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from torchport.sandbox.safepath import Refused, confined
 
@@ -205,7 +205,8 @@ def write_coco(root: Path) -> int:
     written = 0
     for split, count in COCO_SPLITS.items():
         gen = data.generator("coco", split)
-        images, annotations = [], []
+        images: list[dict[str, Any]] = []
+        annotations: list[dict[str, Any]] = []
         for image_id in range(1, count + 1):
             name = f"{image_id:012d}.jpg"
             pixels = (torch.rand((height, width, 3), generator=gen) * 80).to(torch.uint8)

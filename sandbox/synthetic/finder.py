@@ -53,8 +53,9 @@ def _torchvision(mod: ModuleType) -> None:
 
 
 def _torchaudio(mod: ModuleType) -> None:
-    mod.__version__ = VERSION
-    mod.datasets = importlib.import_module(f"{mod.__name__}.datasets")
+    mod.__dict__.update(
+        __version__=VERSION, datasets=importlib.import_module(f"{mod.__name__}.datasets")
+    )
 
 
 def _torchaudio_datasets(mod: ModuleType) -> None:
@@ -66,15 +67,18 @@ def _torchaudio_datasets(mod: ModuleType) -> None:
 def _datasets(mod: ModuleType) -> None:
     from . import hf
 
-    mod.__version__ = VERSION
-    mod.load_dataset = hf.load_dataset
-    mod.Dataset, mod.DatasetDict = hf.Dataset, hf.DatasetDict
+    mod.__dict__.update(
+        __version__=VERSION,
+        load_dataset=hf.load_dataset,
+        Dataset=hf.Dataset,
+        DatasetDict=hf.DatasetDict,
+    )
 
 
 def _tiktoken(mod: ModuleType) -> None:
     from . import tokenizer
 
-    mod.__version__ = VERSION
+    mod.__dict__["__version__"] = VERSION
     for name in tokenizer.PUBLIC:
         setattr(mod, name, getattr(tokenizer, name))
 
@@ -82,7 +86,7 @@ def _tiktoken(mod: ModuleType) -> None:
 def _wandb(mod: ModuleType) -> None:
     from . import experiment_log
 
-    mod.__version__ = VERSION
+    mod.__dict__["__version__"] = VERSION
     for name in experiment_log.PUBLIC:
         setattr(mod, name, getattr(experiment_log, name))
 
@@ -126,18 +130,22 @@ def _patch_torchaudio_datasets(mod: ModuleType) -> None:
 def _patch_datasets(mod: ModuleType) -> None:
     from . import hf
 
-    def load_dataset(path: str, name: str | None = None, *_: Any, split: Any = None, **__: Any):
+    def load_dataset(
+        path: str, name: str | None = None, *_: Any, split: Any = None, **__: Any
+    ) -> Any:
         return hf.load(path, name, split, mod.Dataset.from_dict, mod.DatasetDict)
 
-    mod.load_dataset = load_dataset
+    mod.__dict__["load_dataset"] = load_dataset
 
 
 def _patch_tiktoken(mod: ModuleType) -> None:
     from . import tokenizer
 
     get_encoding = tokenizer.falling_back(mod.get_encoding)
-    mod.get_encoding = get_encoding
-    mod.encoding_for_model = lambda model: get_encoding(mod.encoding_name_for_model(model))
+    mod.__dict__.update(
+        get_encoding=get_encoding,
+        encoding_for_model=lambda model: get_encoding(mod.encoding_name_for_model(model)),
+    )
 
 
 def _patch_torchvision_extension(mod: ModuleType) -> None:
@@ -146,7 +154,7 @@ def _patch_torchvision_extension(mod: ModuleType) -> None:
 
         vision_ops.define()
         # ops.nms asks first; an operator still missing fails where it is called
-        mod._assert_has_ops = lambda: None
+        mod.__dict__["_assert_has_ops"] = lambda: None
 
 
 PATCHES: dict[str, Callable[[ModuleType], None]] = {

@@ -72,8 +72,8 @@ def install(root: Path | None = None) -> None:
         return
     _ORIGINAL.update(root=root or Path.cwd(), memmap=np.memmap.__new__, fromfile=np.fromfile)
     # memmap is a Python class: its __new__ can be replaced, and isinstance() still holds
-    np.memmap.__new__ = staticmethod(_memmap_new)
-    np.fromfile = _fromfile
+    np.memmap.__new__ = staticmethod(_memmap_new)  # type: ignore[method-assign, assignment]  # numpy's stubs: a method; the sandbox swaps it
+    np.fromfile = _fromfile  # type: ignore[assignment]  # numpy's stubs: overloads; the sandbox swaps it
 
 
 def uninstall() -> None:
@@ -81,6 +81,6 @@ def uninstall() -> None:
         return
     import numpy as np
 
-    np.memmap.__new__ = staticmethod(_ORIGINAL["memmap"])
+    np.memmap.__new__ = staticmethod(_ORIGINAL["memmap"])  # type: ignore[method-assign]  # put back
     np.fromfile = _ORIGINAL["fromfile"]
     _ORIGINAL.clear()

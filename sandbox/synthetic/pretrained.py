@@ -83,7 +83,9 @@ def checkpoint(config_class: type) -> str | None:
 
 def names(name: str, ckpt: str | None) -> bool:
     """Whether ``name`` asks for ``ckpt`` (``gpt2`` is ``openai-community/gpt2``)."""
-    return bool(ckpt) and name.strip("/").lower() in {ckpt.lower(), ckpt.rsplit("/")[-1].lower()}
+    if not ckpt:
+        return False
+    return name.strip("/").lower() in {ckpt.lower(), ckpt.rsplit("/")[-1].lower()}
 
 
 def shipped(config_class: type, name: str) -> Any:
@@ -111,11 +113,13 @@ def _local(name: Any) -> bool:
     return not isinstance(name, str) or os.path.exists(name)
 
 
-def _offline(real: Callable[..., Any], fallback: Callable[..., Any]) -> Callable[..., Any]:
+def _offline(
+    real: classmethod[Any, ..., Any], fallback: Callable[..., Any]
+) -> classmethod[Any, ..., Any]:
     """``real``, or ``fallback`` where it fails as a download does (an ``OSError``) for a
     name that is not a local path."""
 
-    @functools.wraps(real)
+    @functools.wraps(real.__func__)
     def call(cls: Any, name: Any, *args: Any, **kwargs: Any) -> Any:
         try:
             return real.__func__(cls, name, *args, **kwargs)

@@ -39,7 +39,7 @@ def _missing(module: ModuleType) -> None:
             raise AttributeError(name)
         raise AttributeError(f"{module.__name__}.{name}: {NEXT_STEP}")
 
-    module.__getattr__ = __getattr__  # type: ignore[attr-defined]
+    module.__dict__["__getattr__"] = __getattr__  # PEP 562: looked up in the module's dict
 
 
 # -- v2's additions to the transforms ------------------------------------------------
@@ -104,8 +104,8 @@ def read_image(path: str, mode: str = ImageReadMode.UNCHANGED, **_: Any) -> torc
     import numpy as np
     from PIL import Image
 
-    with Image.open(path) as img:
-        img = img.convert(mode) if mode else img
+    with Image.open(path) as opened:
+        img = opened.convert(mode) if mode else opened
         array = np.asarray(img).copy()
     t = torch.from_numpy(array)
     return t[None] if t.dim() == 2 else t.permute(2, 0, 1).contiguous()
@@ -158,17 +158,16 @@ def _fill(**names: Any) -> Callable[[ModuleType], None]:
 
 
 def _root(module: ModuleType) -> None:
-    module.__version__ = version()
+    module.__dict__["__version__"] = version()
     for sub in ("datasets", "transforms", "ops", "utils", "io", "models"):
         setattr(module, sub, __import__(f"{module.__name__}.{sub}", fromlist=["_"]))
-    module.get_image_backend = lambda: "PIL"
-    module.set_image_backend = lambda backend: None
+    module.__dict__.update(get_image_backend=lambda: "PIL", set_image_backend=lambda backend: None)
     _missing(module)
 
 
 def _transforms(module: ModuleType) -> None:
     module.__dict__.update(vision_transforms.TRANSFORMS)
-    module.functional = __import__(f"{module.__name__}.functional", fromlist=["_"])
+    module.__dict__["functional"] = __import__(f"{module.__name__}.functional", fromlist=["_"])
     _missing(module)
 
 
@@ -190,7 +189,7 @@ _FOLDER = {
 def _datasets(module: ModuleType) -> None:
     module.__dict__.update(vision.DATASETS)
     module.__dict__.update(_FOLDER)
-    module.VisionDataset = vision.SyntheticImageDataset
+    module.__dict__["VisionDataset"] = vision.SyntheticImageDataset
     for sub in ("folder", "vision"):
         setattr(module, sub, __import__(f"{module.__name__}.{sub}", fromlist=["_"]))
     _missing(module)

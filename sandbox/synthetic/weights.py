@@ -53,7 +53,7 @@ class InitialWeights(dict):
         raise PretrainedWeightsUnavailable(self.url)
 
     __getitem__ = __delitem__ = __iter__ = _unavailable
-    keys = values = items = pop = copy = _unavailable  # type: ignore[assignment]
+    keys = values = items = pop = copy = _unavailable
 
 
 _BY = "synthetic.weights"

@@ -71,6 +71,10 @@ def _autocast_call(node: cst.Call, ctx: FixContext) -> cst.Call:
     dtype = _autocast_dtype(ctx)
     if dtype is not None and not _switched_off(call):
         call = set_kwarg(call, "dtype", dtype)
+    elif not (arg_named(call, "dtype") or _switched_off(call) or any(a.star for a in call.args)):
+        # torch.cuda.amp.autocast means float16; torch.autocast's default is per device
+        # (bfloat16 on the CPU), so a device-agnostic port states the original's precision
+        call = set_kwarg(call, "dtype", ctx.expr("torch.float16"))
     return call
 
 

@@ -268,8 +268,9 @@ def nccl_env(node: cst.SimpleString, ctx: FixContext):
     if isinstance(parent, cst.DictElement) and parent.key is ctx.original:
         ctx.state.setdefault(DROP_DICT_ELEMENTS, set()).add(id(parent))
         return node
+    if isinstance(parent, cst.Index):  # os.environ["NCCL_X"]: Subscript > SubscriptElement > Index
+        parent = ctx.parent(parent)
     holder = ctx.parent(parent) if isinstance(parent, cst.SubscriptElement | cst.Arg) else None
-    holder = ctx.parent(holder) if isinstance(holder, cst.Index) else holder
     statement = ctx.parent(holder) if holder is not None else None
     if isinstance(holder, cst.Subscript) and isinstance(statement, cst.AssignTarget):
         return REMOVE_STATEMENT
@@ -370,6 +371,8 @@ def nproc_gpu(node: cst.SimpleString, ctx: FixContext):
     value = string_value(node)
     if value is None or "gpu" not in value:
         raise NotApplicable("not a literal nproc_per_node=gpu")
+    if ctx.profile.may_lack_device:  # torchrun's own count: the accelerator's, else the CPUs'
+        return with_string(node, re.sub(r"(nproc[_-]per[_-]node[= ])gpu", r"\1auto", value))
     text = value.replace("{", "{{").replace("}", "}}")
     text = re.sub(r"(nproc[_-]per[_-]node[= ])gpu", r"\1{torch.accelerator.device_count()}", text)
     quote = node.quote

@@ -793,7 +793,17 @@ def _keep_parentheses(original: cst.CSTNode, result: object) -> object:
 
 
 def _drop_unused_imports(source: str, imports: list[ImportSpec]) -> str:
-    return remove_unused_imports(cst.parse_module(source), imports).code
+    return _no_new_leading_blank(
+        source, remove_unused_imports(cst.parse_module(source), imports).code
+    )
+
+
+def _no_new_leading_blank(before: str, after: str) -> str:
+    """An import removed from the top of a file leaves the blank line that followed it as the
+    file's first line: drop it (a file that began with one keeps it)."""
+    if after[:1] in ("\n", "\r") and before[:1] not in ("\n", "\r"):
+        return after.lstrip("\r\n")
+    return after
 
 
 def _fix_imports(module: cst.Module, needed: set[str]) -> str:
@@ -810,4 +820,4 @@ def _fix_imports(module: cst.Module, needed: set[str]) -> str:
     ]
     if not found:
         return code
-    return remove_unused_imports(module, found, code).code
+    return _no_new_leading_blank(code, remove_unused_imports(module, found, code).code)

@@ -273,8 +273,49 @@ def cuda_stream(node: cst.CSTNode, ctx: FixContext):
         call = call.with_changes(args=[_positional(a) for a in node.args])
     if not ctx.profile.may_lack_device:
         return call
+    if name == "current_stream" and (line := _event_call_line(ctx)) is not None:
+        ctx.state.setdefault(GUARDED_LINES, set()).add(id(line))
+        return call
     fallback = {"current_stream": "torch.Stream()"}.get(name)
     return _guard(call, ctx, fallback or "None") if fallback or name == "set_stream" else call
+
+
+# A CPU torch.Stream (the guard's fallback) has no events: on a CPU-only machine its
+# wait_stream / wait_event / record_event raise ("cpu backend doesn't support events",
+# torch 2.13). A statement that is only such a call is guarded whole instead.
+EVENT_METHODS = frozenset({"wait_stream", "wait_event", "record_event"})
+GUARDED_LINES = "stream_lines_to_guard"
+
+
+def _event_call_line(ctx: FixContext) -> cst.SimpleStatementLine | None:
+    """``torch.cuda.current_stream().wait_stream(s)`` alone on its line: that line."""
+    method = ctx.parent(ctx.original)
+    call = ctx.parent(method)
+    expr = ctx.parent(call)
+    line = ctx.parent(expr)
+    if (
+        isinstance(method, cst.Attribute)
+        and method.attr.value in EVENT_METHODS
+        and isinstance(call, cst.Call)
+        and isinstance(expr, cst.Expr)
+        and isinstance(line, cst.SimpleStatementLine)
+        and len(line.body) == 1
+    ):
+        return line
+    return None
+
+
+@follow_up("TPT003")
+def guard_event_line(original: cst.CSTNode, node: cst.CSTNode, ctx: FixContext):
+    if id(original) not in ctx.state.get(GUARDED_LINES, ()) or not isinstance(
+        node, cst.SimpleStatementLine
+    ):
+        return None
+    return cst.If(
+        test=cst.parse_expression("torch.accelerator.is_available()"),
+        body=cst.IndentedBlock([node.with_changes(leading_lines=())]),
+        leading_lines=node.leading_lines,
+    )
 
 
 @fixer("TPT009", {"tpu", "xla"})

@@ -35,7 +35,10 @@ def _backend(match: str, target: str) -> str | None:
 
 
 def _nproc(match: str, target: str) -> str | None:
-    return re.sub(r"gpu\b", PORTABLE_COUNT, match)
+    # device-agnostic code: torchrun's "auto" counts through torch.accelerator, and on a
+    # CPU-only host takes the CPUs where device_count() would start no process at all
+    count = "auto" if profile(target).may_lack_device else PORTABLE_COUNT
+    return re.sub(r"gpu\b", count, match)
 
 
 # rule -> how the matched text becomes the target's (None: cannot, say so)

@@ -222,10 +222,14 @@ class _Remover(cst.CSTTransformer):
             if bound in self.unused:  # a dotted ``import a.b`` never is: it binds ``a``
                 self.remover._unused_imports[alias] = node
 
-    def leave_Import(self, original_node: cst.Import, updated_node: cst.Import):
+    def leave_Import(
+        self, original_node: cst.Import, updated_node: cst.Import
+    ) -> cst.Import | cst.RemovalSentinel:
         return self.remover.leave_Import(original_node, updated_node)
 
-    def leave_ImportFrom(self, original_node: cst.ImportFrom, updated_node: cst.ImportFrom):
+    def leave_ImportFrom(
+        self, original_node: cst.ImportFrom, updated_node: cst.ImportFrom
+    ) -> cst.ImportFrom | cst.RemovalSentinel:
         return self.remover.leave_ImportFrom(original_node, updated_node)
 
 

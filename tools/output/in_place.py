@@ -62,6 +62,6 @@ def write_in_place(
         saved += 1
     for rel, text in changes.items():
         nofollow.write_text(root, rel, text)
-    for name, text in report_files.items():
-        nofollow.write_text(root, f"{REPORT}/{name}", text)
+    for name, content in report_files.items():
+        nofollow.write_text(root, f"{REPORT}/{name}", content)
     return saved

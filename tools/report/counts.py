@@ -109,7 +109,7 @@ def _pruned_imports(result: MigrationResult) -> Callable[[Finding], bool]:
     replaced every use of what it imported (apex's FusedAdam became torch.optim.AdamW) and
     the import went with the last one, so nothing is left for a human on that line."""
     changes = {c.path: c for c in result.changes}
-    kept: dict[str, set[str] | None] = {}
+    kept: dict[str, set[tuple[str, str]] | None] = {}
 
     def gone(f: Finding) -> bool:
         change = changes.get(f.path)

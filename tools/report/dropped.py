@@ -75,7 +75,7 @@ def _last(name: str) -> str:
 
 def _keywords(tree: ast.AST) -> dict[tuple[str, str], tuple[str, str]]:
     """(callee's last name, keyword) -> (callee as written, ``keyword=value``)."""
-    found = {}
+    found: dict[tuple[str, str], tuple[str, str]] = {}
     for node in ast.walk(tree):
         if isinstance(node, ast.Call):
             for kw in node.keywords:

@@ -20,7 +20,7 @@ def lines(text: str) -> list[str]:
 
 def opcodes(before: str, after: str) -> list[tuple[str, int, int, int, int]]:
     matcher = difflib.SequenceMatcher(None, lines(before), lines(after), autojunk=False)
-    return matcher.get_opcodes()
+    return list(matcher.get_opcodes())
 
 
 def split(

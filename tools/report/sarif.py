@@ -13,7 +13,7 @@ import json
 from typing import Any
 
 from .. import __version__
-from ..catalogue import load_catalogue
+from ..catalogue import Rule, load_catalogue
 from ..findings import ScanResult
 from ..safetext import file_uri, uri_path
 
@@ -22,7 +22,7 @@ LEVELS = {"error": "error", "warning": "warning", "info": "note"}
 INFO_URI = "https://github.com/torchport/torchport"
 
 
-def _rule_descriptor(rule) -> dict[str, Any]:
+def _rule_descriptor(rule: Rule) -> dict[str, Any]:
     return {
         "id": rule.code,
         "name": rule.name,

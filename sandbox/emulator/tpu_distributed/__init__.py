@@ -41,7 +41,7 @@ def spmd_safe(func: F) -> F:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         return func(*args, **kwargs)
 
-    return wrapper  # type: ignore[return-value]
+    return wrapper  # type: ignore[return-value]  # wraps keeps func's signature; its stub says _Wrapped
 
 
 def _not_emulated(name: str, instead: str) -> NotImplementedError:

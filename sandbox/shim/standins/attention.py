@@ -15,7 +15,13 @@ _LOW_PRECISION = (torch.float16, torch.bfloat16)
 
 
 def band(
-    sq: int, sk: int, *, offset: int, left: int = -1, right: int = -1, device=None
+    sq: int,
+    sk: int,
+    *,
+    offset: int,
+    left: int = -1,
+    right: int = -1,
+    device: torch.device | str | None = None,
 ) -> torch.Tensor | None:
     """keep[i, j] for the keys j in [i + offset - left, i + offset + right] (a negative
     bound is unbounded on that side); None when both sides are unbounded. Causal is
@@ -70,6 +76,7 @@ def attend(
     manual = softcap > 0 or return_probs
     if is_causal and (keep is not None or bias is not None or manual or sq != sk):
         causal = band(sq, sk, offset=0, right=0, device=q.device)
+        assert causal is not None  # right=0 bounds it
         keep = causal if keep is None else keep & causal
         is_causal = False
     empty = None

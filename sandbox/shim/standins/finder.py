@@ -14,6 +14,7 @@ import importlib
 import importlib.abc
 import importlib.machinery
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
@@ -64,7 +65,7 @@ def _provided(name: str) -> str:
     return ", ".join([*STUBS[name].names, *children]) or "nothing"
 
 
-def _missing_attribute(name: str):
+def _missing_attribute(name: str) -> Callable[[str], Any]:
     """A module ``__getattr__``: known submodules on demand, a clear error otherwise."""
 
     def __getattr__(attr: str) -> Any:
@@ -98,10 +99,10 @@ class _StubLoader(importlib.abc.Loader):
             f"{', '.join(stub.names) or 'its submodules'}."
         )
         if name in VERSIONS:
-            module.__version__ = VERSIONS[name]
+            module.__dict__["__version__"] = VERSIONS[name]
         for attr in stub.names:
             setattr(module, attr, getattr(stub.source, attr))
-        module.__getattr__ = _missing_attribute(name)  # type: ignore[attr-defined]
+        module.__dict__["__getattr__"] = _missing_attribute(name)  # PEP 562
 
 
 class StandinFinder(importlib.abc.MetaPathFinder):

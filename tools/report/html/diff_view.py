@@ -85,12 +85,12 @@ def note_html(note: Any, documented: Mapping[str, Any]) -> str:
 
 
 def _row_html(row: Row, fid: str, left: list[str], right: list[str], documented: Any) -> str:
-    changed = row.hunk is not None
+    made_by = _made_by(row.hunk, documented) if row.hunk is not None else ""
     return (
-        f'<tr class="{"chg" if changed else "eq"}">'
+        f'<tr class="{"eq" if row.hunk is None else "chg"}">'
         + _cells("left", fid, row.left, left)
         + _cells("right", fid, row.right, right)
-        + f'<td class="r">{_made_by(row.hunk, documented) if changed else ""}</td></tr>'
+        + f'<td class="r">{made_by}</td></tr>'
     )
 
 
