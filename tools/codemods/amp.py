@@ -8,6 +8,7 @@ from ..pycustom import BF16_MODE
 from .base import (
     VENDOR,
     FixContext,
+    Fixed,
     NotApplicable,
     arg_named,
     as_expression,
@@ -79,14 +80,14 @@ def _autocast_call(node: cst.Call, ctx: FixContext) -> cst.Call:
 
 
 @fixer("TPA001")
-def cuda_amp_autocast(node: cst.Call, ctx: FixContext):
+def cuda_amp_autocast(node: cst.Call, ctx: FixContext) -> Fixed:
     if not isinstance(node, cst.Call):
         raise NotApplicable("autocast referenced without a call")
     return _autocast_call(node, ctx)
 
 
 @fixer("TPA003")
-def autocast_cuda(node: cst.Call, ctx: FixContext):
+def autocast_cuda(node: cst.Call, ctx: FixContext) -> Fixed:
     """Swap the "cuda" device argument; for bf16 targets make the dtype bfloat16."""
     call = with_arg_value(node, "device_type", 0, _device_type(ctx))
     callee = code_of(node.func)
@@ -97,7 +98,7 @@ def autocast_cuda(node: cst.Call, ctx: FixContext):
 
 
 @fixer("TPA002")
-def grad_scaler(node: cst.Call, ctx: FixContext):
+def grad_scaler(node: cst.Call, ctx: FixContext) -> Fixed:
     """bf16 targets: a disabled scaler (scale/step/update stay valid); else the device's own."""
     call = node.with_changes(func=ctx.expr("torch.amp.GradScaler"))
     if arg_named(call, "device", 0) is not None:  # keep its place and the call's layout
@@ -111,7 +112,7 @@ def grad_scaler(node: cst.Call, ctx: FixContext):
 
 
 @fixer("TPA004", VENDOR)
-def float16(node: cst.CSTNode, ctx: FixContext):
+def float16(node: cst.CSTNode, ctx: FixContext) -> Fixed:
     if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
         return node.with_changes(func=node.func.with_changes(attr=cst.Name("bfloat16")))
     if isinstance(node, cst.Attribute | cst.Name):
@@ -120,7 +121,7 @@ def float16(node: cst.CSTNode, ctx: FixContext):
 
 
 @fixer("TPA005")
-def custom_fwd(node: cst.CSTNode, ctx: FixContext):
+def custom_fwd(node: cst.CSTNode, ctx: FixContext) -> Fixed:
     call = node if isinstance(node, cst.Call) else cst.Call(func=as_expression(node))
     name = code_of(call.func).rsplit(".", 1)[-1]
     call = call.with_changes(func=ctx.expr(f"torch.amp.{name}"))
@@ -136,7 +137,7 @@ BF16_MODE_CODE = f'''def {BF16_MODE}(mixed_precision):
 
 
 @fixer("TPA007", VENDOR)
-def accelerate_fp16(node: cst.Call, ctx: FixContext):
+def accelerate_fp16(node: cst.Call, ctx: FixContext) -> Fixed:
     """``Accelerator(mixed_precision="fp16")`` -> ``"bf16"``, and a value known only at run
     time (``"fp16" if amp else "no"``) -> ``_bf16_for_fp16(...)``: accelerate refuses fp16
     on the target ("fp16 mixed precision is not supported on 'tpu'"; TorchTPU has no

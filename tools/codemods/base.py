@@ -14,7 +14,7 @@ import functools
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Final, TypeVar
 
 import libcst as cst
 from torchport.tools.cst_imports.gather import code_of as code_of  # the codemods import it here
@@ -134,7 +134,13 @@ class FixContext:
         return self.expr(self.profile.device_type_expr)
 
 
-Fixer = Callable[[cst.CSTNode, FixContext], "cst.CSTNode | _RemoveStatement"]
+# What a fix gives back: a node (or a flattening of statements), a removal from the parent
+# (an argument), or REMOVE_STATEMENT
+Fixed = cst.CSTNode | cst.FlattenSentinel[cst.CSTNode] | cst.RemovalSentinel | _RemoveStatement
+Fixer = Callable[[cst.CSTNode, FixContext], Fixed]
+# A fixer as written: its node parameter is the node its rule's matcher finds (a Call, an
+# Attribute, ...), which is what the engine hands it
+AnyFixer = TypeVar("AnyFixer", bound=Callable[..., Fixed])
 
 
 @dataclass(frozen=True)
@@ -158,7 +164,7 @@ def fixer(
     targets: frozenset[str] | set[str] = ALL_KINDS,
     into: dict[tuple[str, str], FixerEntry] = FIXERS,
     but: frozenset[str] | set[str] = frozenset(),
-):
+) -> Callable[[AnyFixer], AnyFixer]:
     """Register ``fn`` as the codemod of rule ``code`` for ``targets``, target names or
     kinds (``{"vendor"}``: every vendor target without a fixer of its own for ``code``), in
     ``FIXERS`` or in ``into`` for a registry built apart, as the consistency tests do.
@@ -168,7 +174,7 @@ def fixer(
     named = expand(set(targets) - by_kind)
     kinds = expand(by_kind) - set(but)
 
-    def register(fn: Fixer) -> Fixer:
+    def register(fn: AnyFixer) -> AnyFixer:
         for target in sorted(named | kinds):
             key = (code, target)
             mine = FixerEntry(code, frozenset(targets), fn, target not in named)
@@ -182,11 +188,11 @@ def fixer(
     return register
 
 
-FollowUp = Callable[[cst.CSTNode, cst.CSTNode, FixContext], "cst.CSTNode | None"]
+FollowUp = Callable[[cst.CSTNode, cst.CSTNode, FixContext], Fixed | None]
 FOLLOW_UPS: list[tuple[str, FollowUp]] = []
 
 
-def follow_up(code: str):
+def follow_up(code: str) -> Callable[[FollowUp], FollowUp]:
     """Register a rewrite of nodes that are not findings but must change with rule ``code``'s
     fix (the ``.record()`` calls of a CUDA event, say). It sees every node of a file whose
     fixers left state for it, and returns a new node, None, or (for a statement line)
@@ -203,7 +209,7 @@ Prescan = Callable[[cst.Module, list[int], str], dict]
 PRESCANS: dict[str, Prescan] = {}
 
 
-def prescan(code: str):
+def prescan(code: str) -> Callable[[Prescan], Prescan]:
     """Register a look at the whole file before rule ``code``'s fixes run, given the lines of
     that rule's findings. It returns state for the fixer and its follow-ups: a follow-up sees
     nodes in file order, so what it must know about code *above* the finding (a function

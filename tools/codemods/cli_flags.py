@@ -13,7 +13,7 @@ import re
 import libcst as cst
 
 from ..pycustom import CUDA_OPTION
-from .base import FixContext, NotApplicable, fixer, set_kwarg, string_value, with_string
+from .base import FixContext, Fixed, NotApplicable, fixer, set_kwarg, string_value, with_string
 
 CUDA_WORD = re.compile(r"\bCUDA\b")
 
@@ -26,7 +26,7 @@ def argparse_dest(names: list[str]) -> str:
 
 
 @fixer("TPD026")
-def accelerator_named_option(node: cst.Call, ctx: FixContext):
+def accelerator_named_option(node: cst.Call, ctx: FixContext) -> Fixed:
     """``add_argument("--no-cuda", action=...)`` -> ``add_argument("--no-accel", "--no-cuda",
     dest="no_cuda", action=...)``; a plain help string's "CUDA" names the target's device."""
     strings = []

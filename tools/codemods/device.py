@@ -23,6 +23,7 @@ from .base import (
     REMOVE_STATEMENT,
     VENDOR,
     FixContext,
+    Fixed,
     NotApplicable,
     arg_named,
     as_expression,
@@ -47,7 +48,7 @@ def _target_string(ctx: FixContext, index: str | None = None) -> str:
 
 
 @fixer("TPD001")
-def cuda_method(node: cst.Call, ctx: FixContext):
+def cuda_method(node: cst.Call, ctx: FixContext) -> Fixed:
     """``x.cuda(...)`` -> ``x.to(<device>, ...)``; an index is kept where the target has one."""
     func = node.func
     if not isinstance(func, cst.Attribute):
@@ -85,7 +86,7 @@ def _plain_fstring(node: cst.CSTNode) -> cst.SimpleString | None:
 
 
 @fixer("TPD002")
-def device_string(node: cst.SimpleString, ctx: FixContext):
+def device_string(node: cst.SimpleString, ctx: FixContext) -> Fixed:
     node = _plain_fstring(node) or node
     value = string_value(node) or ""
     m = CUDA_STRING.match(value)
@@ -132,7 +133,7 @@ def _drop_index_of_device_call(ctx: FixContext) -> None:
 
 
 @follow_up("TPD002")
-def drop_device_index(original: cst.CSTNode, node: cst.CSTNode, ctx: FixContext):
+def drop_device_index(original: cst.CSTNode, node: cst.CSTNode, ctx: FixContext) -> Fixed | None:
     calls = ctx.state.get(DROP_INDEX)
     if not calls or id(original) not in calls or not isinstance(node, cst.Call):
         return None
@@ -145,7 +146,7 @@ def drop_device_index(original: cst.CSTNode, node: cst.CSTNode, ctx: FixContext)
 
 
 @fixer("TPD003")
-def built_device_string(node: cst.BaseExpression, ctx: FixContext):
+def built_device_string(node: cst.BaseExpression, ctx: FixContext) -> Fixed:
     """f"cuda:{r}", "cuda:{}".format(r), "cuda:%d" % r, "cuda:" + str(r): replace the head."""
     head = _head_string(node)
     if head is None:
@@ -228,7 +229,7 @@ def _swap(s: cst.SimpleString, old: str, new: str) -> cst.SimpleString:
 
 
 @fixer("TPD004")
-def is_cuda(node: cst.Attribute, ctx: FixContext):
+def is_cuda(node: cst.Attribute, ctx: FixContext) -> Fixed:
     if ctx.profile.tensor_flag:
         return node.with_changes(attr=cst.Name(ctx.profile.tensor_flag))
     op = "==" if ctx.profile.is_vendor else "!="
@@ -237,7 +238,7 @@ def is_cuda(node: cst.Attribute, ctx: FixContext):
 
 
 @fixer("TPD005")
-def integer_device_id(node: cst.CSTNode, ctx: FixContext):
+def integer_device_id(node: cst.CSTNode, ctx: FixContext) -> Fixed:
     if isinstance(node, cst.Arg):  # device_ids= / output_device= / device=<int>
         keyword = node.keyword.value if node.keyword else ""
         if keyword in ("device_ids", "output_device"):
@@ -323,12 +324,12 @@ for _code_, (_portable, _xla) in RENAMES.items():
 
 
 @fixer("TPD006", {"xla"})
-def cuda_available_xla(node: cst.Call, ctx: FixContext):
+def cuda_available_xla(node: cst.Call, ctx: FixContext) -> Fixed:
     return cst.Name("True")
 
 
 @fixer("TPD010", {"xla", "tpu"})
-def set_device_xla(node: cst.Call, ctx: FixContext):
+def set_device_xla(node: cst.Call, ctx: FixContext) -> Fixed:
     """torch_xla assigns one device per process; TorchTPU's process has one, tpu:0, and its
     set_device is internal (and refuses any other index): the statement goes."""
     if not isinstance(node, cst.Call):
@@ -340,7 +341,7 @@ DEVICE_CONTEXT = "device_context_dropped"
 
 
 @fixer("TPD017", {"tpu"})
-def device_context_one_device(node: cst.CSTNode, ctx: FixContext):
+def device_context_one_device(node: cst.CSTNode, ctx: FixContext) -> Fixed:
     """``with torch.cuda.device(i):`` selects the device the process already has: the block
     becomes its body (TPD017's follow-up); elsewhere the call is a context that does nothing."""
     if not isinstance(node, cst.Call):
@@ -353,7 +354,7 @@ def device_context_one_device(node: cst.CSTNode, ctx: FixContext):
 
 
 @follow_up("TPD017")
-def device_context_block(original: cst.CSTNode, node: cst.CSTNode, ctx: FixContext):
+def device_context_block(original: cst.CSTNode, node: cst.CSTNode, ctx: FixContext) -> Fixed | None:
     dropped = ctx.state.get(DEVICE_CONTEXT)
     if not dropped or not isinstance(original, cst.With) or not isinstance(node, cst.With):
         return None
@@ -368,22 +369,22 @@ def device_context_block(original: cst.CSTNode, node: cst.CSTNode, ctx: FixConte
 
 
 @fixer("TPD011")
-def device_name(node: cst.Call, ctx: FixContext):
+def device_name(node: cst.Call, ctx: FixContext) -> Fixed:
     return ctx.expr("str(torch.accelerator.current_accelerator())")
 
 
 @fixer("TPD011", {"xla"})
-def device_name_xla(node: cst.Call, ctx: FixContext):
+def device_name_xla(node: cst.Call, ctx: FixContext) -> Fixed:
     return ctx.expr("torch_xla.runtime.device_type()")
 
 
 @fixer("TPD015", VENDOR)
-def bf16_supported(node: cst.Call, ctx: FixContext):
+def bf16_supported(node: cst.Call, ctx: FixContext) -> Fixed:
     return cst.Name("True")
 
 
 @fixer("TPD007")
-def cuda_else_cpu(node: cst.CSTNode, ctx: FixContext):
+def cuda_else_cpu(node: cst.CSTNode, ctx: FixContext) -> Fixed:
     """Keep the program's own choice and rewrite what it chooses between.
 
     The test keeps its meaning (``--no-cuda``, ``use_cuda``, an MPS arm still decide), with
@@ -512,7 +513,7 @@ ACCEL_IDIOM = "accelerator_idiom"
 
 
 @follow_up("TPD007")
-def accelerator_idiom(original: cst.CSTNode, node: cst.CSTNode, ctx: FixContext):
+def accelerator_idiom(original: cst.CSTNode, node: cst.CSTNode, ctx: FixContext) -> Fixed | None:
     """``torch.device(A.type if torch.accelerator.is_available() else "cpu")`` -> the idiom of
     the ``torch.accelerator`` docs: ``A if torch.accelerator.is_available() else
     torch.device("cpu")``, a device, not a device built from its own name."""
@@ -563,7 +564,7 @@ class _StringCollector(cst.CSTVisitor):
 
 
 @fixer("TPD014", {"tpu", "neuron"})
-def capability_branch(node: cst.BaseExpression, ctx: FixContext):
+def capability_branch(node: cst.BaseExpression, ctx: FixContext) -> Fixed:
     """Evaluate the test as a modern (bf16-capable, Hopper-class) GPU would answer it."""
     code = code_of(node)
     code = re.sub(r"[\w.]*get_device_capability\([^()]*\)", "(9, 0)", code)
@@ -586,7 +587,7 @@ MODERN_CAPABILITY = {"major": 9, "minor": 0}
 
 
 @fixer("TPD027", VENDOR, but={"xla"})
-def capability_properties(node: cst.Call, ctx: FixContext):
+def capability_properties(node: cst.Call, ctx: FixContext) -> Fixed:
     """``torch.cuda.get_device_properties(d)`` read only for ``.major``/``.minor`` (the
     matcher checked every use) -> ``types.SimpleNamespace(major=9, minor=0)``: the call
     raises on a torch without CUDA, and a generation check behind a ``cuda.is_available()``
@@ -600,7 +601,7 @@ FOLD = "fold_branches"
 
 
 @follow_up("TPD014")
-def fold_branch(original: cst.CSTNode, node: cst.CSTNode, ctx: FixContext):
+def fold_branch(original: cst.CSTNode, node: cst.CSTNode, ctx: FixContext) -> Fixed | None:
     """``x if True else y`` -> ``x``; ``if True: a else: b`` -> ``a`` (an ``elif`` folds into
     its chain): the arm the target takes, without dead code."""
     folds = ctx.state.get(FOLD)
@@ -653,7 +654,7 @@ def _constant_value(node: ast.AST):
 
 
 @fixer("TPD016")
-def device_type_compare(node: cst.Comparison | cst.Call, ctx: FixContext):
+def device_type_compare(node: cst.Comparison | cst.Call, ctx: FixContext) -> Fixed:
     """A test of a device's name follows the name's rename (TPD002): ``== "cuda"`` compares
     with the target's name, ``.startswith("cuda")`` tests its prefix. On the accelerator
     target, whose device name is only known at run time, the test asks "not the CPU"."""
@@ -715,7 +716,7 @@ NOT_NEGATED = "prefix_test_negated"
 
 
 @follow_up("TPD016")
-def double_negation(original: cst.CSTNode, node: cst.CSTNode, ctx: FixContext):
+def double_negation(original: cst.CSTNode, node: cst.CSTNode, ctx: FixContext) -> Fixed | None:
     """``not d.startswith("cuda")`` on the accelerator target: ``d.startswith("cpu")``, not
     ``not not d.startswith("cpu")``."""
     negated = ctx.state.get(NOT_NEGATED)
@@ -783,7 +784,7 @@ def _integer(value: cst.BaseExpression) -> bool:
 
 
 @fixer("TPD018")
-def legacy_tensor_type(node: cst.CSTNode, ctx: FixContext):
+def legacy_tensor_type(node: cst.CSTNode, ctx: FixContext) -> Fixed:
     """``torch.cuda.FloatTensor(2, 3)`` -> ``torch.empty(2, 3, dtype=torch.float32, device=...)``;
     with a list, ``torch.tensor(...)``. Type checks and ``.type(...)`` casts stay manual."""
     if not isinstance(node, cst.Call):

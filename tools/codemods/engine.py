@@ -46,6 +46,9 @@ from .imports import add_definitions, torch_alias
 from .positions import StatementPositions, usable
 from .scope import DeviceNames
 
+# What the walk leaves in a node's place: a node, several statements, or nothing
+Rewritten = cst.CSTNode | cst.FlattenSentinel[cst.CSTNode] | cst.RemovalSentinel
+
 # Imports that may become unused once the code using them is migrated.
 CUDA_MODULES = ("torch.cuda", "torch.backends.cudnn", "torch.backends.cuda")
 
@@ -110,7 +113,7 @@ class _Applier(cst.CSTTransformer):
         self.failures: dict[int, str] = {}
         self.enclosed: list[Finding] = []  # findings a fix around them rewrites (Enclosed)
         self.definitions: dict[str, str] = {}  # top-level functions the fixes call
-        self.laid_out: dict[int, cst.CSTNode] = {}  # calls a fixer laid out itself
+        self.laid_out: dict[int, Rewritten] = {}  # calls a fixer laid out itself
         self.remove: set[int] = set()
         self.imports: set[str] = set()
         self.module: cst.Module | None = None
@@ -272,13 +275,16 @@ class _Applier(cst.CSTTransformer):
             return block
         return block.with_changes(body=body)
 
-    def _apply_findings(self, original: cst.CSTNode, updated: cst.CSTNode):
-        result = updated
+    def _apply_findings(self, original: cst.CSTNode, updated: cst.CSTNode) -> Rewritten:
+        result: Rewritten = updated
         for finding in self._candidates(original):
             entry = FIXERS.get((finding.rule, self.target))
             self.done.add(id(finding))
             if entry is None:
                 self.failures[id(finding)] = "no codemod for this rule and target yet"
+                continue
+            if not isinstance(result, cst.CSTNode):  # a fix before it removed or split it
+                self.failures[id(finding)] = "another fix on the same code removed or split it"
                 continue
             ctx = self._context(original)
             try:
@@ -782,7 +788,7 @@ def _reason(finding: Finding, target: str) -> str:
     return f"{finding.message}; {target}: {finding.fix.get(target, {}).get('hint', '')}".rstrip()
 
 
-def _keep_parentheses(original: cst.CSTNode, result: object) -> object:
+def _keep_parentheses(original: cst.CSTNode, result: Rewritten) -> Rewritten:
     """A fix of a parenthesised expression keeps its parentheses: ``not(cudnn.is_acceptable(i))``
     rewritten without them would be ``notFalse``, which libcst refuses to build (and a
     reader would not write)."""

@@ -27,6 +27,7 @@ from libcst.metadata import MetadataWrapper, ParentNodeProvider, PositionProvide
 from .base import (
     REMOVE_STATEMENT,
     FixContext,
+    Fixed,
     NotApplicable,
     code_of,
     dotted,
@@ -128,7 +129,7 @@ def timing_scopes(module: cst.Module, lines: list[int], target: str) -> dict:
 
 
 @fixer("TPT002")
-def cuda_event(node: cst.CSTNode, ctx: FixContext):
+def cuda_event(node: cst.CSTNode, ctx: FixContext) -> Fixed:
     if not isinstance(node, cst.Call):
         raise NotApplicable("an event type reference, not a constructor call")
     holder: cst.CSTNode | None = ctx.original
@@ -238,7 +239,7 @@ def _receiver(call: cst.Call) -> cst.BaseExpression:
 
 
 @follow_up("TPT002")
-def event_uses(original: cst.CSTNode, node: cst.CSTNode, ctx: FixContext):
+def event_uses(original: cst.CSTNode, node: cst.CSTNode, ctx: FixContext) -> Fixed | None:
     declared = ctx.state.get(DECLARE, {}).get(id(original))
     if declared and isinstance(node, cst.FunctionDef):
         return _declared(node, *declared)

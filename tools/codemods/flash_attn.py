@@ -32,7 +32,7 @@ import libcst as cst
 
 from . import attention_port as port
 from .attention_shapes import Shapes
-from .base import TORCH_NAME, FixContext, NotApplicable, code_of, dotted, fixer, prescan
+from .base import TORCH_NAME, FixContext, Fixed, NotApplicable, code_of, dotted, fixer, prescan
 from .library_names import imported_names, last_name
 from .sdpa import SDPA, SDPA_NAME, Call, Inputs, sdpa_spelling, template
 
@@ -161,7 +161,7 @@ def _sdpa(ctx: FixContext) -> str:
 
 
 @fixer("TPK010")
-def flash_attention(node: cst.CSTNode, ctx: FixContext):
+def flash_attention(node: cst.CSTNode, ctx: FixContext) -> Fixed:
     name = last_name(
         node, ctx, ALIASES, lambda: NotApplicable("the flash-attn function is not named plainly")
     )

@@ -42,6 +42,7 @@ from libcst.metadata import MetadataWrapper, ParentNodeProvider
 from .base import (
     REMOVE_STATEMENT,
     FixContext,
+    Fixed,
     NotApplicable,
     block_lines,
     code_of,
@@ -370,7 +371,7 @@ def _graph_of_assign(ctx: FixContext) -> _Graph | None:
 
 
 @fixer("TPT005")
-def cuda_graph(node: cst.CSTNode, ctx: FixContext):
+def cuda_graph(node: cst.CSTNode, ctx: FixContext) -> Fixed:
     if not isinstance(node, cst.Call):
         raise NotApplicable("a CUDA graph API referenced, not called: port it by hand")
     name = (_qualified(node.func, ctx.state.get("cuda_graph_imports", {})) or "").rsplit(".")[-1]
@@ -410,7 +411,7 @@ def _declared(keyword: str, names: list[str]) -> cst.SimpleStatementLine:
 
 
 @fixer("TPT008")
-def graph_capture(node: cst.With, ctx: FixContext):
+def graph_capture(node: cst.With, ctx: FixContext) -> Fixed:
     if not isinstance(ctx.original, cst.With):  # the rule's matcher finds capture blocks
         raise NotApplicable("not a capture block")
     name = capture_graph(ctx.original, ctx.state.get("cuda_graph_imports", {}))
@@ -442,7 +443,7 @@ def graph_capture(node: cst.With, ctx: FixContext):
 
 
 @follow_up("TPT008")
-def graph_uses(original: cst.CSTNode, node: cst.CSTNode, ctx: FixContext):
+def graph_uses(original: cst.CSTNode, node: cst.CSTNode, ctx: FixContext) -> Fixed | None:
     graphs = ctx.state.get(GRAPHS)
     if not graphs:
         return None

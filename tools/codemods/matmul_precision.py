@@ -26,7 +26,7 @@ import re
 
 import libcst as cst
 
-from .base import FixContext, code_of, dotted, fixer
+from .base import FixContext, Fixed, code_of, dotted, fixer
 from .config import REPLACE_STATEMENTS, _statement_or_constant, tf32_precision
 
 SETTER = "torch.set_float32_matmul_precision"
@@ -35,7 +35,7 @@ MATMUL_TF32 = re.compile(r"\bmatmul\.allow_tf32\s*=[^=]")
 
 
 @fixer("TPB002", {"tpu"})
-def tpu_tf32(node: cst.CSTNode, ctx: FixContext):
+def tpu_tf32(node: cst.CSTNode, ctx: FixContext) -> Fixed:
     name = dotted(node) or ""
     assign = ctx.parent(ctx.parent(ctx.original))
     if name.endswith("allow_tf32") and not isinstance(assign, cst.Assign):
@@ -44,7 +44,7 @@ def tpu_tf32(node: cst.CSTNode, ctx: FixContext):
 
 
 @fixer("TPB001", {"tpu"})
-def tpu_cudnn(node: cst.CSTNode, ctx: FixContext):
+def tpu_cudnn(node: cst.CSTNode, ctx: FixContext) -> Fixed:
     """cuDNN switches do nothing on a TPU, except ``allow_tf32 = False``: full float32
     convolutions, which TorchTPU gives under the global ``"highest"`` precision."""
     assign = ctx.parent(ctx.parent(ctx.original))

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from .base import FixContext, NotApplicable, arg_named, code_of, fixer, string_value
+from .base import FixContext, Fixed, NotApplicable, arg_named, code_of, fixer, string_value
 
 _SCOPES = (cst.FunctionDef, cst.Module)
 
@@ -46,7 +46,7 @@ def _device_of(move: cst.Call, ctx: FixContext) -> str | None:
 
 
 @fixer("TPD022")
-def optimizer_before_device_move(node: cst.Call, ctx: FixContext):
+def optimizer_before_device_move(node: cst.Call, ctx: FixContext) -> Fixed:
     """``Adam(model.parameters())`` -> ``Adam(model.to(device).parameters())``."""
     import libcst.matchers as m
 

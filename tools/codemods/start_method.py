@@ -28,6 +28,7 @@ from ..pyimports import collect_aliases
 from ..pystartmethod import DEFAULT_CONTEXT, GET_CONTEXT, SET_START_METHOD
 from .base import (
     FixContext,
+    Fixed,
     NotApplicable,
     arg_named,
     as_statement,
@@ -308,7 +309,7 @@ def _spawn_context(ctx: FixContext, plan: Plan) -> cst.BaseExpression:
 
 
 @fixer("TPN011", {"tpu"})
-def start_method(node: cst.CSTNode, ctx: FixContext):
+def start_method(node: cst.CSTNode, ctx: FixContext) -> Fixed:
     if not isinstance(node, cst.Call):
         raise NotApplicable("not a call")
     plan: Plan = ctx.state.get(PLAN) or Plan()
@@ -339,7 +340,7 @@ def start_method(node: cst.CSTNode, ctx: FixContext):
 
 
 @follow_up("TPN011")
-def choose_spawn_in_main(original: cst.CSTNode, node: cst.CSTNode, ctx: FixContext):
+def choose_spawn_in_main(original: cst.CSTNode, node: cst.CSTNode, ctx: FixContext) -> Fixed | None:
     """``multiprocessing.set_start_method("spawn", force=True)`` first in the ``__main__``
     block, when the plan chose it (``force``: a library may have chosen already)."""
     plan = ctx.state.get(PLAN)

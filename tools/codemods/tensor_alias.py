@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider, ScopeProvider
 
-from .base import FixContext, NotApplicable, code_of, fixer, follow_up
+from .base import FixContext, Fixed, NotApplicable, code_of, fixer, follow_up
 
 ASSIGNMENTS = "tensor_alias_assignments"  # id(original statement line) -> _Alias
 USES = "tensor_alias_uses"  # id(original call) -> name of the device variable
@@ -43,7 +43,7 @@ class _Alias:
 
 
 @fixer("TPD023")
-def legacy_type_alias(node: cst.Assign, ctx: FixContext):
+def legacy_type_alias(node: cst.Assign, ctx: FixContext) -> Fixed:
     """Plan the whole idiom at its definition (the scanner matched its shape); the follow-up
     below splits the definition's line and rewrites the uses as the engine reaches them."""
     assign = ctx.original
@@ -159,7 +159,7 @@ class _Names(cst.CSTVisitor):
 
 
 @follow_up("TPD023")
-def rewrite_alias(original: cst.CSTNode, node: cst.CSTNode, ctx: FixContext):
+def rewrite_alias(original: cst.CSTNode, node: cst.CSTNode, ctx: FixContext) -> Fixed | None:
     """The definition becomes the CPU type and a device chosen by the same condition; each
     tensor built or cast with the alias moves to that device."""
     uses = ctx.state.get(USES)

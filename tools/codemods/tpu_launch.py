@@ -34,7 +34,7 @@ import libcst as cst
 
 from ..targets import profile
 from . import torchtpu
-from .base import FixContext, NotApplicable, code_of, dotted, fixer, follow_up
+from .base import FixContext, Fixed, NotApplicable, code_of, dotted, fixer, follow_up
 
 PENDING = "tpu_launch_step"  # state: statement id -> the launch step to put above it
 
@@ -77,7 +77,7 @@ def _count(node: cst.Call) -> cst.BaseExpression | None:
 
 
 @fixer("TPN010", {"tpu"})
-def launch_step(node: cst.CSTNode, ctx: FixContext):
+def launch_step(node: cst.CSTNode, ctx: FixContext) -> Fixed:
     """Mark the statement that launches: the follow-up puts the launch step above it."""
     if not isinstance(node, cst.Call):
         raise NotApplicable("not a call that launches workers")
@@ -137,7 +137,9 @@ def _self_launch_steps(
 
 
 @follow_up("TPN010")
-def step_above_the_launch(original: cst.CSTNode, node: cst.CSTNode, ctx: FixContext):
+def step_above_the_launch(
+    original: cst.CSTNode, node: cst.CSTNode, ctx: FixContext
+) -> Fixed | None:
     pending = ctx.state.get(PENDING)
     if not pending or id(original) not in pending or not isinstance(node, cst.SimpleStatementLine):
         return None

@@ -49,6 +49,7 @@ from libcst.metadata import CodeRange
 from .base import (
     REMOVE_STATEMENT,
     FixContext,
+    Fixed,
     NotApplicable,
     as_statement,
     block_lines,
@@ -369,7 +370,7 @@ def _plan(ctx: FixContext) -> Plan:
 
 
 @fixer("TPK003")
-def kernel_to_fallback(node: cst.CSTNode, ctx: FixContext):
+def kernel_to_fallback(node: cst.CSTNode, ctx: FixContext) -> Fixed:
     """The kernel's decorator: the kernel goes (the follow-up takes the rest), or the
     reason why the file has no fallback to keep."""
     found = _plan(ctx)
@@ -379,7 +380,7 @@ def kernel_to_fallback(node: cst.CSTNode, ctx: FixContext):
 
 
 @follow_up("TPK003")
-def keep_the_fallback(original: cst.CSTNode, node: cst.CSTNode, ctx: FixContext):
+def keep_the_fallback(original: cst.CSTNode, node: cst.CSTNode, ctx: FixContext) -> Fixed | None:
     found = ctx.state.get(PLAN)
     if not isinstance(found, Plan) or found.refusal:
         return None

@@ -20,7 +20,7 @@ import libcst as cst
 
 from ..targets import profile, profiles
 from . import torchtpu
-from .base import FixContext, NotApplicable, fixer
+from .base import FixContext, Fixed, NotApplicable, fixer
 
 CUDA = "CUDA_VISIBLE_DEVICES"
 # CUDA_VISIBLE_DEVICES's counterpart, by target (its profile's visible_devices)
@@ -36,7 +36,7 @@ def _renamed(node: cst.SimpleString, name: str) -> cst.SimpleString:
 
 
 @fixer("TPD024", set(RENAMED))
-def visible_devices(node: cst.CSTNode, ctx: FixContext):
+def visible_devices(node: cst.CSTNode, ctx: FixContext) -> Fixed:
     """The key renamed wherever it is written or read; its value is the same list."""
     if not isinstance(node, cst.SimpleString):
         raise NotApplicable("not a plain string literal")

@@ -26,7 +26,7 @@ import libcst as cst
 
 from . import attention_port as port
 from .attention_shapes import Shapes
-from .base import Enclosed, FixContext, NotApplicable, code_of, dotted, fixer, prescan
+from .base import Enclosed, FixContext, Fixed, NotApplicable, code_of, dotted, fixer, prescan
 from .library_names import imported_names, last_name, qualified
 from .sdpa import SDPA, SDPA_NAME, Call, Inputs, parenthesized, sdpa_spelling, template
 
@@ -119,7 +119,7 @@ def _library_name(node: cst.CSTNode, ctx: FixContext) -> str:
 
 
 @fixer("TPK011")
-def xformers_attention(node: cst.CSTNode, ctx: FixContext):
+def xformers_attention(node: cst.CSTNode, ctx: FixContext) -> Fixed:
     name = _library_name(node, ctx)
     if name in ATTENTION and isinstance(node, cst.Call):
         return _attention(node, name, ctx)
