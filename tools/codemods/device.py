@@ -13,6 +13,8 @@ from __future__ import annotations
 import ast
 import operator
 import re
+from collections.abc import Sequence
+from typing import Any
 
 import libcst as cst
 from torchport.sandbox import astparse
@@ -24,9 +26,12 @@ from .base import (
     VENDOR,
     FixContext,
     Fixed,
+    Fixer,
     NotApplicable,
+    Statement,
     arg_named,
     as_expression,
+    block_lines,
     body_of,
     code_of,
     dotted,
@@ -279,10 +284,10 @@ ON_CPU = {
 }
 
 
-def _simple_call(to: str):
+def _simple_call(to: str) -> Fixer:
     """A fixer that swaps the callee of a call, keeping its arguments."""
 
-    def fix(node: cst.Call, ctx: FixContext):
+    def fix(node: cst.CSTNode, ctx: FixContext) -> Fixed:
         if not isinstance(node, cst.Call):
             raise NotApplicable("reference is not called")
         call = node.with_changes(func=ctx.expr(to))
@@ -415,7 +420,7 @@ def cuda_else_cpu(node: cst.CSTNode, ctx: FixContext) -> Fixed:
     return new
 
 
-def _folded(node: cst.IfExp | cst.If, value: bool, ctx: FixContext):
+def _folded(node: cst.IfExp | cst.If, value: bool, ctx: FixContext) -> Fixed:
     """The arm a constant test takes, without the dead one (an ``elif`` folds into its chain)."""
     if isinstance(node, cst.IfExp):
         return node.body if value else node.orelse
@@ -424,7 +429,7 @@ def _folded(node: cst.IfExp | cst.If, value: bool, ctx: FixContext):
     if value:
         if is_elif:
             return cst.Else(body=node.body)
-        return _statements_with_lines(node.body.body, node.leading_lines)
+        return _statements_with_lines(block_lines(node.body), node.leading_lines)
     if node.orelse is None:
         return cst.RemoveFromParent()
     if isinstance(node.orelse, cst.If):
@@ -433,10 +438,12 @@ def _folded(node: cst.IfExp | cst.If, value: bool, ctx: FixContext):
         return node.orelse.with_changes(leading_lines=node.leading_lines)
     if is_elif:
         return node.orelse
-    return _statements_with_lines(node.orelse.body.body, node.leading_lines)
+    return _statements_with_lines(block_lines(node.orelse.body), node.leading_lines)
 
 
-def _statements_with_lines(statements, leading_lines) -> cst.FlattenSentinel:
+def _statements_with_lines(
+    statements: list[Statement], leading_lines: Sequence[cst.EmptyLine]
+) -> cst.FlattenSentinel[Statement]:
     statements = list(statements)
     statements[0] = statements[0].with_changes(
         leading_lines=[*leading_lines, *statements[0].leading_lines]
@@ -485,7 +492,9 @@ class _ArmDevices(cst.CSTTransformer):
             return self.ctx.expr(f"torch.device({ACCELERATOR_CURRENT}.type, {index})")
         return self.ctx.expr(ACCELERATOR_CURRENT)
 
-    def leave_Attribute(self, original, updated):
+    def leave_Attribute(
+        self, original: cst.Attribute, updated: cst.Attribute
+    ) -> cst.BaseExpression:
         # `(current_accelerator(check_available=True) or cpu).type` from a built string
         # (f"cuda:{r}") in this arm: here the accelerator is the one the program found
         if (
@@ -497,12 +506,14 @@ class _ArmDevices(cst.CSTTransformer):
             return self.ctx.expr(f"{ACCELERATOR_CURRENT}.type")
         return updated
 
-    def leave_SimpleString(self, original, updated):
+    def leave_SimpleString(
+        self, original: cst.SimpleString, updated: cst.SimpleString
+    ) -> cst.BaseExpression:
         value = string_value(updated)
         if value is None or not CUDA_STRING.match(value):
             return updated
         if self.ctx.profile.is_vendor:
-            return device_string(updated, self.ctx)
+            return as_expression(device_string(updated, self.ctx))
         index = value.partition(":")[2]
         kind = f"{ACCELERATOR_CURRENT}.type"
         return self.ctx.expr(f'f"{{{kind}}}:{index}"' if index else kind)
@@ -623,7 +634,7 @@ _COMPARE = {
 }
 
 
-def _constant_value(node: ast.AST):
+def _constant_value(node: ast.AST) -> Any:  # a constant of the program's: any type
     """Evaluate constants, tuples, indexing, comparisons and boolean logic; nothing else.
 
     The expression comes from the repository under migration: it is never ``eval``-ed.
@@ -663,7 +674,7 @@ def device_type_compare(node: cst.Comparison | cst.Call, ctx: FixContext) -> Fix
     if not isinstance(node, cst.Comparison):
         raise NotApplicable("not a comparison")
 
-    def swap(expr):
+    def swap(expr: cst.BaseExpression) -> cst.BaseExpression:
         if isinstance(expr, cst.Tuple | cst.List | cst.Set):
             if not ctx.profile.is_vendor:
                 raise NotApplicable(
@@ -674,7 +685,7 @@ def device_type_compare(node: cst.Comparison | cst.Call, ctx: FixContext) -> Fix
                 elements=[e.with_changes(value=swap(e.value)) for e in expr.elements]
             )
         value = string_value(expr)
-        if value is None or not CUDA_STRING.match(value):
+        if value is None or not CUDA_STRING.match(value) or not isinstance(expr, cst.SimpleString):
             return expr
         return with_string(expr, ctx.profile.device or "cpu")
 
