@@ -37,7 +37,7 @@ def _assigned_flag(ctx: FixContext) -> bool:
 NO_CUDA_ANSWERS = {"version": "None", "is_available": "False", "is_built": "False"}
 
 
-def _statement_or_constant(node: cst.CSTNode, ctx: FixContext):
+def _statement_or_constant(node: cst.CSTNode, ctx: FixContext) -> Fixed:
     """A setting (``flag = x``, ``configure(...)``) goes; a query becomes the no-CUDA answer."""
     parent = ctx.parent(ctx.original)
     if isinstance(parent, cst.AssignTarget | cst.Expr | cst.AugAssign):
