@@ -25,6 +25,11 @@ SAME_SHAPE = frozenset(
 RESHAPES = frozenset({"view", "reshape"})
 
 
+# What a name is bound to: the value, ``("unpack", value)`` for one target of ``a, b = value``
+# (nested for nested targets), or None where the value is not known
+Bound = cst.BaseExpression | tuple[str, "Bound"] | None
+
+
 @dataclass(frozen=True)
 class Origin:
     """How a name got its tensor: ``group`` is the id of the unbind statement (all its
@@ -59,9 +64,9 @@ class _Bindings(cst.CSTVisitor):
 
     def __init__(self, root: cst.FunctionDef) -> None:
         self.root = root
-        self.bound: dict[str, list[tuple[cst.CSTNode, cst.BaseExpression | None]]] = {}
+        self.bound: dict[str, list[tuple[cst.CSTNode, Bound]]] = {}
 
-    def _bind(self, target: cst.BaseExpression, statement: cst.CSTNode, value) -> None:
+    def _bind(self, target: cst.BaseExpression, statement: cst.CSTNode, value: Bound) -> None:
         if isinstance(target, cst.Name):
             self.bound.setdefault(target.value, []).append((statement, value))
         elif isinstance(target, cst.Tuple | cst.List):
@@ -188,7 +193,7 @@ class Shapes:
         return None
 
 
-def _unbind_source(value: cst.BaseExpression) -> cst.BaseExpression | None:
+def _unbind_source(value: Bound) -> cst.BaseExpression | None:
     """``x`` of ``x.unbind(d)`` / ``torch.unbind(x, d)`` / xformers' ``unbind(x, d)``:
     every element has the same shape."""
     if not isinstance(value, cst.Call):

@@ -138,7 +138,7 @@ def _adam_port(call: cst.Call) -> Port:
     return _ADAM_DECOUPLED
 
 
-def _optim_manager(node: cst.CSTNode, ctx: FixContext):
+def _optim_manager(node: cst.CSTNode, ctx: FixContext) -> Fixed:
     """``GlobalOptimManager.get_instance().register_parameters(...)`` / ``.override_config``
     choose 8- or 32-bit state per parameter: with fp32 state everywhere they say nothing."""
     statement: cst.CSTNode | None = node

@@ -11,12 +11,18 @@ from __future__ import annotations
 import os
 import re
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import cast
+from typing import TypeVar, cast
 
 import libcst as cst
-from libcst.metadata import CodeRange, MetadataWrapper, ParentNodeProvider, PositionProvider
+from libcst.metadata import (
+    BaseMetadataProvider,
+    CodeRange,
+    MetadataWrapper,
+    ParentNodeProvider,
+    PositionProvider,
+)
 from torchport.sandbox import astparse
 from torchport.tools.cst_imports import (
     ImportSpec,
@@ -35,6 +41,8 @@ from .base import (
     FixContext,
     NotApplicable,
     Statement,
+    as_statement,
+    block_lines,
     code_of,
     dotted,
     is_multiline,
@@ -45,6 +53,8 @@ from .guard import REFUSED, Problem, blocking, original_lines, orphaned_imports
 from .imports import add_definitions, torch_alias
 from .positions import StatementPositions, usable
 from .scope import DeviceNames
+
+Provided = TypeVar("Provided")  # what a metadata provider gives for a node
 
 # What the walk leaves in a node's place: a node, several statements, or nothing
 Rewritten = cst.CSTNode | cst.FlattenSentinel[cst.CSTNode] | cst.RemovalSentinel
@@ -157,19 +167,24 @@ class _Applier(cst.CSTTransformer):
             first = min(first, self.positions[decorator].start.line)
         return not any(first <= line <= pos.end.line for line in self.finding_lines)
 
-    def get_metadata(self, key, node, default=_NO_DEFAULT):
+    def get_metadata(
+        self,
+        key: type[BaseMetadataProvider[Provided]],
+        node: cst.CSTNode,
+        default: object = _NO_DEFAULT,
+    ) -> Provided:
         """ParentNodeProvider's answer from the walk (fixers and ``DeviceNames`` ask it so);
         every other key from libcst."""
         if key is not ParentNodeProvider:
-            return super().get_metadata(key, node, default)
+            return super().get_metadata(key, node, cast(Provided, default))
         parent = self.parents.get(id(node))
         if parent is None and node is not self.module:
             parent = self.wrapper.resolve(ParentNodeProvider).get(node)
         if parent is not None:
-            return parent
+            return cast(Provided, parent)  # the key is ParentNodeProvider: it provides nodes
         if default is _NO_DEFAULT:
             raise KeyError(f"{type(node).__name__} has no parent")
-        return default
+        return cast(Provided, default)
 
     def visit_Module(self, node: cst.Module) -> bool:
         self.module = node
@@ -194,7 +209,11 @@ class _Applier(cst.CSTTransformer):
                     found.append(f)
         return found
 
-    def on_leave(self, original: cst.CSTNode, updated: cst.CSTNode):
+    # the walk may put a node of another type in a node's place (an ``if`` for a guarded
+    # line), which libcst's signature (generic in the node's type) does not allow for
+    def on_leave(  # type: ignore[override]
+        self, original: cst.CSTNode, updated: cst.CSTNode
+    ) -> Rewritten:
         self.walking.pop()
         if id(original) in self.skipped:
             return updated
@@ -211,7 +230,7 @@ class _Applier(cst.CSTTransformer):
             if id(line) in self.doomed:
                 return line
             guard = _guard_as_statement(line)
-            if guard is not line:
+            if guard is not line and isinstance(guard, cst.If):  # one we wrote
                 self.guards[id(guard)] = guard
             return guard
         if (
@@ -232,23 +251,26 @@ class _Applier(cst.CSTTransformer):
         would ask for it to go rather than read ``pass``."""
         return id(node.body) in self.emptied and node.orelse is None and _pure(node.test)
 
-    def _settle_block(self, block):
+    def _settle_block(
+        self, block: cst.IndentedBlock | cst.Module
+    ) -> cst.IndentedBlock | cst.Module:
         """Drop the statements this run emptied, keeping the comments and blank lines above
         them (they move to the next statement), and lines a rewrite made repeat their
         neighbour (``torch.cuda.manual_seed(s)`` after ``torch.manual_seed(s)``)."""
-        body, previous, carried, dropped = [], None, [], False  # previous: last kept
-        for index, stmt in enumerate(block.body):
+        statements = [as_statement(s) for s in block.body]
+        body: list[Statement] = []
+        previous: Statement | None = None  # the last kept
+        carried: list[cst.EmptyLine] = []
+        dropped = False
+        for index, stmt in enumerate(statements):
             last = body[-1] if body and not carried else None
-            if (
-                id(stmt) in self.guards
-                and last is not None
-                and id(last) in self.guards
-                and not stmt.leading_lines
-            ):
+            guard = self.guards.get(id(stmt))
+            last_guard = self.guards.get(id(last)) if last is not None else None
+            if guard is not None and last_guard is not None and not stmt.leading_lines:
                 # adjacent guards we wrote: one `if torch.accelerator.is_available():`
-                moved = list(stmt.body.body)
-                merged = last.with_changes(
-                    body=last.body.with_changes(body=[*last.body.body, *moved])
+                moved = block_lines(guard.body)
+                merged = last_guard.with_changes(
+                    body=last_guard.body.with_changes(body=[*block_lines(last_guard.body), *moved])
                 )
                 self.guards[id(merged)] = merged
                 body[-1] = merged
@@ -256,7 +278,7 @@ class _Applier(cst.CSTTransformer):
                 continue
             repeat = id(stmt) in self.rewritten and _repeats(stmt, previous, body)
             if id(stmt) in self.doomed or repeat:
-                following = (s for s in block.body[index + 1 :] if id(s) not in self.doomed)
+                following = (s for s in statements[index + 1 :] if id(s) not in self.doomed)
                 lines = _without_its_comment(stmt, next(following, None))
                 carried = _joined(carried, lines)
                 dropped = True
@@ -348,7 +370,7 @@ class _Applier(cst.CSTTransformer):
             definitions=self.definitions,
         )
 
-    def _follow_ups(self, original: cst.CSTNode, result):
+    def _follow_ups(self, original: cst.CSTNode, result: Rewritten) -> Rewritten:
         for code, rewrite in FOLLOW_UPS:
             if not isinstance(result, cst.CSTNode):
                 break
@@ -375,7 +397,7 @@ class _Applier(cst.CSTTransformer):
             result = new
         return result
 
-    def _source_of(self, pos) -> str:
+    def _source_of(self, pos: CodeRange) -> str:
         """The original text of a span: exactly what the finding covered."""
         lines = self.lines[pos.start.line - 1 : pos.end.line]
         if not lines:
@@ -394,7 +416,7 @@ class _Applier(cst.CSTTransformer):
             node = self.get_metadata(ParentNodeProvider, node, None)
         return node
 
-    def _drop_removed(self, original: cst.SimpleStatementLine, updated):
+    def _drop_removed(self, original: cst.SimpleStatementLine, updated: Rewritten) -> Rewritten:
         if not isinstance(updated, cst.SimpleStatementLine):
             return updated
         pos = self.get_metadata(PositionProvider, original)
@@ -459,7 +481,7 @@ def _same_line(stmt: cst.CSTNode, previous: cst.CSTNode | None) -> bool:
     )
 
 
-def _guard_as_statement(line):
+def _guard_as_statement(line: Rewritten) -> Rewritten:
     """``(torch.accelerator.synchronize() if torch.accelerator.is_available() else None)``
     alone on its line -> ``if torch.accelerator.is_available(): torch.accelerator...()``:
     a conditional expression reads as a value, and a reviewer asks for the statement."""
@@ -693,7 +715,7 @@ def _pure(test: cst.BaseExpression) -> bool:
     return True
 
 
-def _walk(node: cst.CSTNode):
+def _walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
     yield node
     for child in node.children:
         yield from _walk(child)
@@ -774,7 +796,7 @@ def _tidy_trailing_comma(original: cst.Call, updated: cst.Call) -> cst.Call:
     return updated.with_changes(args=[*updated.args[:-1], last])
 
 
-def _code_of(node) -> str:
+def _code_of(node: Rewritten) -> str:
     if isinstance(node, cst.RemovalSentinel):
         return ""
     if isinstance(node, cst.Arg):

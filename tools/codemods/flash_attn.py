@@ -196,7 +196,9 @@ def _options(args: dict[str, cst.BaseExpression]) -> list[tuple[str, cst.BaseExp
     return out
 
 
-def _dense(node: cst.Call, args: dict[str, cst.BaseExpression], ctx: FixContext):
+def _dense(
+    node: cst.Call, args: dict[str, cst.BaseExpression], ctx: FixContext
+) -> cst.BaseExpression:
     shapes = Shapes(ctx)
     causal = args.get("causal")
     inputs: Inputs
@@ -232,7 +234,9 @@ def _dense(node: cst.Call, args: dict[str, cst.BaseExpression], ctx: FixContext)
     return Call(_sdpa(ctx), inputs, ordered, after).render(ctx, node)
 
 
-def _varlen(node: cst.Call, name: str, args: dict[str, cst.BaseExpression], ctx: FixContext):
+def _varlen(
+    node: cst.Call, name: str, args: dict[str, cst.BaseExpression], ctx: FixContext
+) -> cst.BaseExpression:
     defined = ctx.state.get(VARLEN)
     code = _varlen_code(ctx)
     if defined is not None and defined != code.rstrip("\n"):

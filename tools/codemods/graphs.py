@@ -33,6 +33,7 @@ graphs (sandbox/shim/graphs.py), so the verifier compares the eager port with re
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TypeGuard
 
@@ -174,7 +175,7 @@ def _calls_backward(node: cst.CSTNode) -> bool:
     return any(isinstance(n, cst.Attribute) and n.attr.value == "backward" for n in _walk(node))
 
 
-def _walk(node: cst.CSTNode):
+def _walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
     yield node
     for child in node.children:
         yield from _walk(child)
@@ -199,7 +200,7 @@ def _is_zero_grad_to_none(statement: cst.CSTNode | None) -> TypeGuard[cst.Simple
 
 
 class _Graphs(cst.CSTVisitor):
-    def __init__(self, imports: dict[str, str], parents) -> None:
+    def __init__(self, imports: dict[str, str], parents: Mapping[cst.CSTNode, cst.CSTNode]) -> None:
         self.imports = imports
         self.parents = parents
         self.graphs: dict[str, _Graph] = {}

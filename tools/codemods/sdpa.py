@@ -84,12 +84,12 @@ class _Fill(cst.CSTTransformer):
         super().__init__()
         self.holes = holes
 
-    def leave_Attribute(self, original: cst.Attribute, updated: cst.Attribute):
+    def leave_Attribute(self, original: cst.Attribute, updated: cst.Attribute) -> cst.Attribute:
         if isinstance(original.value, cst.Name) and original.value.value in self.holes:
             return updated.with_changes(value=parenthesized(self.holes[original.value.value]))
         return updated
 
-    def leave_Name(self, original: cst.Name, updated: cst.Name):
+    def leave_Name(self, original: cst.Name, updated: cst.Name) -> cst.BaseExpression:
         return self.holes.get(original.value, updated)
 
 

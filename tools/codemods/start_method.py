@@ -17,7 +17,7 @@ by the global switch: the others take a spawn context at the call.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
 import libcst as cst
@@ -136,7 +136,7 @@ def _local_functions(scope: cst.FunctionDef) -> set[str]:
     return names
 
 
-def _walk(node: cst.CSTNode):
+def _walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
     yield node
     for child in node.children:
         yield from _walk(child)
@@ -187,18 +187,21 @@ def _reached_on_import(module: cst.Module) -> set[str]:
         for s in module.body
         if not isinstance(s, cst.FunctionDef | cst.ClassDef) and not _is_main_guard(s)
     ]
-    todo = [n.func.value for s in called for n in _walk(s) if _calls_name(n)]
+    todo = [name for s in called for n in _walk(s) if (name := _called_name(n))]
     reached: set[str] = set()
     while todo:
         name = todo.pop()
         if name in defs and name not in reached:
             reached.add(name)
-            todo.extend(n.func.value for n in _walk(defs[name].body) if _calls_name(n))
+            todo.extend(found for n in _walk(defs[name].body) if (found := _called_name(n)))
     return reached
 
 
-def _calls_name(node: cst.CSTNode) -> bool:
-    return isinstance(node, cst.Call) and isinstance(node.func, cst.Name)
+def _called_name(node: cst.CSTNode) -> str | None:
+    """``f`` of a call ``f(...)`` by a plain name; None for anything else."""
+    if isinstance(node, cst.Call) and isinstance(node.func, cst.Name):
+        return node.func.value
+    return None
 
 
 def _refusal(call: cst.Call, form: str, parents: Parents, context: dict) -> str | None:

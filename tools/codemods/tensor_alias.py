@@ -21,12 +21,23 @@ definition) leaves the whole idiom to a human: half a rewrite would change what 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider, ScopeProvider
+from libcst.metadata import (
+    Assignment,
+    CodeRange,
+    MetadataWrapper,
+    PositionProvider,
+    Scope,
+    ScopeProvider,
+)
 
 from .base import FixContext, Fixed, NotApplicable, code_of, fixer, follow_up
+
+Scopes = Mapping[cst.CSTNode, Scope | None]  # ScopeProvider's answer
+Positions = Mapping[cst.CSTNode, CodeRange]
 
 ASSIGNMENTS = "tensor_alias_assignments"  # id(original statement line) -> _Alias
 USES = "tensor_alias_uses"  # id(original call) -> name of the device variable
@@ -81,7 +92,7 @@ def _module_of(node: cst.CSTNode, ctx: FixContext) -> cst.Module:
     return module
 
 
-def _analysis(module: cst.Module, ctx: FixContext):
+def _analysis(module: cst.Module, ctx: FixContext) -> tuple[Scopes, Positions]:
     """Scopes and positions of the original tree, computed once per file."""
     cached = ctx.state.setdefault(ANALYSIS, {})
     if id(module) not in cached:
@@ -90,7 +101,9 @@ def _analysis(module: cst.Module, ctx: FixContext):
     return cached[id(module)]
 
 
-def _uses(alias: str, assign: cst.Assign, scopes, positions, ctx: FixContext) -> list[cst.Call]:
+def _uses(
+    alias: str, assign: cst.Assign, scopes: Scopes, positions: Positions, ctx: FixContext
+) -> list[cst.Call]:
     """The calls to rewrite: ``alias(...)`` and ``x.type(alias)``, once every use is one."""
     scope = scopes.get(assign)
     bindings = [
@@ -98,7 +111,8 @@ def _uses(alias: str, assign: cst.Assign, scopes, positions, ctx: FixContext) ->
         for each in {s for s in scopes.values() if s is not None}
         for binding in each.assignments[alias]
     ]
-    ours = [b for b in bindings if b.node is assign.targets[0].target]
+    target = assign.targets[0].target  # a builtin's binding has no node
+    ours = [b for b in bindings if isinstance(b, Assignment) and b.node is target]
     if scope is None or len(bindings) != 1 or len(ours) != 1:
         raise NotApplicable(f"`{alias}` is bound more than once; choose its device by hand")
     defined = positions[assign].start.line
