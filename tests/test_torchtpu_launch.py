@@ -416,3 +416,19 @@ def test_two_self_launched_ranks_need_the_step_in_their_launchers_parent(tmp_pat
         assert result.status == "failed"
         output = json.dumps(result.error) + result.stderr_tail
         assert _missing(*LAUNCH_VARIABLES) in output, output
+
+
+def test_a_slice_assignment_above_the_self_launch_does_not_break_its_step(tmp_path):
+    """``_environ_of`` reads the subscripts written above ``init_process_group``: a slice
+    (``ports[0:1] = ...``) has no ``.value``, and the codemod crashed on it."""
+    original, port = tmp_path / "original", tmp_path / "port"
+    original.mkdir()
+    sliced = SELF_LAUNCHED.replace(
+        '    os.environ["MASTER_ADDR"] = host\n',
+        '    os.environ["MASTER_ADDR"] = host\n    ports = [0]\n    ports[0:1] = [29512]\n',
+    )
+    assert sliced != SELF_LAUNCHED
+    (original / "main.py").write_text(sliced)
+    migrate(original, MigrateOptions(target="tpu", out=port))
+    ported = (port / "main.py").read_text()
+    assert '    os.environ.setdefault("LOCAL_RANK", os.environ["RANK"])\n' in ported, ported

@@ -119,6 +119,21 @@ def test_an_else_branch_takes_the_place_of_the_if(tmp_path):
     assert source.endswith("def double(x):\n    y = x + x\n    return y\n"), source
 
 
+def test_a_one_line_else_takes_the_place_of_the_if(tmp_path):
+    """``else: y = x + x`` holds small statements, not lines: the follow-up crashed the
+    whole file's migration on them (AttributeError: no leading_lines)."""
+    rest = """\
+    def double(x):
+        if HAS_TRITON and x.device.type == "cuda":
+            y = _double(x)
+        else: y = x + x; y = y * 1
+        return y
+    """
+    source, reasons = ported(tmp_path, rest)
+    assert reasons == []
+    assert source.endswith("def double(x):\n    y = x + x; y = y * 1\n    return y\n"), source
+
+
 @pytest.mark.slow
 def test_the_suite_task_ports_to_its_fallback_and_verifies(tmp_path):
     """triton-with-fallback, rules only: with triton importable on the reference, the

@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import re
 import tomllib
+from collections.abc import Iterator
 from importlib import resources
 from importlib.resources.abc import Traversable
 
@@ -47,7 +48,7 @@ class Catalogue:
     def __len__(self) -> int:
         return len(self.rules)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Rule]:
         return iter(self.rules)
 
     def get(self, code_or_name: str) -> Rule | None:

@@ -8,8 +8,10 @@ from ..pycustom import BF16_MODE
 from .base import (
     VENDOR,
     FixContext,
+    Fixed,
     NotApplicable,
     arg_named,
+    as_expression,
     code_of,
     drop_args,
     fixer,
@@ -78,14 +80,14 @@ def _autocast_call(node: cst.Call, ctx: FixContext) -> cst.Call:
 
 
 @fixer("TPA001")
-def cuda_amp_autocast(node: cst.Call, ctx: FixContext):
+def cuda_amp_autocast(node: cst.Call, ctx: FixContext) -> Fixed:
     if not isinstance(node, cst.Call):
         raise NotApplicable("autocast referenced without a call")
     return _autocast_call(node, ctx)
 
 
 @fixer("TPA003")
-def autocast_cuda(node: cst.Call, ctx: FixContext):
+def autocast_cuda(node: cst.Call, ctx: FixContext) -> Fixed:
     """Swap the "cuda" device argument; for bf16 targets make the dtype bfloat16."""
     call = with_arg_value(node, "device_type", 0, _device_type(ctx))
     callee = code_of(node.func)
@@ -96,7 +98,7 @@ def autocast_cuda(node: cst.Call, ctx: FixContext):
 
 
 @fixer("TPA002")
-def grad_scaler(node: cst.Call, ctx: FixContext):
+def grad_scaler(node: cst.Call, ctx: FixContext) -> Fixed:
     """bf16 targets: a disabled scaler (scale/step/update stay valid); else the device's own."""
     call = node.with_changes(func=ctx.expr("torch.amp.GradScaler"))
     if arg_named(call, "device", 0) is not None:  # keep its place and the call's layout
@@ -110,7 +112,7 @@ def grad_scaler(node: cst.Call, ctx: FixContext):
 
 
 @fixer("TPA004", VENDOR)
-def float16(node: cst.CSTNode, ctx: FixContext):
+def float16(node: cst.CSTNode, ctx: FixContext) -> Fixed:
     if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
         return node.with_changes(func=node.func.with_changes(attr=cst.Name("bfloat16")))
     if isinstance(node, cst.Attribute | cst.Name):
@@ -119,8 +121,8 @@ def float16(node: cst.CSTNode, ctx: FixContext):
 
 
 @fixer("TPA005")
-def custom_fwd(node: cst.CSTNode, ctx: FixContext):
-    call = node if isinstance(node, cst.Call) else cst.Call(func=node)
+def custom_fwd(node: cst.CSTNode, ctx: FixContext) -> Fixed:
+    call = node if isinstance(node, cst.Call) else cst.Call(func=as_expression(node))
     name = code_of(call.func).rsplit(".", 1)[-1]
     call = call.with_changes(func=ctx.expr(f"torch.amp.{name}"))
     return set_kwarg(drop_args(call, "device_type"), "device_type", _device_type(ctx))
@@ -135,7 +137,7 @@ BF16_MODE_CODE = f'''def {BF16_MODE}(mixed_precision):
 
 
 @fixer("TPA007", VENDOR)
-def accelerate_fp16(node: cst.Call, ctx: FixContext):
+def accelerate_fp16(node: cst.Call, ctx: FixContext) -> Fixed:
     """``Accelerator(mixed_precision="fp16")`` -> ``"bf16"``, and a value known only at run
     time (``"fp16" if amp else "no"``) -> ``_bf16_for_fp16(...)``: accelerate refuses fp16
     on the target ("fp16 mixed precision is not supported on 'tpu'"; TorchTPU has no

@@ -18,7 +18,7 @@ import dataclasses
 
 import libcst as cst
 
-from .base import FixContext, NotApplicable, code_of, fixer
+from .base import FixContext, Fixed, NotApplicable, code_of, fixer
 from .library_port import (
     ANY,
     Port,
@@ -113,7 +113,8 @@ NO_TORCH_OPTIMIZER = {
 }
 
 _NORM_SIGNATURE = ("normalized_shape", "eps", "elementwise_affine", "memory_efficient")
-_NORM_NEUTRAL = {"memory_efficient": ("True", "False")}  # recomputes in backward: same values
+# memory_efficient recomputes in backward: the same values either way
+_NORM_NEUTRAL: dict[str, tuple[str, ...]] = {"memory_efficient": ("True", "False")}
 NORMS: dict[str, Port] = {
     name: Port(
         torch,
@@ -184,7 +185,7 @@ register_aliases("apex", "TPK007", "TPK008", "TPK009")
 
 
 @fixer("TPK007")
-def apex_optimizer(node: cst.CSTNode, ctx: FixContext):
+def apex_optimizer(node: cst.CSTNode, ctx: FixContext) -> Fixed:
     name, port = optimizer_port(
         node,
         ctx,
@@ -204,7 +205,7 @@ def apex_optimizer(node: cst.CSTNode, ctx: FixContext):
 
 
 @fixer("TPK008")
-def apex_norm(node: cst.CSTNode, ctx: FixContext):
+def apex_norm(node: cst.CSTNode, ctx: FixContext) -> Fixed:
     name = class_name(node, ctx, "apex")
     port = NORMS.get(name)
     if port is None:
@@ -226,7 +227,7 @@ SYNC_BN = (
 
 
 @fixer("TPK009")
-def apex_parallel(node: cst.CSTNode, ctx: FixContext):
+def apex_parallel(node: cst.CSTNode, ctx: FixContext) -> Fixed:
     name = class_name(node, ctx, "apex")
     if name in ("convert_syncbn_model", "SyncBatchNorm"):
         raise NotApplicable(SYNC_BN)

@@ -16,6 +16,7 @@ import libcst as cst
 from .base import (
     REMOVE_STATEMENT,
     FixContext,
+    Fixed,
     NotApplicable,
     arg_named,
     body_of,
@@ -66,7 +67,7 @@ def _autocast(ctx: FixContext, enabled: str | None) -> str:
 
 
 @fixer("TPK015")
-def initialize(node: cst.CSTNode, ctx: FixContext):
+def initialize(node: cst.CSTNode, ctx: FixContext) -> Fixed:
     """``model, opt = amp.initialize(model, opt, opt_level="O1")`` ->
     ``model.forward = torch.autocast("tpu", dtype=torch.bfloat16)(model.forward)``."""
     if not isinstance(node, cst.Assign) or not isinstance(node.value, cst.Call):
@@ -102,7 +103,11 @@ def initialize(node: cst.CSTNode, ctx: FixContext):
         raise NotApplicable("the models are not one plainly named model")
     autocast = _autocast(ctx, " and ".join(conditions) or None)
     return cst.Assign(
-        targets=[cst.AssignTarget(cst.parse_expression(f"{model}.forward"))],
+        targets=[
+            cst.AssignTarget(
+                cst.ensure_type(cst.parse_expression(f"{model}.forward"), cst.Attribute)
+            )
+        ],
         value=ctx.expr(f"{autocast}({model}.forward)"),
     )
 
@@ -119,7 +124,7 @@ class _Reads(cst.CSTTransformer):
 
 
 @fixer("TPK016")
-def scale_loss(node: cst.CSTNode, ctx: FixContext):
+def scale_loss(node: cst.CSTNode, ctx: FixContext) -> Fixed:
     """``with amp.scale_loss(loss, opt) as scaled: scaled.backward()`` -> ``loss.backward()``."""
     if not isinstance(node, cst.With) or len(node.items) != 1:
         raise NotApplicable("not a with-block of amp.scale_loss(...)")
@@ -136,7 +141,7 @@ MASTER_PARAMS = '(p for group in {opt}.param_groups for p in group["params"])'
 
 
 @fixer("TPK006")
-def amp_other(node: cst.CSTNode, ctx: FixContext):
+def amp_other(node: cst.CSTNode, ctx: FixContext) -> Fixed:
     name = dotted(node.func if isinstance(node, cst.Call) else node)
     function = (name or "").rsplit(".", 1)[-1]
     if not isinstance(node, cst.Call):

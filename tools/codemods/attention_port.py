@@ -134,8 +134,10 @@ def needs_contiguous(ctx: FixContext) -> bool:
 
 
 def _in_loop(ctx: FixContext, node: cst.CSTNode) -> bool:
-    while (node := ctx.parent(node)) is not None and not isinstance(node, cst.FunctionDef):
-        if isinstance(node, cst.For | cst.While):
+    for parent in ctx.ancestors(node):
+        if isinstance(parent, cst.FunctionDef):
+            return False
+        if isinstance(parent, cst.For | cst.While):
             return True
     return False
 

@@ -25,6 +25,11 @@ SAME_SHAPE = frozenset(
 RESHAPES = frozenset({"view", "reshape"})
 
 
+# What a name is bound to: the value, ``("unpack", value)`` for one target of ``a, b = value``
+# (nested for nested targets), or None where the value is not known
+Bound = cst.BaseExpression | tuple[str, "Bound"] | None
+
+
 @dataclass(frozen=True)
 class Origin:
     """How a name got its tensor: ``group`` is the id of the unbind statement (all its
@@ -59,9 +64,9 @@ class _Bindings(cst.CSTVisitor):
 
     def __init__(self, root: cst.FunctionDef) -> None:
         self.root = root
-        self.bound: dict[str, list[tuple[cst.CSTNode, cst.BaseExpression | None]]] = {}
+        self.bound: dict[str, list[tuple[cst.CSTNode, Bound]]] = {}
 
-    def _bind(self, target: cst.BaseExpression, statement: cst.CSTNode, value) -> None:
+    def _bind(self, target: cst.BaseExpression, statement: cst.CSTNode, value: Bound) -> None:
         if isinstance(target, cst.Name):
             self.bound.setdefault(target.value, []).append((statement, value))
         elif isinstance(target, cst.Tuple | cst.List):
@@ -115,7 +120,9 @@ class _Bindings(cst.CSTVisitor):
         for item in node.names:
             self._bind(item.name, node, None)
 
-    visit_Nonlocal = visit_Global
+    def visit_Nonlocal(self, node: cst.Nonlocal) -> None:
+        for item in node.names:
+            self._bind(item.name, node, None)
 
 
 class Shapes:
@@ -156,7 +163,7 @@ class Shapes:
             return Origin(dims=sizes, rank=None if sizes is None else len(sizes))
         if method == "permute" and call.args and not any(a.star for a in call.args):
             return Origin(rank=len(call.args) if len(call.args) > 1 else None)
-        if method in ("transpose", "swapaxes", "movedim"):
+        if method in ("transpose", "swapaxes", "movedim") and isinstance(call.func, cst.Attribute):
             return Origin(rank=self.origin(call.func.value, depth + 1).rank)
         if dotted(call.func) in ("rearrange", "einops.rearrange"):
             return Origin(rank=_rearranged_rank(call))
@@ -186,7 +193,7 @@ class Shapes:
         return None
 
 
-def _unbind_source(value: cst.BaseExpression) -> cst.BaseExpression | None:
+def _unbind_source(value: Bound) -> cst.BaseExpression | None:
     """``x`` of ``x.unbind(d)`` / ``torch.unbind(x, d)`` / xformers' ``unbind(x, d)``:
     every element has the same shape."""
     if not isinstance(value, cst.Call):

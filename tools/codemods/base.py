@@ -9,10 +9,12 @@ raises ``NotApplicable`` with the reason a human should read.
 
 from __future__ import annotations
 
+import enum
 import functools
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import Final, TypeVar
 
 import libcst as cst
 from torchport.tools.cst_imports.gather import code_of as code_of  # the codemods import it here
@@ -30,12 +32,16 @@ class Enclosed(Exception):
     as converted exactly when the fix around it applies; otherwise it is left with it."""
 
 
-class _RemoveStatement:
+class _RemoveStatement(enum.Enum):
+    """The one value that drops a statement: an enum member, so ``is`` tells it apart to mypy."""
+
+    REMOVE_STATEMENT = "REMOVE_STATEMENT"
+
     def __repr__(self) -> str:
         return "REMOVE_STATEMENT"
 
 
-REMOVE_STATEMENT = _RemoveStatement()
+REMOVE_STATEMENT: Final = _RemoveStatement.REMOVE_STATEMENT
 
 # Modules that generated code may name, longest first (``import a.b`` for ``a.b.f()``).
 KNOWN_MODULES = (
@@ -62,7 +68,8 @@ class FixContext:
     device_lookup: Callable[[], str | None] = lambda: None
     imports: set[str] = field(default_factory=set)  # modules to import ("torch", "time")
     state: dict = field(default_factory=dict)  # per-file notes fixers leave for follow-ups
-    parent: Callable[[cst.CSTNode], cst.CSTNode | None] = lambda node: None
+    # a node's parent (None for the module, and for no node: ``parent(parent(x))`` asks safely)
+    parent: Callable[[cst.CSTNode | None], cst.CSTNode | None] = lambda node: None
     # ``th`` when the file imports ``torch as th`` and never plain ``torch``: new code
     # speaks the file's own name for torch instead of adding a second import
     torch_alias: str | None = None
@@ -82,6 +89,13 @@ class FixContext:
     def device_name(self) -> str | None:
         return self.device_lookup()
 
+    def ancestors(self, node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+        """``node``'s parent, that one's parent, and so on up to the module."""
+        parent = self.parent(node)
+        while parent is not None:
+            yield parent
+            parent = self.parent(parent)
+
     def need(self, module: str) -> None:
         self.imports.add(module)
 
@@ -99,6 +113,13 @@ class FixContext:
                 self.need(module)
         return cst.parse_expression(code)
 
+    def vendor_device(self) -> str:
+        """The device string of a vendor target (``tpu``): what a fix that names the
+        device writes. The device-agnostic target has none, so such a fix does not apply."""
+        if self.profile.device is None:
+            raise NotApplicable(f"{self.target} has no device string to write")
+        return self.profile.device
+
     def device_expr(self) -> cst.BaseExpression:
         """The device to move things to: the repo's own variable if any, else the target's."""
         if self.device_name:
@@ -113,7 +134,13 @@ class FixContext:
         return self.expr(self.profile.device_type_expr)
 
 
-Fixer = Callable[[cst.CSTNode, FixContext], "cst.CSTNode | _RemoveStatement"]
+# What a fix gives back: a node (or a flattening of statements), a removal from the parent
+# (an argument), or REMOVE_STATEMENT
+Fixed = cst.CSTNode | cst.FlattenSentinel[cst.CSTNode] | cst.RemovalSentinel | _RemoveStatement
+Fixer = Callable[[cst.CSTNode, FixContext], Fixed]
+# A fixer as written: its node parameter is the node its rule's matcher finds (a Call, an
+# Attribute, ...), which is what the engine hands it
+AnyFixer = TypeVar("AnyFixer", bound=Callable[..., Fixed])
 
 
 @dataclass(frozen=True)
@@ -137,7 +164,7 @@ def fixer(
     targets: frozenset[str] | set[str] = ALL_KINDS,
     into: dict[tuple[str, str], FixerEntry] = FIXERS,
     but: frozenset[str] | set[str] = frozenset(),
-):
+) -> Callable[[AnyFixer], AnyFixer]:
     """Register ``fn`` as the codemod of rule ``code`` for ``targets``, target names or
     kinds (``{"vendor"}``: every vendor target without a fixer of its own for ``code``), in
     ``FIXERS`` or in ``into`` for a registry built apart, as the consistency tests do.
@@ -147,7 +174,7 @@ def fixer(
     named = expand(set(targets) - by_kind)
     kinds = expand(by_kind) - set(but)
 
-    def register(fn: Fixer) -> Fixer:
+    def register(fn: AnyFixer) -> AnyFixer:
         for target in sorted(named | kinds):
             key = (code, target)
             mine = FixerEntry(code, frozenset(targets), fn, target not in named)
@@ -161,11 +188,11 @@ def fixer(
     return register
 
 
-FollowUp = Callable[[cst.CSTNode, cst.CSTNode, FixContext], "cst.CSTNode | None"]
+FollowUp = Callable[[cst.CSTNode, cst.CSTNode, FixContext], Fixed | None]
 FOLLOW_UPS: list[tuple[str, FollowUp]] = []
 
 
-def follow_up(code: str):
+def follow_up(code: str) -> Callable[[FollowUp], FollowUp]:
     """Register a rewrite of nodes that are not findings but must change with rule ``code``'s
     fix (the ``.record()`` calls of a CUDA event, say). It sees every node of a file whose
     fixers left state for it, and returns a new node, None, or (for a statement line)
@@ -182,7 +209,7 @@ Prescan = Callable[[cst.Module, list[int], str], dict]
 PRESCANS: dict[str, Prescan] = {}
 
 
-def prescan(code: str):
+def prescan(code: str) -> Callable[[Prescan], Prescan]:
     """Register a look at the whole file before rule ``code``'s fixes run, given the lines of
     that rule's findings. It returns state for the fixer and its follow-ups: a follow-up sees
     nodes in file order, so what it must know about code *above* the finding (a function
@@ -210,25 +237,47 @@ def sync_call(target: str) -> str:
     return guarded(target, profile(target).sync_call)
 
 
+# A statement as libcst builds one: ``BaseStatement`` itself declares no ``leading_lines``
+Statement = cst.SimpleStatementLine | cst.BaseCompoundStatement
+
+
+def as_statement(node: object) -> Statement:
+    """``node`` as a statement with leading lines; anything else is a codemod's bug."""
+    if not isinstance(node, cst.SimpleStatementLine | cst.BaseCompoundStatement):
+        raise TypeError(f"{type(node).__name__} is not a statement")
+    return node
+
+
+def as_expression(node: object) -> cst.BaseExpression:
+    """``node`` as an expression: what a transformer of an expression's parts gives back (a
+    removal or a flattening there would be a codemod's bug)."""
+    if not isinstance(node, cst.BaseExpression):
+        raise TypeError(f"{type(node).__name__} is not an expression")
+    return node
+
+
+def block_lines(block: cst.BaseSuite) -> list[Statement]:
+    """A block's statements as lines: a one-line suite (``else: y = f(x)``) is one line."""
+    if isinstance(block, cst.SimpleStatementSuite):
+        return [cst.SimpleStatementLine(body=block.body)]
+    return [as_statement(s) for s in cst.ensure_type(block, cst.IndentedBlock).body]
+
+
 def body_of(
     node: cst.With, rewrite: cst.CSTTransformer | None = None
 ) -> cst.FlattenSentinel[cst.BaseStatement]:
     """A ``with`` block replaced by its body (each statement through ``rewrite``, if given),
     the block's leading comments and blank lines kept on its first statement."""
-    body = node.body
-    if isinstance(body, cst.SimpleStatementSuite):
-        statements: list[cst.BaseStatement] = [cst.SimpleStatementLine(body=body.body)]
-    else:
-        statements = list(body.body)
-    if rewrite is not None:
-        statements = [s.visit(rewrite) for s in statements]
+    statements = block_lines(node.body)
+    if rewrite is not None:  # a rewrite of names inside: each statement stays one statement
+        statements = [as_statement(s.visit(rewrite)) for s in statements]
     first = statements[0]
     statements[0] = first.with_changes(leading_lines=[*node.leading_lines, *first.leading_lines])
     return cst.FlattenSentinel(statements)
 
 
-def dotted(node: cst.BaseExpression) -> str | None:
-    """``a.b.c`` for a Name/Attribute chain, else None."""
+def dotted(node: cst.CSTNode | None) -> str | None:
+    """``a.b.c`` for a Name/Attribute chain, else None (any other node, or none)."""
     parts = []
     while isinstance(node, cst.Attribute):
         parts.append(node.attr.value)
@@ -239,7 +288,7 @@ def dotted(node: cst.BaseExpression) -> str | None:
     return ".".join(reversed(parts))
 
 
-def string_value(node: cst.CSTNode) -> str | None:
+def string_value(node: cst.CSTNode | None) -> str | None:
     if isinstance(node, cst.SimpleString):
         return node.evaluated_value if isinstance(node.evaluated_value, str) else None
     return None
@@ -300,30 +349,43 @@ def set_kwarg(call: cst.Call, keyword: str, value: cst.BaseExpression) -> cst.Ca
         return call.with_changes(args=[new])
     last = args[-1]
     separator = _separator(args)
-    own, closing = last.comma, last.comma
-    if is_multiline(separator) and is_multiline(last.comma):
+    own: cst.Comma | cst.MaybeSentinel = separator
+    closing = last.comma
+    last_end = line_end(last.comma)
+    if is_multiline(separator) and last_end is not None:
         # The last argument keeps its own end-of-line comment; the new one closes the call.
-        own = separator.with_changes(
-            whitespace_after=separator.whitespace_after.with_changes(
-                first_line=last.comma.whitespace_after.first_line
-            )
-        )
-        closing = last.comma.with_changes(
-            whitespace_after=last.comma.whitespace_after.with_changes(
-                first_line=cst.TrailingWhitespace()
-            )
-        )
-    else:
-        own = separator
+        own = with_line_end(separator, last_end)
+        closing = with_line_end(last.comma, cst.TrailingWhitespace())
     args[-1] = last.with_changes(comma=own, whitespace_after_arg=cst.SimpleWhitespace(""))
     args.append(new.with_changes(comma=closing, whitespace_after_arg=last.whitespace_after_arg))
     return call.with_changes(args=args)
 
 
-def is_multiline(comma) -> bool:
-    return isinstance(comma, cst.Comma) and isinstance(
+def is_multiline(comma: cst.Comma | cst.MaybeSentinel) -> bool:
+    return line_end(comma) is not None
+
+
+def line_end(comma: cst.Comma | cst.MaybeSentinel) -> cst.TrailingWhitespace | None:
+    """How the comma's line ends (its end-of-line comment, if any) where the comma ends a
+    line: one argument per line. None for a comma within a line, or no comma."""
+    if isinstance(comma, cst.Comma) and isinstance(
         comma.whitespace_after, cst.ParenthesizedWhitespace
-    )
+    ):
+        return comma.whitespace_after.first_line
+    return None
+
+
+def with_line_end(
+    comma: cst.Comma | cst.MaybeSentinel, end: cst.TrailingWhitespace
+) -> cst.Comma | cst.MaybeSentinel:
+    """``comma`` ending its line with ``end`` instead, where it ends a line; else as it is."""
+    if isinstance(comma, cst.Comma) and isinstance(
+        comma.whitespace_after, cst.ParenthesizedWhitespace
+    ):
+        return comma.with_changes(
+            whitespace_after=comma.whitespace_after.with_changes(first_line=end)
+        )
+    return comma
 
 
 def prepend_arg(call: cst.Call, value: cst.BaseExpression) -> cst.Call:

@@ -22,7 +22,7 @@ import dataclasses
 
 import libcst as cst
 
-from .base import REMOVE_STATEMENT, FixContext, NotApplicable, code_of, dotted, fixer
+from .base import REMOVE_STATEMENT, FixContext, Fixed, NotApplicable, code_of, dotted, fixer
 from .library_port import ANY, Port, named_args, optimizer_port, port_call, register_aliases
 
 # Arguments every bitsandbytes optimizer takes that only say how its state is stored.
@@ -138,7 +138,7 @@ def _adam_port(call: cst.Call) -> Port:
     return _ADAM_DECOUPLED
 
 
-def _optim_manager(node: cst.CSTNode, ctx: FixContext):
+def _optim_manager(node: cst.CSTNode, ctx: FixContext) -> Fixed:
     """``GlobalOptimManager.get_instance().register_parameters(...)`` / ``.override_config``
     choose 8- or 32-bit state per parameter: with fp32 state everywhere they say nothing."""
     statement: cst.CSTNode | None = node
@@ -157,7 +157,7 @@ def _optim_manager(node: cst.CSTNode, ctx: FixContext):
 
 
 @fixer("TPK017")
-def bnb_optimizer(node: cst.CSTNode, ctx: FixContext):
+def bnb_optimizer(node: cst.CSTNode, ctx: FixContext) -> Fixed:
     func = node.func if isinstance(node, cst.Call) else node
     if "GlobalOptimManager" in (dotted(func) or "").split("."):
         return _optim_manager(ctx.original, ctx)

@@ -13,7 +13,7 @@ import re
 import libcst as cst
 
 from ..pycustom import CUDA_OPTION
-from .base import FixContext, NotApplicable, fixer, set_kwarg, string_value, with_string
+from .base import FixContext, Fixed, NotApplicable, fixer, set_kwarg, string_value, with_string
 
 CUDA_WORD = re.compile(r"\bCUDA\b")
 
@@ -26,7 +26,7 @@ def argparse_dest(names: list[str]) -> str:
 
 
 @fixer("TPD026")
-def accelerator_named_option(node: cst.Call, ctx: FixContext):
+def accelerator_named_option(node: cst.Call, ctx: FixContext) -> Fixed:
     """``add_argument("--no-cuda", action=...)`` -> ``add_argument("--no-accel", "--no-cuda",
     dest="no_cuda", action=...)``; a plain help string's "CUDA" names the target's device."""
     strings = []
@@ -38,23 +38,27 @@ def accelerator_named_option(node: cst.Call, ctx: FixContext):
     if not strings:
         raise NotApplicable("the option's names are not string literals")
     names = [value for _, value in strings]
-    first_cuda = next((arg for arg, value in strings if CUDA_OPTION.match(value)), None)
-    if first_cuda is None:
+    first = next(((arg, value) for arg, value in strings if CUDA_OPTION.match(value)), None)
+    if first is None:
         raise NotApplicable("no CUDA-named option string")
-    accel = string_value(first_cuda.value).replace("cuda", "accel")
+    first_cuda, cuda_name = first
+    accel = cuda_name.replace("cuda", "accel")
     if accel in _strings_of_file(ctx):
         raise NotApplicable(f"the file already uses {accel!r}: a second one would conflict")
-    new = cst.Arg(with_string(first_cuda.value, accel), comma=_comma(node))
+    new = cst.Arg(with_string(_literal(first_cuda), accel), comma=_comma(node))
     args = list(node.args)
     args.insert(args.index(first_cuda), new)
     call = node.with_changes(args=args)
     if not any(a.keyword is not None and a.keyword.value == "dest" for a in node.args):
         call = _dest_after_names(call, len(strings) + 1, argparse_dest(names), first_cuda)
     help_arg = next((a for a in call.args if a.keyword and a.keyword.value == "help"), None)
-    text = string_value(help_arg.value) if help_arg is not None else None
-    if text is not None and CUDA_WORD.search(text) and '"' not in text and "'" not in text:
+    help_text = help_arg.value if help_arg is not None else None
+    text = string_value(help_text)
+    if not isinstance(help_text, cst.SimpleString) or text is None:
+        return call
+    if CUDA_WORD.search(text) and '"' not in text and "'" not in text:
         call = set_kwarg(
-            call, "help", with_string(help_arg.value, CUDA_WORD.sub(ctx.profile.word, text))
+            call, "help", with_string(help_text, CUDA_WORD.sub(ctx.profile.word, text))
         )
     return call
 
@@ -62,9 +66,7 @@ def accelerator_named_option(node: cst.Call, ctx: FixContext):
 def _strings_of_file(ctx: FixContext) -> set[str]:
     """Every plain string literal of the file the option is in: a program that already
     has ``--accel`` would get argparse's "conflicting option string" from a second one."""
-    node, root = ctx.original, ctx.original
-    while (node := ctx.parent(node)) is not None:
-        root = node
+    root = [ctx.original, *ctx.ancestors(ctx.original)][-1]
     found: set[str] = set()
 
     class Strings(cst.CSTVisitor):
@@ -84,11 +86,16 @@ def _comma(call: cst.Call) -> cst.Comma:
     return cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
 
 
+def _literal(arg: cst.Arg) -> cst.SimpleString:
+    """The option string ``arg`` holds (``strings`` above kept only plain literals)."""
+    return cst.ensure_type(arg.value, cst.SimpleString)
+
+
 def _dest_after_names(call: cst.Call, count: int, dest: str, like: cst.Arg) -> cst.Call:
     """``dest=`` right after the option strings, before any other keyword (the place a
     reader looks for it), laid out as the call lays out its arguments."""
     args = list(call.args)
-    value = with_string(like.value, dest)
+    value = with_string(_literal(like), dest)
     arg = cst.Arg(
         value,
         keyword=cst.Name("dest"),

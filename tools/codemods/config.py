@@ -12,6 +12,7 @@ from .base import (
     REMOVE_STATEMENT,
     VENDOR,
     FixContext,
+    Fixed,
     NotApplicable,
     arg_named,
     code_of,
@@ -36,7 +37,7 @@ def _assigned_flag(ctx: FixContext) -> bool:
 NO_CUDA_ANSWERS = {"version": "None", "is_available": "False", "is_built": "False"}
 
 
-def _statement_or_constant(node: cst.CSTNode, ctx: FixContext):
+def _statement_or_constant(node: cst.CSTNode, ctx: FixContext) -> Fixed:
     """A setting (``flag = x``, ``configure(...)``) goes; a query becomes the no-CUDA answer."""
     parent = ctx.parent(ctx.original)
     if isinstance(parent, cst.AssignTarget | cst.Expr | cst.AugAssign):
@@ -52,18 +53,18 @@ def _statement_or_constant(node: cst.CSTNode, ctx: FixContext):
 # tpu: cudnn.allow_tf32 = False keeps its meaning (matmul_precision.py)
 @fixer("TPB001", VENDOR)  # tpu: matmul_precision.py
 @fixer("TPB004")
-def drop_flag_statement(node: cst.CSTNode, ctx: FixContext):
+def drop_flag_statement(node: cst.CSTNode, ctx: FixContext) -> Fixed:
     """cuDNN / CUDA backend settings do nothing on the target."""
     return _statement_or_constant(node, ctx)
 
 
 @fixer("TPB002", VENDOR)  # tpu: matmul_precision.py; xla below
-def drop_tf32(node: cst.CSTNode, ctx: FixContext):
+def drop_tf32(node: cst.CSTNode, ctx: FixContext) -> Fixed:
     return _statement_or_constant(node, ctx)
 
 
 @fixer("TPB002", {"xla", "accelerator"})
-def tf32_precision(node: cst.CSTNode, ctx: FixContext, setter: str | None = None):
+def tf32_precision(node: cst.CSTNode, ctx: FixContext, setter: str | None = None) -> Fixed:
     """``allow_tf32 = x`` -> ``set_..._precision("high" if x else "highest")``; the reduced
     half-precision reduction flags have no counterpart and go."""
     setter = setter or ctx.profile.matmul_precision_setter
@@ -88,10 +89,12 @@ REPLACE_STATEMENTS = "replace_statements"
 
 
 @follow_up("TPB002")
-def replace_statement(original: cst.CSTNode, node: cst.CSTNode, ctx: FixContext):
+def replace_statement(original: cst.CSTNode, node: cst.CSTNode, ctx: FixContext) -> Fixed | None:
     """Small statements a fixer asked to replace whole (``flag = x`` -> ``setter(...)``)."""
     pending = ctx.state.get(REPLACE_STATEMENTS)
     if not pending or not isinstance(original, cst.SimpleStatementLine):
+        return None
+    if not isinstance(node, cst.SimpleStatementLine):  # the line, its children rewritten
         return None
     body = list(node.body)
     changed = False
@@ -105,7 +108,7 @@ def replace_statement(original: cst.CSTNode, node: cst.CSTNode, ctx: FixContext)
 # tpu keeps the choice where TorchTPU honours it (sdpa_backends.py).
 @fixer("TPB003", VENDOR)
 @fixer("TPB005", VENDOR, but={"tpu"})
-def sdpa_selection(node: cst.CSTNode, ctx: FixContext):
+def sdpa_selection(node: cst.CSTNode, ctx: FixContext) -> Fixed:
     """Kernel choices the target lacks: backends become MATH (the one torch's SDPA allows
     on a device it has no fused kernel for), the legacy ``sdp_kernel(...)`` context a no-op,
     ``enable_*_sdp(...)`` calls go."""
@@ -124,12 +127,12 @@ def sdpa_selection(node: cst.CSTNode, ctx: FixContext):
 
 
 @fixer("TPC001")
-def compile_mode(node: cst.Call, ctx: FixContext):
+def compile_mode(node: cst.Call, ctx: FixContext) -> Fixed:
     return _without(node, "mode")
 
 
 @fixer("TPC002")
-def compile_backend(node: cst.Call, ctx: FixContext):
+def compile_backend(node: cst.Call, ctx: FixContext) -> Fixed:
     backend = ctx.profile.compile_backend
     if backend is None:  # torch.compile picks the device's own
         return _without(node, "backend")
@@ -137,7 +140,7 @@ def compile_backend(node: cst.Call, ctx: FixContext):
 
 
 @fixer("TPC003", VENDOR, but={"xla"})
-def profiler_activity(node: cst.Attribute, ctx: FixContext):
+def profiler_activity(node: cst.Attribute, ctx: FixContext) -> Fixed:
     if not isinstance(node, cst.Attribute):
         raise NotApplicable("unexpected profiler activity form")
     return node.with_changes(attr=cst.Name("PrivateUse1"))
@@ -146,7 +149,7 @@ def profiler_activity(node: cst.Attribute, ctx: FixContext):
 # TPC004 on xla: torch's legacy profiler accepts only cuda/xpu/mtia/hpu or the PrivateUse1
 # backend as use_device (XLA is none of them): "xla" would be warned about and dropped.
 @fixer("TPC004", ALL_KINDS, but={"xla"})
-def profiler_use_cuda(node: cst.Arg, ctx: FixContext):
+def profiler_use_cuda(node: cst.Arg, ctx: FixContext) -> Fixed:
     if not isinstance(node, cst.Arg):
         raise NotApplicable("unexpected profiler argument")
     device = ctx.profile.device_type_expr
@@ -161,7 +164,7 @@ def profiler_use_cuda(node: cst.Arg, ctx: FixContext):
 
 
 @fixer("TPC005")
-def profiler_sort_key(node: cst.SimpleString, ctx: FixContext):
+def profiler_sort_key(node: cst.SimpleString, ctx: FixContext) -> Fixed:
     value = string_value(node)
     if value is None:
         raise NotApplicable("not a string literal")
@@ -177,7 +180,7 @@ def profiler_sort_key(node: cst.SimpleString, ctx: FixContext):
 
 # Not on tpu: TorchTPU implements pinned host memory, so the program's pinning stays.
 @fixer("TPL001", ALL_KINDS, but={"tpu"})
-def pin_memory_flag(node: cst.Arg, ctx: FixContext):
+def pin_memory_flag(node: cst.Arg, ctx: FixContext) -> Fixed:
     if ctx.profile.may_lack_device:
         return node.with_changes(value=ctx.expr("torch.accelerator.is_available()"))
     return REMOVE_ARG  # False is the default: a reviewer would ask to drop it, not flip it
@@ -187,7 +190,7 @@ UNPINNED = "pin_memory_removed"
 
 
 @fixer("TPL002", ALL_KINDS, but={"tpu"})
-def pin_memory_call(node: cst.Call, ctx: FixContext):
+def pin_memory_call(node: cst.Call, ctx: FixContext) -> Fixed:
     if not isinstance(node.func, cst.Attribute):
         raise NotApplicable("unexpected pin_memory form")
     ctx.state[UNPINNED] = True
@@ -201,7 +204,7 @@ def _elements(node: cst.BaseExpression) -> list[str]:
 
 
 @follow_up("TPL002")
-def self_assignment(original: cst.CSTNode, node: cst.CSTNode, ctx: FixContext):
+def self_assignment(original: cst.CSTNode, node: cst.CSTNode, ctx: FixContext) -> Fixed | None:
     """``xs, ys = xs.pin_memory(), ys.pin_memory()`` without the pinning assigns each name
     to itself: the statement had no other job, so it goes."""
     if not ctx.state.get(UNPINNED) or not isinstance(node, cst.SimpleStatementLine):
@@ -215,12 +218,12 @@ def self_assignment(original: cst.CSTNode, node: cst.CSTNode, ctx: FixContext):
 
 
 @fixer("TPL003", {"xla"})
-def non_blocking(node: cst.Arg, ctx: FixContext):
+def non_blocking(node: cst.Arg, ctx: FixContext) -> Fixed:
     return REMOVE_ARG
 
 
 @fixer("TPK014")
-def fused_flag(node: cst.Arg, ctx: FixContext):
+def fused_flag(node: cst.Arg, ctx: FixContext) -> Fixed:
     return REMOVE_ARG
 
 
@@ -234,7 +237,7 @@ def _backend(ctx: FixContext) -> cst.BaseExpression:
 
 
 @fixer("TPN001")
-def init_process_group(node: cst.Call, ctx: FixContext):
+def init_process_group(node: cst.Call, ctx: FixContext) -> Fixed:
     call = with_arg_value(node, "backend", 0, _backend(ctx))
     if (dotted(node.func) or "").endswith("new_group"):
         return call  # a subgroup inherits the init method
@@ -247,7 +250,7 @@ def init_process_group(node: cst.Call, ctx: FixContext):
 
 
 @fixer("TPN002")
-def nccl_value(node: cst.SimpleString, ctx: FixContext):
+def nccl_value(node: cst.SimpleString, ctx: FixContext) -> Fixed:
     if string_value(node) != "nccl":
         raise NotApplicable("a composite backend string; edit by hand")
     if ctx.profile.dist_backend is None:
@@ -259,7 +262,7 @@ DROP_DICT_ELEMENTS = "drop_dict_elements"
 
 
 @fixer("TPN006", VENDOR)
-def nccl_env(node: cst.SimpleString, ctx: FixContext):
+def nccl_env(node: cst.SimpleString, ctx: FixContext) -> Fixed:
     """The NCCL setting goes: its statement (``os.environ["NCCL_X"] = ...``,
     ``os.environ.setdefault(...)``) or its entry in a dict of variables; a read stays."""
     parent = ctx.parent(ctx.original)
@@ -278,9 +281,9 @@ def nccl_env(node: cst.SimpleString, ctx: FixContext):
 
 
 @follow_up("TPN006")
-def drop_dict_elements(original: cst.CSTNode, node: cst.CSTNode, ctx: FixContext):
+def drop_dict_elements(original: cst.CSTNode, node: cst.CSTNode, ctx: FixContext) -> Fixed | None:
     doomed = ctx.state.get(DROP_DICT_ELEMENTS)
-    if not doomed or not isinstance(original, cst.Dict):
+    if not doomed or not isinstance(original, cst.Dict) or not isinstance(node, cst.Dict):
         return None
     keep = [
         new
@@ -295,7 +298,7 @@ def drop_dict_elements(original: cst.CSTNode, node: cst.CSTNode, ctx: FixContext
 
 
 @fixer("TPN007")
-def nccl_available(node: cst.CSTNode, ctx: FixContext):
+def nccl_available(node: cst.CSTNode, ctx: FixContext) -> Fixed:
     if not isinstance(node, cst.Call):
         raise NotApplicable("raw NCCL API; port by hand")
     return ctx.expr(f"torch.distributed.is_backend_available({code_of(_backend(ctx))})")
@@ -305,14 +308,14 @@ AVG_DIVIDES = "avg_divides"
 
 
 @fixer("TPN003")
-def reduce_avg(node: cst.CSTNode, ctx: FixContext):
+def reduce_avg(node: cst.CSTNode, ctx: FixContext) -> Fixed:
     """``all_reduce(t, op=ReduceOp.AVG)`` -> ``op=ReduceOp.SUM`` then ``t /= world_size``."""
     if not isinstance(node, cst.Attribute) or node.attr.value != "AVG":
         raise NotApplicable("only ReduceOp.AVG in all_reduce is rewritten")
     arg = ctx.parent(ctx.original)
     call = ctx.parent(arg) if isinstance(arg, cst.Arg) else None
-    callee = dotted(call.func) if isinstance(call, cst.Call) else None
-    if not callee or not callee.endswith("all_reduce") or not call.args:
+    callee = (dotted(call.func) if isinstance(call, cst.Call) else None) or ""
+    if not isinstance(call, cst.Call) or not callee.endswith("all_reduce") or not call.args:
         raise NotApplicable("ReduceOp.AVG outside all_reduce; divide by the world size by hand")
     if arg_named(call, "async_op") is not None:
         raise NotApplicable("asynchronous all_reduce: divide after wait() by hand")
@@ -329,7 +332,7 @@ def reduce_avg(node: cst.CSTNode, ctx: FixContext):
 
 
 @follow_up("TPN003")
-def divide_after_sum(original: cst.CSTNode, node: cst.CSTNode, ctx: FixContext):
+def divide_after_sum(original: cst.CSTNode, node: cst.CSTNode, ctx: FixContext) -> Fixed | None:
     divides = ctx.state.get(AVG_DIVIDES)
     if not divides or not isinstance(original, cst.SimpleStatementLine):
         return None
@@ -340,7 +343,7 @@ def divide_after_sum(original: cst.CSTNode, node: cst.CSTNode, ctx: FixContext):
 
 
 @fixer("TPS001")
-def map_location_cuda(node: cst.Call, ctx: FixContext):
+def map_location_cuda(node: cst.Call, ctx: FixContext) -> Fixed:
     # Onto the device for tpu/neuron: tensors the program uses straight from the
     # checkpoint (not only through load_state_dict) must land where the model is.
     # xla loads on the CPU first (torch_xla's advice); accelerator code may be on a CPU.
@@ -350,7 +353,7 @@ def map_location_cuda(node: cst.Call, ctx: FixContext):
 
 
 @fixer("TPS002")
-def map_location_missing(node: cst.Call, ctx: FixContext):
+def map_location_missing(node: cst.Call, ctx: FixContext) -> Fixed:
     return set_kwarg(node, "map_location", cst.SimpleString('"cpu"'))
 
 
@@ -364,7 +367,7 @@ def _without(call: cst.Call, keyword: str) -> cst.Call:
 # Not on xla: torch.accelerator does not count XLA devices, and torch_xla launches with
 # torch_xla.launch(fn), not torchrun (TPN008 stays manual there).
 @fixer("TPN008", {"tpu", "neuron", "accelerator"})
-def nproc_gpu(node: cst.SimpleString, ctx: FixContext):
+def nproc_gpu(node: cst.SimpleString, ctx: FixContext) -> Fixed:
     """``"--nproc_per_node=gpu"`` in a launch command built in Python: the device count."""
     value = string_value(node)
     if value is None or "gpu" not in value:

@@ -13,6 +13,8 @@ from __future__ import annotations
 import ast
 import operator
 import re
+from collections.abc import Sequence
+from typing import Any
 
 import libcst as cst
 from torchport.sandbox import astparse
@@ -23,8 +25,13 @@ from .base import (
     REMOVE_STATEMENT,
     VENDOR,
     FixContext,
+    Fixed,
+    Fixer,
     NotApplicable,
+    Statement,
     arg_named,
+    as_expression,
+    block_lines,
     body_of,
     code_of,
     dotted,
@@ -41,17 +48,18 @@ CUDA_STRING = re.compile(r"^cuda(:\d+)?$")
 
 
 def _target_string(ctx: FixContext, index: str | None = None) -> str:
-    name = ctx.profile.device
+    name = ctx.vendor_device()
     return f"{name}:{index}" if index else name
 
 
 @fixer("TPD001")
-def cuda_method(node: cst.Call, ctx: FixContext):
+def cuda_method(node: cst.Call, ctx: FixContext) -> Fixed:
     """``x.cuda(...)`` -> ``x.to(<device>, ...)``; an index is kept where the target has one."""
     func = node.func
     if not isinstance(func, cst.Attribute):
         raise NotApplicable("not a method call")
     index = arg_named(node, "device", 0)
+    device: cst.BaseExpression
     if index is not None and isinstance(index.value, cst.Call):
         device = index.value  # already a device (TPD005 rewrote the integer id)
     elif index is not None and ctx.device_name is None and _indexed(ctx):
@@ -73,16 +81,17 @@ def cuda_method(node: cst.Call, ctx: FixContext):
 
 def _plain_fstring(node: cst.CSTNode) -> cst.SimpleString | None:
     """``f"cuda"``, an f-string without a replacement field, as the plain string it is."""
-    if not isinstance(node, cst.FormattedString) or not all(
-        isinstance(part, cst.FormattedStringText) for part in node.parts
-    ):
+    if not isinstance(node, cst.FormattedString):
         return None
-    text = "".join(part.value for part in node.parts)
+    texts = [part.value for part in node.parts if isinstance(part, cst.FormattedStringText)]
+    if len(texts) != len(node.parts):
+        return None
+    text = "".join(texts)
     return cst.SimpleString(f"{node.end}{text}{node.end}")
 
 
 @fixer("TPD002")
-def device_string(node: cst.SimpleString, ctx: FixContext):
+def device_string(node: cst.SimpleString, ctx: FixContext) -> Fixed:
     node = _plain_fstring(node) or node
     value = string_value(node) or ""
     m = CUDA_STRING.match(value)
@@ -129,19 +138,20 @@ def _drop_index_of_device_call(ctx: FixContext) -> None:
 
 
 @follow_up("TPD002")
-def drop_device_index(original: cst.CSTNode, node: cst.CSTNode, ctx: FixContext):
+def drop_device_index(original: cst.CSTNode, node: cst.CSTNode, ctx: FixContext) -> Fixed | None:
     calls = ctx.state.get(DROP_INDEX)
     if not calls or id(original) not in calls or not isinstance(node, cst.Call):
         return None
     calls.discard(id(original))
-    index = arg_named(original, "index", 1)
-    args = [a for a, o in zip(node.args, original.args, strict=True) if o is not index]
+    noted = cst.ensure_type(original, cst.Call)  # the state holds calls
+    index = arg_named(noted, "index", 1)
+    args = [a for a, o in zip(node.args, noted.args, strict=True) if o is not index]
     args[-1] = args[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
     return node.with_changes(args=args)
 
 
 @fixer("TPD003")
-def built_device_string(node: cst.BaseExpression, ctx: FixContext):
+def built_device_string(node: cst.BaseExpression, ctx: FixContext) -> Fixed:
     """f"cuda:{r}", "cuda:{}".format(r), "cuda:%d" % r, "cuda:" + str(r): replace the head."""
     head = _head_string(node)
     if head is None:
@@ -150,28 +160,29 @@ def built_device_string(node: cst.BaseExpression, ctx: FixContext):
         return ctx.target_device()  # torch_xla chooses
     if not ctx.profile.is_vendor:
         kind = ctx.profile.device_type_expr.replace('"', "'")
-        if isinstance(node, cst.FormattedString):
-            parts = list(node.parts)
-            text = parts[0].value.replace("cuda", "", 1)
+        if isinstance(node, cst.FormattedString) and isinstance(head, cst.FormattedStringText):
+            parts = list(node.parts)  # the head is the first of them
+            text = head.value.replace("cuda", "", 1)
             expr = cst.FormattedStringExpression(cst.parse_expression(kind))
             ctx.need("torch")
             rest = [cst.FormattedStringText(text)] if text else []
             return node.with_changes(parts=[expr, *rest, *parts[1:]])
         ctx.need("torch")
-        if isinstance(node, cst.Call):  # "cuda:{}".format(r) -> "{}:{}".format(<type>, r)
+        if isinstance(node, cst.Call) and isinstance(head, cst.SimpleString):
+            # "cuda:{}".format(r) -> "{}:{}".format(<type>, r)
             head_string = _swap(head, "cuda", "{}")
             func = node.func.with_changes(value=head_string)
             return prepend_arg(node.with_changes(func=func), cst.parse_expression(kind))
         if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Add):
             # "cuda:" + str(r) -> <type> + ":" + str(r)
-            rest = _replace_head(node, "cuda", "")
+            tail = _replace_head(node, "cuda", "")
             return cst.BinaryOperation(
                 cst.parse_expression(kind),
                 cst.Add(
                     whitespace_before=cst.SimpleWhitespace(" "),
                     whitespace_after=cst.SimpleWhitespace(" "),
                 ),
-                rest,
+                tail,
             )
         if isinstance(node, cst.BinaryOperation) and isinstance(node.left, cst.SimpleString):
             # "cuda:%d" % r -> "%s:%d" % (<type>, r)
@@ -182,10 +193,10 @@ def built_device_string(node: cst.BaseExpression, ctx: FixContext):
                 left=_swap(node.left, "cuda", "%s"), right=cst.parse_expression(f"({code})")
             )
         raise NotApplicable("an unusual built device string; rewrite it as an f-string by hand")
-    return _replace_head(node, "cuda", ctx.profile.device)
+    return _replace_head(node, "cuda", ctx.vendor_device())
 
 
-def _head_string(node: cst.BaseExpression):
+def _head_string(node: cst.BaseExpression) -> cst.FormattedStringText | cst.SimpleString | None:
     if isinstance(node, cst.FormattedString):
         first = node.parts[0] if node.parts else None
         return first if isinstance(first, cst.FormattedStringText) else None
@@ -199,20 +210,22 @@ def _head_string(node: cst.BaseExpression):
     return None
 
 
-def _replace_head(node: cst.BaseExpression, old: str, new: str):
-    if isinstance(node, cst.FormattedString):
+def _replace_head(node: cst.BaseExpression, old: str, new: str) -> cst.BaseExpression:
+    """``node`` with ``old`` replaced in its literal head (the one ``_head_string`` found)."""
+    if isinstance(node, cst.FormattedString) and node.parts:
         first = node.parts[0]
-        parts = [first.with_changes(value=first.value.replace(old, new, 1)), *node.parts[1:]]
-        return node.with_changes(parts=parts)
-    if isinstance(node, cst.Call):
+        if isinstance(first, cst.FormattedStringText):
+            parts = [first.with_changes(value=first.value.replace(old, new, 1)), *node.parts[1:]]
+            return node.with_changes(parts=parts)
+    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
         s = node.func.value
-        return node.with_changes(func=node.func.with_changes(value=_swap(s, old, new)))
+        if isinstance(s, cst.SimpleString):
+            return node.with_changes(func=node.func.with_changes(value=_swap(s, old, new)))
     if isinstance(node, cst.BinaryOperation):
-        return (
-            node.with_changes(left=_replace_head(node.left, old, new))
-            if isinstance(node.left, cst.BinaryOperation)
-            else node.with_changes(left=_swap(node.left, old, new))
-        )
+        if isinstance(node.left, cst.BinaryOperation):
+            return node.with_changes(left=_replace_head(node.left, old, new))
+        if isinstance(node.left, cst.SimpleString):
+            return node.with_changes(left=_swap(node.left, old, new))
     raise NotApplicable("unsupported built string")
 
 
@@ -221,7 +234,7 @@ def _swap(s: cst.SimpleString, old: str, new: str) -> cst.SimpleString:
 
 
 @fixer("TPD004")
-def is_cuda(node: cst.Attribute, ctx: FixContext):
+def is_cuda(node: cst.Attribute, ctx: FixContext) -> Fixed:
     if ctx.profile.tensor_flag:
         return node.with_changes(attr=cst.Name(ctx.profile.tensor_flag))
     op = "==" if ctx.profile.is_vendor else "!="
@@ -230,7 +243,7 @@ def is_cuda(node: cst.Attribute, ctx: FixContext):
 
 
 @fixer("TPD005")
-def integer_device_id(node: cst.CSTNode, ctx: FixContext):
+def integer_device_id(node: cst.CSTNode, ctx: FixContext) -> Fixed:
     if isinstance(node, cst.Arg):  # device_ids= / output_device= / device=<int>
         keyword = node.keyword.value if node.keyword else ""
         if keyword in ("device_ids", "output_device"):
@@ -271,10 +284,10 @@ ON_CPU = {
 }
 
 
-def _simple_call(to: str):
+def _simple_call(to: str) -> Fixer:
     """A fixer that swaps the callee of a call, keeping its arguments."""
 
-    def fix(node: cst.Call, ctx: FixContext):
+    def fix(node: cst.CSTNode, ctx: FixContext) -> Fixed:
         if not isinstance(node, cst.Call):
             raise NotApplicable("reference is not called")
         call = node.with_changes(func=ctx.expr(to))
@@ -316,12 +329,12 @@ for _code_, (_portable, _xla) in RENAMES.items():
 
 
 @fixer("TPD006", {"xla"})
-def cuda_available_xla(node: cst.Call, ctx: FixContext):
+def cuda_available_xla(node: cst.Call, ctx: FixContext) -> Fixed:
     return cst.Name("True")
 
 
 @fixer("TPD010", {"xla", "tpu"})
-def set_device_xla(node: cst.Call, ctx: FixContext):
+def set_device_xla(node: cst.Call, ctx: FixContext) -> Fixed:
     """torch_xla assigns one device per process; TorchTPU's process has one, tpu:0, and its
     set_device is internal (and refuses any other index): the statement goes."""
     if not isinstance(node, cst.Call):
@@ -333,7 +346,7 @@ DEVICE_CONTEXT = "device_context_dropped"
 
 
 @fixer("TPD017", {"tpu"})
-def device_context_one_device(node: cst.CSTNode, ctx: FixContext):
+def device_context_one_device(node: cst.CSTNode, ctx: FixContext) -> Fixed:
     """``with torch.cuda.device(i):`` selects the device the process already has: the block
     becomes its body (TPD017's follow-up); elsewhere the call is a context that does nothing."""
     if not isinstance(node, cst.Call):
@@ -346,7 +359,7 @@ def device_context_one_device(node: cst.CSTNode, ctx: FixContext):
 
 
 @follow_up("TPD017")
-def device_context_block(original: cst.CSTNode, node: cst.CSTNode, ctx: FixContext):
+def device_context_block(original: cst.CSTNode, node: cst.CSTNode, ctx: FixContext) -> Fixed | None:
     dropped = ctx.state.get(DEVICE_CONTEXT)
     if not dropped or not isinstance(original, cst.With) or not isinstance(node, cst.With):
         return None
@@ -361,22 +374,22 @@ def device_context_block(original: cst.CSTNode, node: cst.CSTNode, ctx: FixConte
 
 
 @fixer("TPD011")
-def device_name(node: cst.Call, ctx: FixContext):
+def device_name(node: cst.Call, ctx: FixContext) -> Fixed:
     return ctx.expr("str(torch.accelerator.current_accelerator())")
 
 
 @fixer("TPD011", {"xla"})
-def device_name_xla(node: cst.Call, ctx: FixContext):
+def device_name_xla(node: cst.Call, ctx: FixContext) -> Fixed:
     return ctx.expr("torch_xla.runtime.device_type()")
 
 
 @fixer("TPD015", VENDOR)
-def bf16_supported(node: cst.Call, ctx: FixContext):
+def bf16_supported(node: cst.Call, ctx: FixContext) -> Fixed:
     return cst.Name("True")
 
 
 @fixer("TPD007")
-def cuda_else_cpu(node: cst.CSTNode, ctx: FixContext):
+def cuda_else_cpu(node: cst.CSTNode, ctx: FixContext) -> Fixed:
     """Keep the program's own choice and rewrite what it chooses between.
 
     The test keeps its meaning (``--no-cuda``, ``use_cuda``, an MPS arm still decide), with
@@ -385,7 +398,7 @@ def cuda_else_cpu(node: cst.CSTNode, ctx: FixContext):
     the arm it takes."""
     if not isinstance(node, cst.IfExp | cst.If):
         raise NotApplicable("unexpected node for a cuda-else-cpu choice")
-    test = node.test.visit(_AvailabilityAsked(ctx))
+    test = as_expression(node.test.visit(_AvailabilityAsked(ctx)))
     arm_names = ("body", "orelse")
     # the original's arms: a built string in the arm (f"cuda:{r}") is already rewritten
     cuda_arm = next((a for a in arm_names if _mentions_cuda(getattr(ctx.original, a))), None)
@@ -407,7 +420,7 @@ def cuda_else_cpu(node: cst.CSTNode, ctx: FixContext):
     return new
 
 
-def _folded(node: cst.IfExp | cst.If, value: bool, ctx: FixContext):
+def _folded(node: cst.IfExp | cst.If, value: bool, ctx: FixContext) -> Fixed:
     """The arm a constant test takes, without the dead one (an ``elif`` folds into its chain)."""
     if isinstance(node, cst.IfExp):
         return node.body if value else node.orelse
@@ -416,7 +429,7 @@ def _folded(node: cst.IfExp | cst.If, value: bool, ctx: FixContext):
     if value:
         if is_elif:
             return cst.Else(body=node.body)
-        return _statements_with_lines(node.body.body, node.leading_lines)
+        return _statements_with_lines(block_lines(node.body), node.leading_lines)
     if node.orelse is None:
         return cst.RemoveFromParent()
     if isinstance(node.orelse, cst.If):
@@ -425,10 +438,12 @@ def _folded(node: cst.IfExp | cst.If, value: bool, ctx: FixContext):
         return node.orelse.with_changes(leading_lines=node.leading_lines)
     if is_elif:
         return node.orelse
-    return _statements_with_lines(node.orelse.body.body, node.leading_lines)
+    return _statements_with_lines(block_lines(node.orelse.body), node.leading_lines)
 
 
-def _statements_with_lines(statements, leading_lines) -> cst.FlattenSentinel:
+def _statements_with_lines(
+    statements: list[Statement], leading_lines: Sequence[cst.EmptyLine]
+) -> cst.FlattenSentinel[Statement]:
     statements = list(statements)
     statements[0] = statements[0].with_changes(
         leading_lines=[*leading_lines, *statements[0].leading_lines]
@@ -453,7 +468,7 @@ class _AvailabilityAsked(cst.CSTTransformer):
         name = dotted(original.func) or ""
         if not (name == "cuda.is_available" or name.endswith(".cuda.is_available")):
             return updated
-        return FIXERS[("TPD006", self.ctx.target)].fn(updated, self.ctx)
+        return as_expression(FIXERS[("TPD006", self.ctx.target)].fn(updated, self.ctx))
 
 
 class _ArmDevices(cst.CSTTransformer):
@@ -477,7 +492,9 @@ class _ArmDevices(cst.CSTTransformer):
             return self.ctx.expr(f"torch.device({ACCELERATOR_CURRENT}.type, {index})")
         return self.ctx.expr(ACCELERATOR_CURRENT)
 
-    def leave_Attribute(self, original, updated):
+    def leave_Attribute(
+        self, original: cst.Attribute, updated: cst.Attribute
+    ) -> cst.BaseExpression:
         # `(current_accelerator(check_available=True) or cpu).type` from a built string
         # (f"cuda:{r}") in this arm: here the accelerator is the one the program found
         if (
@@ -489,12 +506,14 @@ class _ArmDevices(cst.CSTTransformer):
             return self.ctx.expr(f"{ACCELERATOR_CURRENT}.type")
         return updated
 
-    def leave_SimpleString(self, original, updated):
+    def leave_SimpleString(
+        self, original: cst.SimpleString, updated: cst.SimpleString
+    ) -> cst.BaseExpression:
         value = string_value(updated)
         if value is None or not CUDA_STRING.match(value):
             return updated
         if self.ctx.profile.is_vendor:
-            return device_string(updated, self.ctx)
+            return as_expression(device_string(updated, self.ctx))
         index = value.partition(":")[2]
         kind = f"{ACCELERATOR_CURRENT}.type"
         return self.ctx.expr(f'f"{{{kind}}}:{index}"' if index else kind)
@@ -505,7 +524,7 @@ ACCEL_IDIOM = "accelerator_idiom"
 
 
 @follow_up("TPD007")
-def accelerator_idiom(original: cst.CSTNode, node: cst.CSTNode, ctx: FixContext):
+def accelerator_idiom(original: cst.CSTNode, node: cst.CSTNode, ctx: FixContext) -> Fixed | None:
     """``torch.device(A.type if torch.accelerator.is_available() else "cpu")`` -> the idiom of
     the ``torch.accelerator`` docs: ``A if torch.accelerator.is_available() else
     torch.device("cpu")``, a device, not a device built from its own name."""
@@ -556,7 +575,7 @@ class _StringCollector(cst.CSTVisitor):
 
 
 @fixer("TPD014", {"tpu", "neuron"})
-def capability_branch(node: cst.BaseExpression, ctx: FixContext):
+def capability_branch(node: cst.BaseExpression, ctx: FixContext) -> Fixed:
     """Evaluate the test as a modern (bf16-capable, Hopper-class) GPU would answer it."""
     code = code_of(node)
     code = re.sub(r"[\w.]*get_device_capability\([^()]*\)", "(9, 0)", code)
@@ -579,7 +598,7 @@ MODERN_CAPABILITY = {"major": 9, "minor": 0}
 
 
 @fixer("TPD027", VENDOR, but={"xla"})
-def capability_properties(node: cst.Call, ctx: FixContext):
+def capability_properties(node: cst.Call, ctx: FixContext) -> Fixed:
     """``torch.cuda.get_device_properties(d)`` read only for ``.major``/``.minor`` (the
     matcher checked every use) -> ``types.SimpleNamespace(major=9, minor=0)``: the call
     raises on a torch without CUDA, and a generation check behind a ``cuda.is_available()``
@@ -593,7 +612,7 @@ FOLD = "fold_branches"
 
 
 @follow_up("TPD014")
-def fold_branch(original: cst.CSTNode, node: cst.CSTNode, ctx: FixContext):
+def fold_branch(original: cst.CSTNode, node: cst.CSTNode, ctx: FixContext) -> Fixed | None:
     """``x if True else y`` -> ``x``; ``if True: a else: b`` -> ``a`` (an ``elif`` folds into
     its chain): the arm the target takes, without dead code."""
     folds = ctx.state.get(FOLD)
@@ -615,7 +634,7 @@ _COMPARE = {
 }
 
 
-def _constant_value(node: ast.AST):
+def _constant_value(node: ast.AST) -> Any:  # a constant of the program's: any type
     """Evaluate constants, tuples, indexing, comparisons and boolean logic; nothing else.
 
     The expression comes from the repository under migration: it is never ``eval``-ed.
@@ -646,7 +665,7 @@ def _constant_value(node: ast.AST):
 
 
 @fixer("TPD016")
-def device_type_compare(node: cst.Comparison | cst.Call, ctx: FixContext):
+def device_type_compare(node: cst.Comparison | cst.Call, ctx: FixContext) -> Fixed:
     """A test of a device's name follows the name's rename (TPD002): ``== "cuda"`` compares
     with the target's name, ``.startswith("cuda")`` tests its prefix. On the accelerator
     target, whose device name is only known at run time, the test asks "not the CPU"."""
@@ -655,7 +674,7 @@ def device_type_compare(node: cst.Comparison | cst.Call, ctx: FixContext):
     if not isinstance(node, cst.Comparison):
         raise NotApplicable("not a comparison")
 
-    def swap(expr):
+    def swap(expr: cst.BaseExpression) -> cst.BaseExpression:
         if isinstance(expr, cst.Tuple | cst.List | cst.Set):
             if not ctx.profile.is_vendor:
                 raise NotApplicable(
@@ -666,7 +685,7 @@ def device_type_compare(node: cst.Comparison | cst.Call, ctx: FixContext):
                 elements=[e.with_changes(value=swap(e.value)) for e in expr.elements]
             )
         value = string_value(expr)
-        if value is None or not CUDA_STRING.match(value):
+        if value is None or not CUDA_STRING.match(value) or not isinstance(expr, cst.SimpleString):
             return expr
         return with_string(expr, ctx.profile.device or "cpu")
 
@@ -684,13 +703,16 @@ def _prefix_test(node: cst.Call, ctx: FixContext) -> cst.BaseExpression:
     """``d.startswith("cuda")`` -> ``d.startswith("tpu")``; on the accelerator target
     ``not d.startswith("cpu")`` (parenthesised where an operator binds tighter)."""
     first = node.args[0] if len(node.args) == 1 else None
-    value = string_value(first.value) if first is not None else None
-    if value is None or not value.startswith("cuda"):
+    literal = first.value if first is not None else None
+    value = string_value(literal)
+    if first is None or not isinstance(literal, cst.SimpleString) or value is None:
+        raise NotApplicable("not a prefix test against a CUDA device name")
+    if not value.startswith("cuda"):
         raise NotApplicable("not a prefix test against a CUDA device name")
     if ctx.profile.is_vendor:
-        name = value.replace("cuda", ctx.profile.device, 1)
-        return node.with_changes(args=[first.with_changes(value=with_string(first.value, name))])
-    call = node.with_changes(args=[first.with_changes(value=with_string(first.value, "cpu"))])
+        name = value.replace("cuda", ctx.vendor_device(), 1)
+        return node.with_changes(args=[first.with_changes(value=with_string(literal, name))])
+    call = node.with_changes(args=[first.with_changes(value=with_string(literal, "cpu"))])
     parent = ctx.parent(ctx.original)
     if isinstance(parent, cst.UnaryOperation) and isinstance(parent.operator, cst.Not):
         ctx.state.setdefault(NOT_NEGATED, set()).add(id(parent))  # `not not`: the follow-up
@@ -705,7 +727,7 @@ NOT_NEGATED = "prefix_test_negated"
 
 
 @follow_up("TPD016")
-def double_negation(original: cst.CSTNode, node: cst.CSTNode, ctx: FixContext):
+def double_negation(original: cst.CSTNode, node: cst.CSTNode, ctx: FixContext) -> Fixed | None:
     """``not d.startswith("cuda")`` on the accelerator target: ``d.startswith("cpu")``, not
     ``not not d.startswith("cpu")``."""
     negated = ctx.state.get(NOT_NEGATED)
@@ -734,7 +756,7 @@ def _negate(op: cst.BaseCompOp) -> cst.BaseCompOp:
         cst.NotIn: cst.In,
     }
     new = swaps.get(type(op))
-    if new is None:
+    if new is None or not isinstance(op, cst.Equal | cst.NotEqual | cst.In | cst.NotIn):
         raise NotApplicable("comparison operator has no negation")
     if new in (cst.NotIn,):
         return cst.NotIn(
@@ -773,7 +795,7 @@ def _integer(value: cst.BaseExpression) -> bool:
 
 
 @fixer("TPD018")
-def legacy_tensor_type(node: cst.CSTNode, ctx: FixContext):
+def legacy_tensor_type(node: cst.CSTNode, ctx: FixContext) -> Fixed:
     """``torch.cuda.FloatTensor(2, 3)`` -> ``torch.empty(2, 3, dtype=torch.float32, device=...)``;
     with a list, ``torch.tensor(...)``. Type checks and ``.type(...)`` casts stay manual."""
     if not isinstance(node, cst.Call):

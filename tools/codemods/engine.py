@@ -11,10 +11,18 @@ from __future__ import annotations
 import os
 import re
 from collections import defaultdict
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import TypeVar, cast
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, ParentNodeProvider, PositionProvider
+from libcst.metadata import (
+    BaseMetadataProvider,
+    CodeRange,
+    MetadataWrapper,
+    ParentNodeProvider,
+    PositionProvider,
+)
 from torchport.sandbox import astparse
 from torchport.tools.cst_imports import (
     ImportSpec,
@@ -32,14 +40,24 @@ from .base import (
     Enclosed,
     FixContext,
     NotApplicable,
+    Statement,
+    as_statement,
+    block_lines,
     code_of,
     dotted,
     is_multiline,
+    line_end,
+    with_line_end,
 )
 from .guard import REFUSED, Problem, blocking, original_lines, orphaned_imports
 from .imports import add_definitions, torch_alias
 from .positions import StatementPositions, usable
 from .scope import DeviceNames
+
+Provided = TypeVar("Provided")  # what a metadata provider gives for a node
+
+# What the walk leaves in a node's place: a node, several statements, or nothing
+Rewritten = cst.CSTNode | cst.FlattenSentinel[cst.CSTNode] | cst.RemovalSentinel
 
 # Imports that may become unused once the code using them is migrated.
 CUDA_MODULES = ("torch.cuda", "torch.backends.cudnn", "torch.backends.cuda")
@@ -105,14 +123,14 @@ class _Applier(cst.CSTTransformer):
         self.failures: dict[int, str] = {}
         self.enclosed: list[Finding] = []  # findings a fix around them rewrites (Enclosed)
         self.definitions: dict[str, str] = {}  # top-level functions the fixes call
-        self.laid_out: dict[int, cst.CSTNode] = {}  # calls a fixer laid out itself
+        self.laid_out: dict[int, Rewritten] = {}  # calls a fixer laid out itself
         self.remove: set[int] = set()
         self.imports: set[str] = set()
         self.module: cst.Module | None = None
         self.torch_alias: str | None = None
         self.parents: dict[int, cst.CSTNode] = {}  # id(node) -> its parent, as walked
         self.walking: list[cst.CSTNode] = []
-        self.positions: dict = {}
+        self.positions: Mapping[cst.CSTNode, CodeRange] = {}
         # Set by ``_rewrite_module``: top-level statements no finding is in are not entered while no
         # fixer has left state for follow-ups (they would come out unchanged anyway).
         self.by_statement: StatementPositions | None = None
@@ -134,7 +152,7 @@ class _Applier(cst.CSTTransformer):
         would come out of the walk unchanged, so it is not entered. A top-level statement
         that is entered gets its positions here."""
         lazy = self.by_statement
-        if parent is self.module and id(node) in lazy.first_line:
+        if lazy is not None and parent is self.module and id(node) in lazy.first_line:
             if not self.state and not lazy.holds_any(node, self.finding_lines):
                 return True
             lazy.enter(node)
@@ -149,25 +167,31 @@ class _Applier(cst.CSTTransformer):
             first = min(first, self.positions[decorator].start.line)
         return not any(first <= line <= pos.end.line for line in self.finding_lines)
 
-    def get_metadata(self, key, node, default=_NO_DEFAULT):
+    def get_metadata(
+        self,
+        key: type[BaseMetadataProvider[Provided]],
+        node: cst.CSTNode,
+        default: object = _NO_DEFAULT,
+    ) -> Provided:
         """ParentNodeProvider's answer from the walk (fixers and ``DeviceNames`` ask it so);
         every other key from libcst."""
         if key is not ParentNodeProvider:
-            return super().get_metadata(key, node, default)
+            return super().get_metadata(key, node, cast(Provided, default))
         parent = self.parents.get(id(node))
         if parent is None and node is not self.module:
             parent = self.wrapper.resolve(ParentNodeProvider).get(node)
         if parent is not None:
-            return parent
+            return cast(Provided, parent)  # the key is ParentNodeProvider: it provides nodes
         if default is _NO_DEFAULT:
             raise KeyError(f"{type(node).__name__} has no parent")
-        return default
+        return cast(Provided, default)
 
     def visit_Module(self, node: cst.Module) -> bool:
         self.module = node
         if not hasattr(self, "lines"):
             self.lines = node.code.splitlines(keepends=True)
-        self.positions = self.metadata[PositionProvider]
+        # libcst types every provider's map as holding objects; this one holds CodeRanges
+        self.positions = cast("Mapping[cst.CSTNode, CodeRange]", self.metadata[PositionProvider])
         return True
 
     def _candidates(self, original: cst.CSTNode) -> list[Finding]:
@@ -185,7 +209,11 @@ class _Applier(cst.CSTTransformer):
                     found.append(f)
         return found
 
-    def on_leave(self, original: cst.CSTNode, updated: cst.CSTNode):
+    # the walk may put a node of another type in a node's place (an ``if`` for a guarded
+    # line), which libcst's signature (generic in the node's type) does not allow for
+    def on_leave(  # type: ignore[override]
+        self, original: cst.CSTNode, updated: cst.CSTNode
+    ) -> Rewritten:
         self.walking.pop()
         if id(original) in self.skipped:
             return updated
@@ -202,7 +230,7 @@ class _Applier(cst.CSTTransformer):
             if id(line) in self.doomed:
                 return line
             guard = _guard_as_statement(line)
-            if guard is not line:
+            if guard is not line and isinstance(guard, cst.If):  # one we wrote
                 self.guards[id(guard)] = guard
             return guard
         if (
@@ -223,23 +251,26 @@ class _Applier(cst.CSTTransformer):
         would ask for it to go rather than read ``pass``."""
         return id(node.body) in self.emptied and node.orelse is None and _pure(node.test)
 
-    def _settle_block(self, block):
+    def _settle_block(
+        self, block: cst.IndentedBlock | cst.Module
+    ) -> cst.IndentedBlock | cst.Module:
         """Drop the statements this run emptied, keeping the comments and blank lines above
         them (they move to the next statement), and lines a rewrite made repeat their
         neighbour (``torch.cuda.manual_seed(s)`` after ``torch.manual_seed(s)``)."""
-        body, previous, carried, dropped = [], None, [], False  # previous: last kept
-        for index, stmt in enumerate(block.body):
+        statements = [as_statement(s) for s in block.body]
+        body: list[Statement] = []
+        previous: Statement | None = None  # the last kept
+        carried: list[cst.EmptyLine] = []
+        dropped = False
+        for index, stmt in enumerate(statements):
             last = body[-1] if body and not carried else None
-            if (
-                id(stmt) in self.guards
-                and last is not None
-                and id(last) in self.guards
-                and not stmt.leading_lines
-            ):
+            guard = self.guards.get(id(stmt))
+            last_guard = self.guards.get(id(last)) if last is not None else None
+            if guard is not None and last_guard is not None and not stmt.leading_lines:
                 # adjacent guards we wrote: one `if torch.accelerator.is_available():`
-                moved = list(stmt.body.body)
-                merged = last.with_changes(
-                    body=last.body.with_changes(body=[*last.body.body, *moved])
+                moved = block_lines(guard.body)
+                merged = last_guard.with_changes(
+                    body=last_guard.body.with_changes(body=[*block_lines(last_guard.body), *moved])
                 )
                 self.guards[id(merged)] = merged
                 body[-1] = merged
@@ -247,7 +278,7 @@ class _Applier(cst.CSTTransformer):
                 continue
             repeat = id(stmt) in self.rewritten and _repeats(stmt, previous, body)
             if id(stmt) in self.doomed or repeat:
-                following = (s for s in block.body[index + 1 :] if id(s) not in self.doomed)
+                following = (s for s in statements[index + 1 :] if id(s) not in self.doomed)
                 lines = _without_its_comment(stmt, next(following, None))
                 carried = _joined(carried, lines)
                 dropped = True
@@ -266,13 +297,16 @@ class _Applier(cst.CSTTransformer):
             return block
         return block.with_changes(body=body)
 
-    def _apply_findings(self, original: cst.CSTNode, updated: cst.CSTNode):
-        result = updated
+    def _apply_findings(self, original: cst.CSTNode, updated: cst.CSTNode) -> Rewritten:
+        result: Rewritten = updated
         for finding in self._candidates(original):
             entry = FIXERS.get((finding.rule, self.target))
             self.done.add(id(finding))
             if entry is None:
                 self.failures[id(finding)] = "no codemod for this rule and target yet"
+                continue
+            if not isinstance(result, cst.CSTNode):  # a fix before it removed or split it
+                self.failures[id(finding)] = "another fix on the same code removed or split it"
                 continue
             ctx = self._context(original)
             try:
@@ -329,12 +363,14 @@ class _Applier(cst.CSTTransformer):
             original,
             lambda: self.devices.name_at(original, self),
             state=self.state,
-            parent=lambda node: self.get_metadata(ParentNodeProvider, node, None),
+            parent=lambda node: (
+                None if node is None else self.get_metadata(ParentNodeProvider, node, None)
+            ),
             torch_alias=self.torch_alias,
             definitions=self.definitions,
         )
 
-    def _follow_ups(self, original: cst.CSTNode, result):
+    def _follow_ups(self, original: cst.CSTNode, result: Rewritten) -> Rewritten:
         for code, rewrite in FOLLOW_UPS:
             if not isinstance(result, cst.CSTNode):
                 break
@@ -361,7 +397,7 @@ class _Applier(cst.CSTTransformer):
             result = new
         return result
 
-    def _source_of(self, pos) -> str:
+    def _source_of(self, pos: CodeRange) -> str:
         """The original text of a span: exactly what the finding covered."""
         lines = self.lines[pos.start.line - 1 : pos.end.line]
         if not lines:
@@ -380,7 +416,7 @@ class _Applier(cst.CSTTransformer):
             node = self.get_metadata(ParentNodeProvider, node, None)
         return node
 
-    def _drop_removed(self, original: cst.SimpleStatementLine, updated):
+    def _drop_removed(self, original: cst.SimpleStatementLine, updated: Rewritten) -> Rewritten:
         if not isinstance(updated, cst.SimpleStatementLine):
             return updated
         pos = self.get_metadata(PositionProvider, original)
@@ -445,7 +481,7 @@ def _same_line(stmt: cst.CSTNode, previous: cst.CSTNode | None) -> bool:
     )
 
 
-def _guard_as_statement(line):
+def _guard_as_statement(line: Rewritten) -> Rewritten:
     """``(torch.accelerator.synchronize() if torch.accelerator.is_available() else None)``
     alone on its line -> ``if torch.accelerator.is_available(): torch.accelerator...()``:
     a conditional expression reads as a value, and a reviewer asks for the statement."""
@@ -483,7 +519,7 @@ def migrate_python(
     """
     if not findings:
         return SourceResult(source)
-    remaining, refused = list(findings), []
+    remaining, refused = list(findings), list[tuple[Finding, str]]()
     while True:
         result, applier = _migrate_once(source, remaining, target, path, cell)
         broken = blocking(source, result.source, path) if result.edits else []
@@ -491,14 +527,14 @@ def migrate_python(
         if orphans:
             result.source = _drop_unused_imports(result.source, orphans)
             broken = blocking(source, result.source, path)
-        if not broken:
+        if not broken or applier is None:  # no applier: nothing parsed, so nothing broken
             break
         blamed = _blame(broken, source, result.source, applier, remaining)
         if not blamed:
             why = "; ".join(dict.fromkeys(_guard_reason(p) for p in broken))
             reason = f"{why} (no single fix to blame: file left as is)"
             return SourceResult(source, unapplied=refused + [(f, reason) for f in remaining])
-        refused += [(f, why) for f in remaining if (why := blamed.get(id(f)))]
+        refused += [(f, blame) for f in remaining if (blame := blamed.get(id(f)))]
         remaining = [f for f in remaining if id(f) not in blamed]
     result.unapplied = refused + result.unapplied
     return result
@@ -679,15 +715,13 @@ def _pure(test: cst.BaseExpression) -> bool:
     return True
 
 
-def _walk(node: cst.CSTNode):
+def _walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
     yield node
     for child in node.children:
         yield from _walk(child)
 
 
-def _without_its_comment(
-    stmt: cst.BaseStatement, following: cst.BaseStatement | None
-) -> list[cst.EmptyLine]:
+def _without_its_comment(stmt: Statement, following: Statement | None) -> list[cst.EmptyLine]:
     """The lines above a dropped statement, less the comment block right above it (no blank
     line between): it described the dropped line (``# speed up`` above ``cudnn.benchmark =
     True``), and left in place it would describe the next one. It stays only where it heads
@@ -713,14 +747,15 @@ _NOT_NAMES = frozenset({"torch", "self", "args", "true", "false", "none", "with"
 _WORD = re.compile(r"[A-Za-z]{4,}")
 
 
-def _names(comment: list[cst.EmptyLine], stmt: cst.BaseStatement) -> bool:
+def _names(comment: list[cst.EmptyLine], stmt: Statement) -> bool:
     """Whether the comment names a word of the statement's code (``# data`` / ``dataset``)."""
     if isinstance(stmt, cst.BaseCompoundStatement):  # its first line: `if x:` / `def f(a):`
         stmt = stmt.with_changes(body=cst.IndentedBlock([cst.SimpleStatementLine([cst.Pass()])]))
     code = _code_of(stmt.with_changes(leading_lines=()))
     words = {w.lower() for w in _WORD.findall(code)} - _NOT_NAMES
-    said = {w.lower() for w in _WORD.findall(" ".join(line.comment.value for line in comment))}
-    return any(a.startswith(b) or b.startswith(a) for a in said for b in words)
+    said = " ".join(line.comment.value for line in comment if line.comment is not None)
+    said_words = {w.lower() for w in _WORD.findall(said)}
+    return any(a.startswith(b) or b.startswith(a) for a in said_words for b in words)
 
 
 def _blank_run(lines: list[cst.EmptyLine]) -> int:
@@ -752,19 +787,16 @@ def _tidy_trailing_comma(original: cst.Call, updated: cst.Call) -> cst.Call:
         return updated.with_changes(whitespace_before_args=cst.SimpleWhitespace(""))
     last_before, last = original.args[-1], updated.args[-1]
     comma = last_before.comma
-    if is_multiline(comma) and is_multiline(last.comma):
+    end = line_end(last.comma)
+    if is_multiline(comma) and end is not None:
         # The closing line's indentation from the removed argument, but this one's own
         # comment: the removed argument's comment was about the removed argument.
-        comma = comma.with_changes(
-            whitespace_after=comma.whitespace_after.with_changes(
-                first_line=last.comma.whitespace_after.first_line
-            )
-        )
+        comma = with_line_end(comma, end)
     last = last.with_changes(comma=comma, whitespace_after_arg=last_before.whitespace_after_arg)
     return updated.with_changes(args=[*updated.args[:-1], last])
 
 
-def _code_of(node) -> str:
+def _code_of(node: Rewritten) -> str:
     if isinstance(node, cst.RemovalSentinel):
         return ""
     if isinstance(node, cst.Arg):
@@ -778,14 +810,14 @@ def _reason(finding: Finding, target: str) -> str:
     return f"{finding.message}; {target}: {finding.fix.get(target, {}).get('hint', '')}".rstrip()
 
 
-def _keep_parentheses(original: cst.CSTNode, result: object) -> object:
+def _keep_parentheses(original: cst.CSTNode, result: Rewritten) -> Rewritten:
     """A fix of a parenthesised expression keeps its parentheses: ``not(cudnn.is_acceptable(i))``
     rewritten without them would be ``notFalse``, which libcst refuses to build (and a
     reader would not write)."""
     lpar = getattr(original, "lpar", None)
     if not lpar or not isinstance(result, cst.BaseExpression) or getattr(result, "lpar", True):
         return result
-    return result.with_changes(lpar=original.lpar, rpar=original.rpar)
+    return result.with_changes(lpar=lpar, rpar=getattr(original, "rpar", ()))
 
 
 def _drop_unused_imports(source: str, imports: list[ImportSpec]) -> str:

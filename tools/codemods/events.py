@@ -19,12 +19,15 @@ reads the time it recorded instead of a local that vanishes.
 
 from __future__ import annotations
 
+from typing import TypeGuard
+
 import libcst as cst
 from libcst.metadata import MetadataWrapper, ParentNodeProvider, PositionProvider
 
 from .base import (
     REMOVE_STATEMENT,
     FixContext,
+    Fixed,
     NotApplicable,
     code_of,
     dotted,
@@ -68,10 +71,11 @@ class _Timing(cst.CSTVisitor):
 
     def _scopes(self, node: cst.CSTNode) -> list[cst.CSTNode | None]:
         found: list[cst.CSTNode | None] = []
-        while node is not None:
-            if isinstance(node, cst.FunctionDef | cst.Lambda):
-                found.append(node)
-            node = self.get_metadata(ParentNodeProvider, node, None)
+        current: cst.CSTNode | None = node
+        while current is not None:
+            if isinstance(current, cst.FunctionDef | cst.Lambda):
+                found.append(current)
+            current = self.get_metadata(ParentNodeProvider, current, None)
         return [*found, None]
 
     def visit_Assign(self, node: cst.Assign) -> None:
@@ -86,15 +90,20 @@ class _Timing(cst.CSTVisitor):
         if not any(name == node.value for name, _ in self.bound):
             return
         attribute = self.get_metadata(ParentNodeProvider, node, None)
-        is_record = isinstance(attribute, cst.Attribute) and attribute.attr.value == "record"
-        self.uses.append((node.value, self._scopes(node), is_record and attribute.value is node))
+        is_record = (
+            isinstance(attribute, cst.Attribute)
+            and attribute.attr.value == "record"
+            and attribute.value is node
+        )
+        self.uses.append((node.value, self._scopes(node), is_record))
 
 
 @prescan("TPT002")
 def timing_scopes(module: cst.Module, lines: list[int], target: str) -> dict:
     found = _Timing(set(lines))
     MetadataWrapper(module, unsafe_skip_copy=True).visit(found)
-    unneeded, declare = set(), {}
+    unneeded: set[int] = set()
+    declare: dict[int, tuple[str, list[str]]] = {}  # id(function) -> (keyword, names)
     for (name, scope_id), assign in found.bound.items():
         scope = found.scopes[scope_id]
         # the uses that see this binding: its own scope's, and nested functions' ones
@@ -120,10 +129,10 @@ def timing_scopes(module: cst.Module, lines: list[int], target: str) -> dict:
 
 
 @fixer("TPT002")
-def cuda_event(node: cst.CSTNode, ctx: FixContext):
+def cuda_event(node: cst.CSTNode, ctx: FixContext) -> Fixed:
     if not isinstance(node, cst.Call):
         raise NotApplicable("an event type reference, not a constructor call")
-    holder = ctx.original
+    holder: cst.CSTNode | None = ctx.original
     while holder is not None and not isinstance(holder, cst.Assign | cst.AnnAssign):
         if isinstance(holder, cst.BaseStatement):
             raise NotApplicable("event not assigned to a variable; rewrite its timing by hand")
@@ -147,7 +156,7 @@ def _elapsed(node: cst.BaseExpression) -> bool:
     )
 
 
-def _milliseconds(node: cst.BaseExpression) -> bool:
+def _milliseconds(node: cst.BaseExpression) -> TypeGuard[cst.BinaryOperation]:
     """``(b - a) * 1000.0``: what an ``elapsed_time`` became."""
     return isinstance(node, cst.BinaryOperation) and code_of(node.right) == "1000.0"
 
@@ -185,7 +194,7 @@ def _recorded(line: cst.CSTNode, holders: set[str]) -> str | None:
         return None
     stmt = line.body[0]
     found = _event_call(stmt.value, holders) if isinstance(stmt, cst.Expr) else None
-    return code_of(found[1].func.value) if found and found[0] == "record" else None
+    return code_of(_receiver(found[1])) if found and found[0] == "record" else None
 
 
 def _syncs(line: cst.CSTNode, holders: set[str]) -> bool:
@@ -224,8 +233,13 @@ def _event_call(node: cst.CSTNode, holders: set[str]) -> tuple[str, cst.Call] | 
     return None
 
 
+def _receiver(call: cst.Call) -> cst.BaseExpression:
+    """The event an event method is called on (``_event_call`` found ``e.method(...)``)."""
+    return cst.ensure_type(call.func, cst.Attribute).value
+
+
 @follow_up("TPT002")
-def event_uses(original: cst.CSTNode, node: cst.CSTNode, ctx: FixContext):
+def event_uses(original: cst.CSTNode, node: cst.CSTNode, ctx: FixContext) -> Fixed | None:
     declared = ctx.state.get(DECLARE, {}).get(id(original))
     if declared and isinstance(node, cst.FunctionDef):
         return _declared(node, *declared)
@@ -239,7 +253,11 @@ def event_uses(original: cst.CSTNode, node: cst.CSTNode, ctx: FixContext):
     holders = ctx.state.get(HOLDERS)
     if not holders:
         return None
-    if isinstance(original, cst.SimpleStatementLine) and len(original.body) == 1:
+    if (
+        isinstance(original, cst.SimpleStatementLine)
+        and isinstance(node, cst.SimpleStatementLine)  # the line, its children rewritten
+        and len(original.body) == 1
+    ):
         if _recorded(original, holders) is not None:
             event = _recorded(original, holders)
             stamp = cst.parse_statement(f"{event} = time.perf_counter()\n")
@@ -266,7 +284,7 @@ def event_uses(original: cst.CSTNode, node: cst.CSTNode, ctx: FixContext):
     if found is None:
         return None
     method, call = found
-    receiver = code_of(call.func.value)
+    receiver = code_of(_receiver(call))
     if method == "elapsed_time" and len(call.args) == 1:
         other = code_of(call.args[0].value)
         return cst.parse_expression(f"({other} - {receiver}) * 1000.0")

@@ -32,9 +32,9 @@ import libcst as cst
 
 from . import attention_port as port
 from .attention_shapes import Shapes
-from .base import TORCH_NAME, FixContext, NotApplicable, code_of, dotted, fixer, prescan
+from .base import TORCH_NAME, FixContext, Fixed, NotApplicable, code_of, dotted, fixer, prescan
 from .library_names import imported_names, last_name
-from .sdpa import SDPA, SDPA_NAME, Call, sdpa_spelling, template
+from .sdpa import SDPA, SDPA_NAME, Call, Inputs, sdpa_spelling, template
 
 ALIASES = "flash_attn_aliases"
 OPTIONS = ("dropout_p", "softmax_scale", "causal")  # the same positions in every 2.x release
@@ -161,7 +161,7 @@ def _sdpa(ctx: FixContext) -> str:
 
 
 @fixer("TPK010")
-def flash_attention(node: cst.CSTNode, ctx: FixContext):
+def flash_attention(node: cst.CSTNode, ctx: FixContext) -> Fixed:
     name = last_name(
         node, ctx, ALIASES, lambda: NotApplicable("the flash-attn function is not named plainly")
     )
@@ -196,9 +196,12 @@ def _options(args: dict[str, cst.BaseExpression]) -> list[tuple[str, cst.BaseExp
     return out
 
 
-def _dense(node: cst.Call, args: dict[str, cst.BaseExpression], ctx: FixContext):
+def _dense(
+    node: cst.Call, args: dict[str, cst.BaseExpression], ctx: FixContext
+) -> cst.BaseExpression:
     shapes = Shapes(ctx)
     causal = args.get("causal")
+    inputs: Inputs
     if "qkv" in args:  # one tensor: the same lengths and heads
         inputs = [("*", template(ctx, UNPACK, PACKED=args["qkv"]))]
         same_length = same_heads = True
@@ -215,7 +218,7 @@ def _dense(node: cst.Call, args: dict[str, cst.BaseExpression], ctx: FixContext)
             inputs += [("", template(ctx, TO_SDPA, X=args[p])) for p in ("k", "v")]
             same_length, same_heads = shapes.same(q, k, 1), shapes.same(q, k, 2)
     keywords = dict(_options(args))
-    if port.literal(causal, "False"):
+    if causal is None or port.literal(causal, "False"):
         pass
     elif same_length:
         keywords["is_causal"] = causal
@@ -231,13 +234,16 @@ def _dense(node: cst.Call, args: dict[str, cst.BaseExpression], ctx: FixContext)
     return Call(_sdpa(ctx), inputs, ordered, after).render(ctx, node)
 
 
-def _varlen(node: cst.Call, name: str, args: dict[str, cst.BaseExpression], ctx: FixContext):
+def _varlen(
+    node: cst.Call, name: str, args: dict[str, cst.BaseExpression], ctx: FixContext
+) -> cst.BaseExpression:
     defined = ctx.state.get(VARLEN)
     code = _varlen_code(ctx)
     if defined is not None and defined != code.rstrip("\n"):
         raise NotApplicable(
             f"the file already defines {VARLEN}, the name the port's helper would take"
         )
+    inputs: Inputs
     if "qkv" in args:
         cu = args["cu_seqlens"]
         if dotted(cu) is None:

@@ -33,7 +33,9 @@ graphs (sandbox/shim/graphs.py), so the verifier compares the eager port with re
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import TypeGuard
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper, ParentNodeProvider
@@ -41,7 +43,9 @@ from libcst.metadata import MetadataWrapper, ParentNodeProvider
 from .base import (
     REMOVE_STATEMENT,
     FixContext,
+    Fixed,
     NotApplicable,
+    block_lines,
     code_of,
     dotted,
     fixer,
@@ -171,13 +175,13 @@ def _calls_backward(node: cst.CSTNode) -> bool:
     return any(isinstance(n, cst.Attribute) and n.attr.value == "backward" for n in _walk(node))
 
 
-def _walk(node: cst.CSTNode):
+def _walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
     yield node
     for child in node.children:
         yield from _walk(child)
 
 
-def _is_zero_grad_to_none(statement: cst.CSTNode) -> bool:
+def _is_zero_grad_to_none(statement: cst.CSTNode | None) -> TypeGuard[cst.SimpleStatementLine]:
     """``opt.zero_grad()`` / ``opt.zero_grad(set_to_none=True)`` alone on its line."""
     if not (isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1):
         return False
@@ -196,7 +200,7 @@ def _is_zero_grad_to_none(statement: cst.CSTNode) -> bool:
 
 
 class _Graphs(cst.CSTVisitor):
-    def __init__(self, imports: dict[str, str], parents) -> None:
+    def __init__(self, imports: dict[str, str], parents: Mapping[cst.CSTNode, cst.CSTNode]) -> None:
         self.imports = imports
         self.parents = parents
         self.graphs: dict[str, _Graph] = {}
@@ -314,7 +318,7 @@ def _plan(found: _Graphs, graph: _Graph) -> None:
         graph.prebind = [n for n in read_outside if n not in bound_elsewhere]
     if _calls_backward(capture.body):
         before = found.block_before(capture)
-        if before is None or not _is_zero_grad_to_none(before):
+        if not _is_zero_grad_to_none(before):
             graph.refused = (
                 "the captured backward writes the gradients afresh on every replay only if "
                 "they were None at capture: capture right after zero_grad(set_to_none=True), "
@@ -336,11 +340,12 @@ def _imports(module: cst.Module) -> dict[str, str]:
                     continue
                 base = code_of(small.module)
                 for alias in small.names:
-                    local = alias.asname.name.value if alias.asname else code_of(alias.name)
+                    asname = alias.asname.name if alias.asname else None  # a Name, in an import
+                    local = asname.value if isinstance(asname, cst.Name) else code_of(alias.name)
                     names[str(local)] = f"{base}.{code_of(alias.name)}"
             elif isinstance(small, cst.Import):
                 for alias in small.names:
-                    if alias.asname is not None:
+                    if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
                         names[str(alias.asname.name.value)] = code_of(alias.name)
     return names
 
@@ -367,7 +372,7 @@ def _graph_of_assign(ctx: FixContext) -> _Graph | None:
 
 
 @fixer("TPT005")
-def cuda_graph(node: cst.CSTNode, ctx: FixContext):
+def cuda_graph(node: cst.CSTNode, ctx: FixContext) -> Fixed:
     if not isinstance(node, cst.Call):
         raise NotApplicable("a CUDA graph API referenced, not called: port it by hand")
     name = (_qualified(node.func, ctx.state.get("cuda_graph_imports", {})) or "").rsplit(".")[-1]
@@ -407,17 +412,14 @@ def _declared(keyword: str, names: list[str]) -> cst.SimpleStatementLine:
 
 
 @fixer("TPT008")
-def graph_capture(node: cst.With, ctx: FixContext):
+def graph_capture(node: cst.With, ctx: FixContext) -> Fixed:
+    if not isinstance(ctx.original, cst.With):  # the rule's matcher finds capture blocks
+        raise NotApplicable("not a capture block")
     name = capture_graph(ctx.original, ctx.state.get("cuda_graph_imports", {}))
     graph = ctx.state.get(GRAPHS, {}).get(name)
     if graph is None or graph.why_not:
         raise NotApplicable(graph.why_not if graph else "not a capture this codemod knows")
-    body = node.body
-    statements = (
-        [cst.SimpleStatementLine(body=body.body)]
-        if isinstance(body, cst.SimpleStatementSuite)
-        else list(body.body)
-    )
+    statements: list[cst.BaseStatement] = [*block_lines(node.body)]
     head: list[cst.BaseStatement] = []
     if graph.declare:
         head.append(_declared(*graph.declare))
@@ -442,7 +444,7 @@ def graph_capture(node: cst.With, ctx: FixContext):
 
 
 @follow_up("TPT008")
-def graph_uses(original: cst.CSTNode, node: cst.CSTNode, ctx: FixContext):
+def graph_uses(original: cst.CSTNode, node: cst.CSTNode, ctx: FixContext) -> Fixed | None:
     graphs = ctx.state.get(GRAPHS)
     if not graphs:
         return None

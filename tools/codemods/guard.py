@@ -13,7 +13,9 @@ import ast
 import difflib
 import functools
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TypeGuard
 
 from pyflakes.checker import Checker
 from torchport.sandbox import astparse
@@ -138,7 +140,7 @@ def _keyword_problems(tree: ast.Module) -> list[Problem]:
                 )
         forwarded = func.args.kwarg.arg if func is not None and func.args.kwarg else None
         spread = {k.value.id for k in call.keywords if k.arg is None and _is_name(k.value)}
-        if forwarded in spread:
+        if func is not None and forwarded in spread:
             found += [
                 Problem(
                     "KeywordBesideForwardedKwargs",
@@ -186,11 +188,13 @@ def _harness_problems(tree: ast.Module) -> list[Problem]:
     return found
 
 
-def _is_name(node: ast.expr) -> bool:
+def _is_name(node: ast.expr) -> TypeGuard[ast.Name]:
     return isinstance(node, ast.Name)
 
 
-def _calls_with_function(tree: ast.AST):
+def _calls_with_function(
+    tree: ast.AST,
+) -> Iterator[tuple[ast.FunctionDef | ast.AsyncFunctionDef | None, ast.Call]]:
     """Each call with the function definition it is directly inside (None at module level)."""
     stack: list[tuple[ast.AST, ast.FunctionDef | ast.AsyncFunctionDef | None]] = [(tree, None)]
     while stack:
@@ -217,8 +221,9 @@ def orphaned_imports(
         return []
     idle = {p.name for p in problems(before) if p.kind == "UnusedImport"}
     lines = before.splitlines()
-    found = []
+    found: list[tuple[str, str | None, str | None]] = []
     for node in ast.walk(astparse.parse(before)):
+        named: list[tuple[str, str | None, str | None, str]]
         if isinstance(node, ast.Import):
             named = [(a.name, None, a.asname, _flake_name(a.name, a.asname)) for a in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:

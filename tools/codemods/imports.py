@@ -16,9 +16,11 @@ def torch_alias(module: cst.Module) -> str | None:
     for small in module_imports(module):
         if isinstance(small, cst.Import):
             for alias in small.names:
-                if code_of(alias.name) == "torch" and alias.asname is None:
+                if code_of(alias.name) != "torch":
+                    continue
+                if alias.asname is None:
                     return None
-                if code_of(alias.name) == "torch" and isinstance(alias.asname.name, cst.Name):
+                if isinstance(alias.asname.name, cst.Name):
                     aliases.append(alias.asname.name.value)
     return aliases[0] if aliases else None
 

@@ -16,13 +16,13 @@ import re
 import libcst as cst
 
 from ..targets import profile
-from .base import FixContext, NotApplicable, fixer
+from .base import FixContext, Fixed, NotApplicable, fixer
 
 CUDA = "CUDA_LAUNCH_BLOCKING"
 
 
 @fixer("TPD025", {"tpu"})
-def launch_blocking(node: cst.CSTNode, ctx: FixContext):
+def launch_blocking(node: cst.CSTNode, ctx: FixContext) -> Fixed:
     if not isinstance(node, cst.SimpleString):
         raise NotApplicable("not a plain string literal")
     return node.with_changes(value=node.value.replace(CUDA, ctx.profile.launch_blocking or ""))

@@ -26,7 +26,7 @@ def imported_names(module: cst.Module, roots: tuple[str, ...]) -> dict[str, str]
     }
 
 
-def qualified(node: cst.BaseExpression, ctx: FixContext, key: str) -> str | None:
+def qualified(node: cst.CSTNode, ctx: FixContext, key: str) -> str | None:
     """``xops.memory_efficient_attention`` -> ``xformers.ops.memory_efficient_attention``;
     None when ``node`` is not a plain dotted name."""
     name = dotted(node)

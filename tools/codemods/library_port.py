@@ -16,7 +16,7 @@ from typing import ClassVar
 
 import libcst as cst
 
-from .base import FixContext, NotApplicable, code_of, dotted, prescan, set_kwarg
+from .base import FixContext, NotApplicable, code_of, dotted, prescan, set_kwarg, string_value
 from .library_names import imported_names, last_name
 
 ANY = ("*",)  # an argument that only tunes speed: dropped whatever its value
@@ -98,7 +98,7 @@ class _DictBuilding(cst.CSTVisitor):
         self._explained: set[int] = set()  # the Name nodes each use above accounts for
 
     def _key(self, node: cst.BaseExpression) -> str | None:
-        return node.evaluated_value if isinstance(node, cst.SimpleString) else None
+        return string_value(node)  # a str key (a bytes one names no keyword)
 
     def visit_Assign(self, node: cst.Assign) -> None:
         for target in node.targets:
@@ -141,7 +141,7 @@ class _DictBuilding(cst.CSTVisitor):
         if None in keys:
             self.unknown = f"{self.name} is not built from a dict with its keys written out"
             return set()
-        return set(keys)
+        return {k for k in keys if k is not None}  # none is None (above)
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func

@@ -26,7 +26,7 @@ import re
 
 import libcst as cst
 
-from .base import FixContext, code_of, dotted, fixer
+from .base import FixContext, Fixed, code_of, dotted, fixer
 from .config import REPLACE_STATEMENTS, _statement_or_constant, tf32_precision
 
 SETTER = "torch.set_float32_matmul_precision"
@@ -35,7 +35,7 @@ MATMUL_TF32 = re.compile(r"\bmatmul\.allow_tf32\s*=[^=]")
 
 
 @fixer("TPB002", {"tpu"})
-def tpu_tf32(node: cst.CSTNode, ctx: FixContext):
+def tpu_tf32(node: cst.CSTNode, ctx: FixContext) -> Fixed:
     name = dotted(node) or ""
     assign = ctx.parent(ctx.parent(ctx.original))
     if name.endswith("allow_tf32") and not isinstance(assign, cst.Assign):
@@ -44,7 +44,7 @@ def tpu_tf32(node: cst.CSTNode, ctx: FixContext):
 
 
 @fixer("TPB001", {"tpu"})
-def tpu_cudnn(node: cst.CSTNode, ctx: FixContext):
+def tpu_cudnn(node: cst.CSTNode, ctx: FixContext) -> Fixed:
     """cuDNN switches do nothing on a TPU, except ``allow_tf32 = False``: full float32
     convolutions, which TorchTPU gives under the global ``"highest"`` precision."""
     assign = ctx.parent(ctx.parent(ctx.original))
@@ -72,7 +72,5 @@ def tpu_cudnn(node: cst.CSTNode, ctx: FixContext):
 def _sets_matmul_tf32(ctx: FixContext) -> bool:
     """Whether the file sets ``torch.backends.cuda.matmul.allow_tf32``: then that line sets
     TorchTPU's one precision, and a cuDNN flag beside it has nothing left to say."""
-    module = ctx.original
-    while ctx.parent(module) is not None:
-        module = ctx.parent(module)
+    module = [ctx.original, *ctx.ancestors(ctx.original)][-1]
     return isinstance(module, cst.Module) and MATMUL_TF32.search(module.code) is not None

@@ -15,17 +15,16 @@ from __future__ import annotations
 
 import libcst as cst
 
-from .base import FixContext, NotApplicable, arg_named, code_of, fixer, string_value
+from .base import FixContext, Fixed, NotApplicable, arg_named, code_of, fixer, string_value
 
 _SCOPES = (cst.FunctionDef, cst.Module)
 
 
 def _scope(node: cst.CSTNode, ctx: FixContext) -> cst.CSTNode:
-    while node is not None and not isinstance(node, _SCOPES):
-        node = ctx.parent(node)
-    if node is None:
+    scope = next((n for n in (node, *ctx.ancestors(node)) if isinstance(n, _SCOPES)), None)
+    if scope is None:
         raise NotApplicable("no enclosing function or module")
-    return node
+    return scope
 
 
 def _device_of(move: cst.Call, ctx: FixContext) -> str | None:
@@ -47,19 +46,24 @@ def _device_of(move: cst.Call, ctx: FixContext) -> str | None:
 
 
 @fixer("TPD022")
-def optimizer_before_device_move(node: cst.Call, ctx: FixContext):
+def optimizer_before_device_move(node: cst.Call, ctx: FixContext) -> Fixed:
     """``Adam(model.parameters())`` -> ``Adam(model.to(device).parameters())``."""
     import libcst.matchers as m
 
     func = node.func
-    if not m.matches(func, m.Attribute(value=m.Name(), attr=m.Name("parameters"))):
+    if not (
+        isinstance(func, cst.Attribute)
+        and isinstance(func.value, cst.Name)
+        and func.attr.value == "parameters"
+    ):
         raise NotApplicable("not name.parameters()")
     name = func.value.value
     moves = m.findall(
         _scope(ctx.original, ctx),
         m.Call(func=m.Attribute(value=m.Name(name), attr=m.Name("to") | m.Name("cuda"))),
     )
-    devices = {d for d in (_device_of(move, ctx) for move in moves) if d is not None}
+    calls = (move for move in moves if isinstance(move, cst.Call))  # what the matcher finds
+    devices = {d for d in (_device_of(call, ctx) for call in calls) if d is not None}
     if len(devices) != 1:
         raise NotApplicable(f"{name} moves to {len(devices)} devices; order by hand")
     moved = ctx.expr(f"{name}.to({devices.pop()})")

@@ -26,6 +26,7 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 from .base import (
     REMOVE_STATEMENT,
     FixContext,
+    Fixed,
     NotApplicable,
     code_of,
     dotted,
@@ -123,7 +124,7 @@ def _unwrap(value: cst.BaseExpression) -> cst.BaseExpression:
 
 
 @fixer("TPN009", {"vendor"})  # every vendor target
-def data_parallel(node: cst.CSTNode, ctx: FixContext):
+def data_parallel(node: cst.CSTNode, ctx: FixContext) -> Fixed:
     if not isinstance(node, cst.Assign) or len(node.targets) != 1:
         raise NotApplicable("not an assignment of one DataParallel")
     holder = code_of(node.targets[0].target)
@@ -134,7 +135,7 @@ def data_parallel(node: cst.CSTNode, ctx: FixContext):
 
 
 @follow_up("TPN009")
-def wrapper_uses(original: cst.CSTNode, node: cst.CSTNode, ctx: FixContext):
+def wrapper_uses(original: cst.CSTNode, node: cst.CSTNode, ctx: FixContext) -> Fixed | None:
     holders = ctx.state.get(HOLDERS)
     if not holders:
         return None
@@ -155,6 +156,7 @@ def wrapper_uses(original: cst.CSTNode, node: cst.CSTNode, ctx: FixContext):
         and original.func.attr.value == "load_state_dict"
         and code_of(original.func.value) in holders
         and isinstance(node, cst.Call)
+        and isinstance(node.func, cst.Attribute)
         and node.args
         and not node.args[0].star
         and not node.args[0].keyword

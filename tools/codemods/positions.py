@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider
+from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 from libcst.metadata.position_provider import PositionProvidingCodegenState
 
 NEWLINE = re.compile(r"\r\n?|\n")
@@ -61,7 +61,7 @@ class StatementPositions(dict):
         stmt._codegen(state)
         self.update(provider._computed)
 
-    def __missing__(self, node: cst.CSTNode):
+    def __missing__(self, node: cst.CSTNode) -> CodeRange:
         return self.wrapper.resolve(PositionProvider)[node]
 
 

@@ -11,6 +11,7 @@ from .base import (
     REMOVE_STATEMENT,
     VENDOR,
     FixContext,
+    Fixed,
     NotApplicable,
     body_of,
     code_of,
@@ -52,18 +53,18 @@ def _last_name(node: cst.Call) -> str:
 
 
 @fixer("TPT001", PORTABLE)  # xla: its own, below
-def synchronize(node: cst.Call, ctx: FixContext):
+def synchronize(node: cst.Call, ctx: FixContext) -> Fixed:
     return ctx.expr(sync_call(ctx.target))
 
 
 @fixer("TPT001", {"xla"})
-def synchronize_xla(node: cst.Call, ctx: FixContext):
+def synchronize_xla(node: cst.Call, ctx: FixContext) -> Fixed:
     return ctx.expr("torch_xla.sync(wait=True)")
 
 
 @fixer("TPM001", PORTABLE, but=NOT_XLA)
 @fixer("TPM004", PORTABLE, but=NOT_XLA)
-def memory_stats(node: cst.Call, ctx: FixContext):
+def memory_stats(node: cst.Call, ctx: FixContext) -> Fixed:
     name = MEMORY_RENAMES.get(_last_name(node), _last_name(node))
     call = node.with_changes(func=ctx.expr(f"torch.accelerator.memory.{name}"))
     return _guard(call, ctx, MEMORY_ON_CPU.get(name, "None"))
@@ -87,7 +88,7 @@ def _guard(call: cst.BaseExpression, ctx: FixContext, fallback: str) -> cst.Base
 
 
 @fixer("TPM006", PORTABLE, but=NOT_XLA)
-def total_memory(node: cst.Attribute, ctx: FixContext):
+def total_memory(node: cst.Attribute, ctx: FixContext) -> Fixed:
     """``get_device_properties(i).total_memory`` -> the total of ``get_memory_info(i)``."""
     call = node.value
     if not isinstance(call, cst.Call):
@@ -117,7 +118,7 @@ def _only_reported(node: cst.CSTNode, ctx: FixContext) -> bool:
 
 
 @fixer("TPK018")
-def device_telemetry(node: cst.Call, ctx: FixContext):
+def device_telemetry(node: cst.Call, ctx: FixContext) -> Fixed:
     """NVML's utilisation, temperature, power and clock have no in-process counterpart on
     the target: where the program only reports them, the reading is NaN."""
     if not _only_reported(ctx.original, ctx):
@@ -131,28 +132,28 @@ def device_telemetry(node: cst.Call, ctx: FixContext):
 def _in_quotes_of(node: cst.CSTNode, ctx: FixContext, code: str) -> str:
     """``code`` with its string quotes swapped where it lands inside an f-string that uses
     the same quote (before Python 3.12 that does not parse)."""
-    while (node := ctx.parent(node)) is not None:
-        if isinstance(node, cst.FormattedString):
-            if '"' in node.start:
+    for parent in ctx.ancestors(node):
+        if isinstance(parent, cst.FormattedString):
+            if '"' in parent.start:
                 return code.replace('"', "'")
             return code
     return code
 
 
 @fixer("TPM002", PORTABLE)
-def empty_cache(node: cst.Call, ctx: FixContext):
+def empty_cache(node: cst.Call, ctx: FixContext) -> Fixed:
     return _guard(
         node.with_changes(func=ctx.expr("torch.accelerator.memory.empty_cache")), ctx, "None"
     )
 
 
 @fixer("TPM002", {"xla"})
-def empty_cache_xla(node: cst.Call, ctx: FixContext):
+def empty_cache_xla(node: cst.Call, ctx: FixContext) -> Fixed:
     return REMOVE_STATEMENT
 
 
 @fixer("TPR001")
-def manual_seed(node: cst.Call, ctx: FixContext):
+def manual_seed(node: cst.Call, ctx: FixContext) -> Fixed:
     name = _last_name(node)
     if name not in SEED_RENAMES:
         raise NotApplicable(f"no portable equivalent for torch.cuda.{name}")
@@ -180,7 +181,7 @@ def _tpu_rng_callee(name: str) -> str:
 
 
 @fixer("TPR002", VENDOR)
-def rng_state(node: cst.Call, ctx: FixContext):
+def rng_state(node: cst.Call, ctx: FixContext) -> Fixed:
     name = _last_name(node).removesuffix("_all")
     if not ctx.profile.one_device_per_process:
         return node.with_changes(func=ctx.expr(f"{ctx.profile.rng_module}.{name}"))
@@ -196,7 +197,7 @@ def rng_state(node: cst.Call, ctx: FixContext):
 
 
 @fixer("TPT004")
-def nvtx(node: cst.CSTNode, ctx: FixContext):
+def nvtx(node: cst.CSTNode, ctx: FixContext) -> Fixed:
     """``nvtx.range(name)`` -> ``torch.profiler.record_function(name)``; push/pop/mark dropped."""
     if not isinstance(node, cst.Call):
         raise NotApplicable("NVTX reference that is not a call")
@@ -247,7 +248,7 @@ STREAM_TYPES = frozenset({"Stream", "ExternalStream", "StreamContext"})
 
 
 @fixer("TPT003", set(STREAM_APIS))
-def cuda_stream(node: cst.CSTNode, ctx: FixContext):
+def cuda_stream(node: cst.CSTNode, ctx: FixContext) -> Fixed:
     """CUDA streams -> the target's streams (see STREAM_APIS).
 
     On the accelerator target ``with torch.cuda.stream(s):`` becomes ``with s:`` (a
@@ -277,7 +278,7 @@ def cuda_stream(node: cst.CSTNode, ctx: FixContext):
         ctx.state.setdefault(GUARDED_LINES, set()).add(id(line))
         return call
     fallback = {"current_stream": "torch.Stream()"}.get(name)
-    return _guard(call, ctx, fallback) if fallback or name == "set_stream" else call
+    return _guard(call, ctx, fallback or "None") if fallback or name == "set_stream" else call
 
 
 # A CPU torch.Stream (the guard's fallback) has no events: on a CPU-only machine its
@@ -306,7 +307,7 @@ def _event_call_line(ctx: FixContext) -> cst.SimpleStatementLine | None:
 
 
 @follow_up("TPT003")
-def guard_event_line(original: cst.CSTNode, node: cst.CSTNode, ctx: FixContext):
+def guard_event_line(original: cst.CSTNode, node: cst.CSTNode, ctx: FixContext) -> Fixed | None:
     if id(original) not in ctx.state.get(GUARDED_LINES, ()) or not isinstance(
         node, cst.SimpleStatementLine
     ):
@@ -319,7 +320,7 @@ def guard_event_line(original: cst.CSTNode, node: cst.CSTNode, ctx: FixContext):
 
 
 @fixer("TPT009", {"tpu", "xla"})
-def record_stream(node: cst.Call, ctx: FixContext):
+def record_stream(node: cst.Call, ctx: FixContext) -> Fixed:
     """On one ordered queue (TorchTPU's placeholder streams, XLA's graph) no other stream
     can still use a tensor's memory: ``x.record_stream(s)`` has nothing to keep."""
     statement = ctx.parent(ctx.parent(ctx.original))
@@ -337,7 +338,7 @@ APPEND_SYNC = "append_sync"
 
 
 @fixer("TPH005", {"xla"})
-def xla_step_boundary(node: cst.BaseExpression, ctx: FixContext):
+def xla_step_boundary(node: cst.BaseExpression, ctx: FixContext) -> Fixed:
     """Feed the training loop through MpDeviceLoader (which marks each step and prefetches
     to the device); when the loop does not iterate over a loader, sync at the end of each
     step instead."""
@@ -365,7 +366,7 @@ def _wrap_loader(node: cst.BaseExpression, ctx: FixContext) -> cst.BaseExpressio
 
 
 @follow_up("TPH005")
-def sync_at_end_of_step(original: cst.CSTNode, node: cst.CSTNode, ctx: FixContext):
+def sync_at_end_of_step(original: cst.CSTNode, node: cst.CSTNode, ctx: FixContext) -> Fixed | None:
     pending = ctx.state.get(APPEND_SYNC)
     if not pending or id(original) not in pending or not isinstance(node, cst.For):
         return None
@@ -378,7 +379,7 @@ PROFILER_STATEMENTS = frozenset({"start", "stop", "init"})
 
 
 @fixer("TPT006")
-def cuda_profiler_range(node: cst.CSTNode, ctx: FixContext):
+def cuda_profiler_range(node: cst.CSTNode, ctx: FixContext) -> Fixed:
     """``torch.cuda.profiler.start()`` / ``stop()``: they only tell Nsight where to record
     (``cudaProfilerStart``), so on the target the statements go; the program computes the
     same. ``with profile():`` is TPT007's."""
@@ -393,7 +394,7 @@ def cuda_profiler_range(node: cst.CSTNode, ctx: FixContext):
 
 
 @fixer("TPT007")
-def cuda_profiler_block(node: cst.CSTNode, ctx: FixContext):
+def cuda_profiler_block(node: cst.CSTNode, ctx: FixContext) -> Fixed:
     """``with torch.cuda.profiler.profile(): <body>`` -> ``<body>``."""
     if not isinstance(node, cst.With):
         raise NotApplicable("not a with-block of an Nsight range")

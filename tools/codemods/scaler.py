@@ -15,7 +15,16 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 
 from ..targets import profile
 from .amp import grad_scaler
-from .base import REMOVE_STATEMENT, FixContext, NotApplicable, code_of, fixer, follow_up, prescan
+from .base import (
+    REMOVE_STATEMENT,
+    FixContext,
+    Fixed,
+    NotApplicable,
+    code_of,
+    fixer,
+    follow_up,
+    prescan,
+)
 
 SCALERS = "grad_scalers"  # the names that held a scaler this run removes
 
@@ -46,7 +55,7 @@ def scalers(module: cst.Module, lines: list[int], target: str) -> dict:
 
 
 @fixer("TPA006")
-def only_scaling(node: cst.CSTNode, ctx: FixContext):
+def only_scaling(node: cst.CSTNode, ctx: FixContext) -> Fixed:
     if not isinstance(node, cst.Assign) or not isinstance(node.value, cst.Call):
         raise NotApplicable("not a scaler assignment")
     if ctx.profile.autocast_dtype != "bfloat16":  # a real scaler for the device
@@ -66,7 +75,7 @@ def _scaler_call(node: cst.CSTNode, names: set[str]) -> tuple[str, cst.Call] | N
 
 
 @follow_up("TPA006")
-def scaler_uses(original: cst.CSTNode, node: cst.CSTNode, ctx: FixContext):
+def scaler_uses(original: cst.CSTNode, node: cst.CSTNode, ctx: FixContext) -> Fixed | None:
     names = ctx.state.get(SCALERS)
     if not names:
         return None

@@ -8,9 +8,13 @@ otherwise the target's own device is spelled out.
 from __future__ import annotations
 
 import functools
+from typing import TYPE_CHECKING
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper, ParentNodeProvider, PositionProvider
+
+if TYPE_CHECKING:
+    from .positions import StatementPositions
 
 DEVICE_NAMES = ("device", "dev", "DEVICE")
 
@@ -45,7 +49,9 @@ class _Assignments(cst.CSTVisitor):
 
 
 class DeviceNames:
-    def __init__(self, wrapper: MetadataWrapper, statements=None) -> None:
+    def __init__(
+        self, wrapper: MetadataWrapper, statements: StatementPositions | None = None
+    ) -> None:
         self._wrapper = wrapper
         # tools.codemods.positions.StatementPositions, when the engine computes positions
         # statement by statement: only the statements that spell a device name are visited
@@ -66,10 +72,10 @@ class DeviceNames:
                 stmt.visit(collector)
         return collector.scopes
 
-    def name_at(self, node: cst.CSTNode, provider) -> str | None:
+    def name_at(self, node: cst.CSTNode, provider: cst.MetadataDependent) -> str | None:
         """A device variable bound before ``node``'s line in its function, or at module level."""
         line = provider.get_metadata(PositionProvider, node).start.line
-        parent = node
+        parent: cst.CSTNode | None = node
         while parent is not None:
             parent = provider.get_metadata(ParentNodeProvider, parent, None)
             if isinstance(parent, cst.FunctionDef):

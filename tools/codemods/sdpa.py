@@ -11,11 +11,12 @@ as ruff and black lay it out.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal
 
 import libcst as cst
 from torchport.tools.cst_imports import module_imports
 
-from .base import FixContext, code_of, dotted
+from .base import FixContext, as_expression, code_of, dotted
 
 SDPA = "torch.nn.functional.scaled_dot_product_attention"
 FUNCTIONAL = "torch.nn.functional"
@@ -83,19 +84,23 @@ class _Fill(cst.CSTTransformer):
         super().__init__()
         self.holes = holes
 
-    def leave_Attribute(self, original: cst.Attribute, updated: cst.Attribute):
+    def leave_Attribute(self, original: cst.Attribute, updated: cst.Attribute) -> cst.Attribute:
         if isinstance(original.value, cst.Name) and original.value.value in self.holes:
             return updated.with_changes(value=parenthesized(self.holes[original.value.value]))
         return updated
 
-    def leave_Name(self, original: cst.Name, updated: cst.Name):
+    def leave_Name(self, original: cst.Name, updated: cst.Name) -> cst.BaseExpression:
         return self.holes.get(original.value, updated)
 
 
 def template(ctx: FixContext, code: str, **holes: cst.BaseExpression) -> cst.BaseExpression:
     """``code`` (torchport's own, imports requested) with the program's expressions in its
     holes: ``template(ctx, "Q.size(1)", Q=node)``."""
-    return ctx.expr(code).visit(_Fill(holes))
+    return as_expression(ctx.expr(code).visit(_Fill(holes)))
+
+
+Star = Literal["", "*", "**"]  # how an input is passed: as is, ``*unpacked``, ``**unpacked``
+Inputs = list[tuple[Star, cst.BaseExpression]]
 
 
 @dataclass
@@ -104,7 +109,7 @@ class Call:
     arguments in order, and the method calls applied to its result (``transpose(1, 2)``)."""
 
     func: str
-    inputs: list[tuple[str, cst.BaseExpression]]  # (star, expression)
+    inputs: Inputs  # (star, expression)
     keywords: list[tuple[str, cst.BaseExpression]] = field(default_factory=list)
     after: list[str] = field(default_factory=list)
 

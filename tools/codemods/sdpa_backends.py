@@ -17,7 +17,16 @@ from __future__ import annotations
 
 import libcst as cst
 
-from .base import REMOVE_STATEMENT, FixContext, NotApplicable, code_of, dotted, fixer, follow_up
+from .base import (
+    REMOVE_STATEMENT,
+    FixContext,
+    Fixed,
+    NotApplicable,
+    code_of,
+    dotted,
+    fixer,
+    follow_up,
+)
 
 FLASH = "FLASH_ATTENTION"
 # SDPBackend member -> what TorchTPU is asked for instead (absent: kept as written)
@@ -33,7 +42,7 @@ DEDUPE = "sdpa_backend_lists"  # state: ids of the lists whose members this fix 
 
 
 @fixer("TPB003", {"tpu"})
-def tpu_backends(node: cst.CSTNode, ctx: FixContext):
+def tpu_backends(node: cst.CSTNode, ctx: FixContext) -> Fixed:
     name = (dotted(node.func) if isinstance(node, cst.Call) else dotted(node)) or ""
     last = name.rsplit(".", 1)[-1]
     if isinstance(node, cst.Attribute) and last in MEMBERS:
@@ -76,7 +85,9 @@ def _note_list(ctx: FixContext) -> None:
 
 
 @follow_up("TPB003")
-def drop_repeated_backends(original: cst.CSTNode, node: cst.CSTNode, ctx: FixContext):
+def drop_repeated_backends(
+    original: cst.CSTNode, node: cst.CSTNode, ctx: FixContext
+) -> Fixed | None:
     """``[FLASH_ATTENTION, EFFICIENT_ATTENTION]`` became ``[FLASH, FLASH]``: one is enough."""
     lists = ctx.state.get(DEDUPE)
     if not lists or id(original) not in lists or not isinstance(node, cst.List | cst.Tuple):

@@ -17,6 +17,7 @@ by the global switch: the others take a spawn context at the call.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
 import libcst as cst
@@ -27,8 +28,10 @@ from ..pyimports import collect_aliases
 from ..pystartmethod import DEFAULT_CONTEXT, GET_CONTEXT, SET_START_METHOD
 from .base import (
     FixContext,
+    Fixed,
     NotApplicable,
     arg_named,
+    as_statement,
     code_of,
     dotted,
     fixer,
@@ -62,6 +65,8 @@ POOL_METHODS = frozenset(
         "submit",
     }
 )
+
+Parents = Mapping[cst.CSTNode, cst.CSTNode]  # ParentNodeProvider's answer: node -> its parent
 
 
 @dataclass
@@ -109,16 +114,18 @@ class _Launches(cst.CSTVisitor):
             self.launches.append((node, name))
 
 
-def _scopes(node: cst.CSTNode, parents: dict) -> list[cst.CSTNode]:
+def _scopes(node: cst.CSTNode, parents: Parents) -> list[cst.FunctionDef | cst.Lambda]:
     """The functions around ``node``, innermost first."""
-    found = []
-    while (node := parents.get(node)) is not None:
-        if isinstance(node, cst.FunctionDef | cst.Lambda):
-            found.append(node)
+    found: list[cst.FunctionDef | cst.Lambda] = []
+    parent = parents.get(node)
+    while parent is not None:
+        if isinstance(parent, cst.FunctionDef | cst.Lambda):
+            found.append(parent)
+        parent = parents.get(parent)
     return found
 
 
-def _local_functions(scope: cst.CSTNode) -> set[str]:
+def _local_functions(scope: cst.FunctionDef) -> set[str]:
     """Names of functions defined inside ``scope`` (a function): spawn cannot pickle them."""
     names = set()
     for stmt in _walk(scope.body):
@@ -129,7 +136,7 @@ def _local_functions(scope: cst.CSTNode) -> set[str]:
     return names
 
 
-def _walk(node: cst.CSTNode):
+def _walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
     yield node
     for child in node.children:
         yield from _walk(child)
@@ -153,7 +160,7 @@ def _unpicklable(expr: cst.CSTNode, local: set[str]) -> str | None:
     return None
 
 
-def _handed_over(call: cst.Call, form: str, scope: cst.CSTNode) -> list[cst.CSTNode]:
+def _handed_over(call: cst.Call, form: str, scope: cst.CSTNode) -> list[cst.BaseExpression]:
     """What a child of this launch runs: its target/initializer, and for a pool the first
     argument of the map/submit calls in the same scope."""
     found = [
@@ -180,21 +187,24 @@ def _reached_on_import(module: cst.Module) -> set[str]:
         for s in module.body
         if not isinstance(s, cst.FunctionDef | cst.ClassDef) and not _is_main_guard(s)
     ]
-    todo = [n.func.value for s in called for n in _walk(s) if _calls_name(n)]
+    todo = [name for s in called for n in _walk(s) if (name := _called_name(n))]
     reached: set[str] = set()
     while todo:
         name = todo.pop()
         if name in defs and name not in reached:
             reached.add(name)
-            todo.extend(n.func.value for n in _walk(defs[name].body) if _calls_name(n))
+            todo.extend(found for n in _walk(defs[name].body) if (found := _called_name(n)))
     return reached
 
 
-def _calls_name(node: cst.CSTNode) -> bool:
-    return isinstance(node, cst.Call) and isinstance(node.func, cst.Name)
+def _called_name(node: cst.CSTNode) -> str | None:
+    """``f`` of a call ``f(...)`` by a plain name; None for anything else."""
+    if isinstance(node, cst.Call) and isinstance(node.func, cst.Name):
+        return node.func.value
+    return None
 
 
-def _refusal(call: cst.Call, form: str, parents: dict, context: dict) -> str | None:
+def _refusal(call: cst.Call, form: str, parents: Parents, context: dict) -> str | None:
     scopes = [s for s in _scopes(call, parents) if isinstance(s, cst.FunctionDef)]
     top = scopes[-1] if scopes else None
     if top is None and not context["in_guard"](call):
@@ -272,10 +282,12 @@ def _multiprocessing_name(module: cst.Module) -> str | None:
     return None
 
 
-def _inside(node: cst.CSTNode, outer: cst.CSTNode, parents: dict) -> bool:
-    while (node := parents.get(node)) is not None:
-        if node is outer:
+def _inside(node: cst.CSTNode, outer: cst.CSTNode, parents: Parents) -> bool:
+    parent = parents.get(node)
+    while parent is not None:
+        if parent is outer:
             return True
+        parent = parents.get(parent)
     return False
 
 
@@ -300,7 +312,7 @@ def _spawn_context(ctx: FixContext, plan: Plan) -> cst.BaseExpression:
 
 
 @fixer("TPN011", {"tpu"})
-def start_method(node: cst.CSTNode, ctx: FixContext):
+def start_method(node: cst.CSTNode, ctx: FixContext) -> Fixed:
     if not isinstance(node, cst.Call):
         raise NotApplicable("not a call")
     plan: Plan = ctx.state.get(PLAN) or Plan()
@@ -322,7 +334,7 @@ def start_method(node: cst.CSTNode, ctx: FixContext):
     owner = node.func.value if isinstance(node.func, cst.Attribute) else None
     if owner is not None and (dotted(owner) or "").rsplit(".", 1)[-1] != "pool":
         # the file's own name for (torch.)multiprocessing: mp.get_context("spawn").Process
-        spawn = cst.Call(
+        spawn: cst.BaseExpression = cst.Call(
             cst.Attribute(owner, cst.Name("get_context")), [cst.Arg(cst.SimpleString(SPAWN))]
         )
     else:
@@ -331,7 +343,7 @@ def start_method(node: cst.CSTNode, ctx: FixContext):
 
 
 @follow_up("TPN011")
-def choose_spawn_in_main(original: cst.CSTNode, node: cst.CSTNode, ctx: FixContext):
+def choose_spawn_in_main(original: cst.CSTNode, node: cst.CSTNode, ctx: FixContext) -> Fixed | None:
     """``multiprocessing.set_start_method("spawn", force=True)`` first in the ``__main__``
     block, when the plan chose it (``force``: a library may have chosen already)."""
     plan = ctx.state.get(PLAN)
@@ -342,7 +354,8 @@ def choose_spawn_in_main(original: cst.CSTNode, node: cst.CSTNode, ctx: FixConte
     if isinstance(body, cst.SimpleStatementSuite):
         rest = [cst.SimpleStatementLine(body=body.body)]
         return node.with_changes(body=cst.IndentedBlock(body=[choose, *rest]))
-    first, *others = body.body
+    first, *others = cst.ensure_type(body, cst.IndentedBlock).body  # the other suite: above
+    first = as_statement(first)
     moved = first.with_changes(leading_lines=[])
     choose = choose.with_changes(leading_lines=first.leading_lines)
     return node.with_changes(body=body.with_changes(body=[choose, moved, *others]))

@@ -21,12 +21,23 @@ definition) leaves the whole idiom to a human: half a rewrite would change what 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider, ScopeProvider
+from libcst.metadata import (
+    Assignment,
+    CodeRange,
+    MetadataWrapper,
+    PositionProvider,
+    Scope,
+    ScopeProvider,
+)
 
-from .base import FixContext, NotApplicable, code_of, fixer, follow_up
+from .base import FixContext, Fixed, NotApplicable, code_of, fixer, follow_up
+
+Scopes = Mapping[cst.CSTNode, Scope | None]  # ScopeProvider's answer
+Positions = Mapping[cst.CSTNode, CodeRange]
 
 ASSIGNMENTS = "tensor_alias_assignments"  # id(original statement line) -> _Alias
 USES = "tensor_alias_uses"  # id(original call) -> name of the device variable
@@ -43,15 +54,24 @@ class _Alias:
 
 
 @fixer("TPD023")
-def legacy_type_alias(node: cst.Assign, ctx: FixContext):
+def legacy_type_alias(node: cst.Assign, ctx: FixContext) -> Fixed:
     """Plan the whole idiom at its definition (the scanner matched its shape); the follow-up
     below splits the definition's line and rewrites the uses as the engine reaches them."""
     assign = ctx.original
     line = ctx.parent(assign)
     if not isinstance(line, cst.SimpleStatementLine) or len(line.body) != 1:
         raise NotApplicable("the alias shares its line with other statements; split it first")
-    alias = assign.targets[0].target.value
+    # the scanner's shape: ``Alias = torch.cuda.X if test else torch.X``
+    target = assign.targets[0].target if isinstance(assign, cst.Assign) else None
     choice = node.value
+    if not (
+        isinstance(assign, cst.Assign)
+        and isinstance(target, cst.Name)
+        and isinstance(assign.value, cst.IfExp)
+        and isinstance(choice, cst.IfExp)
+    ):
+        raise NotApplicable("not a name bound to a choice between tensor types")
+    alias = target.value
     cuda_first = "cuda" in code_of(assign.value.body)
     cpu_arm = choice.orelse if cuda_first else choice.body
     module = _module_of(line, ctx)
@@ -66,14 +86,13 @@ def legacy_type_alias(node: cst.Assign, ctx: FixContext):
 
 
 def _module_of(node: cst.CSTNode, ctx: FixContext) -> cst.Module:
-    while not isinstance(node, cst.Module):
-        node = ctx.parent(node)
-        if node is None:
-            raise NotApplicable("cannot find the module around the alias")
-    return node
+    module = next((n for n in (node, *ctx.ancestors(node)) if isinstance(n, cst.Module)), None)
+    if module is None:
+        raise NotApplicable("cannot find the module around the alias")
+    return module
 
 
-def _analysis(module: cst.Module, ctx: FixContext):
+def _analysis(module: cst.Module, ctx: FixContext) -> tuple[Scopes, Positions]:
     """Scopes and positions of the original tree, computed once per file."""
     cached = ctx.state.setdefault(ANALYSIS, {})
     if id(module) not in cached:
@@ -82,7 +101,9 @@ def _analysis(module: cst.Module, ctx: FixContext):
     return cached[id(module)]
 
 
-def _uses(alias: str, assign: cst.Assign, scopes, positions, ctx: FixContext) -> list[cst.Call]:
+def _uses(
+    alias: str, assign: cst.Assign, scopes: Scopes, positions: Positions, ctx: FixContext
+) -> list[cst.Call]:
     """The calls to rewrite: ``alias(...)`` and ``x.type(alias)``, once every use is one."""
     scope = scopes.get(assign)
     bindings = [
@@ -90,7 +111,8 @@ def _uses(alias: str, assign: cst.Assign, scopes, positions, ctx: FixContext) ->
         for each in {s for s in scopes.values() if s is not None}
         for binding in each.assignments[alias]
     ]
-    ours = [b for b in bindings if b.node is assign.targets[0].target]
+    target = assign.targets[0].target  # a builtin's binding has no node
+    ours = [b for b in bindings if isinstance(b, Assignment) and b.node is target]
     if scope is None or len(bindings) != 1 or len(ours) != 1:
         raise NotApplicable(f"`{alias}` is bound more than once; choose its device by hand")
     defined = positions[assign].start.line
@@ -151,7 +173,7 @@ class _Names(cst.CSTVisitor):
 
 
 @follow_up("TPD023")
-def rewrite_alias(original: cst.CSTNode, node: cst.CSTNode, ctx: FixContext):
+def rewrite_alias(original: cst.CSTNode, node: cst.CSTNode, ctx: FixContext) -> Fixed | None:
     """The definition becomes the CPU type and a device chosen by the same condition; each
     tensor built or cast with the alias moves to that device."""
     uses = ctx.state.get(USES)

@@ -115,7 +115,15 @@ def migrate_text(source: str, findings: list[Finding], target: str, path: str) -
     return SourceResult(text, edits, unapplied)
 
 
-def _fix_whole_lines(lines, findings, target, path, edits, unapplied, remove) -> None:
+def _fix_whole_lines(
+    lines: list[str],
+    findings: list[Finding],
+    target: str,
+    path: str,
+    edits: list[Edit],
+    unapplied: list[tuple[Finding, str]],
+    remove: set[int],
+) -> None:
     """LINE_FIXES: each line rewritten once; its other findings of the rule go with it."""
     done: dict[tuple[str, int], bool] = {}
     for f in sorted(findings, key=lambda f: (f.line, f.col)):

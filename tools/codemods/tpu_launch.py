@@ -34,7 +34,7 @@ import libcst as cst
 
 from ..targets import profile
 from . import torchtpu
-from .base import FixContext, NotApplicable, code_of, dotted, fixer, follow_up
+from .base import FixContext, Fixed, NotApplicable, code_of, dotted, fixer, follow_up
 
 PENDING = "tpu_launch_step"  # state: statement id -> the launch step to put above it
 
@@ -77,11 +77,11 @@ def _count(node: cst.Call) -> cst.BaseExpression | None:
 
 
 @fixer("TPN010", {"tpu"})
-def launch_step(node: cst.CSTNode, ctx: FixContext):
+def launch_step(node: cst.CSTNode, ctx: FixContext) -> Fixed:
     """Mark the statement that launches: the follow-up puts the launch step above it."""
     if not isinstance(node, cst.Call):
         raise NotApplicable("not a call that launches workers")
-    statement = ctx.original
+    statement: cst.CSTNode | None = ctx.original
     while statement is not None and not isinstance(statement, cst.SimpleStatementLine):
         if isinstance(statement, cst.BaseCompoundStatement | cst.Lambda):
             raise NotApplicable(
@@ -112,7 +112,8 @@ def _environ_of(statement: cst.SimpleStatementLine, ctx: FixContext) -> str:
         for small in line.body:
             for target in getattr(small, "targets", ()):
                 t = target.target
-                key = t.slice[0].slice.value if isinstance(t, cst.Subscript) else None
+                index = t.slice[0].slice if isinstance(t, cst.Subscript) else None
+                key = index.value if isinstance(index, cst.Index) else None  # not a[i:j]
                 if isinstance(key, cst.SimpleString) and key.evaluated_value == "WORLD_SIZE":
                     return code_of(t.value)
     raise NotApplicable(
@@ -136,7 +137,9 @@ def _self_launch_steps(
 
 
 @follow_up("TPN010")
-def step_above_the_launch(original: cst.CSTNode, node: cst.CSTNode, ctx: FixContext):
+def step_above_the_launch(
+    original: cst.CSTNode, node: cst.CSTNode, ctx: FixContext
+) -> Fixed | None:
     pending = ctx.state.get(PENDING)
     if not pending or id(original) not in pending or not isinstance(node, cst.SimpleStatementLine):
         return None

@@ -40,11 +40,24 @@ not where it cannot run), a Triton branch that neither returns nor has an ``else
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import libcst as cst
+from libcst.metadata import CodeRange
 
-from .base import REMOVE_STATEMENT, FixContext, NotApplicable, code_of, fixer, follow_up, prescan
+from .base import (
+    REMOVE_STATEMENT,
+    FixContext,
+    Fixed,
+    NotApplicable,
+    as_statement,
+    block_lines,
+    code_of,
+    fixer,
+    follow_up,
+    prescan,
+)
 
 PLAN = "triton_fallback"
 DECORATORS = ("jit", "autotune", "heuristics")
@@ -168,8 +181,10 @@ def _guard_tests(test: cst.BaseExpression, flag: str | None) -> bool:
     return False
 
 
-def _statements(block: cst.BaseSuite) -> list[cst.CSTNode]:
-    return list(getattr(block, "body", ()))
+def _statements(block: cst.BaseSuite | Sequence[cst.BaseSmallStatement]) -> list[cst.CSTNode]:
+    """What a block holds: statements, or a one-line suite's small statements."""
+    found: list[cst.CSTNode] = [*block.body] if isinstance(block, cst.BaseSuite) else []
+    return found
 
 
 def _only_raises(stmts: list[cst.CSTNode]) -> bool:
@@ -184,7 +199,9 @@ class _Dispatches(cst.CSTVisitor):
     """In code that is not Triton's own: every read of a Triton-only name must sit in the
     body of a guarded ``if`` with a fallback (collected), or the plan is refused."""
 
-    def __init__(self, triton_only: set[str], flag: str | None, positions: dict) -> None:
+    def __init__(
+        self, triton_only: set[str], flag: str | None, positions: Mapping[cst.CSTNode, CodeRange]
+    ) -> None:
         self.triton_only, self.flag, self.positions = triton_only, flag, positions
         self.found: set[int] = set()
         self.refusal = ""
@@ -245,7 +262,7 @@ class _Dispatches(cst.CSTVisitor):
             )
 
 
-def plan(module: cst.Module, positions: dict) -> Plan:
+def plan(module: cst.Module, positions: Mapping[cst.CSTNode, CodeRange]) -> Plan:
     """Which statements of ``module`` go, which ifs become their fallback, or why not."""
     result = Plan()
     triton_names: set[str] = set()
@@ -283,13 +300,13 @@ def plan(module: cst.Module, positions: dict) -> Plan:
     if not triton_only:
         result.refusal = "no @triton.jit kernel is defined at the top level of this file"
         return result
-    growing, why_not = True, {}
+    growing, why_not = True, dict[str, str]()
     while growing:  # whatever reads triton or a Triton-only name is Triton-only
         growing = False
-        for name, stmt in defined.items():
-            if name not in triton_only and _names(stmt) & (triton_only | triton_names):
+        for name, definition in defined.items():
+            if name not in triton_only and _names(definition) & (triton_only | triton_names):
                 dispatch = _Dispatches(triton_only | triton_names, result.flag, positions)
-                stmt.visit(dispatch)
+                definition.visit(dispatch)
                 if dispatch.found and not dispatch.refusal:
                     continue  # reads them only in guarded branches: it keeps its fallback
                 if dispatch.branches:  # it has a Triton branch, but not one with a fallback
@@ -314,9 +331,9 @@ def plan(module: cst.Module, positions: dict) -> Plan:
         return result
     helpers = triton_only | triton_names
     kernels = {id(stmt) for stmt in defined.values() if _is_kernel(stmt, triton_names)}
-    for name, stmt in defined.items():
-        if name in triton_only and id(stmt) not in kernels:  # kernels: their fixer removes them
-            result.doomed.add(id(stmt))
+    for name, definition in defined.items():
+        if name in triton_only and id(definition) not in kernels:  # their fixer removes kernels
+            result.doomed.add(id(definition))
     for stmt in top:
         if id(stmt) == result.flag_import or _imports_triton(stmt):
             continue
@@ -353,7 +370,7 @@ def _plan(ctx: FixContext) -> Plan:
 
 
 @fixer("TPK003")
-def kernel_to_fallback(node: cst.CSTNode, ctx: FixContext):
+def kernel_to_fallback(node: cst.CSTNode, ctx: FixContext) -> Fixed:
     """The kernel's decorator: the kernel goes (the follow-up takes the rest), or the
     reason why the file has no fallback to keep."""
     found = _plan(ctx)
@@ -363,7 +380,7 @@ def kernel_to_fallback(node: cst.CSTNode, ctx: FixContext):
 
 
 @follow_up("TPK003")
-def keep_the_fallback(original: cst.CSTNode, node: cst.CSTNode, ctx: FixContext):
+def keep_the_fallback(original: cst.CSTNode, node: cst.CSTNode, ctx: FixContext) -> Fixed | None:
     found = ctx.state.get(PLAN)
     if not isinstance(found, Plan) or found.refusal:
         return None
@@ -372,12 +389,12 @@ def keep_the_fallback(original: cst.CSTNode, node: cst.CSTNode, ctx: FixContext)
     if id(original) == found.flag_import and found.flag:
         return cst.SimpleStatementLine(
             [cst.Assign([cst.AssignTarget(cst.Name(found.flag))], cst.Name("False"))],
-            leading_lines=original.leading_lines,
+            leading_lines=as_statement(original).leading_lines,  # a top-level import
         )
     if id(original) in found.dispatch and isinstance(node, cst.If):
         if node.orelse is None:
             return REMOVE_STATEMENT
-        body = _statements(node.orelse.body)
+        body = block_lines(node.orelse.body)
         first = body[0].with_changes(leading_lines=[*node.leading_lines, *body[0].leading_lines])
         return cst.FlattenSentinel([first, *body[1:]])
     return None

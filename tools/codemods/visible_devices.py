@@ -20,7 +20,7 @@ import libcst as cst
 
 from ..targets import profile, profiles
 from . import torchtpu
-from .base import FixContext, NotApplicable, fixer
+from .base import FixContext, Fixed, NotApplicable, fixer
 
 CUDA = "CUDA_VISIBLE_DEVICES"
 # CUDA_VISIBLE_DEVICES's counterpart, by target (its profile's visible_devices)
@@ -36,11 +36,14 @@ def _renamed(node: cst.SimpleString, name: str) -> cst.SimpleString:
 
 
 @fixer("TPD024", set(RENAMED))
-def visible_devices(node: cst.CSTNode, ctx: FixContext):
+def visible_devices(node: cst.CSTNode, ctx: FixContext) -> Fixed:
     """The key renamed wherever it is written or read; its value is the same list."""
     if not isinstance(node, cst.SimpleString):
         raise NotApplicable("not a plain string literal")
-    return _renamed(node, ctx.profile.visible_devices)
+    renamed = ctx.profile.visible_devices
+    if renamed is None:  # registered for the targets that have one (RENAMED)
+        raise NotApplicable(f"{ctx.target} has no counterpart of CUDA_VISIBLE_DEVICES")
+    return _renamed(node, renamed)
 
 
 # -- shell, Make, Dockerfile, YAML, JSON lines ---------------------------------------------

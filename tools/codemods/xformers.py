@@ -26,9 +26,9 @@ import libcst as cst
 
 from . import attention_port as port
 from .attention_shapes import Shapes
-from .base import Enclosed, FixContext, NotApplicable, code_of, dotted, fixer, prescan
+from .base import Enclosed, FixContext, Fixed, NotApplicable, code_of, dotted, fixer, prescan
 from .library_names import imported_names, last_name, qualified
-from .sdpa import SDPA, SDPA_NAME, Call, parenthesized, sdpa_spelling, template
+from .sdpa import SDPA, SDPA_NAME, Call, Inputs, parenthesized, sdpa_spelling, template
 
 ALIASES = "xformers_aliases"
 MASK_NAMES = "xformers_masks"  # the file builds an xformers mask outside attention calls
@@ -119,7 +119,7 @@ def _library_name(node: cst.CSTNode, ctx: FixContext) -> str:
 
 
 @fixer("TPK011")
-def xformers_attention(node: cst.CSTNode, ctx: FixContext):
+def xformers_attention(node: cst.CSTNode, ctx: FixContext) -> Fixed:
     name = _library_name(node, ctx)
     if name in ATTENTION and isinstance(node, cst.Call):
         return _attention(node, name, ctx)
@@ -183,7 +183,7 @@ def _attention(node: cst.Call, name: str, ctx: FixContext) -> cst.BaseExpression
         into, back = "X.transpose(1, 2)", "transpose(1, 2)"
     else:
         into, back = "X.movedim(1, -2)", "movedim(-2, 1)"
-    inputs = [("", template(ctx, into, X=t)) for t in (query, key, value)]
+    inputs: Inputs = [("", template(ctx, into, X=t)) for t in (query, key, value)]
     after = [back] + (["contiguous()"] if port.needs_contiguous(ctx) else [])
     ordered = [(k, keywords[k]) for k in SDPA_KEYWORDS if k in keywords]
     return Call(ctx.state.get(SDPA_NAME, SDPA), inputs, ordered, after).render(ctx, node)
@@ -197,10 +197,11 @@ def _bias(
     ctx: FixContext,
 ) -> dict[str, cst.BaseExpression]:
     """SDPA's keywords for xformers' ``attn_bias``."""
-    if port.literal(bias, "None"):
+    if bias is None or port.literal(bias, "None"):
         return {}
-    if _mask_call(bias, ctx) is not None:
-        return _causal(bias, query, key, shapes, ctx, cst.Name("True"))
+    mask = _mask_call(bias, ctx)
+    if mask is not None:
+        return _causal(mask, query, key, shapes, ctx, cst.Name("True"))
     if isinstance(bias, cst.IfExp):  # ``LowerTriangularMask() if self.causal else None``
         return _chosen_mask(bias, query, key, shapes, ctx)
     method = (
@@ -222,14 +223,17 @@ def _bias(
     return {"attn_mask": bias}  # a tensor: added to the scores, as SDPA adds a float mask
 
 
-def _mask_call(node: cst.BaseExpression, ctx: FixContext) -> str | None:
-    """The qualified name of the xformers class ``node`` builds (``LowerTriangularMask()``)."""
+def _mask_call(node: cst.BaseExpression, ctx: FixContext) -> tuple[cst.Call, str] | None:
+    """The call ``node`` where it builds an xformers class (``LowerTriangularMask()``), with
+    that class's qualified name."""
     built = qualified(node.func, ctx, ALIASES) if isinstance(node, cst.Call) else None
-    return built if built is not None and built.startswith("xformers.") else None
+    if not isinstance(node, cst.Call) or built is None or not built.startswith("xformers."):
+        return None
+    return node, built
 
 
 def _causal(
-    bias: cst.Call,
+    mask_call: tuple[cst.Call, str],
     query: cst.BaseExpression,
     key: cst.BaseExpression,
     shapes: Shapes,
@@ -237,7 +241,7 @@ def _causal(
     when: cst.BaseExpression,
 ) -> dict[str, cst.BaseExpression]:
     """The causal mask ``bias`` builds, applied ``when`` that holds (``True``: always)."""
-    built = _mask_call(bias, ctx)
+    bias, built = mask_call
     mask, spelled = built.rsplit(".", 1)[-1], code_of(bias.func)
     for part, why in REASONS.items():
         if part in built:
@@ -258,11 +262,12 @@ def _chosen_mask(
     ctx: FixContext,
 ) -> dict[str, cst.BaseExpression]:
     """``Mask() if test else None`` (or the other way round): the mask decided at run time."""
-    if _mask_call(bias.body, ctx) and port.literal(bias.orelse, "None"):
-        return _causal(bias.body, query, key, shapes, ctx, bias.test)
-    if _mask_call(bias.orelse, ctx) and port.literal(bias.body, "None"):
+    body, orelse = _mask_call(bias.body, ctx), _mask_call(bias.orelse, ctx)
+    if body is not None and port.literal(bias.orelse, "None"):
+        return _causal(body, query, key, shapes, ctx, bias.test)
+    if orelse is not None and port.literal(bias.body, "None"):
         test = cst.UnaryOperation(cst.Not(), parenthesized(bias.test))
-        return _causal(bias.orelse, query, key, shapes, ctx, test)
+        return _causal(orelse, query, key, shapes, ctx, test)
     raise NotApplicable(
         f"attn_bias={code_of(bias)}: a mask chosen at run time between other values is not "
         "ported (only an xformers causal mask or None)"
