@@ -164,7 +164,9 @@ import torch.distributed as dist
 dist.init_process_group("tpu")
 x = torch.ones(2, device="tpu") * (dist.get_rank() + 1)
 dist.all_reduce(x)
-print("RANK", dist.get_rank(), x.cpu().tolist(), os.environ["TORCH_TPU_TOPOLOGY"])
+# one write per rank: both ranks share torchrun's unbuffered stdout, and print("RANK", r, ...)
+# writes piece by piece, so two ranks' pieces interleave ("RANKRANK 1 ... 0 ...")
+print(f"RANK {dist.get_rank()} {x.cpu().tolist()} {os.environ['TORCH_TPU_TOPOLOGY']}\\n", end="")
 dist.destroy_process_group()
 """
 
