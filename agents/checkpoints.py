@@ -47,8 +47,8 @@ def _untag(text: str) -> str:
 def _map_strings(data: Any, convert: Any) -> Any:
     """``data`` with ``convert`` applied to every string in its dicts (keys too), lists
     and tuples; anything else (numbers, langgraph's own objects) as it is."""
-    if isinstance(data, str):
-        return convert(data)
+    if isinstance(data, str):  # a StrEnum member (a Verdict) is stored as its plain value:
+        return convert(str.__str__(data))  # langgraph would pickle-tag its type otherwise
     if isinstance(data, dict):
         return {_map_strings(k, convert): _map_strings(v, convert) for k, v in data.items()}
     if isinstance(data, list):

@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 from torchport.agents import graph
 from torchport.agents.checkpoints import ExactStringSerializer
+from torchport.agents.verdicts import FailureKind, Verdict
 from torchport.agents.verifier import tree_digest
 from torchport.cli.main import EXIT_BROKEN_PIPE, _build_parser, main
 from torchport.sandbox.harness import RunError
@@ -349,6 +350,18 @@ def test_the_checkpoint_serializer_round_trips_every_string():
     assert back["caf\udce9.py"][:2] == ["new\nline.py", "caf\udce9.py"]
     assert list(back["caf\udce9.py"][2]) == ["x\ud800"]
     assert back["plain"] == value["plain"] and back["n"] == 3
+
+
+def test_a_verdict_is_checkpointed_as_its_plain_value(recwarn):
+    """langgraph's serializer tags a str subclass with its type (and warns on reading it
+    back, to refuse it in a later version): a Verdict goes in as the plain string."""
+    serde = ExactStringSerializer()
+    kind, data = serde.dumps_typed({"verdict": Verdict.VERIFIED, "kinds": [FailureKind.NO_RESULT]})
+    assert b"torchport.agents" not in data  # no type name inside the checkpoint
+    back = serde.loads_typed((kind, data))
+    assert type(back["verdict"]) is str and back["verdict"] == Verdict.VERIFIED
+    assert back["kinds"] == [FailureKind.NO_RESULT]
+    assert not [w for w in recwarn if "unregistered type" in str(w.message)]
 
 
 @pytest.mark.parametrize("fmt", ["text", "json", "sarif", "markdown"])
