@@ -92,8 +92,14 @@ def autocast_cuda(node: cst.Call, ctx: FixContext) -> Fixed:
     call = with_arg_value(node, "device_type", 0, _device_type(ctx))
     callee = code_of(node.func)
     dtype = _autocast_dtype(ctx)
-    if dtype is not None and callee.endswith("autocast") and not _switched_off(call):
-        call = set_kwarg(call, "dtype", dtype)
+    if not callee.endswith("autocast") or _switched_off(call):
+        return call
+    if dtype is not None:
+        return set_kwarg(call, "dtype", dtype)
+    if arg_named(call, "dtype", 1) is None and not any(a.star for a in call.args):
+        # autocast("cuda") runs in float16; on another device its default differs (bfloat16
+        # on the CPU): a device-agnostic port states the original's precision, as TPA001's
+        call = set_kwarg(call, "dtype", ctx.expr("torch.float16"))
     return call
 
 
