@@ -28,6 +28,8 @@ from typing import Any
 from torchport.tools.report.linemap import line_map
 
 from .kernel_check import compare_tensor
+from .site_records import TensorReport
+from .tolerance import Policy
 
 WINDOW = (3, 6)  # rows of the table before and after the first divergent call
 
@@ -75,7 +77,7 @@ class Divergence:
 
 
 def compare_sample(
-    ref: dict[str, Any], got: dict[str, Any], policy: Any
+    ref: TensorReport, got: TensorReport, policy: Policy
 ) -> tuple[bool, float, float]:
     """(within the policy, max abs, max rel) of two tensors' samples (``module_trace.sample``),
     as the kernel check compares tensors (``kernel_check.compare_tensor``); a dtype of its own

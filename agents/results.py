@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from .comparison import Parity
+from .kernel_records import KernelCheckRecord
 from .run_record import RunRecord
 from .verdicts import Reason
 
@@ -29,7 +30,7 @@ class Verification:
     timings: dict[str, Any] = field(default_factory=dict)
     # The differential check at the kernel call sites the migration replaced
     # (agents.kernel_check); None when it replaced none
-    kernel_check: dict[str, Any] | None = None
+    kernel_check: KernelCheckRecord | None = None
     # The policy torchport would have chosen (``policy`` may be one the configuration named)
     own_policy: str = ""
     # What the verdict was judged under that is looser than torchport's defaults, and who

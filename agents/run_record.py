@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any, TypedDict
 
+from .site_records import SiteCalls, SiteCheckReport
+
 
 class FrameRecord(TypedDict, total=False):
     """The user's frame a failure happened in."""
@@ -17,7 +19,7 @@ class FrameRecord(TypedDict, total=False):
     file: str
     line: int | None
     function: str | None
-    code: str
+    code: str | None  # None: a frame found by name, without its source line
 
 
 class ErrorRecord(TypedDict, total=False):
@@ -57,8 +59,8 @@ class RunRecord(TypedDict, total=False):
     command_rewrites: list[dict[str, str]]
     command_kept: list[dict[str, str]]
     phases: dict[str, float]
-    kernel_site_calls: list[dict[str, Any]]
-    site_check: dict[str, Any]
+    kernel_site_calls: list[SiteCalls]
+    site_check: SiteCheckReport
     module_trace: dict[str, Any]
     cached: bool
     legacy_repairs: list[dict[str, Any]]

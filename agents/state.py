@@ -10,6 +10,7 @@ from __future__ import annotations
 import operator
 from typing import Annotated, Any, Literal, TypedDict
 
+from .repair_records import AgentEdit, PlanItem, RepairRequestRecord
 from .run_record import EnvironmentRecord, RunRecord
 
 
@@ -59,8 +60,8 @@ class PlanRecord(TypedDict, total=False):
     not_runnable: str | None  # why nothing can be run (then no verification)
     rejected: list[dict[str, str]]
     auto: int  # findings the codemods fix
-    llm: list[dict[str, Any]]  # findings for the LLM
-    manual: list[dict[str, Any]]  # findings for a human
+    llm: list[PlanItem]  # findings for the LLM
+    manual: list[PlanItem]  # findings for a human
 
 
 class VerificationRecord(TypedDict, total=False):
@@ -80,23 +81,21 @@ class VerificationRecord(TypedDict, total=False):
 
 FixKind = Literal["rules", "llm", "constructs"]
 
-# An edit beyond the codemods (``llm.toolbox.EditRecord.to_json``), with who made it and
-# for what (``for`` is a keyword, hence the functional form).
-AgentEdit = TypedDict(
-    "AgentEdit",
-    {
-        "path": str,
-        "start_line": int,
-        "end_line": int,
-        "before": str,
-        "after": str,
-        "reason": str,
-        "tool": str,
-        "by": str,  # llm
-        "for": str,  # the construct or failure the model was asked about
-    },
-    total=False,
-)
+
+class DiagnosisRecord(TypedDict, total=False):
+    """``diagnose.Diagnosis.to_json``: what went wrong in a run and who should fix it."""
+
+    signature: str
+    cause: str
+    rules: list[str]
+    action: str  # rules | llm | human | none
+    file: str | None
+    line: int | None
+    evidence: str
+    hint: str
+    target: str
+    matched_in: str
+    limitation: bool
 
 
 class NextFix(TypedDict, total=False):
@@ -110,7 +109,7 @@ class NextFix(TypedDict, total=False):
     kind: FixKind
     rules: list[str]
     files: dict[str, str]
-    request: dict[str, Any]
+    request: RepairRequestRecord
     items: int
 
 
@@ -133,7 +132,7 @@ class State(TypedDict, total=False):
     reference: RunRecord | None  # the original's run, made once
     environment: EnvironmentRecord | None  # the dependency overlay the runs use, made once
     verification: VerificationRecord | None  # the latest verdict
-    diagnosis: dict[str, Any] | None  # diagnose.Diagnosis.to_json
+    diagnosis: DiagnosisRecord | None
     next_fix: NextFix | None  # what the rewriter should try next
     decisions: Annotated[list[dict[str, Any]], operator.add]  # every node's choices, in order
     agent_edits: list[AgentEdit]  # edits beyond the codemods, in the current overlay

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from torchport.sandbox.harness import RunError, torchrun_parts
 from torchport.sandbox.modes import EMULATED
@@ -63,7 +63,7 @@ from .reference_runs import (
     tree_digest,
 )
 from .results import Verification
-from .run_record import EnvironmentRecord, ErrorRecord, FrameRecord, RunRecord, failed_with
+from .run_record import EnvironmentRecord, ErrorRecord, RunRecord, failed_with
 from .tolerance import POLICY_FIELDS, Policy, choose_policy, policies, policies_for
 from .unimportable import unimportable_port
 from .verdicts import FailureKind, Reason, Verdict, failure_kind
@@ -490,8 +490,7 @@ def with_kernel_check(
             losses = f"; the program's {v.parity.steps} losses {held}"
         v.verdict = Verdict.FAILED
         v.code, v.reason = Reason.KERNEL_MISMATCH, checked.reason + losses
-        frame = cast("FrameRecord | None", checked.frame)  # kernel_check's own frame record
-        v.failure = failed_with(target, FailureKind.KERNEL_MISMATCH, checked.reason, frame)
+        v.failure = failed_with(target, FailureKind.KERNEL_MISMATCH, checked.reason, checked.frame)
         return v
     v.reason += f"; {checked.reason}"
     return v

@@ -21,6 +21,7 @@ from typing import Any
 
 from torchport.agents import verifier
 from torchport.agents.reference_runs import RunLimits
+from torchport.agents.repair_records import RepairRequestRecord
 from torchport.agents.verdicts import Reason, Verdict
 from torchport.sandbox import astparse
 from torchport.sandbox.modes import EMULATED
@@ -147,7 +148,7 @@ def llm_only(task: Task, target: str, out: Path, limits: RunLimits, cache: Path)
             reverse=True,
         )
         for start, end in spans:
-            request = {
+            request: RepairRequestRecord = {
                 "kind": "construct",
                 "target": target,
                 "path": rel,

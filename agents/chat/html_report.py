@@ -24,6 +24,7 @@ from torchport.tools.report.linemap import line_map
 from torchport.tools.safetext import markdown_code
 
 from ..deliver import plot_files, verification_sections
+from ..repair_records import PlanItem
 from ..report_page import settings_table
 from ..verdicts import Verdict
 from .state import ChatState
@@ -31,9 +32,7 @@ from .state import ChatState
 NOT_VERIFIED = "not verified yet: /verify runs the original and the proposal"
 
 
-def notes_of(
-    items: list[dict[str, Any]], base: dict[str, str], overlay: dict[str, str]
-) -> list[Note]:
+def notes_of(items: list[PlanItem], base: dict[str, str], overlay: dict[str, str]) -> list[Note]:
     """The plan's items for a human, at the proposal's lines (as /report's table)."""
     maps = {rel: line_map(base[rel], overlay[rel]) for rel in overlay if rel in base}
     notes = []
@@ -63,7 +62,7 @@ def _record(state: ChatState, verification: dict[str, Any]) -> dict[str, Any]:
 
 
 def session_page(
-    state: ChatState, overlay: dict[str, str], items: list[dict[str, Any]], fresh: bool
+    state: ChatState, overlay: dict[str, str], items: list[PlanItem], fresh: bool
 ) -> str:
     """The page of the session's proposal; ``fresh``: the last /verify is of this overlay."""
     base = {rel: text for rel, text in (state.get("base") or {}).items() if rel in overlay}

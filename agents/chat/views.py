@@ -17,6 +17,7 @@ from torchport.tools.scanner import scan
 
 from .. import config_record
 from ..planner import make_plan, work_of
+from ..repair_records import PlanItem
 from ..state import PlanRecord
 from . import changes as ch
 from . import html_report
@@ -25,7 +26,7 @@ from .slash_commands import help_rows, hidden
 from .state import ChatRuntime, ChatState, digest, overlay_of, scan_options
 
 
-def scan_node(state: ChatState, chat: ChatRuntime) -> dict[str, Any]:
+def scan_node(state: ChatState, chat: ChatRuntime) -> ChatState:
     found = scan(Path(state["source"]), scan_options(state)).findings
     rows = [
         [f.rule, f"{f.path}:{f.line}", f.fix[state["target"]]["kind"], f.message] for f in found
@@ -34,7 +35,7 @@ def scan_node(state: ChatState, chat: ChatRuntime) -> dict[str, Any]:
     return {}
 
 
-def plan_node(state: ChatState, chat: ChatRuntime) -> dict[str, Any]:
+def plan_node(state: ChatState, chat: ChatRuntime) -> ChatState:
     p = plan_of(state)
     command = p.get("entry")
     entry = " ".join(command) if command else f"not runnable: {p.get('not_runnable')}"
@@ -54,7 +55,7 @@ def plan_of(state: ChatState) -> PlanRecord:
     return make_plan(source, found, state["target"], state.get("entry"), said).to_json()
 
 
-def diff_node(state: ChatState, chat: ChatRuntime) -> dict[str, Any]:
+def diff_node(state: ChatState, chat: ChatRuntime) -> ChatState:
     changes = state.get("changes") or []
     if not changes:
         emit("text", "Nothing proposed yet: /migrate first.")
@@ -75,7 +76,7 @@ def diff_node(state: ChatState, chat: ChatRuntime) -> dict[str, Any]:
     return {}
 
 
-def explain(state: ChatState, chat: ChatRuntime) -> dict[str, Any]:
+def explain(state: ChatState, chat: ChatRuntime) -> ChatState:
     arg = state["command"].get("arg", "").strip()
     rule = load_catalogue().get(arg.upper()) if arg else None
     if rule is not None:
@@ -110,7 +111,7 @@ def explain(state: ChatState, chat: ChatRuntime) -> dict[str, Any]:
     return {}
 
 
-def report(state: ChatState, chat: ChatRuntime) -> dict[str, Any]:
+def report(state: ChatState, chat: ChatRuntime) -> ChatState:
     changes = state.get("changes") or []
     undone = state.get("undone") or []
     overlay = overlay_of(state)
@@ -142,7 +143,7 @@ def report(state: ChatState, chat: ChatRuntime) -> dict[str, Any]:
     return {}
 
 
-def help_node(state: ChatState, chat: ChatRuntime) -> dict[str, Any]:
+def help_node(state: ChatState, chat: ChatRuntime) -> ChatState:
     if state["command"].get("error"):
         emit("error", state["command"]["error"])
     has_llm = chat.has_llm(state.get("llm", "none"))
@@ -158,7 +159,7 @@ def help_node(state: ChatState, chat: ChatRuntime) -> dict[str, Any]:
     return {}
 
 
-def quit_node(state: ChatState, chat: ChatRuntime) -> dict[str, Any]:
+def quit_node(state: ChatState, chat: ChatRuntime) -> ChatState:
     emit("text", f"Session saved. Resume with: torchport chat --resume {state['session_id']}")
     return {}
 
@@ -186,18 +187,18 @@ def list_changes(changes: list[dict[str, Any]], undone: set[int]) -> None:
         table(title, ["#", "where", "by", ""], rows)
 
 
-def _item_rows(items: list[dict[str, Any]]) -> list[list[Any]]:
+def _item_rows(items: list[PlanItem]) -> list[list[Any]]:
     return [[m.get("rule"), f"{m.get('path')}:{m.get('line')}", m.get("hint", "")] for m in items]
 
 
 def left_for_you(
-    items: list[dict[str, Any]], base: dict[str, str], overlay: dict[str, str]
+    items: list[PlanItem], base: dict[str, str], overlay: dict[str, str]
 ) -> tuple[list[list[Any]], list[list[Any]]]:
     """/report's rows: what is left for a human, then the performance advisories (as
     manual.md: ``ADVISORY_CATEGORY``), each at its line in the proposed file with the
     original's beside it; one row per rule and line (``x2`` for two on one line)."""
     maps = {rel: line_map(base[rel], overlay[rel]) for rel in overlay if rel in base}
-    grouped: dict[tuple, list[dict[str, Any]]] = {}
+    grouped: dict[tuple, list[PlanItem]] = {}
     for m in items:
         grouped.setdefault((m.get("path"), m.get("line"), m.get("rule")), []).append(m)
     left: list[list[Any]] = []
@@ -242,7 +243,7 @@ def _explain_left(state: ChatState, arg: str) -> bool:
     return bool(items)
 
 
-def where_item(item: dict[str, Any]) -> str:
+def where_item(item: PlanItem) -> str:
     """FILE:LINE of a plan item, on one line (see ``where``)."""
     return f"{terminal_line(str(item.get('path')))}:{item.get('line')}"
 
