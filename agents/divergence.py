@@ -23,13 +23,14 @@ import difflib
 import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from torchport.tools.report.linemap import line_map
 
 from .kernel_check import compare_tensor
 from .site_records import TensorReport
 from .tolerance import Policy
+from .verification_records import DivergenceRecord
 
 WINDOW = (3, 6)  # rows of the table before and after the first divergent call
 
@@ -72,8 +73,8 @@ class Divergence:
     profile: list[tuple[str, float]] = field(default_factory=list)  # every call's max rel
     weights: str = ""  # how the port got the original's weights
 
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+    def to_json(self) -> DivergenceRecord:
+        return cast("DivergenceRecord", asdict(self))
 
 
 def compare_sample(

@@ -20,6 +20,7 @@ from torchport.sandbox.isolation import owner
 
 from . import divergence
 from .run_record import RunRecord
+from .verification_records import DivergenceRecord
 from .workspace import materialize, write_over
 
 WEIGHTS = ".torchport-trace-weights"  # the port's copy gets WEIGHTS-<model>.pt
@@ -85,7 +86,7 @@ def trace_both(
 
 def find(
     sides: tuple[Side, Side], step: int, policy: Any, run: Runner, names: tuple[str, str]
-) -> dict[str, Any]:
+) -> DivergenceRecord:
     """The first divergence at ``step`` between the two sides' runs (each ``(root, mode,
     matmul precision)``), as plain data, or why it could not be found. ``names``: what
     the two sides are called in a reason ("original", "port")."""

@@ -177,7 +177,7 @@ def verify(state: State, ctx: Runtime) -> dict[str, Any]:
         environment=state.get("environment"),
     )
     v = outcome.verification
-    record: VerificationRecord = v.to_json()  # type: ignore[assignment]  # to_json is dict[str, Any] until the typed-results refactor
+    record = v.to_json()
     update: dict[str, Any] = {"iteration": iteration, "verification": record}
     if v.verdict == Verdict.NOT_RUNNABLE and state["plan"].get("not_runnable"):
         update["decisions"] = [decision("verify", v.verdict, why=v.reason)]
@@ -292,7 +292,7 @@ def this_round(state: State, record: VerificationRecord, iteration: int) -> Best
         "overlay": state.get("overlay") or {},
         "agent_edits": state.get("agent_edits") or [],
         "verification": record,
-        "rank": verifier.rank(dict(record)),
+        "rank": verifier.rank(record),
         "iteration": iteration,
     }
 

@@ -33,7 +33,9 @@ from torchport.tools.kernel_sites import (
 from torchport.tools.kernel_sites import remove_unused_kernels as _remove_unused
 
 from .kernel_check import describe_signature
+from .kernel_records import KernelCheckRecord
 from .repair_records import PlanItem, RepairRequestRecord
+from .run_record import FrameRecord
 from .site_records import SiteCalls
 from .state import AgentEdit, DiagnosisRecord, State
 from .workspace import materialize, python_files
@@ -205,8 +207,8 @@ def mismatch_request(state: State, found: DiagnosisRecord) -> RepairRequestRecor
     """After a failed differential check: the replacement of the failing site, sent back
     with the check's evidence, the kernel's source and the original's launch code."""
     verification = state.get("verification") or {}
-    checked = verification.get("kernel_check") or {}
-    frame = checked.get("frame") or {}
+    checked: KernelCheckRecord | None = verification.get("kernel_check")
+    frame: FrameRecord = (checked.get("frame") if checked else None) or {}
     path, function = frame.get("file"), frame.get("function")
     if not path or not function:
         return None
@@ -232,11 +234,12 @@ def mismatch_request(state: State, found: DiagnosisRecord) -> RepairRequestRecor
         return None
     calls = (state.get("reference") or {}).get("kernel_site_calls") or []
     launch = "\n".join(original.splitlines()[site.start_line - 1 : site.end_line])
+    reason = checked.get("reason", "") if checked else ""
     evidence = (
-        f"Your replacement computes otherwise than the kernel: {checked.get('reason', '')}\n"
+        f"Your replacement computes otherwise than the kernel: {reason}\n"
         f"The original's launch code was:\n{launch}"
     )
-    problem = f"KernelMismatch: {checked.get('reason', '')}"[:1000]
+    problem = f"KernelMismatch: {reason}"[:1000]
     return site_request(site, settings["target"], original, calls, problem, evidence, span)
 
 

@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal, TypedDict
 
 from .repair_records import AgentEdit, PlanItem, RepairRequestRecord
 from .run_record import EnvironmentRecord, RunRecord
+from .verification_records import VerificationRecord
 
 
 class Settings(TypedDict, total=False):
@@ -62,21 +63,6 @@ class PlanRecord(TypedDict, total=False):
     auto: int  # findings the codemods fix
     llm: list[PlanItem]  # findings for the LLM
     manual: list[PlanItem]  # findings for a human
-
-
-class VerificationRecord(TypedDict, total=False):
-    """The verifier's ``Verification`` as checkpointed (``Verification.to_json``)."""
-
-    verdict: str  # verified, failed, not-runnable, ...
-    reason: str
-    policy: str
-    parity: dict[str, Any] | None
-    reference: dict[str, Any] | None
-    target: dict[str, Any] | None
-    failure: dict[str, Any] | None  # the failing target run, what diagnose reads
-    caveat: str
-    kernel_check: dict[str, Any] | None  # the differential check at the kernel call sites
-    code: str  # the reason as a stable code (verdicts.Reason)
 
 
 FixKind = Literal["rules", "llm", "constructs"]

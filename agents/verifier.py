@@ -67,6 +67,7 @@ from .run_record import EnvironmentRecord, ErrorRecord, RunRecord, failed_with
 from .tolerance import POLICY_FIELDS, Policy, choose_policy, policies, policies_for
 from .unimportable import unimportable_port
 from .verdicts import FailureKind, Reason, Verdict, failure_kind
+from .verification_records import DivergenceRecord, HighestSummary
 
 # Where callers have always found them; each lives in the module of its job.
 __all__ = [
@@ -209,7 +210,7 @@ def _with_divergence(
         sides = ((source, "reference", None), (tree, mode, exact))
         names = ("original", "port")
     else:  # the port against itself: exact float32 matmuls, then the TPU's own
-        rows = ((v.precision or {}).get("default") or {}).get("per_step") or []
+        rows = v.precision["default"]["per_step"] if v.precision else []
         policy, step = fp32, first_step_apart(rows, fp32, ("highest", "default")) or 1
         sides, names = ((tree, mode, exact), (tree, mode, None)), ("exact run", "default run")
     if step is None:
@@ -231,7 +232,7 @@ def _with_divergence(
     return _told_divergence(v, found, mode)
 
 
-def _told_divergence(v: Verification, found: dict[str, Any], mode: str) -> Verification:
+def _told_divergence(v: Verification, found: DivergenceRecord, mode: str) -> Verification:
     """The divergence in the reason and in the failure diagnosis reads (a port line as
     its frame), and the next step the diagnosis then gives."""
     v.divergence = found
@@ -367,19 +368,15 @@ def with_precision_checks(
     return v, again
 
 
-def _highest_summary(v: Verification) -> dict[str, Any]:
+def _highest_summary(v: Verification) -> HighestSummary:
     """Check (a) as the report shows it beside check (b): the port, with every float32
     matmul exact, against the original under the verdict's policy."""
     parity = v.parity
-    summary: dict[str, Any] = {"matmul_precision": precision_check.HIGHEST, "policy": v.policy}
+    summary: HighestSummary = {"matmul_precision": precision_check.HIGHEST, "policy": v.policy}
     if parity is not None:
-        summary.update(
-            compared=parity.compared,
-            steps=parity.steps,
-            max_abs=parity.max_abs,
-            max_rel=parity.max_rel,
-            holds=parity.holds,
-        )
+        summary["compared"], summary["steps"] = parity.compared, parity.steps
+        summary["max_abs"], summary["max_rel"] = parity.max_abs, parity.max_rel
+        summary["holds"] = parity.holds
     return summary
 
 

@@ -23,6 +23,7 @@ from torchport.agents import verifier
 from torchport.agents.reference_runs import RunLimits
 from torchport.agents.repair_records import RepairRequestRecord
 from torchport.agents.verdicts import Reason, Verdict
+from torchport.agents.verification_records import VerificationRecord
 from torchport.sandbox import astparse
 from torchport.sandbox.modes import EMULATED
 
@@ -45,7 +46,7 @@ class Migration:
 
 def verify_tree(
     task: Task, tree: Path, target: str, limits: RunLimits, cache: Path, preload: tuple = ()
-) -> dict[str, Any]:
+) -> VerificationRecord:
     """The verifier's verdict for a migrated tree, against the task's original."""
     verification, _ = verifier.verify_tree(
         task.repo, tree, list(task.entry), target, limits, cache, preload

@@ -21,6 +21,7 @@ from ..defaults import DEFAULTS
 from ..repair_records import RepairRecord, RepairRequestRecord
 from ..state import scan_filters
 from ..verdicts import Verdict
+from ..verification_records import VerificationRecord
 from ..verify_step import verify_overlay
 from . import changes as ch
 from . import verify_args
@@ -355,7 +356,7 @@ def write_proposal(
     return written, refused
 
 
-def _diagnose(record: dict[str, Any], target: str) -> None:
+def _diagnose(record: VerificationRecord, target: str) -> None:
     """What the failure means, from the signatures the repair loop uses too."""
     from ..diagnose import diagnose
 

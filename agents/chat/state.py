@@ -15,6 +15,7 @@ from torchport.tools.scanner import ScanOptions
 from .. import runs
 from ..run_record import RunRecord
 from ..state import PlanRecord, scan_filters
+from ..verification_records import VerificationRecord
 from . import changes as ch
 
 
@@ -37,7 +38,7 @@ class ChatState(TypedDict, total=False):
     # Rule codes the person took back by code ("leave the profiler alone"): a later
     # /migrate proposes their changes already undone.
     kept_back: list[str]
-    verification: dict[str, Any] | None
+    verification: VerificationRecord | None
     verified: str | None  # digest of the overlay the verification is about
     reference: RunRecord | None  # the original's run (target independent)
     reference_of: str | None  # the command and budget it ran with (``run_key``)
