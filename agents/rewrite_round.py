@@ -28,7 +28,7 @@ class RewriteRound:
     settings: Settings
     scratch: Path
     overlay: dict[str, str] | None
-    usage: dict[str, Any]
+    usage: dict[str, float]  # the LLM's tally so far (llm.client.Usage.to_json)
     client: Any = None  # LLMClient, or None when no LLM is configured or none is needed
     log: list[dict[str, Any]] = field(default_factory=list)
     agent_edits: list[AgentEdit] = field(default_factory=list)
@@ -141,11 +141,11 @@ class RewriteRound:
             self.overlay = pruned
 
 
-def tokens(usage: dict[str, Any]) -> int:
+def tokens(usage: Mapping[str, float]) -> int:
     return int(usage.get("prompt_tokens", 0)) + int(usage.get("completion_tokens", 0))
 
 
-def add_usage(total: dict[str, Any], more: dict[str, Any]) -> dict[str, Any]:
+def add_usage(total: Mapping[str, float], more: Mapping[str, float]) -> dict[str, float]:
     out = dict(total)
     for key, value in (more or {}).items():
         if isinstance(value, int | float):

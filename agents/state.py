@@ -113,7 +113,7 @@ class State(TypedDict, total=False):
     settings: Settings
     plan: PlanRecord
     plan_scan: str | None  # the file in the run's folder holding the plan's scan (save_scan)
-    overlay: dict[str, str]  # repo-relative path -> migrated text, changed files only
+    overlay: dict[str, str] | None  # repo-relative path -> migrated text, changed files only
     iteration: int  # verify rounds done
     reference: RunRecord | None  # the original's run, made once
     environment: EnvironmentRecord | None  # the dependency overlay the runs use, made once
@@ -125,7 +125,7 @@ class State(TypedDict, total=False):
     # The best migration so far (overlay, agent_edits, verification, rank): a repair that
     # makes things worse is undone, and the report delivers the best, not the last.
     best: Best | None
-    llm_usage: dict[str, Any]
+    llm_usage: dict[str, float]  # llm.client.Usage.to_json: calls, tokens, retries, seconds
     elapsed_s: Annotated[float, operator.add]
     outcome: str  # the final verdict
 

@@ -44,7 +44,7 @@ class ChatState(TypedDict, total=False):
     reference_of: str | None  # the command and budget it ran with (``run_key``)
     greeted: bool  # the session's banner was shown (a resumed session prints its own)
     applied: list[dict[str, Any]]
-    llm_usage: dict[str, Any]
+    llm_usage: dict[str, float]  # llm.client.Usage.to_json: calls, tokens, retries, seconds
 
 
 @dataclass

@@ -118,7 +118,7 @@ def report(state: ChatState, chat: ChatRuntime) -> ChatState:
     v = state.get("verification") or {}
     fresh = state.get("verified") == digest(overlay) and v
     usage = state.get("llm_usage") or {}
-    rows = [
+    rows: list[list[Any]] = [
         ["repository", state["source"]],
         ["target", state["target"]],
         ["changes", f"{len(changes) - len(undone)} proposed, {len(undone)} undone"],
