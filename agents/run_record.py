@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import Any, Literal, TypedDict
 
 from .site_records import SiteCalls, SiteCheckReport
+from .trace_records import TraceReport
 
 
 class FrameRecord(TypedDict, total=False):
@@ -89,7 +90,7 @@ class RunRecord(TypedDict, total=False):
     phases: dict[str, float]
     kernel_site_calls: list[SiteCalls]
     site_check: SiteCheckReport
-    module_trace: dict[str, Any]
+    module_trace: TraceReport
     cached: bool
     legacy_repairs: list[RepairJSON]
 

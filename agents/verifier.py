@@ -65,6 +65,7 @@ from .reference_runs import (
 from .results import Verification
 from .run_record import EnvironmentRecord, ErrorRecord, RunRecord, failed_with
 from .tolerance import POLICY_FIELDS, Policy, choose_policy, policies, policies_for
+from .trace_records import TraceSpec
 from .unimportable import unimportable_port
 from .verdicts import FailureKind, Reason, Verdict, failure_kind
 from .verification_records import DivergenceRecord, HighestSummary
@@ -217,7 +218,7 @@ def _with_divergence(
         return v
     say(f"verifying: tracing every module at step {step} on both sides")
 
-    def traced(root: Path, run_mode: str, precision: str | None, trace: dict) -> RunRecord:
+    def traced(root: Path, run_mode: str, precision: str | None, trace: TraceSpec) -> RunRecord:
         up_to_k = replace(limits, steps=step + 1)  # the same forward budget as the runs compared
         return run_program(
             root, argv, run_mode, up_to_k, (), None, site_paths, (), precision, False, trace
