@@ -14,6 +14,7 @@ from typing import Any
 from langgraph.types import interrupt
 from torchport.tools.catalogue import TARGETS
 from torchport.tools.report.counts import count_constructs
+from torchport.tools.report.hunks import Change
 from torchport.tools.sourcefile import read_exact
 
 from .. import config_record
@@ -440,7 +441,7 @@ def _adopt(
     }
 
 
-def _select(changes: list[dict[str, Any]], arg: str) -> list[dict[str, Any]]:
+def _select(changes: list[Change], arg: str) -> list[Change]:
     """``all``, ids (``3`` or ``3 5``), a rule code or prefix, or a file path."""
     if arg == "all":
         return list(changes)

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypedDict
 
+from torchport.tools.report.hunks import Change
 from torchport.tools.scanner import ScanOptions
 
 from .. import runs
@@ -32,7 +33,7 @@ class ChatState(TypedDict, total=False):
     plan: PlanRecord | None
     base: dict[str, str]  # original text of each file the proposal changes
     proposal: dict[str, str]  # proposed text of each changed file
-    changes: list[dict[str, Any]]
+    changes: list[Change]
     edits: list[dict[str, Any]]  # what made the proposal (codemod and LLM edits), for /diff
     undone: list[int]
     # Rule codes the person took back by code ("leave the profiler alone"): a later

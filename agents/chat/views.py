@@ -11,6 +11,7 @@ from typing import Any
 from torchport.tools.catalogue import load_catalogue
 from torchport.tools.catalogue.doc_sections import target_notes
 from torchport.tools.findings import is_advisory, work_line
+from torchport.tools.report.hunks import Change
 from torchport.tools.report.linemap import line_map
 from torchport.tools.safetext import terminal_line
 from torchport.tools.scanner import scan
@@ -164,7 +165,7 @@ def quit_node(state: ChatState, chat: ChatRuntime) -> ChatState:
     return {}
 
 
-def where(change: dict[str, Any]) -> str:
+def where(change: Change) -> str:
     """FILE:LINE of a change; one line however the file is named (a name may hold a
     newline, which would otherwise forge a line of the session's output)."""
     return f"{terminal_line(change['path'])}:{change['span'][0] + 1}"
@@ -175,12 +176,12 @@ def file_list(paths: Iterable[str]) -> str:
     return ", ".join(terminal_line(p) for p in sorted(paths))
 
 
-def made_by(change: dict[str, Any]) -> str:
+def made_by(change: Change) -> str:
     rules = ", ".join(change.get("rules") or [])
     return f"{change['by']} {rules}".strip()
 
 
-def list_changes(changes: list[dict[str, Any]], undone: set[int]) -> None:
+def list_changes(changes: list[Change], undone: set[int]) -> None:
     rows = [[c["id"], where(c), made_by(c), "undone" if c["id"] in undone else ""] for c in changes]
     if rows:
         title = "changes (/diff to see them, /undo N to take one back)"
@@ -248,7 +249,7 @@ def where_item(item: PlanItem) -> str:
     return f"{terminal_line(str(item.get('path')))}:{item.get('line')}"
 
 
-def _find_change(state: ChatState, arg: str) -> dict[str, Any] | None:
+def _find_change(state: ChatState, arg: str) -> Change | None:
     changes = state.get("changes") or []
     if arg.isdigit():
         return next((c for c in changes if c["id"] == int(arg)), None)
