@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from .run_record import RunRecord
+from .run_record import OUTPUT_STATS, OutputStats, RunRecord
 from .tolerance import Policy
 
 
@@ -94,7 +94,7 @@ def compare_ranks(reference: RunRecord, target: RunRecord, policy: Policy) -> Pa
 
 
 def compare_outputs(
-    reference: list[dict[str, Any]], target: list[dict[str, Any]], policy: Policy
+    reference: list[OutputStats], target: list[OutputStats], policy: Policy
 ) -> Parity:
     """Inference programs: shapes must be equal, summary statistics close."""
     flat_ref: list[float] = []
@@ -104,7 +104,7 @@ def compare_outputs(
             return Parity(
                 "outputs", note=f"output shapes differ: {r.get('shape')} vs {t.get('shape')}"
             )
-        for key in ("mean", "std", "abs_max"):
+        for key in OUTPUT_STATS:
             flat_ref.append(float(r.get(key, 0.0)))
             flat_tgt.append(float(t.get(key, 0.0)))
     every = replace(policy, max_steps=10**6)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from torchport.sandbox.isolation.guarantees import describe
 from torchport.tools.filenames import printable_data
@@ -32,8 +32,27 @@ from torchport.tools.sourcefile import read_exact
 
 from . import divergence_report, legacy_repair, library_patch, plots, report_page
 from .data_notes import data_notes, interpreter_note
-from .state import State, scan_filters
+from .kernel_records import KernelCheckRecord
+from .report_record import ReportRecord, SandboxUsed
+from .run_record import RunRecord
+from .state import AgentEdit, State, scan_filters
 from .tolerance import policies_for
+from .verification_records import ParityRecord, PrecisionRecord, Timings, VerificationRecord
+
+
+class Written(TypedDict, total=False):
+    """Where the result went, for the decision log; ``written: None`` on a dry run."""
+
+    written: None
+    output: str
+    constructs: int
+    converted: int
+    left_for_humans: int
+    advisories: int
+    branch: str
+    backup: str
+    report: str
+
 
 PLOT = "losses.png"  # beside verification.md, which shows it
 HTML = "index.html"  # the whole report as one page (agents.report_page)
@@ -78,7 +97,7 @@ def migration_result(state: Mapping[str, Any]) -> MigrationResult:
     return result
 
 
-def deliver(state: State, outcome: str, say: Callable[[str], None]) -> dict[str, Any]:
+def deliver(state: State, outcome: str, say: Callable[[str], None]) -> Written:
     """Write the result and the evidence; returns where they went (for the decision log)."""
     s = state["settings"]
     if s.get("dry_run"):
@@ -88,7 +107,7 @@ def deliver(state: State, outcome: str, say: Callable[[str], None]) -> dict[str,
     files[HTML] = html_page(state, outcome, result, files)
     write_result(result, options_of(s), say, files)
     totals = count_constructs(result).totals()
-    written: dict[str, Any] = {
+    written: Written = {
         "output": str(result.output),
         # what the front doors count, so none of them has to run the codemods again
         "constructs": totals["found"],
@@ -116,7 +135,7 @@ def html_page(
     return report_page.html_report(state["settings"], result, record, parts, images)
 
 
-def verification_record(state: State, outcome: str) -> dict[str, Any]:
+def verification_record(state: State, outcome: str) -> ReportRecord:
     s = state["settings"]
     return {
         "run_id": s.get("run_id"),
@@ -134,14 +153,14 @@ def verification_record(state: State, outcome: str) -> dict[str, Any]:
     }
 
 
-def sandbox_used(verification: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+def sandbox_used(verification: VerificationRecord | None) -> list[SandboxUsed]:
     """Which isolation backend the verification's sandboxed runs had, and what each
     isolates: a verdict reached under ``process`` ran with no isolation at all, and a
     reader of the report should not have to open the JSON to learn it."""
-    v = verification or {}
+    v: VerificationRecord = verification or {}
     runs: dict[str, list[str]] = {}
-    for run, key in (("original", "reference"), ("migrated", "target")):
-        if backend := (v.get(key) or {}).get("isolation"):
+    for run, record in (("original", v.get("reference")), ("migrated", v.get("target"))):
+        if backend := (record or {}).get("isolation"):
             runs.setdefault(backend, []).append(run)
     return [
         {"backend": backend, "runs": names, "isolates": describe(backend)}
@@ -175,7 +194,7 @@ def plot_files(state: Mapping[str, Any]) -> dict[str, bytes]:
     }
 
 
-def verification_markdown(record: dict[str, Any]) -> str:
+def verification_markdown(record: ReportRecord) -> str:
     """``verification.md``. The reason, the entry command, the runtime evidence, the LLM's
     edits and the decisions quote the program and the repository (error messages, file
     names, code), so each is a code span or escaped text: rendering it shows them, never
@@ -187,17 +206,17 @@ def verification_markdown(record: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def verification_sections(record: dict[str, Any]) -> dict[str, list[str]]:
+def verification_sections(record: ReportRecord) -> dict[str, list[str]]:
     """verification.md's parts in its order, by name: the HTML report shows each where it
     belongs (the summary first, the losses by the plots, ...) from the same lines."""
-    v = record.get("verification") or {}
+    v: VerificationRecord = record.get("verification") or {}
     return {
         "summary": _summary_markdown(record, v),
         "timing": timings_markdown(v.get("timings") or {}),
         "losses": _parity_markdown(v.get("parity") or {}),
         "divergence": divergence_report.markdown(v.get("divergence") or {}),
-        "precision": precision_markdown(v.get("precision") or {}),
-        "kernels": kernel_check_markdown(v.get("kernel_check") or {}),
+        "precision": precision_markdown(v.get("precision")),
+        "kernels": kernel_check_markdown(v.get("kernel_check")),
         "environment": environment_markdown(record.get("environment") or {}),
         "evidence": _evidence_markdown(v.get("target") or {}),
         "agent_edits": _agent_edits_markdown(record["agent_edits"]),
@@ -215,7 +234,7 @@ def _decisions_markdown(decisions: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
-def _summary_markdown(record: dict[str, Any], v: dict[str, Any]) -> list[str]:
+def _summary_markdown(record: ReportRecord, v: VerificationRecord) -> list[str]:
     """The verdict line and the facts a reader needs to trust it."""
     lines = [
         f"# Verification: {_md(record['verdict'])}{_headline_note(v)}",
@@ -235,10 +254,9 @@ def _summary_markdown(record: dict[str, Any], v: dict[str, Any]) -> list[str]:
             f"{_md(used['isolates'])}"
         )
     plan = record.get("plan") or {}
-    if plan.get("entry"):
+    if entry := plan.get("entry"):
         lines.append(
-            f"- entry: {markdown_code(' '.join(plan['entry']))} "
-            f"({_md(plan.get('entry_reason', ''))})"
+            f"- entry: {markdown_code(' '.join(entry))} ({_md(plan.get('entry_reason', ''))})"
         )
     if v.get("launch"):
         lines.append(
@@ -278,7 +296,7 @@ def kernel_runner_markdown(extensions: list[dict[str, Any]] | None) -> list[str]
     return lines
 
 
-def timings_markdown(timings: dict[str, Any]) -> list[str]:
+def timings_markdown(timings: Timings) -> list[str]:
     """One line: where the verification's time went (``timings`` in verification.json)."""
     if not timings:
         return []
@@ -307,7 +325,7 @@ def timings_markdown(timings: dict[str, Any]) -> list[str]:
     ]
 
 
-def _parity_markdown(parity: dict[str, Any]) -> list[str]:
+def _parity_markdown(parity: ParityRecord) -> list[str]:
     """The losses of both runs, step by step (rank by rank for several processes)."""
     if not parity.get("per_step"):
         return []
@@ -329,13 +347,13 @@ def _parity_markdown(parity: dict[str, Any]) -> list[str]:
     return lines
 
 
-def precision_markdown(precision: dict[str, Any]) -> list[str]:
+def precision_markdown(precision: PrecisionRecord | None) -> list[str]:
     """The port's two runs (``agents.precision_check``): (a) with exact float32 matmuls
     against the original, (b) at the TPU's default arithmetic against (a), each with its
     measured deviation, and (b)'s losses beside (a)'s when it ran."""
     if not precision:
         return []
-    highest, default = precision.get("highest") or {}, precision.get("default") or {}
+    highest, default = precision["highest"], precision["default"]
     lines = ["", "## Matmul precision: the port run twice", ""]
     lines.append(
         "| check | float32 matmuls | against | compared | max abs | max rel | policy | result |"
@@ -354,7 +372,9 @@ def precision_markdown(precision: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _check_row(name: str, matmuls: str, against: str, check: dict[str, Any], always: bool) -> str:
+def _check_row(
+    name: str, matmuls: str, against: str, check: Mapping[str, Any], always: bool
+) -> str:
     """One check's row; a check that did not run says why in place of its numbers."""
     policy = markdown_code(str(check.get("policy", "")))
     if not (always or check.get("ran")):
@@ -371,7 +391,7 @@ def _check_row(name: str, matmuls: str, against: str, check: dict[str, Any], alw
     )
 
 
-def kernel_check_markdown(checked: dict[str, Any]) -> list[str]:
+def kernel_check_markdown(checked: KernelCheckRecord | None) -> list[str]:
     """The differential check at the kernel call sites: each site, each recorded input
     signature, and the worst difference found (``kernel_check`` in verification.json)."""
     if not checked:
@@ -401,7 +421,7 @@ def kernel_check_markdown(checked: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _evidence_markdown(target: dict[str, Any]) -> list[str]:
+def _evidence_markdown(target: RunRecord) -> list[str]:
     """What the emulated device counted while the migration ran, and notes on its data."""
     counters = target.get("counters") or {}
     lines: list[str] = []
@@ -413,7 +433,7 @@ def _evidence_markdown(target: dict[str, Any]) -> list[str]:
     return lines + [f"- {_md(note)}" for note in data_notes(target)]
 
 
-def _agent_edits_markdown(edits: list[Mapping[str, Any]]) -> list[str]:
+def _agent_edits_markdown(edits: list[AgentEdit]) -> list[str]:
     if not edits:
         return []
     lines = ["", "## Edits beyond the codemods", ""]
@@ -426,13 +446,14 @@ def _agent_edits_markdown(edits: list[Mapping[str, Any]]) -> list[str]:
     return lines
 
 
-def _headline_note(verification: dict[str, Any]) -> str:
+def _headline_note(verification: VerificationRecord) -> str:
     """What the first line must not leave out: a check looser than torchport's own (the
     repository's or the user's), the original failing too, or a caveat."""
     loosened = "; ".join(f"under {_md(said)}" for said in verification.get("loosened") or [])
     head = f" {loosened}" if loosened else ""
     reason = str(verification.get("reason") or "")
-    if ((verification.get("precision") or {}).get("default") or {}).get("holds") is False:
+    precision = verification.get("precision")
+    if precision and precision["default"]["holds"] is False:
         return f"{head} (at the TPU's default matmul precision; exact float32 matches)"
     if reason.startswith("the original fails here"):
         return f"{head} ({_md(reason.partition(':')[0])})"

@@ -27,11 +27,14 @@ import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from importlib import resources
-from typing import Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from torchport.sandbox.exception_line import exception_start
 from torchport.sandbox.launch import OWN_CODE
 from torchport.tools.catalogue import TARGETS, Catalogue, FixKind, load_catalogue
+
+if TYPE_CHECKING:
+    from .state import DiagnosisRecord
 
 __all__ = [
     "ACTIONS",
@@ -110,10 +113,10 @@ class Diagnosis:
     matched_in: str = ""
     limitation: bool = False
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> DiagnosisRecord:
         data = asdict(self)
         data["rules"] = list(self.rules)
-        return data
+        return cast("DiagnosisRecord", data)
 
 
 def _fields(template: str) -> set[str]:

@@ -23,11 +23,15 @@ import difflib
 import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import cast
 
 from torchport.tools.report.linemap import line_map
 
 from .kernel_check import compare_tensor
+from .site_records import TensorReport
+from .tolerance import Policy
+from .trace_records import ModuleCall, TraceReport
+from .verification_records import DivergenceRecord
 
 WINDOW = (3, 6)  # rows of the table before and after the first divergent call
 
@@ -70,12 +74,12 @@ class Divergence:
     profile: list[tuple[str, float]] = field(default_factory=list)  # every call's max rel
     weights: str = ""  # how the port got the original's weights
 
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+    def to_json(self) -> DivergenceRecord:
+        return cast("DivergenceRecord", asdict(self))
 
 
 def compare_sample(
-    ref: dict[str, Any], got: dict[str, Any], policy: Any
+    ref: TensorReport, got: TensorReport, policy: Policy
 ) -> tuple[bool, float, float]:
     """(within the policy, max abs, max rel) of two tensors' samples (``module_trace.sample``),
     as the kernel check compares tensors (``kernel_check.compare_tensor``); a dtype of its own
@@ -87,11 +91,11 @@ def compare_sample(
 
 
 def _matched(
-    reference: list[dict[str, Any]], port: list[dict[str, Any]]
-) -> list[tuple[dict, dict]]:
+    reference: list[ModuleCall], port: list[ModuleCall]
+) -> list[tuple[ModuleCall, ModuleCall]]:
     """Each port call with the original's call of the same module and occurrence."""
     seen: dict[str, int] = {}
-    theirs: dict[tuple[str, int], dict[str, Any]] = {}
+    theirs: dict[tuple[str, int], ModuleCall] = {}
     for call in reference:
         theirs[(call["name"], seen.get(call["name"], 0))] = call
         seen[call["name"]] = seen.get(call["name"], 0) + 1
@@ -105,7 +109,7 @@ def _matched(
     return pairs
 
 
-def _row(index: int, ref: dict[str, Any], got: dict[str, Any], policy: Any) -> Row:
+def _row(index: int, ref: ModuleCall, got: ModuleCall, policy: Policy) -> Row:
     holds, worst_abs, worst_rel = compare_sample(ref["out"], got["out"], policy)
     inputs = None
     if "in" in ref and "in" in got:
@@ -194,7 +198,7 @@ def _enclosing(rows: list[Row], at: int) -> int | None:
 
 
 def _gradients(
-    reference: dict[str, Any], port: dict[str, Any], policy: Any
+    reference: TraceReport, port: TraceReport, policy: Policy
 ) -> tuple[str, float, float] | None:
     """The first parameter whose gradient differs: (name, max abs, max rel), or None."""
     theirs = {(g["root"], g["name"]): g["grad"] for g in reference.get("grads") or []}
@@ -209,7 +213,7 @@ def _gradients(
 
 
 def locate(
-    reference: dict[str, Any], port: dict[str, Any], policy: Any, source: Path, tree: Path
+    reference: TraceReport, port: TraceReport, policy: Policy, source: Path, tree: Path
 ) -> Divergence:
     """The first divergence between two traces of step ``k`` (``module_trace.report``)."""
     step = int(port.get("step") or reference.get("step") or 0)
@@ -234,14 +238,14 @@ def locate(
     return d
 
 
-def _nothing_to_match(reference: dict[str, Any], port: dict[str, Any]) -> str:
+def _nothing_to_match(reference: TraceReport, port: TraceReport) -> str:
     if not reference.get("calls") and not port.get("calls"):
         return "no module of the program ran in that step: it has no module structure to compare"
     return "the two programs share no module name in that step, so their calls cannot be matched"
 
 
 def _after_forward(
-    step: int, reference: dict[str, Any], port: dict[str, Any], policy: Any, profile: list
+    step: int, reference: TraceReport, port: TraceReport, policy: Policy, profile: list
 ) -> Divergence:
     found = _gradients(reference, port, policy)
     if found is not None:

@@ -20,15 +20,19 @@ from torchport.sandbox.isolation import owner
 
 from . import divergence
 from .run_record import RunRecord
+from .trace_records import TraceReport, TraceSpec
+from .verification_records import DivergenceRecord
 from .workspace import materialize, write_over
 
 WEIGHTS = ".torchport-trace-weights"  # the port's copy gets WEIGHTS-<model>.pt
 # one side of the comparison: the program's folder, the run's mode, its matmul precision
 Side = tuple[Path, str, str | None]
-Runner = Callable[[Path, str, str | None, dict[str, Any]], RunRecord]
+Runner = Callable[[Path, str, str | None, TraceSpec], RunRecord]
+# A side's trace, or its run where that failed (then ``calls`` is missing, ``error`` says why)
+Traced = TraceReport | RunRecord
 
 
-def _weights(trace: dict[str, Any]) -> tuple[dict[str, bytes], str]:
+def _weights(trace: TraceReport) -> tuple[dict[str, bytes], str]:
     """Each model's weights as sent, and what a reader should know about them."""
     sent, notes = {}, []
     for key, item in (trace.get("weights") or {}).items():
@@ -43,7 +47,7 @@ def _weights(trace: dict[str, Any]) -> tuple[dict[str, bytes], str]:
     return sent, "; ".join(notes)
 
 
-def _loaded_note(port: dict[str, Any]) -> str:
+def _loaded_note(port: TraceReport) -> str:
     notes = []
     for key, item in (port.get("weights") or {}).items():
         if item.get("problem"):
@@ -53,21 +57,14 @@ def _loaded_note(port: dict[str, Any]) -> str:
     return "; ".join(notes)
 
 
-def _plain(run: RunRecord) -> dict[str, Any]:
-    """A failed run where a trace would be: read by the same key as a trace is."""
-    return cast(dict[str, Any], run)
-
-
-def trace_both(
-    first: Side, second: Side, step: int, run: Runner
-) -> tuple[dict[str, Any], dict[str, Any], str]:
+def trace_both(first: Side, second: Side, step: int, run: Runner) -> tuple[Traced, Traced, str]:
     """(``first``'s trace, ``second``'s, a note on the weights) or a failed run's result in
     place of a trace (``status`` not ok). ``second`` runs step ``step`` from ``first``'s
     weights."""
     reference = run(*first, {"step": step, "send_weights": True})
     ref_trace = reference.get("module_trace") or {}
     if reference.get("status") != "ok" or not ref_trace:
-        return _plain(reference), {}, ""
+        return reference, {}, ""
     sent, note = _weights(ref_trace)
     root, mode, precision = second
     with owner.temp_dir() as tmp:
@@ -79,25 +76,29 @@ def trace_both(
         item.pop("state", None)  # bytes a report has no use for
     port_trace = port.get("module_trace") or {}
     if port.get("status") != "ok" or not port_trace:
-        return _plain(reference), _plain(port), note
+        return reference, port, note
     return ref_trace, port_trace, "; ".join(n for n in (note, _loaded_note(port_trace)) if n)
 
 
 def find(
     sides: tuple[Side, Side], step: int, policy: Any, run: Runner, names: tuple[str, str]
-) -> dict[str, Any]:
+) -> DivergenceRecord:
     """The first divergence at ``step`` between the two sides' runs (each ``(root, mode,
     matmul precision)``), as plain data, or why it could not be found. ``names``: what
     the two sides are called in a reason ("original", "port")."""
-    ref, port, note = trace_both(*sides, step, run)
-    for side, result in zip(names, (ref, port), strict=True):
-        if "calls" not in result:
-            why = (result.get("error") or {}).get("message") or "it recorded no trace"
+    first, second, note = trace_both(*sides, step, run)
+    traces: list[TraceReport] = []
+    for side, result in zip(names, (first, second), strict=True):
+        if "calls" not in result:  # the side's run, failed
+            error = cast("RunRecord", result).get("error") or {}
+            why = error.get("message") or "it recorded no trace"
             return {
                 "step": step,
                 "found": "unknown",
                 "summary": f"the {side}'s traced run failed: {why}",
             }
+        traces.append(cast("TraceReport", result))
+    ref, port = traces
     traced = bool(port.get("calls")) and bool(ref.get("calls"))
     if not traced and min(port.get("steps_seen") or 0, ref.get("steps_seen") or 0) < step:
         return {

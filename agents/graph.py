@@ -76,7 +76,7 @@ class Runtime:
 # --- the nodes, in the order a run takes them -------------------------------------------
 
 
-def plan(state: State, ctx: Runtime) -> dict[str, Any]:
+def plan(state: State, ctx: Runtime) -> State:
     """Scan the repository and decide how to run it and what its migration needs."""
     s = state["settings"]
     ctx.say("planning: scanning the repository")
@@ -116,7 +116,7 @@ def plan(state: State, ctx: Runtime) -> dict[str, Any]:
     }
 
 
-def rewrite(state: State, ctx: Runtime) -> dict[str, Any]:
+def rewrite(state: State, ctx: Runtime) -> State:
     """The first round applies the codemods (and the LLM to the constructs it is for);
     a later round applies the fix diagnose chose."""
     s = state["settings"]
@@ -160,7 +160,7 @@ def rewrite(state: State, ctx: Runtime) -> dict[str, Any]:
     }
 
 
-def verify(state: State, ctx: Runtime) -> dict[str, Any]:
+def verify(state: State, ctx: Runtime) -> State:
     """Run the original and the migration, judge them, and keep the best migration so far:
     a repair that made things worse is rolled back."""
     s = state["settings"]
@@ -177,8 +177,8 @@ def verify(state: State, ctx: Runtime) -> dict[str, Any]:
         environment=state.get("environment"),
     )
     v = outcome.verification
-    record: VerificationRecord = v.to_json()  # type: ignore[assignment]  # to_json is dict[str, Any] until the typed-results refactor
-    update: dict[str, Any] = {"iteration": iteration, "verification": record}
+    record = v.to_json()
+    update: State = {"iteration": iteration, "verification": record}
     if v.verdict == Verdict.NOT_RUNNABLE and state["plan"].get("not_runnable"):
         update["decisions"] = [decision("verify", v.verdict, why=v.reason)]
         return update
@@ -197,18 +197,15 @@ def verify(state: State, ctx: Runtime) -> dict[str, Any]:
         update["best"] = best
         return update
     ctx.say("the last repair made it worse: undoing it")
-    update.update(
-        overlay=best["overlay"],
-        agent_edits=best["agent_edits"],
-        verification=best["verification"],
-    )
+    update["overlay"], update["agent_edits"] = best["overlay"], best["agent_edits"]
+    update["verification"] = best["verification"]
     update["decisions"].append(
         decision("verify", "reverted", why=f"worse than round {best['iteration']}")
     )
     return update
 
 
-def diagnose(state: State, ctx: Runtime) -> dict[str, Any]:
+def diagnose(state: State, ctx: Runtime) -> State:
     """Classify the failure and choose the next repair (``agents.repair_choice``); no
     repair left to try ends the loop."""
     s = state["settings"]
@@ -239,7 +236,7 @@ def diagnose(state: State, ctx: Runtime) -> dict[str, Any]:
     return {"diagnosis": found, "next_fix": fix, "decisions": [logged]}
 
 
-def deliver(state: State, ctx: Runtime) -> dict[str, Any]:
+def deliver(state: State, ctx: Runtime) -> State:
     """Write the migration and its evidence where the user asked (nothing earlier does)."""
     v = state.get("verification")
     outcome = v["verdict"] if v else Verdict.NOT_VERIFIED
@@ -292,7 +289,7 @@ def this_round(state: State, record: VerificationRecord, iteration: int) -> Best
         "overlay": state.get("overlay") or {},
         "agent_edits": state.get("agent_edits") or [],
         "verification": record,
-        "rank": verifier.rank(dict(record)),
+        "rank": verifier.rank(record),
         "iteration": iteration,
     }
 
@@ -305,10 +302,10 @@ def better_of(best: Best | None, candidate: Best) -> Best:
     return candidate
 
 
-def _bound(node: Callable[[State, Runtime], dict[str, Any]], ctx: Runtime) -> Callable:
+def _bound(node: Callable[[State, Runtime], State], ctx: Runtime) -> Callable:
     """The node as langgraph calls it (state only), timed into ``elapsed_s``."""
 
-    def run(state: State) -> dict[str, Any]:
+    def run(state: State) -> State:
         started = time.perf_counter()
         update = node(state, ctx)
         update["elapsed_s"] = time.perf_counter() - started
@@ -376,6 +373,6 @@ def resume(runtime: Runtime, db: Path | None = None) -> State:
         return _finished(app, runtime.run_id)
 
 
-def _announce(runtime: Runtime, update: dict[str, Any]) -> None:
+def _announce(runtime: Runtime, update: State) -> None:
     for node in update:
         runtime.say(f"{node}: finished")

@@ -23,6 +23,7 @@ from .results import Verification
 from .run_record import RunRecord, failed_with
 from .tolerance import Policy
 from .verdicts import FailureKind, Reason, Verdict
+from .verification_records import VerificationRecord
 
 
 def _brief(result: RunRecord | None) -> RunRecord | None:
@@ -425,7 +426,7 @@ _RANKS: dict[str, int] = {
 }  # FAILED: 1 or 2
 
 
-def rank(verification: dict[str, Any]) -> int:
+def rank(verification: VerificationRecord) -> int:
     """How far a migration got, to keep the best of several rounds (higher is better)."""
     verdict = verification.get("verdict")
     if verdict == Verdict.FAILED:

@@ -31,7 +31,7 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from torchport.sandbox.isolation import owner
 from torchport.sandbox.safepath import read_text_regular
@@ -44,7 +44,27 @@ from torchport.tools.kernel_sites import (
     source_reader,
 )
 
-from .run_record import RunRecord
+from .kernel_records import (
+    CaseResult,
+    DescribedCase,
+    DrawnArg,
+    KernelCheckRecord,
+    RunBrief,
+    SiteCase,
+    SiteRow,
+    TensorComparison,
+)
+from .run_record import FrameRecord, RunRecord
+from .site_records import (
+    ArgSpec,
+    CaseReport,
+    Signature,
+    SiteCalls,
+    TensorReport,
+)
+
+if TYPE_CHECKING:
+    from .tolerance import Policy
 from .workspace import materialize, write_over
 
 CASES_FILE = ".torchport-site-check.pt"
@@ -65,13 +85,13 @@ class KernelCheck:
     holds: bool | None  # None: nothing was compared (then ``note`` says why)
     reason: str
     policy: str = ""
-    sites: list[dict[str, Any]] = field(default_factory=list)
-    runs: dict[str, Any] = field(default_factory=dict)
+    sites: list[SiteRow] = field(default_factory=list)
+    runs: dict[str, RunBrief] = field(default_factory=dict)
     note: str = ""
-    frame: dict[str, Any] | None = None  # where the first differing site is, in the port
+    frame: FrameRecord | None = None  # where the first differing site is, in the port
 
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+    def to_json(self) -> KernelCheckRecord:
+        return cast(KernelCheckRecord, asdict(self))
 
 
 # --- which sites ---------------------------------------------------------------------------
@@ -116,7 +136,7 @@ def replaced(source: Path, tree: Path, sites: Iterable[KernelSite]) -> list[Kern
 # --- the inputs ----------------------------------------------------------------------------
 
 
-def draw(spec: dict[str, Any], gen: Any) -> dict[str, Any]:
+def draw(spec: ArgSpec, gen: Any) -> DrawnArg:
     """A case argument from a recorded one: a tensor drawn like the recorded tensor."""
     import torch
 
@@ -136,7 +156,7 @@ def draw(spec: dict[str, Any], gen: Any) -> dict[str, Any]:
     raise NotComparable(f"an argument of type {spec.get('type', kind)}")
 
 
-def _tensor(shape: list[int], dtype: Any, spec: dict[str, Any], gen: Any) -> Any:
+def _tensor(shape: list[int], dtype: Any, spec: ArgSpec, gen: Any) -> Any:
     import torch
 
     lo, hi = spec.get("min"), spec.get("max")
@@ -160,21 +180,23 @@ def _finite(value: Any, default: float) -> float:
     return float(value) if isinstance(value, int | float) and math.isfinite(value) else default
 
 
-def cases(calls: list[dict[str, Any]], specs: Iterable[str]) -> tuple[list[dict], list[dict]]:
+def cases(
+    calls: list[SiteCalls], specs: Iterable[str]
+) -> tuple[list[SiteCase], list[DescribedCase]]:
     """The cases to run (``sandbox.site_check``'s input) and, for each, what it is for the
     report: the site and its recorded signature. Seeded: the same calls give the same
     tensors. A recorded call that cannot be repeated is listed with why, not run."""
     import torch
 
     wanted = set(specs)
-    runnable: list[dict[str, Any]] = []
-    described: list[dict[str, Any]] = []
+    runnable: list[SiteCase] = []
+    described: list[DescribedCase] = []
     for record in calls:
         if record.get("site") not in wanted:
             continue
         for signature in record.get("signatures") or []:
             gen = torch.Generator().manual_seed(SEED + len(described))
-            entry = {"site": record["site"], "signature": signature}
+            entry: DescribedCase = {"site": record["site"], "signature": signature}
             try:
                 args = [draw(a, gen) for a in signature.get("args", [])]
                 kwargs = {k: draw(v, gen) for k, v in (signature.get("kwargs") or {}).items()}
@@ -207,7 +229,7 @@ def run_site_check(root: Path, cases_file: Path, mode: str, runner: Runner) -> R
         return runner(copy, mode)
 
 
-def _run_brief(result: RunRecord) -> dict[str, Any]:
+def _run_brief(result: RunRecord) -> RunBrief:
     return {
         "status": result.get("status"),
         "error": result.get("error"),
@@ -221,11 +243,11 @@ def _run_brief(result: RunRecord) -> dict[str, Any]:
 
 
 def compare_tensor(
-    label: str, ref: dict[str, Any], port: dict[str, Any], policy: Any, same_dtype: bool = True
-) -> dict:
+    label: str, ref: TensorReport, port: TensorReport, policy: Policy, same_dtype: bool = True
+) -> TensorComparison:
     """One tensor of the port against the original's: ``holds``, and the worst element.
     ``same_dtype`` False: only the values count (a caller that shows both dtypes itself)."""
-    out: dict[str, Any] = {"label": label, "holds": False}
+    out: TensorComparison = {"label": label, "holds": False}
     if ref.get("none") or port.get("none"):
         if ref.get("none") and port.get("none"):
             return {**out, "holds": True}
@@ -253,7 +275,7 @@ def compare_tensor(
             over = diff / (policy.atol + policy.rtol * abs(y))
         if over > excess or worst_at is None:
             worst, worst_at, worst_rel, excess = diff, i, rel, max(excess, over)
-    out.update(holds=excess <= 1.0, max_abs=worst, max_rel=worst_rel)
+    out["holds"], out["max_abs"], out["max_rel"] = excess <= 1.0, worst, worst_rel
     if worst_at is not None:
         out["index"] = _index(worst_at, ref)
     if not out["holds"]:
@@ -264,7 +286,7 @@ def compare_tensor(
     return out
 
 
-def _index(flat: int, ref: dict[str, Any]) -> list[int] | str:
+def _index(flat: int, ref: TensorReport) -> list[int] | str:
     if ref.get("sampled"):
         return f"sampled value {flat}"
     shape, index = list(ref.get("shape") or []), []
@@ -274,7 +296,7 @@ def _index(flat: int, ref: dict[str, Any]) -> list[int] | str:
     return list(reversed(index))
 
 
-def compare_case(ref: dict[str, Any], port: dict[str, Any], policy: Any) -> dict[str, Any]:
+def compare_case(ref: CaseReport, port: CaseReport, policy: Policy) -> CaseResult:
     """Every output, argument after the call and gradient of one case."""
     if ref.get("error"):
         return {"holds": None, "note": f"the original raised on these inputs: {ref['error']}"}
@@ -295,7 +317,11 @@ def compare_case(ref: dict[str, Any], port: dict[str, Any], policy: Any) -> dict
         compare_tensor(f"output {i}", r, p, policy)
         for i, (r, p) in enumerate(zip(ref["outputs"], port["outputs"], strict=True))
     ]
-    for kind, label in (("after", "argument {} after the call"), ("grads", "the gradient of {}")):
+    kinds: tuple[tuple[Literal["after", "grads"], str], ...] = (
+        ("after", "argument {} after the call"),
+        ("grads", "the gradient of {}"),
+    )
+    for kind, label in kinds:
         ported = {t.get("name"): t for t in port.get(kind) or []}
         for tensor in ref.get(kind) or []:
             other = ported.get(tensor.get("name"))
@@ -315,7 +341,7 @@ def compare_case(ref: dict[str, Any], port: dict[str, Any], policy: Any) -> dict
     return {"holds": not failing, "worst": worst, "compared": len(checks)}
 
 
-def describe_signature(signature: dict[str, Any], names: list[str]) -> str:
+def describe_signature(signature: Signature, names: list[str]) -> str:
     """``x: float32[8, 16, 32] (requires grad), eps: 1e-06``: a recorded call, readable."""
     parts = []
     args = list(signature.get("args") or [])
@@ -327,7 +353,7 @@ def describe_signature(signature: dict[str, Any], names: list[str]) -> str:
     return ", ".join(parts)
 
 
-def _describe(arg: dict[str, Any]) -> str:
+def _describe(arg: ArgSpec) -> str:
     kind = arg.get("kind")
     if kind == "tensor":
         grad = " (requires grad)" if arg.get("requires_grad") else ""
@@ -340,7 +366,9 @@ def _describe(arg: dict[str, Any]) -> str:
     return repr(arg.get("value"))
 
 
-def _policy_for(site: KernelSite, signatures: list[dict[str, Any]], policies: dict) -> Any:
+def _policy_for(
+    site: KernelSite, signatures: list[Signature], policies: dict[str, Policy]
+) -> Policy:
     """fp32, unless the kernel computes in bfloat16/float16 (its source, or its inputs)."""
     dtypes = " ".join(
         str(a.get("dtype"))
@@ -364,7 +392,7 @@ def check(
     reference: RunRecord,
     mode: str,
     runner: Runner,
-    policies: dict[str, Any],
+    policies: dict[str, Policy],
     run_both: Callable[..., Any] | None = None,
 ) -> KernelCheck:
     """Run the original's and the port's sites on the recorded calls' inputs; compare.
@@ -410,10 +438,10 @@ def judge_runs(
     source: Path,
     tree: Path,
     sites: list[KernelSite],
-    described: list[dict[str, Any]],
+    described: list[DescribedCase],
     ref_run: RunRecord,
     port_run: RunRecord,
-    policies: dict[str, Any],
+    policies: dict[str, Policy],
     never: Iterable[str] = (),
 ) -> KernelCheck:
     """The check's verdict from the two driver runs (pure: tested without a sandbox)."""
@@ -426,7 +454,7 @@ def judge_runs(
             why = f"{error.get('type')}: {error.get('message')}"
             return _nothing(f"the {side} sites could not be run: {why}", runs=runs)
         reports.append(iter(got))
-    rows: dict[str, dict[str, Any]] = {}
+    rows: dict[str, SiteRow] = {}
     policy_used, first_failure = "", None
     for item in described:
         site = next(s for s in sites if item["site"] in record_specs([s]))
@@ -438,7 +466,7 @@ def judge_runs(
             continue
         policy = _policy_for(site, [item["signature"]], policies)
         policy_used = "bf16" if "bf16" in (policy_used, policy.name) else policy.name
-        case = {"inputs": inputs, "policy": policy.name}
+        case: CaseResult = {"inputs": inputs, "policy": policy.name}
         case.update(compare_case(next(reports[0]), next(reports[1]), policy))
         row["cases"].append(case)
         if case["holds"] is False and first_failure is None:
@@ -446,7 +474,7 @@ def judge_runs(
     return _verdict(tree, _statuses(rows, never), runs, policy_used, first_failure)
 
 
-def _statuses(rows: dict[str, dict[str, Any]], never: Iterable[str]) -> list[dict[str, Any]]:
+def _statuses(rows: dict[str, SiteRow], never: Iterable[str]) -> list[SiteRow]:
     """Each site's status from its cases; a site the original never called, not compared."""
     for row in rows.values():
         verdicts = [c["holds"] for c in row["cases"]]
@@ -461,20 +489,20 @@ def _statuses(rows: dict[str, dict[str, Any]], never: Iterable[str]) -> list[dic
 
 def _verdict(
     tree: Path,
-    rows: list[dict[str, Any]],
-    runs: dict[str, Any],
+    rows: list[SiteRow],
+    runs: dict[str, RunBrief],
     policy: str,
-    first_failure: tuple[KernelSite, str, dict[str, Any]] | None,
+    first_failure: tuple[KernelSite, str, CaseResult] | None,
 ) -> KernelCheck:
     if first_failure is not None:
         site, entry, result = first_failure
-        worst = result["worst"]
+        worst: TensorComparison = result.get("worst") or {}
         reason = (
             f"the differential check fails at the kernel call site {site.spec(entry)}: on "
             f"inputs ({result['inputs']}), {worst['label']} {worst['why']}"
         )
         line = definition_line(_text(tree / site.path), entry)
-        frame = {"file": site.path, "line": line, "function": entry, "code": None}
+        frame: FrameRecord = {"file": site.path, "line": line, "function": entry, "code": None}
         return KernelCheck(False, reason, policy, rows, runs, frame=frame if line else None)
     matched = [r for r in rows if r["status"] == "matched"]
     if not matched:
@@ -482,7 +510,7 @@ def _verdict(
         return _nothing(notes, policy=policy, sites=rows, runs=runs)
     compared = sum(1 for r in matched for c in r["cases"] if c["holds"])
     worst_abs = max(
-        (c["worst"].get("max_abs", 0.0) for r in matched for c in r["cases"] if c.get("worst")),
+        (w.get("max_abs", 0.0) for r in matched for c in r["cases"] if (w := c.get("worst"))),
         default=0.0,
     )
     reason = (

@@ -18,8 +18,8 @@ failed (``agents.kernel_check``) sends the model back to its replacement with th
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from torchport.sandbox.safepath import read_text_regular
 from torchport.tools.kernel_sites import (
@@ -33,7 +33,11 @@ from torchport.tools.kernel_sites import (
 from torchport.tools.kernel_sites import remove_unused_kernels as _remove_unused
 
 from .kernel_check import describe_signature
-from .state import AgentEdit
+from .kernel_records import KernelCheckRecord
+from .repair_records import PlanItem, RepairRequestRecord
+from .run_record import FrameRecord
+from .site_records import SiteCalls
+from .state import AgentEdit, DiagnosisRecord, State
 from .workspace import materialize, python_files
 
 MAX_KERNEL_CHARS = 6000  # kernel source shown to the model (a CUDA file can be long)
@@ -55,7 +59,7 @@ def _read(path: Path) -> str | None:
         return None
 
 
-def calls_text(site: KernelSite, calls: list[dict[str, Any]], text: str) -> str:
+def calls_text(site: KernelSite, calls: list[SiteCalls], text: str) -> str:
     """How the original's run called the site's entries, one line per recorded signature
     (empty before the original has run)."""
     lines = []
@@ -73,11 +77,11 @@ def site_request(
     site: KernelSite,
     target: str,
     text: str,
-    calls: list[dict[str, Any]],
+    calls: list[SiteCalls],
     problem: str,
     evidence: str = "",
     span: tuple[int, int] | None = None,
-) -> dict[str, Any]:
+) -> RepairRequestRecord:
     """A ``kernel`` repair request for ``site``'s lines (or ``span``: a replacement's)."""
     start, end = span or (site.start_line, site.end_line)
     entries = ", ".join(f"`{e}`" for e in site.entries)
@@ -129,19 +133,19 @@ def _problem(site: KernelSite, messages: list[str]) -> str:
 
 
 def construct_requests(
-    items: list[dict[str, Any]],
+    items: list[PlanItem],
     work: Path,
     target: str,
-    calls: list[dict[str, Any]],
-    construct_request: Any,
-) -> list[tuple[str, dict[str, Any]]]:
+    calls: list[SiteCalls],
+    construct_request: Callable[[PlanItem, str], RepairRequestRecord],
+) -> list[tuple[str, RepairRequestRecord]]:
     """(label, request) for the LLM's constructs, bottom-up per file: the kernel findings
     of one call site become that site's ``kernel`` request; findings inside a site's span
     go with it; everything else stays a ``construct`` request (``construct_request``)."""
     sites: dict[str, list[KernelSite]] = {}
     for path in sorted({i["path"] for i in items if i["rule"] in KERNEL_RULES}):
         sites[path] = _sites_of(work, path)
-    out: list[tuple[str, int, dict[str, Any]]] = []
+    out: list[tuple[str, int, RepairRequestRecord]] = []
     taken: set[tuple[str, int]] = set()
     for path, found in sites.items():
         text = (work / path).read_text(encoding="utf-8")
@@ -162,7 +166,7 @@ def construct_requests(
     return [(label, request) for label, _, request in out]
 
 
-def _belongs(site: KernelSite, item: dict[str, Any], text: str) -> bool:
+def _belongs(site: KernelSite, item: PlanItem, text: str) -> bool:
     """Whether a finding goes with ``site``'s request: a kernel finding on one of its
     kernels (the decorator, def or build call), or any finding inside its span."""
     line = int(item["line"])
@@ -199,12 +203,12 @@ def remove_unused_kernels(
     return updated, removed
 
 
-def mismatch_request(state: dict[str, Any], found: dict[str, Any]) -> dict[str, Any] | None:
+def mismatch_request(state: State, found: DiagnosisRecord) -> RepairRequestRecord | None:
     """After a failed differential check: the replacement of the failing site, sent back
     with the check's evidence, the kernel's source and the original's launch code."""
     verification = state.get("verification") or {}
-    checked = verification.get("kernel_check") or {}
-    frame = checked.get("frame") or {}
+    checked: KernelCheckRecord | None = verification.get("kernel_check")
+    frame: FrameRecord = (checked.get("frame") if checked else None) or {}
     path, function = frame.get("file"), frame.get("function")
     if not path or not function:
         return None
@@ -230,11 +234,12 @@ def mismatch_request(state: dict[str, Any], found: dict[str, Any]) -> dict[str, 
         return None
     calls = (state.get("reference") or {}).get("kernel_site_calls") or []
     launch = "\n".join(original.splitlines()[site.start_line - 1 : site.end_line])
+    reason = checked.get("reason", "") if checked else ""
     evidence = (
-        f"Your replacement computes otherwise than the kernel: {checked.get('reason', '')}\n"
+        f"Your replacement computes otherwise than the kernel: {reason}\n"
         f"The original's launch code was:\n{launch}"
     )
-    problem = f"KernelMismatch: {checked.get('reason', '')}"[:1000]
+    problem = f"KernelMismatch: {reason}"[:1000]
     return site_request(site, settings["target"], original, calls, problem, evidence, span)
 
 

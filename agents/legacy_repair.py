@@ -21,7 +21,7 @@ import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from torchport.tools.codemods import Edit
 from torchport.tools.legacy_torch import RULES, WHY, at_line, of_expressions
@@ -29,7 +29,7 @@ from torchport.tools.repowalk import walk_repo
 from torchport.tools.sourcefile import read_exact
 
 from .diagnose import diagnose
-from .run_record import RunRecord
+from .run_record import RepairJSON, RunRecord
 
 MAX_REPAIRS = 8
 RULE = "legacy-torch"  # the rule the report lists the repairs under
@@ -51,8 +51,8 @@ class Repair:
     lines: tuple[tuple[str, int], ...]
     port_lines: tuple[tuple[str, int, str, str], ...] = ()
 
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+    def to_json(self) -> RepairJSON:
+        return cast("RepairJSON", asdict(self))
 
 
 def _line(text: str, line: int) -> str:
@@ -147,7 +147,7 @@ def repair_port(tree: Path, repairs: list[Repair]) -> list[Repair]:
     return [replace(r, port_lines=_repair_tree(tree, r.signature, r.expressions)) for r in repairs]
 
 
-def port_edits(repairs: list[dict[str, Any]]) -> list[Edit]:
+def port_edits(repairs: list[RepairJSON]) -> list[Edit]:
     """The port's repaired lines as the report's edits (rule ``RULE``), with the reason."""
     return [
         Edit(RULE, path, line, line, before, after, WHY[r["signature"]])
@@ -156,7 +156,7 @@ def port_edits(repairs: list[dict[str, Any]]) -> list[Edit]:
     ]
 
 
-def note(repairs: list[dict[str, Any]], failed_at: tuple[str, int] | None = None) -> str:
+def note(repairs: list[RepairJSON], failed_at: tuple[str, int] | None = None) -> str:
     """What the verdict says of the repairs, or "" for none. ``failed_at``: where the
     original's run failed after them, named when it is a line torchport repaired."""
     if not repairs:

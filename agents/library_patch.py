@@ -22,13 +22,14 @@ import tempfile
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from torchport.tools.migrate import MigrateOptions, migrate
 from torchport.tools.sourcefile import read_exact
 
 from .attribution import library_site
 from .diagnose import diagnose, load_signatures
+from .verification_records import PatchJSON
 
 MAX_FILES = 4
 SITE = "library-patches"  # the folder of the patched packages, under the verification's scratch
@@ -45,8 +46,8 @@ class Patch:
     edits: int
     diff: str
 
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+    def to_json(self) -> PatchJSON:
+        return cast("PatchJSON", asdict(self))
 
 
 def _cuda_signatures() -> frozenset[str]:
@@ -119,7 +120,7 @@ def patch_file(inside: str, sites: tuple[str, ...], patched: Path, target: str) 
     return Patch(*_distribution(site, inside), inside, edits, "".join(lines))
 
 
-def patch_files(patches: list[dict[str, Any]]) -> dict[str, str]:
+def patch_files(patches: list[PatchJSON]) -> dict[str, str]:
     """The report's patch files, one per distribution (``library-timm-0.3.2.patch``)."""
     files: dict[str, str] = {}
     for p in patches:
@@ -128,7 +129,7 @@ def patch_files(patches: list[dict[str, Any]]) -> dict[str, str]:
     return files
 
 
-def note(patches: list[dict[str, Any]]) -> str:
+def note(patches: list[PatchJSON]) -> str:
     """The head of the verdict's reason: the port holds only with the patch."""
     if not patches:
         return ""
@@ -142,7 +143,7 @@ def note(patches: list[dict[str, Any]]) -> str:
     )
 
 
-def next_step(patches: list[dict[str, Any]]) -> str:
+def next_step(patches: list[PatchJSON]) -> str:
     """How to give the target's environment the patch the verdict holds with."""
     names = ", ".join(f"torchport-report/{name}" for name in patch_files(patches))
     return (

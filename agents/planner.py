@@ -26,6 +26,7 @@ from torchport.sandbox.safepath import read_inside
 from torchport.tools.findings import EntryPoint, ScanResult, work_counts
 
 if TYPE_CHECKING:
+    from .repair_records import PlanItem
     from .state import PlanRecord
 
 _PLACEHOLDER = re.compile(r"[$<>{}]|\.\.\.|/path/to|PATH_TO", re.IGNORECASE)
@@ -43,8 +44,8 @@ class Plan:
     not_runnable: str | None = None
     rejected: list[dict[str, str]] = field(default_factory=list)
     auto: int = 0
-    llm: list[dict[str, Any]] = field(default_factory=list)
-    manual: list[dict[str, Any]] = field(default_factory=list)
+    llm: list[PlanItem] = field(default_factory=list)
+    manual: list[PlanItem] = field(default_factory=list)
 
     def to_json(self) -> PlanRecord:
         # PlanRecord is this dataclass's fields by name, as the checkpoint holds them.
@@ -202,10 +203,12 @@ def make_plan(
     """Choose the entry command and sort the findings into auto, LLM and human work.
     ``entry_from``: where a given ``entry`` came from, as the plan says it (the flag, a
     variable, the repository's file: ``config_record.entry_reason``)."""
-    auto, llm, manual = 0, [], []
+    auto = 0
+    llm: list[PlanItem] = []
+    manual: list[PlanItem] = []
     for f in scan.findings:
         kind = f.fix[target]["kind"] if target in f.fix else "manual"
-        item = {
+        item: PlanItem = {
             "rule": f.rule,
             "path": f.path,
             "line": f.line,

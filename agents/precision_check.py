@@ -36,10 +36,11 @@ import math
 import tomllib
 from dataclasses import asdict, dataclass, field
 from functools import cache
-from typing import Any
+from typing import cast
 
-from .run_record import RunRecord
+from .run_record import OUTPUT_STATS, OutputStats, RunRecord
 from .verdicts import Verdict
+from .verification_records import DefaultCheckRecord
 
 # What verification run (a) pins on every emulated device: exact float32 matmuls.
 HIGHEST = "highest"
@@ -130,8 +131,8 @@ class DefaultCheck:
     matmul_ops: int = 0
     per_step: list[dict[str, float]] = field(default_factory=list)
 
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+    def to_json(self) -> DefaultCheckRecord:
+        return cast("DefaultCheckRecord", asdict(self))
 
 
 def _fall(losses: list[float]) -> float:
@@ -187,10 +188,10 @@ def _same_failure(highest: RunRecord, default: RunRecord) -> bool:
     return all(first.get(k) == second.get(k) for k in where) and first.get("type") is not None
 
 
-def _output_pairs(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> list[tuple[float, float]]:
+def _output_pairs(a: list[OutputStats], b: list[OutputStats]) -> list[tuple[float, float]]:
     pairs = []
     for x, y in zip(a, b, strict=False):
-        for key in ("mean", "std", "abs_max"):
+        for key in OUTPUT_STATS:
             pairs.append((float(x.get(key, 0.0)), float(y.get(key, 0.0))))
     return pairs
 

@@ -31,6 +31,7 @@ from torchport.tools.atomicfile import atomic_write
 
 from .defaults import VERIFY_STEPS
 from .run_record import RunRecord
+from .trace_records import TraceSpec
 from .verdicts import FailureKind
 
 
@@ -74,7 +75,7 @@ def run_program(
     record_sites: tuple[str, ...] = (),
     matmul_precision: str | None = None,
     launch_step: bool = False,
-    trace: dict[str, Any] | None = None,
+    trace: TraceSpec | None = None,
 ) -> RunRecord:
     """One sandboxed run as plain data (a harness that cannot start is a failed run).
     ``matmul_precision``: pinned on the emulated device (``RunSpec``), or None;

@@ -18,7 +18,7 @@ from typing import Any
 from torchport.tools.catalogue import load_catalogue
 
 from . import kernel_lane, rewriter
-from .state import NextFix, State, scan_filters
+from .state import DiagnosisRecord, NextFix, State, scan_filters
 
 Tried = set[tuple[Any, Any, Any, Any]]
 
@@ -29,7 +29,7 @@ class RepairContext:
     LLM edit points at that edit (a parity failure has no frame of its own)."""
 
     state: State
-    found: dict[str, Any]
+    found: DiagnosisRecord
     tried: Tried
     llm_available: Callable[[], bool]  # asked lazily: the local model starts only if needed
     scratch: Path
@@ -63,7 +63,7 @@ def revisit_kernel_site(c: RepairContext) -> NextFix | None:
         return None
     if not c.llm_available():
         return None
-    request = kernel_lane.mismatch_request(dict(c.state), c.found)
+    request = kernel_lane.mismatch_request(c.state, c.found)
     return {"kind": "llm", "request": request} if request is not None else None
 
 
@@ -81,7 +81,7 @@ def revisit_llm_edit(c: RepairContext) -> NextFix | None:
             continue
         line = request["start_line"]
         if (c.found.get("signature"), edit["path"], line, "llm") not in c.tried:
-            c.found.update(file=edit["path"], line=line)
+            c.found["file"], c.found["line"] = edit["path"], line
             c.found["cause"] = f"{c.found.get('cause')}; revisiting the LLM's edit there"
             return {"kind": "llm", "request": request}
     return None

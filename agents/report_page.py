@@ -25,6 +25,7 @@ from torchport.tools.safetext import markdown_code, markdown_text
 
 from . import config_record
 from .project_config import KEYS
+from .report_record import ReportRecord
 
 NOT_VERIFIED = "verification was not run (--no-verify)"
 MAX_SHOWN_BYTES = 2 << 20  # a file shown only for a note: larger is listed, not shown
@@ -45,7 +46,7 @@ LATER = (
 def html_report(
     settings: Mapping[str, Any],
     result: Any,
-    record: dict[str, Any],
+    record: ReportRecord,
     parts: dict[str, list[str]],
     images: dict[str, bytes],
 ) -> str:
@@ -104,7 +105,7 @@ def _unchanged_files(source: Path, notes: list[Note], changed: set[str]) -> dict
     return texts
 
 
-def _lead(settings: Mapping[str, Any], record: dict[str, Any], summary: list[str]) -> list[Section]:
+def _lead(settings: Mapping[str, Any], record: ReportRecord, summary: list[str]) -> list[Section]:
     # the reason is the page's first line already; the sandbox has a section of its own
     facts = [line for line in summary[2:] if not line.startswith(("- sandbox (", "- why: "))]
     sandbox = [line for line in summary if line.startswith("- sandbox (")]
@@ -143,7 +144,7 @@ def settings_table(settings: Mapping[str, Any]) -> list[str]:
 
 
 def _later(
-    record: dict[str, Any], data: dict[str, Any], parts: dict[str, list[str]]
+    record: ReportRecord, data: dict[str, Any], parts: dict[str, list[str]]
 ) -> list[Section]:
     sections = [
         Section(anchor, title, "\n".join(_body(parts[key])))
@@ -167,7 +168,7 @@ def _body(lines: list[str]) -> list[str]:
     return lines
 
 
-def _run_time(record: dict[str, Any], summary: dict[str, Any]) -> list[str]:
+def _run_time(record: ReportRecord, summary: dict[str, Any]) -> list[str]:
     return [
         f"- the whole run: {record.get('elapsed_s', 0)} s, {record.get('iterations', 0)} "
         f"verification round(s); the codemods: {summary.get('elapsed_s', 0)} s",

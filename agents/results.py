@@ -7,11 +7,19 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any
+from typing import Any, cast
 
 from .comparison import Parity
-from .run_record import RunRecord
+from .kernel_records import KernelCheckRecord
+from .run_record import RepairJSON, RunRecord
 from .verdicts import Reason
+from .verification_records import (
+    DivergenceRecord,
+    PatchJSON,
+    PrecisionRecord,
+    Timings,
+    VerificationRecord,
+)
 
 
 @dataclass
@@ -26,10 +34,10 @@ class Verification:
     # What a verdict holds only up to: "both runs then fail the same way at train.py:41: ..."
     caveat: str = ""
     # Where the verification's wall time went (verify_pair.timings); empty when nothing ran
-    timings: dict[str, Any] = field(default_factory=dict)
+    timings: Timings = field(default_factory=lambda: Timings())
     # The differential check at the kernel call sites the migration replaced
     # (agents.kernel_check); None when it replaced none
-    kernel_check: dict[str, Any] | None = None
+    kernel_check: KernelCheckRecord | None = None
     # The policy torchport would have chosen (``policy`` may be one the configuration named)
     own_policy: str = ""
     # What the verdict was judged under that is looser than torchport's defaults, and who
@@ -41,27 +49,27 @@ class Verification:
     # The two precision checks of a port (agents.precision_check): "highest" (the port
     # against the original, exact float32 matmuls) and "default" (the TPU's own arithmetic
     # against "highest", or why it was not run); None when the migration was not run
-    precision: dict[str, Any] | None = None
+    precision: PrecisionRecord | None = None
     # What of torchport's was on a failing run's path (agents.attribution), when something
     # was: the failure is then not the program's, and ``reason`` says so first
     attribution: dict[str, str] | None = None
     # The original's lines repaired for current PyTorch, as the port has them
     # (agents.legacy_repair): each a dict of ``Repair``
-    legacy_repairs: list[dict[str, Any]] = field(default_factory=list)
+    legacy_repairs: list[RepairJSON] = field(default_factory=list)
     # Files of installed libraries the port ran with ported (agents.library_patch): each a
     # dict of ``Patch``; the verdict holds only with them
-    library_patches: list[dict[str, Any]] = field(default_factory=list)
+    library_patches: list[PatchJSON] = field(default_factory=list)
     # What the user can do next (the attribution's step, or the diagnosed signature's hint)
     next_step: str = ""
     # Where a port whose losses differ first computes something else (agents.divergence:
     # ``Divergence`` as a dict), or why that could not be found; None when not looked for
-    divergence: dict[str, Any] | None = None
+    divergence: DivergenceRecord | None = None
     # What ``reason`` says, as a stable code (``Reason``): what behaviour and tests key on
     code: str = Reason.NONE
 
-    def to_json(self) -> dict[str, Any]:
-        """The record the graph checkpoints and the report writes (``VerificationRecord``)."""
-        return asdict(self)
+    def to_json(self) -> VerificationRecord:
+        """The record the graph checkpoints and the report writes."""
+        return cast("VerificationRecord", asdict(self))
 
     @classmethod
     def from_json(cls, record: Mapping[str, Any]) -> Verification:

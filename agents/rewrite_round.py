@@ -12,11 +12,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from torchport.tools.repowalk import exclude_spec, is_excluded
 
 from . import kernel_lane, rewriter
+from .repair_records import RepairBrief, RepairRecord, RepairRequestRecord
+from .site_records import SiteCalls
 from .state import AgentEdit, Settings, decision, scan_filters
 
 
@@ -26,12 +28,12 @@ class RewriteRound:
     settings: Settings
     scratch: Path
     overlay: dict[str, str] | None
-    usage: dict[str, Any]
+    usage: dict[str, float]  # the LLM's tally so far (llm.client.Usage.to_json)
     client: Any = None  # LLMClient, or None when no LLM is configured or none is needed
     log: list[dict[str, Any]] = field(default_factory=list)
     agent_edits: list[AgentEdit] = field(default_factory=list)
     # how the original called its kernel sites (its reference run), once it has run
-    kernel_calls: list[dict[str, Any]] = field(default_factory=list)
+    kernel_calls: list[SiteCalls] = field(default_factory=list)
     kernel_files: set[str] = field(default_factory=set)  # files of kernel sites asked about
     scan_file: str | None = None  # the plan's scan (State.plan_scan), which the codemods read
 
@@ -58,7 +60,7 @@ class RewriteRound:
         """A file the run leaves alone (``exclude``): no model edits it either."""
         return is_excluded(exclude_spec(self.settings.get("exclude") or ()), rel)
 
-    def ask_llm(self, request: dict[str, Any], why: str) -> None:
+    def ask_llm(self, request: RepairRequestRecord, why: str) -> None:
         if self.excluded(request["path"]):
             excluded = decision("rewrite", "LLM not asked: excluded file", path=request["path"])
             self.log.append(excluded)
@@ -80,8 +82,8 @@ class RewriteRound:
             self.overlay = before
             rewriter.reject(record, f"edited an excluded file: {', '.join(strayed)}")
         self.usage = add_usage(self.usage, record["usage"])
-        made = ({**e, "by": "llm", "for": why} for e in record["edits"])
-        self.agent_edits.extend(cast(AgentEdit, edit) for edit in made)  # the repair's JSON
+        made: list[AgentEdit] = [{**e, "by": "llm", "for": why} for e in record["edits"]]
+        self.agent_edits.extend(made)
         self.log.append(decision("rewrite", f"LLM {record['status']}", **_brief(record)))
 
     def ask_llm_about_constructs(self, limit: int, say: Any) -> None:
@@ -139,11 +141,11 @@ class RewriteRound:
             self.overlay = pruned
 
 
-def tokens(usage: dict[str, Any]) -> int:
+def tokens(usage: Mapping[str, float]) -> int:
     return int(usage.get("prompt_tokens", 0)) + int(usage.get("completion_tokens", 0))
 
 
-def add_usage(total: dict[str, Any], more: dict[str, Any]) -> dict[str, Any]:
+def add_usage(total: Mapping[str, float], more: Mapping[str, float]) -> dict[str, float]:
     out = dict(total)
     for key, value in (more or {}).items():
         if isinstance(value, int | float):
@@ -151,7 +153,7 @@ def add_usage(total: dict[str, Any], more: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _brief(record: dict[str, Any]) -> dict[str, Any]:
+def _brief(record: RepairRecord) -> RepairBrief:
     return {
         "path": record["request"]["path"],
         "lines": [record["request"]["start_line"], record["request"]["end_line"]],

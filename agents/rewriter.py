@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import asdict
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import libcst as cst
 from torchport.sandbox import astparse
@@ -33,7 +33,8 @@ from torchport.tools.report.counts import count_constructs
 from torchport.tools.scanner import ScanOptions, scan
 
 from .defaults import MAX_TURNS
-from .state import AgentEdit, scan_filters
+from .repair_records import CodemodSummary, PlanItem, RepairRecord, RepairRequestRecord
+from .state import AgentEdit, DiagnosisRecord, scan_filters
 from .workspace import changed_files, materialize, python_sources
 
 if TYPE_CHECKING:
@@ -76,7 +77,7 @@ def codemods(
     filters: Mapping[str, tuple[str, ...]] | None = None,
     safe_only: bool = False,
     scan_file: str | None = None,
-) -> tuple[dict[str, str], dict[str, Any]]:
+) -> tuple[dict[str, str], CodemodSummary]:
     """The catalogue's automatic fixes for ``target``: the first overlay and a summary;
     ``filters`` (``state.scan_filters``) are the rules and files the run leaves alone;
     ``scan_file`` the plan's scan (``State.plan_scan``), read instead of scanning again.
@@ -87,7 +88,7 @@ def codemods(
     )
     overlay = {c.path: c.after for c in result.changes}
     totals = count_constructs(result).totals()
-    summary = {
+    summary: CodemodSummary = {
         "edits": len(result.edits),
         "files": sorted(overlay),
         "converted": totals["converted"],
@@ -133,12 +134,12 @@ def llm_repair(
     source: Path,
     overlay: dict[str, str],
     work: Path,
-    request: dict[str, Any],
+    request: RepairRequestRecord,
     *,
     max_turns: int = MAX_TURNS,
     max_tokens: int | None = None,
     verify: Any = None,
-) -> tuple[dict[str, str], dict[str, Any]]:
+) -> tuple[dict[str, str], RepairRecord]:
     """One LLM repair in a scratch copy; returns the new overlay and the repair's record."""
     from .llm.repair import RepairRequest, repair
     from .llm.toolbox import Workspace
@@ -156,14 +157,14 @@ def llm_repair(
         # A small local model does better rewriting a given span than driving tools.
         protocol="span" if getattr(client.config, "local", False) else "tools",
     )
-    record = {
+    record: RepairRecord = {
         "request": request,
         "status": outcome.status,
         "summary": outcome.summary,
         "turns": outcome.turns,
         "usage": outcome.usage,
         "error": outcome.error,
-        "edits": [asdict(e) for e in outcome.edits],
+        "edits": [cast("AgentEdit", asdict(e)) for e in outcome.edits],
     }
     if not outcome.edits or outcome.status not in ("edited",):
         return overlay, record
@@ -177,8 +178,8 @@ def llm_repair(
 
 
 def _guarded(
-    source: Path, overlay: dict[str, str], work: Path, touched: set[str], record: dict[str, Any]
-) -> tuple[dict[str, str], dict[str, Any]]:
+    source: Path, overlay: dict[str, str], work: Path, touched: set[str], record: RepairRecord
+) -> tuple[dict[str, str], RepairRecord]:
     """The overlay with an edit's files, their imports settled, unless the semantic guard
     refuses what it did (then the overlay as it was and the record says why)."""
     updated = dict(overlay)
@@ -198,9 +199,9 @@ def _guarded(
     return updated, record
 
 
-def reject(record: dict[str, Any], why: str) -> dict[str, Any]:
+def reject(record: RepairRecord, why: str) -> RepairRecord:
     """Mark a repair's record as refused, with why; its edits are kept as rejected ones."""
-    record.update(status="rejected", error=why)
+    record["status"], record["error"] = "rejected", why
     record["rejected_edits"], record["edits"] = record["edits"], []
     return record
 
@@ -321,7 +322,7 @@ def llm_constructs(
     work: Path,
     settings: Mapping[str, Any],
     refused: Refusals | None = None,
-) -> list[dict[str, Any]]:
+) -> list[PlanItem]:
     """The catalogue's ``llm`` constructs in the current migration, bottom-up per file, and
     the ``auto`` ones the codemods refused (``refused``), each with the reason as its hint:
     a model may port what a rule cannot say is the same, and the verifier checks it."""
@@ -333,7 +334,7 @@ def llm_constructs(
         target=target, select=select, skip=left_alone["skip"], exclude=left_alone["exclude"]
     )
     scanned = scan(work, options)
-    items = []
+    items: list[PlanItem] = []
     for f in scanned.findings:
         kind, hint = f.fix[target]["kind"], f.fix[target]["hint"]
         why = (refused or {}).get((f.path, f.rule, f.snippet.strip()))
@@ -387,7 +388,7 @@ def cuda_only_modules() -> tuple[str, ...]:
     )
 
 
-def construct_request(item: dict[str, Any], target: str) -> dict[str, Any]:
+def construct_request(item: PlanItem, target: str) -> RepairRequestRecord:
     """A catalogue finding marked ``llm`` as a repair request: exactly its lines.
 
     Only the rule's one-line hint goes with it: a small model shown a doc page's
@@ -435,7 +436,7 @@ def _is_import(line: str) -> bool:
 
 def edit_request(
     edit: AgentEdit, overlay: dict[str, str], verification: Mapping[str, Any], target: str
-) -> dict[str, Any] | None:
+) -> RepairRequestRecord | None:
     """Revisit an earlier LLM edit after a parity failure, showing what it replaced.
 
     The edit is found again by its text (later edits and pruned imports moved its
@@ -476,8 +477,8 @@ def edit_span(edit: AgentEdit, text: str | None) -> tuple[int, int] | None:
 
 
 def failure_request(
-    diagnosis: dict[str, Any], verification: Mapping[str, Any], target: str
-) -> dict[str, Any] | None:
+    diagnosis: DiagnosisRecord, verification: Mapping[str, Any], target: str
+) -> RepairRequestRecord | None:
     """A verifier failure as a repair request, when it points at a file of the program."""
     path, line = diagnosis.get("file"), diagnosis.get("line")
     if not path or not line:

@@ -8,7 +8,11 @@ records whose shape the harness does not fix (counters, per-rank rows) stay mapp
 
 from __future__ import annotations
 
-from typing import Any, TypedDict
+from collections.abc import Sequence
+from typing import Any, Literal, TypedDict
+
+from .site_records import SiteCalls, SiteCheckReport
+from .trace_records import TraceReport
 
 
 class FrameRecord(TypedDict, total=False):
@@ -17,7 +21,7 @@ class FrameRecord(TypedDict, total=False):
     file: str
     line: int | None
     function: str | None
-    code: str
+    code: str | None  # None: a frame found by name, without its source line
 
 
 class ErrorRecord(TypedDict, total=False):
@@ -29,6 +33,33 @@ class ErrorRecord(TypedDict, total=False):
     traceback: str
 
 
+class RepairJSON(TypedDict):
+    """One failure of the original repaired (``legacy_repair.Repair.to_json``); tuples in
+    the process, lists once read back from a checkpoint."""
+
+    signature: str
+    path: str
+    line: int
+    expressions: Sequence[str]
+    before: str
+    after: str
+    lines: Sequence[tuple[str, int]]
+    port_lines: Sequence[tuple[str, int, str, str]]
+
+
+class OutputStats(TypedDict, total=False):
+    """One output of an inference program (``sandbox.budget.summarize``)."""
+
+    shape: list[int]
+    mean: float
+    std: float
+    abs_max: float
+
+
+# The statistics two outputs are compared by (sandbox.channel_schema.SUMMARY_FIELDS).
+OUTPUT_STATS: tuple[Literal["mean", "std", "abs_max"], ...] = ("mean", "std", "abs_max")
+
+
 class RunRecord(TypedDict, total=False):
     """One run of a program (``sandbox.harness.RunResult.to_json``), plus what the agents add:
     ``cached`` (read from the reference cache), ``legacy_repairs`` (``agents.legacy_repair``)."""
@@ -38,7 +69,7 @@ class RunRecord(TypedDict, total=False):
     losses: list[float]
     steps: int
     forwards: int
-    outputs: list[dict[str, Any]]
+    outputs: list[OutputStats]
     counters: dict[str, Any]
     error: ErrorRecord | None
     stopped: str | None
@@ -57,11 +88,11 @@ class RunRecord(TypedDict, total=False):
     command_rewrites: list[dict[str, str]]
     command_kept: list[dict[str, str]]
     phases: dict[str, float]
-    kernel_site_calls: list[dict[str, Any]]
-    site_check: dict[str, Any]
-    module_trace: dict[str, Any]
+    kernel_site_calls: list[SiteCalls]
+    site_check: SiteCheckReport
+    module_trace: TraceReport
     cached: bool
-    legacy_repairs: list[dict[str, Any]]
+    legacy_repairs: list[RepairJSON]
 
 
 def failed_with(

@@ -10,7 +10,9 @@ from __future__ import annotations
 import operator
 from typing import Annotated, Any, Literal, TypedDict
 
+from .repair_records import AgentEdit, PlanItem, RepairRequestRecord
 from .run_record import EnvironmentRecord, RunRecord
+from .verification_records import VerificationRecord
 
 
 class Settings(TypedDict, total=False):
@@ -59,44 +61,27 @@ class PlanRecord(TypedDict, total=False):
     not_runnable: str | None  # why nothing can be run (then no verification)
     rejected: list[dict[str, str]]
     auto: int  # findings the codemods fix
-    llm: list[dict[str, Any]]  # findings for the LLM
-    manual: list[dict[str, Any]]  # findings for a human
-
-
-class VerificationRecord(TypedDict, total=False):
-    """The verifier's ``Verification`` as checkpointed (``Verification.to_json``)."""
-
-    verdict: str  # verified, failed, not-runnable, ...
-    reason: str
-    policy: str
-    parity: dict[str, Any] | None
-    reference: dict[str, Any] | None
-    target: dict[str, Any] | None
-    failure: dict[str, Any] | None  # the failing target run, what diagnose reads
-    caveat: str
-    kernel_check: dict[str, Any] | None  # the differential check at the kernel call sites
-    code: str  # the reason as a stable code (verdicts.Reason)
+    llm: list[PlanItem]  # findings for the LLM
+    manual: list[PlanItem]  # findings for a human
 
 
 FixKind = Literal["rules", "llm", "constructs"]
 
-# An edit beyond the codemods (``llm.toolbox.EditRecord.to_json``), with who made it and
-# for what (``for`` is a keyword, hence the functional form).
-AgentEdit = TypedDict(
-    "AgentEdit",
-    {
-        "path": str,
-        "start_line": int,
-        "end_line": int,
-        "before": str,
-        "after": str,
-        "reason": str,
-        "tool": str,
-        "by": str,  # llm
-        "for": str,  # the construct or failure the model was asked about
-    },
-    total=False,
-)
+
+class DiagnosisRecord(TypedDict, total=False):
+    """``diagnose.Diagnosis.to_json``: what went wrong in a run and who should fix it."""
+
+    signature: str
+    cause: str
+    rules: list[str]
+    action: str  # rules | llm | human | none
+    file: str | None
+    line: int | None
+    evidence: str
+    hint: str
+    target: str
+    matched_in: str
+    limitation: bool
 
 
 class NextFix(TypedDict, total=False):
@@ -110,7 +95,7 @@ class NextFix(TypedDict, total=False):
     kind: FixKind
     rules: list[str]
     files: dict[str, str]
-    request: dict[str, Any]
+    request: RepairRequestRecord
     items: int
 
 
@@ -128,19 +113,19 @@ class State(TypedDict, total=False):
     settings: Settings
     plan: PlanRecord
     plan_scan: str | None  # the file in the run's folder holding the plan's scan (save_scan)
-    overlay: dict[str, str]  # repo-relative path -> migrated text, changed files only
+    overlay: dict[str, str] | None  # repo-relative path -> migrated text, changed files only
     iteration: int  # verify rounds done
     reference: RunRecord | None  # the original's run, made once
     environment: EnvironmentRecord | None  # the dependency overlay the runs use, made once
     verification: VerificationRecord | None  # the latest verdict
-    diagnosis: dict[str, Any] | None  # diagnose.Diagnosis.to_json
+    diagnosis: DiagnosisRecord | None
     next_fix: NextFix | None  # what the rewriter should try next
     decisions: Annotated[list[dict[str, Any]], operator.add]  # every node's choices, in order
     agent_edits: list[AgentEdit]  # edits beyond the codemods, in the current overlay
     # The best migration so far (overlay, agent_edits, verification, rank): a repair that
     # makes things worse is undone, and the report delivers the best, not the last.
     best: Best | None
-    llm_usage: dict[str, Any]
+    llm_usage: dict[str, float]  # llm.client.Usage.to_json: calls, tokens, retries, seconds
     elapsed_s: Annotated[float, operator.add]
     outcome: str  # the final verdict
 

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from torchport.sandbox.harness import RunError, torchrun_parts
 from torchport.sandbox.modes import EMULATED
@@ -63,10 +63,12 @@ from .reference_runs import (
     tree_digest,
 )
 from .results import Verification
-from .run_record import EnvironmentRecord, ErrorRecord, FrameRecord, RunRecord, failed_with
+from .run_record import EnvironmentRecord, ErrorRecord, RunRecord, failed_with
 from .tolerance import POLICY_FIELDS, Policy, choose_policy, policies, policies_for
+from .trace_records import TraceSpec
 from .unimportable import unimportable_port
 from .verdicts import FailureKind, Reason, Verdict, failure_kind
+from .verification_records import DivergenceRecord, HighestSummary
 
 # Where callers have always found them; each lives in the module of its job.
 __all__ = [
@@ -209,14 +211,14 @@ def _with_divergence(
         sides = ((source, "reference", None), (tree, mode, exact))
         names = ("original", "port")
     else:  # the port against itself: exact float32 matmuls, then the TPU's own
-        rows = ((v.precision or {}).get("default") or {}).get("per_step") or []
+        rows = v.precision["default"]["per_step"] if v.precision else []
         policy, step = fp32, first_step_apart(rows, fp32, ("highest", "default")) or 1
         sides, names = ((tree, mode, exact), (tree, mode, None)), ("exact run", "default run")
     if step is None:
         return v
     say(f"verifying: tracing every module at step {step} on both sides")
 
-    def traced(root: Path, run_mode: str, precision: str | None, trace: dict) -> RunRecord:
+    def traced(root: Path, run_mode: str, precision: str | None, trace: TraceSpec) -> RunRecord:
         up_to_k = replace(limits, steps=step + 1)  # the same forward budget as the runs compared
         return run_program(
             root, argv, run_mode, up_to_k, (), None, site_paths, (), precision, False, trace
@@ -231,7 +233,7 @@ def _with_divergence(
     return _told_divergence(v, found, mode)
 
 
-def _told_divergence(v: Verification, found: dict[str, Any], mode: str) -> Verification:
+def _told_divergence(v: Verification, found: DivergenceRecord, mode: str) -> Verification:
     """The divergence in the reason and in the failure diagnosis reads (a port line as
     its frame), and the next step the diagnosis then gives."""
     v.divergence = found
@@ -367,19 +369,15 @@ def with_precision_checks(
     return v, again
 
 
-def _highest_summary(v: Verification) -> dict[str, Any]:
+def _highest_summary(v: Verification) -> HighestSummary:
     """Check (a) as the report shows it beside check (b): the port, with every float32
     matmul exact, against the original under the verdict's policy."""
     parity = v.parity
-    summary: dict[str, Any] = {"matmul_precision": precision_check.HIGHEST, "policy": v.policy}
+    summary: HighestSummary = {"matmul_precision": precision_check.HIGHEST, "policy": v.policy}
     if parity is not None:
-        summary.update(
-            compared=parity.compared,
-            steps=parity.steps,
-            max_abs=parity.max_abs,
-            max_rel=parity.max_rel,
-            holds=parity.holds,
-        )
+        summary["compared"], summary["steps"] = parity.compared, parity.steps
+        summary["max_abs"], summary["max_rel"] = parity.max_abs, parity.max_rel
+        summary["holds"] = parity.holds
     return summary
 
 
@@ -490,8 +488,7 @@ def with_kernel_check(
             losses = f"; the program's {v.parity.steps} losses {held}"
         v.verdict = Verdict.FAILED
         v.code, v.reason = Reason.KERNEL_MISMATCH, checked.reason + losses
-        frame = cast("FrameRecord | None", checked.frame)  # kernel_check's own frame record
-        v.failure = failed_with(target, FailureKind.KERNEL_MISMATCH, checked.reason, frame)
+        v.failure = failed_with(target, FailureKind.KERNEL_MISMATCH, checked.reason, checked.frame)
         return v
     v.reason += f"; {checked.reason}"
     return v

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from .run_record import RunRecord
+from .verification_records import RunTiming, Timings
 
 MEMINFO = Path("/proc/meminfo")
 # The harness's phases (sandbox.harness.PHASES) that are start-up, before the program.
@@ -138,9 +139,9 @@ def serialised(say: Callable[[str], None]) -> Callable[[str], None]:
     return locked
 
 
-def run_timing(result: RunRecord, seconds: float) -> dict[str, Any]:
+def run_timing(result: RunRecord, seconds: float) -> RunTiming:
     """One run's wall time in the verification, its phases and their start-up total."""
-    timing: dict[str, Any] = {"seconds": round(seconds, 3)}
+    timing: RunTiming = {"seconds": round(seconds, 3)}
     phases = dict(result.get("phases") or {})
     if phases:
         timing["start_up_s"] = round(sum(phases.get(name, 0.0) for name in START_UP), 3)
@@ -155,7 +156,7 @@ def timings(
     total_s: float,
     plan: Schedule,
     again: tuple[RunRecord, float] | None = None,
-) -> dict[str, Any]:
+) -> Timings:
     """The verdict's ``timings``: its fields are documented and checked in
     ``tests/data/verification.schema.json``. ``reference_source`` is ``run`` (run
     now), ``cache`` (read from the disk cache) or ``given`` (by an earlier round).

@@ -21,6 +21,7 @@ from .environment import prepare_environment
 from .run_record import EnvironmentRecord, RunRecord
 from .state import PlanRecord
 from .verdicts import Reason, Verdict
+from .verification_records import PatchJSON
 from .workspace import materialize
 
 MAX_PATCHED = library_patch.MAX_FILES
@@ -113,7 +114,7 @@ def _library_patched(
     patched = scratch / library_patch.SITE
     shutil.rmtree(patched, ignore_errors=True)  # an earlier round's copies
     patched_env: EnvironmentRecord = {**environment, "patched_site": str(patched)}
-    patches: list[dict[str, Any]] = []
+    patches: list[PatchJSON] = []
     current = v
     while len(patches) < MAX_PATCHED:
         inside = library_patch.failing_file(current.failure or {}, target, sites)

@@ -20,7 +20,9 @@ from torchport.tools.catalogue import TARGETS, load_catalogue
 from torchport.tools.safetext import terminal_line, terminal_text
 
 if TYPE_CHECKING:
+    from torchport.agents.report_record import ReportRecord
     from torchport.agents.state import State
+    from torchport.agents.verification_records import VerificationRecord
     from torchport.tools.migration_result import MigrationResult
 
 from .options import (
@@ -237,7 +239,7 @@ def _print(
     args: argparse.Namespace,
     final: State,
     migration_result: Callable[[State], MigrationResult],
-    record: Callable[[State, str], dict[str, Any]],
+    record: Callable[[State, str], ReportRecord],
 ) -> int:
     from torchport.agents import config_record
     from torchport.agents.deliver import sandbox_used
@@ -275,7 +277,7 @@ def _print(
         print(f"{result.target}: {one_line_summary(result)}{llm}")
         if settings.get(config_record.KEY):  # a run resumed from before it was kept: none
             print(terminal_line(config_record.summary(settings[config_record.KEY])))
-        v: Mapping[str, Any] = final.get("verification") or {}
+        v: VerificationRecord = final.get("verification") or {}
         reason = f" — {terminal_line(v['reason'])}" if v.get("reason") else ""
         print(f"verdict: {terminal_line(verdict)}{reason}")
         if v.get("next_step"):

@@ -21,7 +21,9 @@ from typing import Any
 
 from torchport.agents import verifier
 from torchport.agents.reference_runs import RunLimits
+from torchport.agents.repair_records import RepairRequestRecord
 from torchport.agents.verdicts import Reason, Verdict
+from torchport.agents.verification_records import VerificationRecord
 from torchport.sandbox import astparse
 from torchport.sandbox.modes import EMULATED
 
@@ -44,7 +46,7 @@ class Migration:
 
 def verify_tree(
     task: Task, tree: Path, target: str, limits: RunLimits, cache: Path, preload: tuple = ()
-) -> dict[str, Any]:
+) -> VerificationRecord:
     """The verifier's verdict for a migrated tree, against the task's original."""
     verification, _ = verifier.verify_tree(
         task.repo, tree, list(task.entry), target, limits, cache, preload
@@ -147,7 +149,7 @@ def llm_only(task: Task, target: str, out: Path, limits: RunLimits, cache: Path)
             reverse=True,
         )
         for start, end in spans:
-            request = {
+            request: RepairRequestRecord = {
                 "kind": "construct",
                 "target": target,
                 "path": rel,

@@ -14,7 +14,7 @@ import json
 import shutil
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -113,7 +113,7 @@ class RunSpec:
     lower_args: bool = True
     # sandbox.module_trace's settings ({"step": k, "send_weights": bool, "weights": file}),
     # for the verifier's search for where a port first diverges; None: no trace
-    trace: dict[str, Any] | None = None
+    trace: Mapping[str, object] | None = None  # agents.trace_records.TraceSpec
 
     def __post_init__(self) -> None:
         """Limits that do not bound (zero steps, a NaN timeout, ...) are refused before the

@@ -25,10 +25,10 @@ from typing import Any, Protocol
 from torchport.sandbox.hostpython import spawn_children_safely
 
 from . import job
-from .job import JobSpec
+from .job import JobRecord, JobSpec
 
 Started = Callable[[JobSpec], None]
-Jobs = Generator[tuple[JobSpec, dict[str, Any]], None, None]  # closing it stops the jobs
+Jobs = Generator[tuple[JobSpec, JobRecord], None, None]  # closing it stops the jobs
 CLUSTER_EXTRA = "pip install 'torchport[cluster]'"
 
 

@@ -18,7 +18,7 @@ import traceback
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from torchport.agents import config_record, runs
 from torchport.sandbox.isolation import hide_own_secrets
@@ -70,7 +70,37 @@ def paths(out_dir: str | Path, name: str) -> dict[str, Path]:
     }
 
 
-def main(spec: JobSpec) -> dict[str, Any]:
+class JobOutcome(TypedDict):
+    """A finished run's part of its record (``outcome``)."""
+
+    verdict: str
+    reason: str
+    constructs: int
+    converted: int
+    converted_share: float | None
+    manual_items: int
+    advisories: int
+    llm_edits: int
+    llm_tokens: int
+    report: str | None  # the report folder, relative to DIR
+
+
+class JobRecord(JobOutcome):
+    """One repository's line of the batch (the journal, ``summary.json``): ``base_record``
+    and what its run filled in."""
+
+    name: str
+    source: str
+    ref: str | None
+    entry: str | None
+    commit: str | None
+    configuration: str | None
+    time_s: float
+    run_id: str | None
+    error: NotRequired[str]  # the traceback of a job that raised
+
+
+def main(spec: JobSpec) -> JobRecord:
     """The entry point of a job's own process: its output goes to DIR/logs/NAME.log."""
     hide_own_secrets()  # a fresh process (spawn, Ray): its environ holds the keys again
     log = paths(spec.out_dir, spec.name)["log"]
@@ -84,7 +114,7 @@ def main(spec: JobSpec) -> dict[str, Any]:
     return run_job(spec)
 
 
-def run_job(spec: JobSpec) -> dict[str, Any]:
+def run_job(spec: JobSpec) -> JobRecord:
     """Migrate one repository from scratch and return its record; never raises."""
     started = time.perf_counter()
     where = paths(spec.out_dir, spec.name)
@@ -108,7 +138,7 @@ def run_job(spec: JobSpec) -> dict[str, Any]:
         kept = given.get(config_record.KEY)
         record["configuration"] = portable(config_record.summary(kept), spec.out_dir)
     except Exception as exc:  # one repository's failure is its record, not the batch's end
-        record.update(verdict=Verdict.ERROR, reason=f"{type(exc).__name__}: {exc}")
+        record["verdict"], record["reason"] = Verdict.ERROR, f"{type(exc).__name__}: {exc}"
         record["error"] = traceback.format_exc(limit=8)
         print(record["error"], file=sys.stderr, flush=True)
     finally:
@@ -119,7 +149,7 @@ def run_job(spec: JobSpec) -> dict[str, Any]:
     return record
 
 
-def base_record(spec: JobSpec) -> dict[str, Any]:
+def base_record(spec: JobSpec) -> JobRecord:
     """A record before anything ran: also what a job that died without a word leaves."""
     return {
         "name": spec.name,
@@ -143,7 +173,7 @@ def base_record(spec: JobSpec) -> dict[str, Any]:
     }
 
 
-def crashed(spec: JobSpec, why: str) -> dict[str, Any]:
+def crashed(spec: JobSpec, why: str) -> JobRecord:
     """The record of a job whose process died (killed for memory, a crash in native code)."""
     return {**base_record(spec), "reason": why}
 
@@ -187,7 +217,7 @@ def project_settings(spec: JobSpec, source: Path) -> dict[str, Any]:
     return settings
 
 
-def outcome(final: Mapping[str, Any], migrated: Path, out_dir: str) -> dict[str, Any]:
+def outcome(final: Mapping[str, Any], migrated: Path, out_dir: str) -> JobOutcome:
     """The record's numbers for a finished run: verdict, constructs, what was converted."""
     # the report node's counts (deliver): the scan is for the target, so only what it needs
     written = next(d for d in reversed(final["decisions"]) if d.get("node") == "deliver")

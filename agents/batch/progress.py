@@ -14,6 +14,8 @@ from typing import Any, TextIO
 
 from torchport.tools.safetext import terminal_line
 
+from .job import JobRecord
+
 
 class Progress:
     """Use as a context manager; ``finished(record)`` after each repository."""
@@ -48,7 +50,7 @@ class Progress:
         if self._bar is not None:
             self._bar.__exit__(*exc)
 
-    def finished(self, record: dict[str, Any]) -> None:
+    def finished(self, record: JobRecord) -> None:
         self.done += 1
         what = terminal_line(f"{record['name']}: {record['verdict']}")
         if self._bar is not None:

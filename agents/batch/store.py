@@ -16,12 +16,13 @@ import fcntl
 import json
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from torchport.tools.atomicfile import atomic_write
 
+from .job import JobRecord
 from .sources import Source
 
 # What a finished record depends on: change one and the old records mean something else.
@@ -74,10 +75,10 @@ class Store:
         else:
             _atomic_json(self.identity_path, wanted)
 
-    def finished(self, sources: list[Source]) -> dict[str, dict[str, Any]]:
+    def finished(self, sources: list[Source]) -> dict[str, JobRecord]:
         """Records already on disk for these sources (a record made for another source, ref
         or entry command is stale: that repository is migrated again)."""
-        done = {}
+        done: dict[str, JobRecord] = {}
         for source in sources:
             path = self.results / f"{source.name}.json"
             try:
@@ -89,7 +90,7 @@ class Store:
                 done[source.name] = record
         return done
 
-    def save(self, record: dict[str, Any]) -> None:
+    def save(self, record: JobRecord) -> None:
         _atomic_json(self.results / f"{record['name']}.json", record)
 
     def journal(self) -> list[dict[str, Any]]:
@@ -119,7 +120,7 @@ class Store:
         finally:
             os.close(fd)
 
-    def reconcile(self, done: dict[str, dict[str, Any]]) -> None:
+    def reconcile(self, done: dict[str, JobRecord]) -> None:
         """Journal a finish the last batch saved but was killed before journaling."""
         logged = {e["name"] for e in self.journal() if e.get("event") == "finished"}
         for name in sorted(set(done) - logged):
@@ -130,6 +131,6 @@ def _ends_with_newline(fd: int) -> bool:
     return os.pread(fd, 1, os.fstat(fd).st_size - 1) == b"\n"
 
 
-def _atomic_json(path: Path, data: dict[str, Any]) -> None:
+def _atomic_json(path: Path, data: Mapping[str, object]) -> None:
     """A record a resumed batch trusts: its rename is made durable too."""
     atomic_write(path, json.dumps(data, indent=2, sort_keys=True) + "\n", sync_folder=True)

@@ -18,6 +18,7 @@ import csv
 import io
 import json
 from collections import Counter
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -50,7 +51,10 @@ FIELDS = (
 SETTINGS = ("target", "verify", "steps", "llm")
 
 
-def summarize(records: list[dict[str, Any]], settings: dict[str, Any]) -> dict[str, Any]:
+def summarize(
+    records: Sequence[Mapping[str, Any]],
+    settings: dict[str, Any],  # job.JobRecords, by field
+) -> dict[str, Any]:
     """The summary as data: settings, totals and one row per repository."""
     rows = [{k: r.get(k) for k in FIELDS} for r in sorted(records, key=lambda r: r["name"])]
     constructs = sum(r["constructs"] or 0 for r in rows)

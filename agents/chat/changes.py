@@ -10,11 +10,9 @@ are undone. Changes are plain dicts so they live in the session's checkpoint
 
 from __future__ import annotations
 
-from typing import Any
-
+from torchport.tools.report.hunks import Change, split
 from torchport.tools.report.hunks import lines as _lines
 from torchport.tools.report.hunks import opcodes as _opcodes
-from torchport.tools.report.hunks import split
 from torchport.tools.report.patch import file_patch
 from torchport.tools.safetext import terminal_line
 
@@ -22,7 +20,7 @@ __all__ = ["at_line", "current", "diff", "hunk", "map_line", "split"]
 
 
 def current(
-    base: dict[str, str], proposal: dict[str, str], changes: list[dict[str, Any]], undone: set[int]
+    base: dict[str, str], proposal: dict[str, str], changes: list[Change], undone: set[int]
 ) -> dict[str, str]:
     """The overlay the session stands for: the proposal with the undone changes reverted.
 
@@ -55,7 +53,7 @@ def diff(base: dict[str, str], overlay: dict[str, str], path: str | None = None)
     )
 
 
-def hunk(base: dict[str, str], proposal: dict[str, str], change: dict[str, Any]) -> str:
+def hunk(base: dict[str, str], proposal: dict[str, str], change: Change) -> str:
     """One change as diff lines: the original lines with ``-``, the proposed with ``+``."""
     i1, i2, j1, j2 = change["span"]
     a = _lines(base.get(change["path"], ""))
@@ -65,7 +63,7 @@ def hunk(base: dict[str, str], proposal: dict[str, str], change: dict[str, Any])
     return header + "".join(line if line.endswith("\n") else line + "\n" for line in body)
 
 
-def at_line(changes: list[dict[str, Any]], path: str | None, line: int) -> dict[str, Any] | None:
+def at_line(changes: list[Change], path: str | None, line: int) -> Change | None:
     """The change that covers ``line`` (original numbering) of ``path`` (any file if None)."""
     for c in changes:
         i1, i2, _, _ = c["span"]

@@ -14,7 +14,7 @@ import os
 import sys
 import webbrowser
 from pathlib import Path
-from typing import Any
+from typing import cast
 
 from torchport.tools.findings import is_advisory
 from torchport.tools.output.nofollow import write_text
@@ -24,16 +24,18 @@ from torchport.tools.report.linemap import line_map
 from torchport.tools.safetext import markdown_code
 
 from ..deliver import plot_files, verification_sections
+from ..repair_records import PlanItem
 from ..report_page import settings_table
+from ..report_record import ReportRecord
+from ..state import AgentEdit
 from ..verdicts import Verdict
+from ..verification_records import VerificationRecord
 from .state import ChatState
 
 NOT_VERIFIED = "not verified yet: /verify runs the original and the proposal"
 
 
-def notes_of(
-    items: list[dict[str, Any]], base: dict[str, str], overlay: dict[str, str]
-) -> list[Note]:
+def notes_of(items: list[PlanItem], base: dict[str, str], overlay: dict[str, str]) -> list[Note]:
     """The plan's items for a human, at the proposal's lines (as /report's table)."""
     maps = {rel: line_map(base[rel], overlay[rel]) for rel in overlay if rel in base}
     notes = []
@@ -47,7 +49,7 @@ def notes_of(
     return notes
 
 
-def _record(state: ChatState, verification: dict[str, Any]) -> dict[str, Any]:
+def _record(state: ChatState, verification: VerificationRecord) -> ReportRecord:
     """The verification in the shape verification.md is written from."""
     return {
         "run_id": state["session_id"],
@@ -57,17 +59,19 @@ def _record(state: ChatState, verification: dict[str, Any]) -> dict[str, Any]:
         "iterations": 1 if verification else 0,
         "plan": state.get("plan"),
         "decisions": [],
-        "agent_edits": [e for e in state.get("edits") or [] if e.get("by") == "llm"],
+        "agent_edits": [
+            cast("AgentEdit", e) for e in state.get("edits") or [] if e.get("by") == "llm"
+        ],
         "elapsed_s": 0.0,
     }
 
 
 def session_page(
-    state: ChatState, overlay: dict[str, str], items: list[dict[str, Any]], fresh: bool
+    state: ChatState, overlay: dict[str, str], items: list[PlanItem], fresh: bool
 ) -> str:
     """The page of the session's proposal; ``fresh``: the last /verify is of this overlay."""
     base = {rel: text for rel, text in (state.get("base") or {}).items() if rel in overlay}
-    v = dict(state.get("verification") or {}) if fresh else {}
+    v: VerificationRecord = {**(state.get("verification") or {})} if fresh else {}
     record = _record(state, v)
     parts = verification_sections(record) if v else {}
     settings = {

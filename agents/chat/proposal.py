@@ -14,12 +14,15 @@ from typing import Any
 from langgraph.types import interrupt
 from torchport.tools.catalogue import TARGETS
 from torchport.tools.report.counts import count_constructs
+from torchport.tools.report.hunks import Change
 from torchport.tools.sourcefile import read_exact
 
 from .. import config_record
 from ..defaults import DEFAULTS
+from ..repair_records import RepairRecord, RepairRequestRecord
 from ..state import scan_filters
 from ..verdicts import Verdict
+from ..verification_records import VerificationRecord
 from ..verify_step import verify_overlay
 from . import changes as ch
 from . import verify_args
@@ -82,7 +85,7 @@ def propose(
     }
 
 
-def migrate_node(state: ChatState, chat: ChatRuntime) -> dict[str, Any]:
+def migrate_node(state: ChatState, chat: ChatRuntime) -> ChatState:
     run_id = f"chat-{state['session_id']}"
     made = propose(
         Path(state["source"]),
@@ -122,15 +125,15 @@ def migrate_node(state: ChatState, chat: ChatRuntime) -> dict[str, Any]:
     }
 
 
-def undo(state: ChatState, chat: ChatRuntime) -> dict[str, Any]:
+def undo(state: ChatState, chat: ChatRuntime) -> ChatState:
     return _toggle(state, undo=True)
 
 
-def redo(state: ChatState, chat: ChatRuntime) -> dict[str, Any]:
+def redo(state: ChatState, chat: ChatRuntime) -> ChatState:
     return _toggle(state, undo=False)
 
 
-def target(state: ChatState, chat: ChatRuntime) -> dict[str, Any]:
+def target(state: ChatState, chat: ChatRuntime) -> ChatState:
     arg = state["command"].get("arg", "").strip()
     if not arg:
         emit("text", f"target: {state['target']} (choices: {', '.join(TARGETS)})")
@@ -152,7 +155,7 @@ def target(state: ChatState, chat: ChatRuntime) -> dict[str, Any]:
     }
 
 
-def verify(state: ChatState, chat: ChatRuntime) -> dict[str, Any]:
+def verify(state: ChatState, chat: ChatRuntime) -> ChatState:
     overlay = overlay_of(state)
     if not state.get("changes"):
         emit("text", "Nothing proposed yet: /migrate first.")
@@ -222,7 +225,7 @@ def _run_settings(state: ChatState, asked: verify_args.VerifyArgs) -> ChatState:
     return {"budget": budget, "entry": entry}
 
 
-def fix(state: ChatState, chat: ChatRuntime) -> dict[str, Any]:
+def fix(state: ChatState, chat: ChatRuntime) -> ChatState:
     from .. import rewriter
     from ..diagnose import diagnose
 
@@ -248,7 +251,7 @@ def fix(state: ChatState, chat: ChatRuntime) -> dict[str, Any]:
     return _adopt(state, client, overlay, repaired, record, found["signature"])
 
 
-def edit(state: ChatState, chat: ChatRuntime) -> dict[str, Any]:
+def edit(state: ChatState, chat: ChatRuntime) -> ChatState:
     from .. import rewriter
 
     where, _, instruction = state["command"].get("arg", "").strip().partition(" ")
@@ -270,7 +273,7 @@ def edit(state: ChatState, chat: ChatRuntime) -> dict[str, Any]:
     after = overlay.get(path, before)
     first = ch.map_line(before, after, int(start))
     last = ch.map_line(before, after, int(end or start))
-    request = {
+    request: RepairRequestRecord = {
         "kind": "instruction",
         "target": state["target"],
         "path": path,
@@ -285,7 +288,7 @@ def edit(state: ChatState, chat: ChatRuntime) -> dict[str, Any]:
     return _adopt(state, client, overlay, changed, record, "your request")
 
 
-def apply(state: ChatState, chat: ChatRuntime) -> dict[str, Any]:
+def apply(state: ChatState, chat: ChatRuntime) -> ChatState:
     overlay = overlay_of(state)
     if not overlay:
         emit("text", "Nothing to apply.")
@@ -354,7 +357,7 @@ def write_proposal(
     return written, refused
 
 
-def _diagnose(record: dict[str, Any], target: str) -> None:
+def _diagnose(record: VerificationRecord, target: str) -> None:
     """What the failure means, from the signatures the repair loop uses too."""
     from ..diagnose import diagnose
 
@@ -372,7 +375,7 @@ def _read(path: Path) -> str | None:
         return None
 
 
-def _toggle(state: ChatState, undo: bool) -> dict[str, Any]:
+def _toggle(state: ChatState, undo: bool) -> ChatState:
     """/undo and /redo: take changes back or put them back; by rule code, remember it."""
     verb = "undo" if undo else "redo"
     changes = state.get("changes") or []
@@ -407,9 +410,9 @@ def _adopt(
     client: Any,
     overlay: dict[str, str],
     changed: dict[str, str],
-    record: dict[str, Any],
+    record: RepairRecord,
     why: str,
-) -> dict[str, Any]:
+) -> ChatState:
     """An LLM edit of the current overlay becomes the new proposal, its hunks numbered anew."""
     usage = client.usage_snapshot().to_json()
     if changed == overlay:
@@ -438,7 +441,7 @@ def _adopt(
     }
 
 
-def _select(changes: list[dict[str, Any]], arg: str) -> list[dict[str, Any]]:
+def _select(changes: list[Change], arg: str) -> list[Change]:
     """``all``, ids (``3`` or ``3 5``), a rule code or prefix, or a file path."""
     if arg == "all":
         return list(changes)

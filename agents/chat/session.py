@@ -12,7 +12,6 @@ to the repository except by ``apply``, after the person said yes.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from langgraph.errors import GraphBubbleUp
 from langgraph.graph import END, START, StateGraph
@@ -25,7 +24,7 @@ from .events import emit
 from .slash_commands import BY_NAME, hidden, parse
 from .state import ChatRuntime, ChatState
 
-Node = Callable[[ChatState, ChatRuntime], dict[str, Any]]
+Node = Callable[[ChatState, ChatRuntime], ChatState]  # a node returns its update
 # One node a command (commands.COMMANDS), each a function of (state, chat runtime).
 NODES: dict[str, Node] = {
     "scan": views.scan_node,
@@ -47,7 +46,7 @@ NODES: dict[str, Node] = {
 assert set(NODES) == set(BY_NAME), "every command in commands.COMMANDS needs a node"
 
 
-def greet(state: ChatState, chat: ChatRuntime) -> dict[str, Any]:
+def greet(state: ChatState, chat: ChatRuntime) -> ChatState:
     """The banner of a new session; a resumed one has printed its own (``greeted``)."""
     if state.get("greeted"):
         return {}
@@ -62,7 +61,7 @@ def greet(state: ChatState, chat: ChatRuntime) -> dict[str, Any]:
     return {"greeted": True}
 
 
-def listen(state: ChatState, chat: ChatRuntime) -> dict[str, Any]:
+def listen(state: ChatState, chat: ChatRuntime) -> ChatState:
     line = interrupt({"kind": "input"})
     command = parse(str(line), hidden(chat.has_llm(state.get("llm", "none"))))
     if command["name"] == "none" and command.get("error"):
@@ -70,7 +69,7 @@ def listen(state: ChatState, chat: ChatRuntime) -> dict[str, Any]:
     return {"command": command}
 
 
-def ask(state: ChatState, chat: ChatRuntime) -> dict[str, Any]:
+def ask(state: ChatState, chat: ChatRuntime) -> ChatState:
     from .intent import interpret
 
     text = state["command"].get("text", "")
@@ -102,8 +101,8 @@ def build(runtime: ChatRuntime) -> StateGraph:
 
     # Callable[..., ...]: langgraph's node protocols bound their state to TypedDictLike, a
     # protocol mypy does not see a TypedDict class satisfy (graph._bound does the same).
-    def bind(node: Node) -> Callable[..., dict[str, Any]]:
-        def run(state: ChatState) -> dict[str, Any]:
+    def bind(node: Node) -> Callable[..., ChatState]:
+        def run(state: ChatState) -> ChatState:
             try:
                 return node(state, runtime)
             except (GraphBubbleUp, LLMSetupError):

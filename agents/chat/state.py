@@ -10,11 +10,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypedDict
 
+from torchport.tools.report.hunks import Change
 from torchport.tools.scanner import ScanOptions
 
 from .. import runs
 from ..run_record import RunRecord
 from ..state import PlanRecord, scan_filters
+from ..verification_records import VerificationRecord
 from . import changes as ch
 
 
@@ -31,19 +33,19 @@ class ChatState(TypedDict, total=False):
     plan: PlanRecord | None
     base: dict[str, str]  # original text of each file the proposal changes
     proposal: dict[str, str]  # proposed text of each changed file
-    changes: list[dict[str, Any]]
+    changes: list[Change]
     edits: list[dict[str, Any]]  # what made the proposal (codemod and LLM edits), for /diff
     undone: list[int]
     # Rule codes the person took back by code ("leave the profiler alone"): a later
     # /migrate proposes their changes already undone.
     kept_back: list[str]
-    verification: dict[str, Any] | None
+    verification: VerificationRecord | None
     verified: str | None  # digest of the overlay the verification is about
     reference: RunRecord | None  # the original's run (target independent)
     reference_of: str | None  # the command and budget it ran with (``run_key``)
     greeted: bool  # the session's banner was shown (a resumed session prints its own)
     applied: list[dict[str, Any]]
-    llm_usage: dict[str, Any]
+    llm_usage: dict[str, float]  # llm.client.Usage.to_json: calls, tokens, retries, seconds
 
 
 @dataclass

@@ -11,12 +11,14 @@ from typing import Any
 from torchport.tools.catalogue import load_catalogue
 from torchport.tools.catalogue.doc_sections import target_notes
 from torchport.tools.findings import is_advisory, work_line
+from torchport.tools.report.hunks import Change
 from torchport.tools.report.linemap import line_map
 from torchport.tools.safetext import terminal_line
 from torchport.tools.scanner import scan
 
 from .. import config_record
 from ..planner import make_plan, work_of
+from ..repair_records import PlanItem
 from ..state import PlanRecord
 from . import changes as ch
 from . import html_report
@@ -25,7 +27,7 @@ from .slash_commands import help_rows, hidden
 from .state import ChatRuntime, ChatState, digest, overlay_of, scan_options
 
 
-def scan_node(state: ChatState, chat: ChatRuntime) -> dict[str, Any]:
+def scan_node(state: ChatState, chat: ChatRuntime) -> ChatState:
     found = scan(Path(state["source"]), scan_options(state)).findings
     rows = [
         [f.rule, f"{f.path}:{f.line}", f.fix[state["target"]]["kind"], f.message] for f in found
@@ -34,7 +36,7 @@ def scan_node(state: ChatState, chat: ChatRuntime) -> dict[str, Any]:
     return {}
 
 
-def plan_node(state: ChatState, chat: ChatRuntime) -> dict[str, Any]:
+def plan_node(state: ChatState, chat: ChatRuntime) -> ChatState:
     p = plan_of(state)
     command = p.get("entry")
     entry = " ".join(command) if command else f"not runnable: {p.get('not_runnable')}"
@@ -54,7 +56,7 @@ def plan_of(state: ChatState) -> PlanRecord:
     return make_plan(source, found, state["target"], state.get("entry"), said).to_json()
 
 
-def diff_node(state: ChatState, chat: ChatRuntime) -> dict[str, Any]:
+def diff_node(state: ChatState, chat: ChatRuntime) -> ChatState:
     changes = state.get("changes") or []
     if not changes:
         emit("text", "Nothing proposed yet: /migrate first.")
@@ -75,7 +77,7 @@ def diff_node(state: ChatState, chat: ChatRuntime) -> dict[str, Any]:
     return {}
 
 
-def explain(state: ChatState, chat: ChatRuntime) -> dict[str, Any]:
+def explain(state: ChatState, chat: ChatRuntime) -> ChatState:
     arg = state["command"].get("arg", "").strip()
     rule = load_catalogue().get(arg.upper()) if arg else None
     if rule is not None:
@@ -110,14 +112,14 @@ def explain(state: ChatState, chat: ChatRuntime) -> dict[str, Any]:
     return {}
 
 
-def report(state: ChatState, chat: ChatRuntime) -> dict[str, Any]:
+def report(state: ChatState, chat: ChatRuntime) -> ChatState:
     changes = state.get("changes") or []
     undone = state.get("undone") or []
     overlay = overlay_of(state)
     v = state.get("verification") or {}
     fresh = state.get("verified") == digest(overlay) and v
     usage = state.get("llm_usage") or {}
-    rows = [
+    rows: list[list[Any]] = [
         ["repository", state["source"]],
         ["target", state["target"]],
         ["changes", f"{len(changes) - len(undone)} proposed, {len(undone)} undone"],
@@ -142,7 +144,7 @@ def report(state: ChatState, chat: ChatRuntime) -> dict[str, Any]:
     return {}
 
 
-def help_node(state: ChatState, chat: ChatRuntime) -> dict[str, Any]:
+def help_node(state: ChatState, chat: ChatRuntime) -> ChatState:
     if state["command"].get("error"):
         emit("error", state["command"]["error"])
     has_llm = chat.has_llm(state.get("llm", "none"))
@@ -158,12 +160,12 @@ def help_node(state: ChatState, chat: ChatRuntime) -> dict[str, Any]:
     return {}
 
 
-def quit_node(state: ChatState, chat: ChatRuntime) -> dict[str, Any]:
+def quit_node(state: ChatState, chat: ChatRuntime) -> ChatState:
     emit("text", f"Session saved. Resume with: torchport chat --resume {state['session_id']}")
     return {}
 
 
-def where(change: dict[str, Any]) -> str:
+def where(change: Change) -> str:
     """FILE:LINE of a change; one line however the file is named (a name may hold a
     newline, which would otherwise forge a line of the session's output)."""
     return f"{terminal_line(change['path'])}:{change['span'][0] + 1}"
@@ -174,30 +176,30 @@ def file_list(paths: Iterable[str]) -> str:
     return ", ".join(terminal_line(p) for p in sorted(paths))
 
 
-def made_by(change: dict[str, Any]) -> str:
+def made_by(change: Change) -> str:
     rules = ", ".join(change.get("rules") or [])
     return f"{change['by']} {rules}".strip()
 
 
-def list_changes(changes: list[dict[str, Any]], undone: set[int]) -> None:
+def list_changes(changes: list[Change], undone: set[int]) -> None:
     rows = [[c["id"], where(c), made_by(c), "undone" if c["id"] in undone else ""] for c in changes]
     if rows:
         title = "changes (/diff to see them, /undo N to take one back)"
         table(title, ["#", "where", "by", ""], rows)
 
 
-def _item_rows(items: list[dict[str, Any]]) -> list[list[Any]]:
+def _item_rows(items: list[PlanItem]) -> list[list[Any]]:
     return [[m.get("rule"), f"{m.get('path')}:{m.get('line')}", m.get("hint", "")] for m in items]
 
 
 def left_for_you(
-    items: list[dict[str, Any]], base: dict[str, str], overlay: dict[str, str]
+    items: list[PlanItem], base: dict[str, str], overlay: dict[str, str]
 ) -> tuple[list[list[Any]], list[list[Any]]]:
     """/report's rows: what is left for a human, then the performance advisories (as
     manual.md: ``ADVISORY_CATEGORY``), each at its line in the proposed file with the
     original's beside it; one row per rule and line (``x2`` for two on one line)."""
     maps = {rel: line_map(base[rel], overlay[rel]) for rel in overlay if rel in base}
-    grouped: dict[tuple, list[dict[str, Any]]] = {}
+    grouped: dict[tuple, list[PlanItem]] = {}
     for m in items:
         grouped.setdefault((m.get("path"), m.get("line"), m.get("rule")), []).append(m)
     left: list[list[Any]] = []
@@ -242,12 +244,12 @@ def _explain_left(state: ChatState, arg: str) -> bool:
     return bool(items)
 
 
-def where_item(item: dict[str, Any]) -> str:
+def where_item(item: PlanItem) -> str:
     """FILE:LINE of a plan item, on one line (see ``where``)."""
     return f"{terminal_line(str(item.get('path')))}:{item.get('line')}"
 
 
-def _find_change(state: ChatState, arg: str) -> dict[str, Any] | None:
+def _find_change(state: ChatState, arg: str) -> Change | None:
     changes = state.get("changes") or []
     if arg.isdigit():
         return next((c for c in changes if c["id"] == int(arg)), None)

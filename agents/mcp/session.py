@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from torchport.tools.gitsafe import Git
+from torchport.tools.report.hunks import Change
 
 from .. import runs
 from ..chat import changes as ch
@@ -37,7 +38,7 @@ class Proposal:
     target: str
     base: dict[str, str]
     proposal: dict[str, str]
-    changes: list[dict[str, Any]]
+    changes: list[Change]
     totals: dict[str, Any]
     verification: dict[str, Any] | None = None
     verified: str | None = None  # digest of the overlay the verification is about

@@ -11,7 +11,23 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, TypedDict
+
+
+class Attribution(TypedDict):
+    """What made a hunk: ``codemod``, ``llm`` or ``supporting``, the rules, the reasons."""
+
+    by: str
+    rules: list[str]
+    reasons: list[str]
+
+
+class Change(Attribution):
+    """One numbered hunk (``split``): chat's undo unit, the HTML report's diff row."""
+
+    id: int
+    path: str
+    span: list[int]  # difflib's i1, i2, j1, j2
 
 
 def lines(text: str) -> list[str]:
@@ -25,25 +41,25 @@ def opcodes(before: str, after: str) -> list[tuple[str, int, int, int, int]]:
 
 def split(
     base: dict[str, str], proposal: dict[str, str], edits: Iterable[dict[str, Any]] = ()
-) -> list[dict[str, Any]]:
+) -> list[Change]:
     """The proposal's changes, numbered from 1 in file and line order: ``path``, ``span``
     (difflib's ``i1, i2, j1, j2``), ``by`` (``codemod``, ``llm`` or ``supporting``),
     ``rules`` and ``reasons``."""
     edits = list(edits)
-    changes: list[dict[str, Any]] = []
+    changes: list[Change] = []
     for path in sorted(proposal):
         for tag, i1, i2, j1, j2 in opcodes(base.get(path, ""), proposal[path]):
             if tag == "equal":
                 continue
-            change = {"id": len(changes) + 1, "path": path, "span": [i1, i2, j1, j2]}
-            change.update(_attribution(path, i1, i2, j1, j2, edits))
-            changes.append(change)
+            made = _attribution(path, i1, i2, j1, j2, edits)
+            span = [i1, i2, j1, j2]
+            changes.append({"id": len(changes) + 1, "path": path, "span": span, **made})
     return changes
 
 
 def _attribution(
     path: str, i1: int, i2: int, j1: int, j2: int, edits: list[dict[str, Any]]
-) -> dict[str, Any]:
+) -> Attribution:
     rules: list[str] = []
     reasons: list[str] = []
     by = "supporting"  # an import or a line another change needs

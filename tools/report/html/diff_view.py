@@ -15,10 +15,12 @@ from dataclasses import dataclass
 from itertools import zip_longest
 from typing import Any
 
-from ..hunks import opcodes
+from ..hunks import Attribution, Change, opcodes
 from .code import highlighted_lines, visible, visible_name
 
 CONTEXT = 3
+# a hunk no change names: an import or a line another change needs
+SUPPORTING: Attribution = {"by": "supporting", "rules": [], "reasons": []}
 NOTE_MARK = "\N{BLACK FLAG}"
 
 
@@ -26,7 +28,7 @@ NOTE_MARK = "\N{BLACK FLAG}"
 class Row:
     left: int | None  # 0-based line of the original
     right: int | None  # 0-based line of the port
-    hunk: dict[str, Any] | None  # the change it belongs to; None: unchanged
+    hunk: Attribution | None  # the change it belongs to; None: unchanged
 
 
 def rule_links(codes: Iterable[str], documented: Mapping[str, Any]) -> str:
@@ -39,13 +41,13 @@ def rule_links(codes: Iterable[str], documented: Mapping[str, Any]) -> str:
     )
 
 
-def _rows(before: str, after: str, hunks: Mapping[tuple[int, ...], dict[str, Any]]) -> list[Row]:
+def _rows(before: str, after: str, hunks: Mapping[tuple[int, ...], Change]) -> list[Row]:
     rows: list[Row] = []
     for tag, i1, i2, j1, j2 in opcodes(before, after):
         if tag == "equal":
             rows += [Row(i, j, None) for i, j in zip(range(i1, i2), range(j1, j2), strict=True)]
             continue
-        hunk = hunks.get((i1, i2, j1, j2), {"by": "supporting", "rules": []})
+        hunk: Attribution = hunks.get((i1, i2, j1, j2)) or SUPPORTING
         rows += [Row(i, j, hunk) for i, j in zip_longest(range(i1, i2), range(j1, j2))]
     return rows
 
@@ -70,7 +72,7 @@ def _cells(side: str, fid: str, line: int | None, text: list[str]) -> str:
     )
 
 
-def _made_by(hunk: dict[str, Any], documented: Mapping[str, Any]) -> str:
+def _made_by(hunk: Attribution, documented: Mapping[str, Any]) -> str:
     links = rule_links(hunk.get("rules") or [], documented)
     if hunk.get("by") == "llm":
         return f'<span class="rule llm">LLM</span>{links}'
@@ -103,7 +105,7 @@ def file_view(
     index: int,
     path: str,
     texts: tuple[str, str],
-    hunks: list[dict[str, Any]],
+    hunks: list[Change],
     notes: list[Any],
     documented: Mapping[str, Any],
 ) -> str:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...catalogue import load_catalogue
+from ..hunks import Change
 from .code import visible, visible_name
 from .diff_view import file_view, note_html
 from .safe_markdown import markdown_html
@@ -46,7 +47,7 @@ class ReportPage:
     lead: list[Section] = field(default_factory=list)  # shown before the changes
     before: dict[str, str] = field(default_factory=dict)  # path -> original text
     after: dict[str, str] = field(default_factory=dict)  # path -> the port's text
-    hunks: list[dict[str, Any]] = field(default_factory=list)  # tools.report.hunks.split
+    hunks: list[Change] = field(default_factory=list)  # tools.report.hunks.split
     notes: list[Note] = field(default_factory=list)
     changes_intro: str = ""  # Markdown: the counts
     sections: list[Section] = field(default_factory=list)  # shown after the changes

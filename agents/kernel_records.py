@@ -1,0 +1,96 @@
+"""The JSON shapes of the differential check's verdict (``agents.kernel_check``), named.
+
+The check writes them into ``verification.json``'s ``kernel_check``, which the report,
+the chat views and the kernel lane read back; what its sandboxed drivers write is in
+``agents.site_records``. TypedDicts describe them without changing a byte of the JSON:
+the records stay plain dicts at run time.
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypedDict
+
+from .run_record import ErrorRecord, FrameRecord
+from .site_records import Signature
+
+
+class DrawnArg(TypedDict, total=False):
+    """A case argument drawn from an ``ArgSpec`` (holds a tensor: torch-saved, never JSON)."""
+
+    kind: str
+    tensor: Any  # a torch.Tensor, imported lazily
+    requires_grad: bool
+    items: list[DrawnArg]
+    value: object
+
+
+class SiteCase(TypedDict):
+    """One call ``sandbox.site_check`` makes (its input file)."""
+
+    site: str
+    module: str
+    root: str
+    entry: str
+    args: list[DrawnArg]
+    kwargs: dict[str, DrawnArg]
+
+
+class DescribedCase(TypedDict, total=False):
+    """What a case is for the report: its site and recorded signature, or why it was skipped."""
+
+    site: str
+    signature: Signature
+    skipped: str
+
+
+class TensorComparison(TypedDict, total=False):
+    """One port tensor against the original's (``kernel_check.compare_tensor``)."""
+
+    label: str
+    holds: bool
+    why: str
+    max_abs: float
+    max_rel: float
+    index: list[int] | str
+
+
+class CaseResult(TypedDict, total=False):
+    """One compared case in a site's row: its inputs, policy and worst tensor."""
+
+    inputs: str
+    policy: str
+    holds: bool | None
+    note: str
+    worst: TensorComparison | None
+    compared: int
+
+
+class SiteRow(TypedDict, total=False):
+    """One site of ``kernel_check.sites``: its status and cases."""
+
+    site: str
+    cases: list[CaseResult]
+    status: str  # matched | differs | not compared
+    note: str
+
+
+class RunBrief(TypedDict):
+    """What ``kernel_check.runs`` keeps of each driver run."""
+
+    status: str | None
+    error: ErrorRecord | None
+    elapsed_s: float | None
+    reference_interpreters: list[dict[str, Any]]
+    stderr_tail: str
+
+
+class KernelCheckRecord(TypedDict):
+    """``verification.json``'s ``kernel_check`` (``KernelCheck.to_json``)."""
+
+    holds: bool | None
+    reason: str
+    policy: str
+    sites: list[SiteRow]
+    runs: dict[str, RunBrief]
+    note: str
+    frame: FrameRecord | None
