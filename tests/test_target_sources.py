@@ -131,6 +131,36 @@ def _xla_table_keys(value: ast.expr) -> set[str]:
     return keys
 
 
+# The xla profile's fields that the codemods write into code (tools/data/targets.toml): the
+# profile is where the codemods' per-target values live since TargetProfile.
+PROFILE_EMITTED = (
+    "device",
+    "device_expr",
+    "dist_backend",
+    "compile_backend",
+    "word",
+    "sync_call",
+    "device_module",
+    "torch_requirements",
+    "dist_init_method",
+    "dist_import",
+    "matmul_precision_setter",
+)
+
+
+def _profile_xla_keys(root: Path) -> set[str]:
+    """What the xla profile makes the codemods emit, keyed as a codemod's xla table is."""
+    profiles = root / "tools" / "data" / "targets.toml"
+    if not profiles.is_file():  # a tree made by a test: codemods only
+        return set()
+    data = tomllib.loads(profiles.read_text(encoding="utf-8"))
+    xla = next((t for t in data.get("target", []) if t.get("name") == "xla"), {})
+    values = [xla[f] for f in PROFILE_EMITTED if f in xla]
+    texts = [v for value in values for v in (value if isinstance(value, list) else [value])]
+    table = ast.List([ast.Constant(text) for text in texts if isinstance(text, str)])
+    return _xla_table_keys(table)
+
+
 def codemod_xla_keys(root: Path = ROOT) -> set[str]:
     """Every xla API name the codemods (tools/codemods/*.py) and the catalogue's xla fixes emit."""
     keys: set[str] = set()
@@ -142,6 +172,7 @@ def codemod_xla_keys(root: Path = ROOT) -> set[str]:
                 for key, value in zip(node.keys, node.values, strict=True):
                     if isinstance(key, ast.Constant) and key.value == "xla":
                         keys |= _xla_table_keys(value)
+    keys |= _profile_xla_keys(root)
     for path in sorted((root / "tools" / "catalogue" / "data").glob("*.toml")):
         for rule in tomllib.loads(path.read_text(encoding="utf-8")).get("rule", []):
             fix = rule.get("fix")
