@@ -106,6 +106,23 @@ def test_with_json_standard_output_is_the_json_alone(root: Path):
     assert "first line, from the program" in shown and "a warning \\x1b]0;pwned\\x07" in shown
 
 
+def as_from_a_terminal() -> None:
+    """The child starts as a shell in a terminal starts it: Ctrl-C's SIGINT neither ignored
+    nor blocked. Both are inherited across exec, so a test worker that some library left
+    ignoring or blocking SIGINT would otherwise hand that on, and Ctrl-C would never land."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
+def signal_masks(pid: int) -> str:
+    """The process's ignored, blocked and caught signal masks (/proc), for a failure."""
+    try:
+        lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+    except OSError:
+        return "no /proc status"
+    return ", ".join(ln for ln in lines if ln.startswith(("SigIgn", "SigBlk", "SigCgt")))
+
+
 @pytest.mark.slow
 def test_the_output_is_shown_while_the_program_still_runs(root: Path):
     """The program prints, then sleeps for ten minutes: its line arrives before it ends.
@@ -113,13 +130,24 @@ def test_the_output_is_shown_while_the_program_still_runs(root: Path):
     command = torchport_run(root, "--timeout", "900")
     command.append("sleep")
     proc = subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        env={**os.environ, "PYTHONFAULTHANDLER": "1"},  # SIGABRT below dumps its threads
+        preexec_fn=as_from_a_terminal,
     )
     try:
         assert proc.stdout.readline() == "first line, from the program\n"
         assert proc.poll() is None  # torchport (and the program) still running
+        signals = signal_masks(proc.pid)
         os.kill(proc.pid, signal.SIGINT)
-        assert proc.wait(timeout=120) == 130
+        try:
+            assert proc.wait(timeout=120) == 130
+        except subprocess.TimeoutExpired:
+            os.kill(proc.pid, signal.SIGABRT)
+            pytest.fail(f"no exit 120 s after Ctrl-C ({signals}); {proc.communicate()[1][-6000:]}")
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
