@@ -91,16 +91,16 @@ def judge(
     reference: RunRecord | None,
     target: RunRecord,
     policy: Policy,
-    mode: str,
+    device: str,
     imports: frozenset[str] | None = None,
 ) -> Verification:
     """The verdict for one pair of runs (``reference`` None: the original was not run).
     ``imports``: the modules the programs import themselves (``attribution.imported_names``),
     so a package only torchport's environment has is told from one the program asks for.
     Every verdict short of ``verified`` comes with its ``next_step``."""
-    v = _judged(reference, target, policy, mode, imports)
+    v = _judged(reference, target, policy, device, imports)
     if v.verdict != Verdict.VERIFIED and not v.next_step:
-        v.next_step = next_step(v, reference, target, mode)
+        v.next_step = next_step(v, reference, target, device)
     return v
 
 
@@ -116,14 +116,14 @@ RAN_STEPS: dict[str, str] = {
 }
 
 
-def next_step(v: Verification, reference: RunRecord | None, target: RunRecord, mode: str) -> str:
+def next_step(v: Verification, reference: RunRecord | None, target: RunRecord, device: str) -> str:
     """The next step after a verdict short of ``verified``: the hint of the failing run's
     diagnosed signature (the original's when it failed), or the ``RAN_STEPS`` entry."""
     failing = v.failure or next(
         (r for r in (reference, target) if r is not None and r.get("status") != "ok"), None
     )
     if failing is not None:
-        found = diagnose(failing, mode if mode in TARGETS else "accelerator")
+        found = diagnose(failing, device if device in TARGETS else "accelerator")
         library = attribution.library_site(failing)
         if library and found.signature in _cuda_signatures():
             return (
@@ -139,19 +139,19 @@ def _judged(
     reference: RunRecord | None,
     target: RunRecord,
     policy: Policy,
-    mode: str,
+    device: str,
     imports: frozenset[str] | None,
 ) -> Verification:
     v = Verification(Verdict.FAILED, "", policy=policy.name, own_policy=policy.own)
     v.reference, v.target = _brief(reference), _brief(target)
     if reference is not None and reference.get("status") != "ok":
-        return _judge_failed_original(v, reference, target, policy, mode, imports)
+        return _judge_failed_original(v, reference, target, policy, device, imports)
     if target.get("status") != "ok":
         return _judge_failed_port(v, target, imports)
     if on_the_cpu(target):
         v.verdict = Verdict.RAN
         v.code = Reason.ON_THE_CPU
-        v.reason = f"it ran, but on the CPU: no operation reached the emulated {mode} device"
+        v.reason = f"it ran, but on the CPU: no operation reached the emulated {device} device"
         return v
     if reference is None:
         v.verdict = Verdict.RAN
@@ -258,11 +258,11 @@ def _cuda_signatures() -> frozenset[str]:
     return frozenset(sig.id for sig in load_signatures() if sig.cuda)
 
 
-def _needs_cuda(target: RunRecord, mode: str) -> bool:
+def _needs_cuda(target: RunRecord, device: str) -> bool:
     """The migration fails because CUDA is missing on the target (a CUDA construct the port
     kept, such as ``torch.cuda.CUDAGraph()``): that the original fails there too, on the
     reference shim, says nothing for the port, which would fail on the device as well."""
-    found = diagnose(target, mode if mode in TARGETS else "accelerator")
+    found = diagnose(target, device if device in TARGETS else "accelerator")
     return found.signature in _cuda_signatures()
 
 
@@ -329,7 +329,7 @@ def _judge_failed_original(
     reference: RunRecord,
     target: RunRecord,
     policy: Policy,
-    mode: str,
+    device: str,
     imports: frozenset[str] | None = None,
 ) -> Verification:
     """The original itself fails here: the port is judged on what both runs reached.
@@ -354,12 +354,12 @@ def _judge_failed_original(
         )
         return v
     if target.get("status") == "ok" and RUNNER_REFUSAL in _full_error(reference):
-        return _beyond_the_runner(v, target, mode, failure)
+        return _beyond_the_runner(v, target, device, failure)
     ref_losses, tgt_losses = reference.get("losses") or [], target.get("losses") or []
     parity = compare_series(ref_losses, tgt_losses, policy) if ref_losses and tgt_losses else None
     same = _fails_identically(reference, target)
     matched = parity is not None and parity.holds and len(ref_losses) == len(tgt_losses)
-    if same and _needs_cuda(target, mode):
+    if same and _needs_cuda(target, device):
         v.verdict, v.parity, v.failure = Verdict.FAILED, parity, target
         v.code = Reason.PORT_NEEDS_CUDA
         v.reason = (
@@ -385,14 +385,16 @@ def _judge_failed_original(
     return _original_fails(v, parity, target, failure, same)
 
 
-def _beyond_the_runner(v: Verification, target: RunRecord, mode: str, failure: str) -> Verification:
+def _beyond_the_runner(
+    v: Verification, target: RunRecord, device: str, failure: str
+) -> Verification:
     """The original's kernels are beyond torchport's CPU runner: no reference numbers, as
     for an original that was not run; the runner's reason says what it refused."""
     v.verdict = Verdict.RAN
     v.code = Reason.BEYOND_CPU_RUNNER
     v.reason = f"the original could not run on the CPU reference: {failure}"
     if on_the_cpu(target):
-        v.reason += f"; the migration ran, but on the CPU, not the emulated {mode} device"
+        v.reason += f"; the migration ran, but on the CPU, not the emulated {device} device"
     else:
         v.reason += "; the migration ran, with nothing to compare it with"
     return v

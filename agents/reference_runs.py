@@ -14,7 +14,7 @@ import importlib.resources
 import json
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from functools import cache
 from pathlib import Path
 from typing import Any, cast
@@ -26,6 +26,7 @@ from torchport.sandbox.limits import (
     DEFAULT_MEMORY_MB,
     DEFAULT_TIMEOUT_S,
 )
+from torchport.sandbox.modes import GENERIC, DeviceNames
 from torchport.sandbox.safepath import digest_regular
 from torchport.tools.atomicfile import atomic_write
 
@@ -48,6 +49,8 @@ class RunLimits:
     seed: int = 0
     devices: int = DEFAULT_DEVICES  # what device_count() answers in both runs
     lower_args: bool = True  # size and time arguments lowered (False: --keep-args)
+    # the generic emulated device under the target's own names (its profile's), or None
+    names: DeviceNames | None = None
 
 
 def budget_of(settings: Mapping[str, Any]) -> RunLimits:
@@ -102,6 +105,7 @@ def run_program(
         matmul_precision=matmul_precision,
         lower_args=limits.lower_args,
         trace=trace,
+        names=limits.names if mode == GENERIC else None,
     )
     try:
         return cast(RunRecord, run(spec).to_json())  # the harness's record, as typed here
@@ -167,7 +171,9 @@ def reference_run(
     not cached (it may have been the machine's fault). ``record_sites``: the kernel call
     sites whose arguments the run records for the differential check (``kernel_check``).
     """
-    parts = [tree_digest(root), argv, asdict(limits), *site_paths, sandbox_digest()]
+    # the reference runs CUDA code: a target's device names are not its business
+    seen = asdict(replace(limits, names=None))
+    parts = [tree_digest(root), argv, seen, *site_paths, sandbox_digest()]
     parts += [interpreter_versions(), list(record_sites)]
     key = hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:32]
     path = cache / f"{key}.json" if cache is not None else None

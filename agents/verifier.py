@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from torchport.sandbox.harness import RunError, torchrun_parts
-from torchport.sandbox.modes import EMULATED
+from torchport.sandbox.modes import EMULATED, GENERIC, DeviceNames, torch_problem
 from torchport.sandbox.safepath import read_inside
 from torchport.tools.codemods import tpu_launch
 from torchport.tools.depinstall import HOW_TO_PROVIDE
@@ -86,6 +86,7 @@ __all__ = [
     "kernel_runner_note",
     "mode_for",
     "name_missing_dependency",
+    "names_for",
     "next_step",
     "policies",
     "policies_for",
@@ -107,6 +108,23 @@ def mode_for(target: str) -> str | None:
     so any emulated accelerator proves it). None: no emulated device runs it."""
     known = profiles().get(target)
     return known.emulator if known is not None else None
+
+
+def device_of(mode: str, limits: RunLimits) -> str:
+    """The device a run in ``mode`` under ``limits`` puts the port on (what the judge names
+    and diagnoses for): a target's own name for the generic device, else the mode's."""
+    return limits.names.device if limits.names is not None and mode == GENERIC else mode
+
+
+def names_for(target: str) -> DeviceNames | None:
+    """The names the generic emulated device takes for ``target``: its profile's device and
+    backends, where the profile runs on the generic mode under a device of its own (a
+    target added by a profile file); None: the mode's own device is the target's."""
+    known = profiles().get(target)
+    if known is None or known.emulator != GENERIC or known.device in (None, GENERIC):
+        return None
+    device = known.device
+    return DeviceNames(device, known.dist_backend or device, known.compile_backend or device)
 
 
 def _python_texts(tree: Path) -> Iterator[str]:
@@ -146,7 +164,7 @@ def verify_tree(
     site_paths = _site_paths(environment)
     if why := unsupported_target(target):
         return Verification(Verdict.NOT_RUNNABLE, why, code=Reason.UNSUPPORTED_TARGET), reference
-    mode = mode_for(target) or "plain"
+    mode, limits = mode_for(target) or "plain", replace(limits, names=names_for(target))
     say = verify_pair.serialised(say)
     plan = _schedule(limits, together)
     given, step = reference, _stepped_launch(tree, argv, mode)
@@ -168,7 +186,7 @@ def verify_tree(
     ran = time.perf_counter()
     policy = choose_policy(_python_texts(tree), tolerance)
     imports = attribution.imported_names([*_python_texts(source), *_python_texts(tree)])
-    judged = judge(reference, run, policy, mode, imports)
+    judged = judge(reference, run, policy, device_of(mode, limits), imports)
     v = _named(judged, environment, target, source, (renamed, reference))
     checks = (plan, policies_for(tolerance))
     v = _sites_checked(v, source, tree, (reference, run), mode, limits, site_paths, checks, say)
@@ -230,10 +248,10 @@ def _with_divergence(
     if v.timings:
         v.timings["divergence"] = {"seconds": seconds}
         v.timings["total_s"] = round(v.timings["total_s"] + seconds, 3)
-    return _told_divergence(v, found, mode)
+    return _told_divergence(v, found, device_of(mode, limits))
 
 
-def _told_divergence(v: Verification, found: DivergenceRecord, mode: str) -> Verification:
+def _told_divergence(v: Verification, found: DivergenceRecord, device: str) -> Verification:
     """The divergence in the reason and in the failure diagnosis reads (a port line as
     its frame), and the next step the diagnosis then gives."""
     v.divergence = found
@@ -245,7 +263,7 @@ def _told_divergence(v: Verification, found: DivergenceRecord, mode: str) -> Ver
         where, line = found["where"].rpartition(":")[0], found["port_lines"][0]
         error["frame"] = {"file": where, "line": line, "function": found.get("cls")}
     v.failure["error"] = error
-    v.next_step = next_step(v, None, v.failure, mode)
+    v.next_step = next_step(v, None, v.failure, device)
     return v
 
 
@@ -577,4 +595,7 @@ def unsupported_target(target: str) -> str | None:
         )
     if mode is None and target != "xla":
         return f"no emulated device for target {target!r}"
+    names = names_for(target)
+    if names is not None and (problem := torch_problem(names.device)):
+        return f"no emulated device for target {target!r}: {problem}"
     return None

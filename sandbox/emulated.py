@@ -19,7 +19,7 @@ from .emulator import attention, autocast, factories, precision, rnn_cells, stat
 from .emulator import backend as _backend
 from .emulator.counters import counters, reset
 from .emulator.tensor import EmulatedTensor
-from .modes import EMULATED
+from .modes import EMULATED, GENERIC, DeviceNames, names_problem, torch_problem
 from .native import register as native_register
 
 __all__ = ["EmulatedTensor", "activate", "active_backend", "active_device", "counters", "reset"]
@@ -34,6 +34,7 @@ def activate(
     *,
     build: bool = False,
     matmul_precision: str | None = None,
+    names: DeviceNames | None = None,
 ) -> torch.device:
     """Install the emulated device ``name`` on a host of ``devices``; return ``name:0``.
 
@@ -49,15 +50,23 @@ def activate(
     can be renamed once per process, so activation is permanent; calling again with
     the same arguments is a no-op. ``matmul_precision`` pins every float32 matmul-class
     op's precision for the process (``sandbox.matmul_precision``; None: the program's
-    settings decide, as on TorchTPU).
+    settings decide, as on TorchTPU). ``names``: the generic mode's device under a target's
+    own names (``sandbox.modes.DeviceNames``); the device is then ``names.device``.
     """
     if name not in SUPPORTED:
         raise ValueError(f"unsupported device {name!r}; expected one of {SUPPORTED}")
+    if names is not None:
+        if name != GENERIC:
+            raise ValueError(f"only the {GENERIC!r} mode's device takes a target's own names")
+        if problem := names_problem(names) or torch_problem(names.device):
+            raise ValueError(f"the emulated device cannot be named so: {problem}")
+        name = names.device
     if devices < 1:
         raise ValueError("devices must be at least 1")
     _matmul_precision.check(matmul_precision)
     if state.name:
-        if (state.name, state.host_count, precision.pinned) != (name, devices, matmul_precision):
+        asked = (name, devices, matmul_precision, names)
+        if (state.name, state.host_count, precision.pinned, state.names) != asked:
             raise RuntimeError(
                 f"emulator already active as {state.name} x{state.host_count} "
                 f"(matmul_precision={precision.pinned!r}) in this process"
@@ -70,6 +79,7 @@ def activate(
             "run with TORCH_DEVICE_BACKEND_AUTOLOAD=0"
         )
     choice = native.choose(backend, build=build)
+    state.names = names
     if choice.backend == "native" and choice.library is not None:
         native_register.register(name, devices, choice.library)
     else:

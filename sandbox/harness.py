@@ -33,7 +33,7 @@ from .limits import (
     RUN_STEPS,
     check_limits,
 )
-from .modes import MODES
+from .modes import GENERIC, MODES, DeviceNames, names_problem
 from .native import prepare_for_sandbox
 from .program_options import entry_file, program_options
 from .pythonpath import program_environment, readonly_paths
@@ -114,6 +114,9 @@ class RunSpec:
     # sandbox.module_trace's settings ({"step": k, "send_weights": bool, "weights": file}),
     # for the verifier's search for where a port first diverges; None: no trace
     trace: Mapping[str, object] | None = None  # agents.trace_records.TraceSpec
+    # The generic emulated mode's device under a target's own names (its profile's device
+    # string and backends); None: the mode's own. sandbox.modes.DeviceNames.
+    names: DeviceNames | None = None
 
     def __post_init__(self) -> None:
         """Limits that do not bound (zero steps, a NaN timeout, ...) are refused before the
@@ -131,6 +134,13 @@ class RunSpec:
         )
         if self.launch_step:
             _check_launch_step(self)
+        if self.names is not None:
+            if self.mode != GENERIC:
+                raise RunError(
+                    f"a device of a target's own runs in mode {GENERIC}, not {self.mode!r}"
+                )
+            if problem := names_problem(self.names):
+                raise RunError(f"the emulated device cannot be named so: {problem}")
 
 
 def _check_launch_step(spec: RunSpec) -> None:
@@ -330,6 +340,8 @@ def launcher_argv(spec: RunSpec, results: Path, program_dir: Path) -> list[str]:
         argv += ["--matmul-precision", spec.matmul_precision]
     if spec.trace is not None:
         argv += ["--trace", json.dumps(spec.trace)]
+    if spec.names is not None:
+        argv += ["--names", json.dumps(spec.names.to_json())]
     program = dist.program if dist is not None else program_argv(spec.command)
     return [*argv, "--", *program]
 

@@ -43,7 +43,7 @@ from torchport.sandbox.pythonpath import pin_own_package, place_site_paths, prog
 from . import matmul_precision, terminal
 from .channel import Reporter
 from .limits import DEFAULT_DEVICES
-from .modes import MODES
+from .modes import GENERIC, MODES
 from .session import OWN_CODE, RunConfig, error_of, export, start, user_frame
 
 __all__ = ["MODES", "OWN_CODE", "main", "notebook_cells", "user_frame"]
@@ -99,6 +99,13 @@ def _parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
         default=None,
         metavar="JSON",
         help="note every module's output at one step (sandbox.module_trace's settings)",
+    )
+    parser.add_argument(
+        "--names",
+        default=None,
+        metavar="JSON",
+        help=f"mode {GENERIC}: the device under a target's own names "
+        '({"device": ..., "dist_backend": ..., "compile_backend": ...})',
     )
     parser.add_argument(
         "--real-data",
@@ -204,6 +211,7 @@ def main(argv: list[str] | None = None) -> int:
         record_sites=tuple(options.record_site),
         matmul_precision=options.matmul_precision,
         trace=options.trace,
+        names=json.loads(options.names) if options.names else None,
     )
     place_site_paths()  # after site-packages: torchport's own and torch's always win
     try:

@@ -28,7 +28,7 @@ from typing import Any
 
 from .channel import Reporter
 from .exception_line import exception_start
-from .modes import EMULATED
+from .modes import EMULATED, DeviceNames
 from .pythonpath import installed_overlays, program_path
 
 OWN_CODE = str(Path(__file__).resolve().parents[1])
@@ -55,6 +55,8 @@ class RunConfig:
     matmul_precision: str | None = None
     # sandbox.module_trace's settings as JSON (the step, the weights to send or load), or None
     trace: str | None = None
+    # mode neuron: the device under a target's own names (sandbox.modes.DeviceNames as JSON)
+    names: dict[str, str] | None = None
 
     def to_env(self) -> str:
         return json.dumps(asdict(self))
@@ -145,19 +147,22 @@ def current() -> Session | None:
     return _current
 
 
-def _activate(mode: str, devices: int, results: str, matmul_precision: str | None) -> Any:
+def _activate(config: RunConfig) -> Any:
+    mode, devices = config.mode, config.devices
     if mode == "reference":
         from torchport.sandbox import shim
         from torchport.sandbox.shim import cuda_extensions
 
         shim.activate(gpus=devices)
-        cuda_extensions.build_in(Path(results) / "cudacpu")  # CUDA extensions: scratch only
+        cuda_extensions.build_in(Path(config.results) / "cudacpu")  # CUDA extensions: scratch only
         return shim
     if mode in EMULATED:
         from torchport.sandbox import emulated
 
         # built by the parent, if at all
-        emulated.activate(mode, devices=devices, build=False, matmul_precision=matmul_precision)
+        names = DeviceNames.from_json(config.names) if config.names is not None else None
+        precision = config.matmul_precision
+        emulated.activate(mode, devices, build=False, matmul_precision=precision, names=names)
         return emulated
     return None
 
@@ -183,9 +188,7 @@ def start(config: RunConfig, reporter: Reporter, *, child: bool = False) -> Sess
     session = _current = Session(config, reporter=reporter, child=child)
     # a real wandb, if installed, must not try its server (the sandbox has no network)
     os.environ["WANDB_MODE"] = "disabled"
-    session.watcher = _activate(
-        config.mode, config.devices, config.results, config.matmul_precision
-    )
+    session.watcher = _activate(config)
     from torchport.sandbox import rendezvous
 
     rendezvous.install()  # every mode: an unreachable rendezvous fails at once

@@ -27,9 +27,12 @@ from .tensor_json import leaves, values
 PROJECTION_SEED = 20240917
 
 
-def _device(mode: str) -> Any:
+def _device(mode: str, names: dict[str, str] | None) -> Any:
+    """The run's device: the shim's cuda, the emulated mode's, or a target's own name for it."""
     import torch
 
+    if names is not None:
+        return torch.device(names["device"])
     return torch.device("cuda" if mode == "reference" else mode)
 
 
@@ -121,7 +124,7 @@ def main(argv: list[str]) -> int:
     session = current()
     mode = session.config.mode if session is not None else "reference"
     cases = torch.load(argv[0], weights_only=True)
-    device = _device(mode)
+    device = _device(mode, session.config.names if session is not None else None)
     reports = []
     for case in cases:
         try:

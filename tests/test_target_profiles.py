@@ -35,6 +35,9 @@ sync_call = "torch.accelerator.synchronize()"
 llm_note = "a fictitious accelerator, for the tests"
 """
 
+# the fifth target's table after its header, for tables that vary one field
+FIFTH_FIELDS = FIFTH.split("[[target]]\n", 1)[1]
+
 CUDA_PROGRAM = """\
 import torch
 import torch.distributed as dist
@@ -86,6 +89,12 @@ def test_every_emulator_mode_a_profile_names_exists():
         ('name = "x"\nkind = "cloud"', "kind must be one of"),
         ('name = "x"\nkind = "vendor"\ncolour = "red"', "unknown target field"),
         ('name = "x"\nkind = "vendor"', "missing"),
+        (FIFTH_FIELDS + 'emulator = "fpx"', "emulator must be one of"),
+        (FIFTH_FIELDS + 'emulator = "tpu"', "only the 'neuron' emulator runs"),
+        (
+            FIFTH_FIELDS.replace('"fpxccl"', '"FPX-CCL"') + 'emulator = "neuron"',
+            "dist_backend 'FPX-CCL' is not a lowercase name",
+        ),
     ],
 )
 def test_a_malformed_profile_is_refused_at_load(table, message):
@@ -145,13 +154,69 @@ def test_a_fifth_target_from_a_profile_file_is_scanned_and_migrated(tmp_path):
     assert "cuda" not in ported
     doc = _torchport("rules", "TPD001", env=env, cwd=tmp_path).stdout
     assert '- **fpx** (auto): .to(device), else .to("fpx")' in doc  # from its profile
-    # verification: the emulator names only the devices of sandbox.modes; asked, the run
-    # says so instead of failing
-    verified = _torchport(
-        "migrate", str(repo), "--target", "fpx", "--out", str(tmp_path / "v"),
-        "--llm", "none", "--exit-zero", env=env, cwd=tmp_path,
+
+
+TRAINING = """\
+import torch
+
+torch.manual_seed(0)
+model = torch.nn.Linear(4, 2).cuda()
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for step in range(3):
+    x = torch.randn(8, 4, device="cuda")
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        loss = model(x).float().pow(2).mean()
+    loss.backward()
+    opt.step()
+    opt.zero_grad()
+    torch.cuda.synchronize()
+    print(x.is_cuda)
+    print(step, loss.item())
+"""
+
+
+def _migrated(tmp_path: Path, profile_text: str) -> tuple[subprocess.CompletedProcess, Path]:
+    extra = tmp_path / "targets.toml"
+    extra.write_text(profile_text, encoding="utf-8")
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "train.py").write_text(TRAINING, encoding="utf-8")
+    out = tmp_path / "out"
+    env = {**os.environ, EXTRA_PROFILES: str(extra)}
+    done = _torchport(
+        "migrate", str(repo), "--target", "fpx", "--out", str(out), "--llm", "none",
+        "--exit-zero", env=env, cwd=tmp_path,
     )  # fmt: skip
-    assert "no emulated device for target 'fpx'" in verified.stdout + verified.stderr
+    return done, out
+
+
+def test_a_fifth_target_is_verified_on_the_generic_emulator_under_its_own_names(tmp_path):
+    """``emulator = "neuron"`` in the profile: the port runs on the generic emulated device
+    renamed to the profile's device, so ``.to("fpx")`` and ``autocast("fpx")`` reach it;
+    on neuron's own name the port could not have run at all."""
+    done, out = _migrated(tmp_path, FIFTH + 'emulator = "neuron"\n')
+    assert done.returncode == 0, done.stderr
+    assert 'x = torch.randn(8, 4, device="fpx")' in (out / "train.py").read_text(encoding="utf-8")
+    report = json.loads((out / "torchport-report" / "verification.json").read_text())
+    verification = report["verification"]
+    assert verification["verdict"] == "verified", verification["reason"]
+    assert verification["parity"]["steps"] == 3
+    counters = verification["target"]["counters"]
+    assert counters["ops"] > 0 and counters["cuda_calls"] == 0
+
+
+def test_a_fifth_target_without_an_emulator_is_not_run(tmp_path):
+    done, out = _migrated(tmp_path, FIFTH)
+    assert "no emulated device for target 'fpx'" in done.stdout + done.stderr
+    assert 'device="fpx"' in (out / "train.py").read_text(encoding="utf-8")
+
+
+def test_a_fifth_target_named_as_a_torch_device_is_not_run(tmp_path):
+    """PrivateUse1 renamed ``mps`` would be a second device of that name: refused before a
+    run, so no failure of the emulator's making reaches the verdict."""
+    text = FIFTH.replace('"fpx"', '"mps"') + 'emulator = "neuron"\n'
+    done, _ = _migrated(tmp_path, text.replace('name = "mps"', 'name = "fpx"'))
+    assert "device 'mps' is one torch already has" in done.stdout + done.stderr
 
 
 def test_a_rule_doc_gains_a_bullet_only_for_the_targets_it_does_not_name():

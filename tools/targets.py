@@ -19,6 +19,7 @@ from importlib import resources
 from pathlib import Path
 
 from ..sandbox import torchtpu_facts
+from ..sandbox.modes import EMULATED, GENERIC, DeviceNames, names_problem
 
 KINDS: tuple[str, ...] = ("vendor", "agnostic")
 EXTRA_PROFILES = "TORCHPORT_TARGET_PROFILES"
@@ -60,7 +61,9 @@ class TargetProfile:
     privateuse1: bool = False  # a PrivateUse1 backend (profiler activity, export_stacks)
     checkpoint_onto_device: bool = False  # torch.load's map_location is the device
     tensor_flag: str | None = None  # ``Tensor.is_<device>``, where the device has one
-    emulator: str | None = None  # the sandbox mode that verifies it (sandbox.modes)
+    # the sandbox mode that verifies it (sandbox.modes): its own device's, or the generic
+    # mode's, which then runs under this profile's device and backend names
+    emulator: str | None = None
     one_device_per_process: bool = False  # a process sees only its own device, index 0
     device_index_dropped: bool = False  # torch.device(type, i)'s index is not the program's
     lazy: bool = False  # lazy execution: a step boundary syncs the graph
@@ -98,9 +101,28 @@ def _profile(table: dict, source: str) -> TargetProfile:
     if "torch_requirements" in table:
         table["torch_requirements"] = tuple(table["torch_requirements"])
     try:
-        return TargetProfile(**table)
+        found = TargetProfile(**table)
     except TypeError as exc:
         raise ProfileError(f"{source}: {exc}") from exc
+    if problem := _emulator_problem(found):
+        raise ProfileError(f"{source}: target {found.name!r}: {problem}")
+    return found
+
+
+def _emulator_problem(found: TargetProfile) -> str | None:
+    """Why the sandbox could not verify ``found`` on the emulator its profile names."""
+    if found.emulator is None:
+        return None
+    if found.emulator not in EMULATED:
+        return f"emulator must be one of {EMULATED}, not {found.emulator!r}"
+    if found.device in (None, found.emulator):
+        return None
+    if found.emulator != GENERIC:
+        return f"only the {GENERIC!r} emulator runs a device of the target's own"
+    device = found.device
+    return names_problem(
+        DeviceNames(device, found.dist_backend or device, found.compile_backend or device)
+    )
 
 
 def load_profiles(text: str, source: str) -> tuple[TargetProfile, ...]:

@@ -167,12 +167,13 @@ def _inductor_refused(name: str) -> RuntimeError:
 _UNSET = object()
 
 
-def _patch_compile(name: str) -> None:
-    """``torch.compile`` as on the device: backend ``name`` runs the function eagerly.
+def _patch_compile(name: str, own: str) -> None:
+    """``torch.compile`` as on the device ``name``: its backend ``own`` runs the function
+    eagerly.
 
     The emulator checks numerics, not compilation: a compiled function on the
     real device runs the same ops, so eager is the faithful reference here. As in
-    TorchTPU, ``name`` is also the default backend for device inputs (a module
+    TorchTPU, ``own`` is also the default backend for device inputs (a module
     whose parameters are on the device when compiled, or a function called with
     device tensors), and ``backend="inductor"`` with TPU inputs raises. Other
     backends, and the default backend for CPU inputs, are torch's own. CUDA-graph
@@ -184,7 +185,7 @@ def _patch_compile(name: str) -> None:
     def compile(model: Any = None, *args: Any, backend: Any = _UNSET, **kwargs: Any) -> Any:
         if model is None:
             return lambda m: compile(m, *args, backend=backend, **kwargs)
-        if backend == name:
+        if backend == own:
             return model
         if backend is not _UNSET and backend != "inductor":
             return original(model, *args, backend=backend, **kwargs)
@@ -396,8 +397,9 @@ def install_shared(name: str, module: types.ModuleType) -> None:
     _patch_accelerator()
     memory.install()
     cuda.install()
-    _patch_compile(name)
-    process_group.install(name)
+    own = state.names
+    _patch_compile(name, own.compile_backend if own is not None else name)
+    process_group.install(name, own.dist_backend if own is not None else name)
     patching.patch(torch.Tensor, "pin_memory", _pin_memory, by="emulator.backend")
     patching.patch(torch.Tensor, "is_pinned", _is_pinned, by="emulator.backend")
     for method, kind in (("__repr__", "print"), ("tolist", "tolist")):

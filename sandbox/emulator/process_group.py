@@ -116,14 +116,15 @@ def _devices() -> frozenset[str]:
     return frozenset(torchtpu_facts.section("distributed")["backend_devices"])
 
 
-def install(name: str) -> None:
-    """``init_process_group(backend=name)`` (for tpu, each of TorchTPU's backend names)."""
+def install(name: str, own: str) -> None:
+    """``init_process_group(backend=own)`` on the device ``name`` (for tpu, each of TorchTPU's
+    backend names)."""
     import torch.distributed as dist
     from torch.distributed import distributed_c10d
 
     if not dist.is_available():
         return
-    aliases = tuple(torchtpu_facts.section("distributed")["backends"]) if name == "tpu" else (name,)
+    aliases = tuple(torchtpu_facts.section("distributed")["backends"]) if name == "tpu" else (own,)
     known = dist.Backend.backend_list
     for alias in aliases:
         if alias not in known and alias.upper() not in known:

@@ -21,6 +21,9 @@ import torch
 
 name: str = ""
 count: int = 0
+# The target's own names for the generic device (sandbox.modes.DeviceNames), or None: the
+# device's name is its backends' too (TorchTPU's backends come from its facts).
+names: Any = None
 # The emulated host's devices: ``activate(devices=N)``, ``torchport run --devices N``.
 host_count: int = 0
 # Which emulator runs ("native": the C++ backend, "python": the tensor subclass), and why.
