@@ -168,7 +168,9 @@ def _tensor(value: Any) -> torch.Tensor:
 class _Int(int):
     """An integer argument or program id: a Python int that also has Triton's ``.to``."""
 
-    dtype = torch.int32
+    @property
+    def dtype(self) -> torch.dtype:
+        return torch.int32 if -(2**31) <= self < 2**31 else torch.int64
 
     def to(self, dtype: torch.dtype, bitcast: bool = False) -> torch.Tensor:
         return torch.tensor(int(self), dtype=dtype, device=_PROGRAM.device)
@@ -206,6 +208,7 @@ class Pointer:
 
     @classmethod
     def of(cls, tensor: torch.Tensor) -> Pointer:
+        tensor = tensor.detach()  # the same storage; a kernel's writes are not autograd's
         size = tensor.untyped_storage().nbytes() // tensor.element_size()
         return cls(tensor.as_strided((size,), (1,), 0), int(tensor.storage_offset()))
 
@@ -420,51 +423,35 @@ def sum_(
     return torch.sum(input, dim=axis, keepdim=keep_dims, dtype=input.dtype)
 
 
-def _extreme(
-    pick: Callable[..., Any], input: torch.Tensor, axis: int | None, indices: bool, keep: bool
-) -> Any:
-    """``tl.max``/``tl.min``: the values, and with ``indices`` their int32 positions too."""
-    input = _widened(input, floats_too=True)
-    if axis is None:
-        input, axis = input.flatten(), 0
-    values, positions = pick(input, dim=axis, keepdim=keep)
-    return (values, positions.to(torch.int32)) if indices else values
+def _extremes(pick: Callable[..., Any], name: str) -> None:
+    """``tl.max`` and ``tl.argmax`` (``pick`` torch.max), or ``tl.min`` and ``tl.argmin``."""
+
+    def extreme(
+        input: torch.Tensor,
+        axis: int | None = None,
+        return_indices: bool = False,
+        return_indices_tie_break_left: bool = True,
+        keep_dims: bool = False,
+    ) -> Any:
+        """The values, and with ``return_indices`` their int32 positions too (the first
+        of equal ones, as Triton's default tie break)."""
+        input = _widened(input, floats_too=True)
+        if axis is None:
+            input, axis = input.flatten(), 0
+        values, positions = pick(input, dim=axis, keepdim=keep_dims)
+        return (values, positions.to(torch.int32)) if return_indices else values
+
+    def arg(
+        input: torch.Tensor, axis: int, tie_break_left: bool = True, keep_dims: bool = False
+    ) -> torch.Tensor:
+        return extreme(input, axis, return_indices=True, keep_dims=keep_dims)[1]
+
+    setattr(language, name, extreme)
+    setattr(language, f"arg{name}", arg)
 
 
-@_tl
-def max_(
-    input: torch.Tensor,
-    axis: int | None = None,
-    return_indices: bool = False,
-    return_indices_tie_break_left: bool = True,
-    keep_dims: bool = False,
-) -> Any:
-    return _extreme(torch.max, input, axis, return_indices, keep_dims)
-
-
-@_tl
-def min_(
-    input: torch.Tensor,
-    axis: int | None = None,
-    return_indices: bool = False,
-    return_indices_tie_break_left: bool = True,
-    keep_dims: bool = False,
-) -> Any:
-    return _extreme(torch.min, input, axis, return_indices, keep_dims)
-
-
-@_tl
-def argmax(
-    input: torch.Tensor, axis: int, tie_break_left: bool = True, keep_dims: bool = False
-) -> torch.Tensor:
-    return _extreme(torch.max, input, axis, True, keep_dims)[1]
-
-
-@_tl
-def argmin(
-    input: torch.Tensor, axis: int, tie_break_left: bool = True, keep_dims: bool = False
-) -> torch.Tensor:
-    return _extreme(torch.min, input, axis, True, keep_dims)[1]
+_extremes(torch.max, "max")
+_extremes(torch.min, "min")
 
 
 def _scan(
@@ -586,19 +573,12 @@ def static_range(start: int, end: int | None = None, step: int = 1) -> builtins.
     return range_(start, end, step)
 
 
-@_tl
-def multiple_of(input: Any, values: Any) -> Any:
+def _hint(input: Any, values: Any) -> Any:
+    """``tl.multiple_of`` and such: facts for the compiler, nothing to compute."""
     return input
 
 
-@_tl
-def max_contiguous(input: Any, values: Any) -> Any:
-    return input
-
-
-@_tl
-def max_constancy(input: Any, values: Any) -> Any:
-    return input
+language.multiple_of = language.max_contiguous = language.max_constancy = _hint  # type: ignore[attr-defined]
 
 
 @_tl
