@@ -153,6 +153,7 @@ def k(X, n, B: lang.constexpr):
     p = lang.make_block_ptr(X, (n,), (1,), (0,), (B,), (0,))
     x = lang.load(p, boundary_check=(0,)) + libdevice.tanh(1.0) + libdevice.popc(1)
     lang.store(X + lang.arange(0, B), lang.exp(x) + lang.extra.cuda.smid())
+    bits = x.to(lang.int32, bitcast=True)
 tr.testing.do_bench(k)
 """
     assert support.unsupported_in(source) == [
@@ -161,7 +162,8 @@ tr.testing.do_bench(k)
         ("tl.extra.libdevice.popc", 9),
         ("tl.load(boundary_check=)", 9),
         ("tl.extra.cuda.smid", 10),
-        ("triton.testing", 11),
+        ("x.to(bitcast=)", 11),
+        ("triton.testing", 12),
     ]
     assert support.unsupported_in(ATOMIC_KERNEL.replace("atomic_add", "store")) == []
 

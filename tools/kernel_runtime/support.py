@@ -2,9 +2,10 @@
 
 A static check, so a port can say before running anything which kernels will not run on
 the target: every ``tl.X`` / ``triton.X`` (however ``triton`` was imported or aliased)
-that names something the runtime lacks, and the block-pointer arguments of ``tl.load`` /
-``tl.store``. What the runtime has is read from the tables at the top of its own file
-(never by importing it: that imports torch), so the two cannot drift apart.
+that names something the runtime lacks, the block-pointer arguments of ``tl.load`` /
+``tl.store`` and ``.to(bitcast=...)``. What the runtime has is read from the tables at the
+top of its own file (never by importing it: that imports torch), so the two cannot drift
+apart.
 """
 
 from __future__ import annotations
@@ -123,12 +124,16 @@ def unsupported_in(source: str) -> list[tuple[str, int]]:
                 if _lacking(name, spaces):
                     found.append((display(name), node.lineno))
         elif isinstance(node, ast.Call):
-            found += _block_pointer_arguments(node, aliases)
+            found += _unsupported_arguments(node, aliases)
     return sorted(set(found), key=lambda item: (item[1], item[0]))
 
 
-def _block_pointer_arguments(call: ast.Call, aliases: dict[str, str]) -> list[tuple[str, int]]:
-    """``tl.load(..., boundary_check=...)``: arguments only block pointers take."""
+def _unsupported_arguments(call: ast.Call, aliases: dict[str, str]) -> list[tuple[str, int]]:
+    """``tl.load(..., boundary_check=...)`` (arguments only block pointers take), and
+    ``x.to(dtype, bitcast=True)`` (a block is a torch tensor, whose ``to`` has no bitcast)."""
+    if isinstance(call.func, ast.Attribute) and call.func.attr == "to":
+        bitcast = any(keyword.arg == "bitcast" for keyword in call.keywords)
+        return [("x.to(bitcast=)", call.lineno)] if bitcast else []
     chain = _dotted(call.func)
     if not chain or chain[0] not in aliases:
         return []

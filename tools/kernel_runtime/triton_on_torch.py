@@ -15,7 +15,8 @@ and in-place stores work as on a GPU: a store lands in the caller's tensor. A bl
 torch tensor; a load gathers from the storage and a store scatters into it, both masked,
 and an unmasked access outside the storage raises ``KernelIndexError`` naming the kernel
 line and program id. A Triton construct this runtime lacks raises ``UnsupportedConstruct``
-naming it and the kernel line that uses it; the tables below say what there is.
+naming it and the kernel line that uses it; the tables below say what there is. Blocks
+being torch tensors, ``x.to(dtype, bitcast=True)`` fails as torch's ``to`` does.
 
 Where vectorising would go: ``JITFunction.run`` loops over the grid and runs the body once
 per program id. A faster runtime would run it once, with ``program_id`` returning a tensor
