@@ -42,11 +42,11 @@ import torch
 # What this runtime provides. torchport's static check (tools/kernel_runtime/support.py)
 # reads these tables from this file's text, so they stay literals; the module checks at
 # import that its namespaces hold exactly these names.
-TRITON_NAMES = "jit autotune heuristics Config cdiv next_power_of_2 language"
+TRITON_NAMES = "jit autotune heuristics Config cdiv next_power_of_2 language __version__"
 NAMESPACES = {  # each namespace's names, space-separated
     "triton.language": (
         "program_id num_programs arange load store where zeros full zeros_like sum max min"
-        " argmax argmin cumsum cumprod dot fma clamp cdiv multiple_of max_contiguous"
+        " argmax argmin cumsum cumprod dot fma clamp cdiv cast multiple_of max_contiguous"
         " max_constancy static_range range constexpr broadcast_to broadcast reshape view"
         " ravel trans permute expand_dims join split debug_barrier static_assert"
         " device_assert static_print device_print tensor dtype pointer_type math extra"
@@ -79,8 +79,12 @@ MATH_IN = (
 DTYPES = {
     "float16": "float16", "bfloat16": "bfloat16", "float32": "float32", "float64": "float64",
     "int8": "int8", "int16": "int16", "int32": "int32", "int64": "int64", "uint8": "uint8",
-    "int1": "bool",
+    "uint16": "uint16", "uint32": "uint32", "uint64": "uint64", "int1": "bool",
 }  # fmt: skip
+# The Triton a version check sees. The language followed is Triton 3's (tested against
+# 3.8's interpreter); "3.0.0" steers code that checks versions away from later additions
+# (tensor descriptors and such) that this runtime lacks.
+__version__ = "3.0.0"
 # Keyword arguments of a launch that tune a GPU and mean nothing here.
 LAUNCH_OPTIONS = frozenset(
     ("num_warps", "num_stages", "num_ctas", "maxnreg", "enable_fp_fusion", "stream", "debug")
@@ -167,20 +171,29 @@ def _tensor(value: Any) -> torch.Tensor:
 
 
 class _Int(int):
-    """An integer argument or program id: a Python int that also has Triton's ``.to``."""
+    """An integer argument, program id or constexpr: a Python int that also has Triton's
+    ``.to`` and ``.value``."""
 
     @property
     def dtype(self) -> torch.dtype:
         return torch.int32 if -(2**31) <= self < 2**31 else torch.int64
+
+    @property
+    def value(self) -> int:
+        return int(self)
 
     def to(self, dtype: torch.dtype, bitcast: bool = False) -> torch.Tensor:
         return torch.tensor(int(self), dtype=dtype, device=_PROGRAM.device)
 
 
 class _Float(float):
-    """A float argument: a Python float that also has Triton's ``.to``."""
+    """A float argument or constexpr: a Python float with Triton's ``.to`` and ``.value``."""
 
     dtype = torch.float32
+
+    @property
+    def value(self) -> float:
+        return float(self)
 
     def to(self, dtype: torch.dtype, bitcast: bool = False) -> torch.Tensor:
         return torch.tensor(float(self), dtype=dtype, device=_PROGRAM.device)
@@ -517,6 +530,12 @@ def _math(torch_name: str, name: str) -> Callable[..., torch.Tensor]:
     return elementwise
 
 
+@_tl
+def cast(input: Any, dtype: torch.dtype, fp_downcast_rounding: Any = None) -> torch.Tensor:
+    """``tl.cast(x, dtype)``, which is ``x.to(dtype)`` (``bitcast=True`` is unsupported)."""
+    return _tensor(input).to(dtype)
+
+
 def fma(x: Any, y: Any, z: Any) -> torch.Tensor:
     return _tensor(x) * y + z
 
@@ -549,10 +568,13 @@ language.cdiv = cdiv  # type: ignore[attr-defined]
 
 
 class constexpr:  # Triton's name
-    """Marks a compile-time parameter (``BLOCK: tl.constexpr``); ``tl.constexpr(v)`` is v."""
+    """Marks a compile-time parameter (``BLOCK: tl.constexpr``). ``tl.constexpr(v)`` is v,
+    a number as one that also has Triton's ``.value`` (``MODE = tl.constexpr(0)``)."""
 
     def __new__(cls, value: Any) -> Any:
-        return value
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return value
+        return _Int(value) if isinstance(value, int) else _Float(value)
 
 
 language.constexpr = constexpr  # type: ignore[attr-defined]
