@@ -134,6 +134,35 @@ def many_ops_kernel(x_ptr, out_ptr, idx_ptr, M: tl.constexpr, N: tl.constexpr):
     tl.store(idx_ptr + M + N + rows, (tl.max(x, axis=1) > 0.5).to(tl.int32))
 
 
+@triton.jit
+def scale_by_first_in_place_kernel(x_ptr, n, BLOCK: tl.constexpr):
+    """Loads x[0] once, then overwrites x (x[0] first): every element is scaled by the old
+    x[0], which a load that returned a view of the storage would get wrong."""
+    first = tl.load(x_ptr)
+    for start in range(0, n, BLOCK):
+        offs = start + tl.arange(0, BLOCK)
+        x = tl.load(x_ptr + offs, mask=offs < n, other=0.0)
+        tl.store(x_ptr + offs, x * first, mask=offs < n)
+
+
+@triton.jit
+def block_members_kernel(x_ptr, i_ptr, out_ptr, iout_ptr, M: tl.constexpr, N: tl.constexpr):
+    """Triton's member functions and its C-like integer ``//`` and ``%``."""
+    rows = tl.arange(0, M)
+    cols = tl.arange(0, N)
+    offs = rows[:, None] * N + cols[None, :]
+    x = tl.load(x_ptr + offs)
+    i = tl.load(i_ptr + offs)
+    tl.store(out_ptr + rows, x.sum(axis=1))
+    tl.store(out_ptr + M + cols, x.max(axis=0))
+    tl.store(out_ptr + M + N + rows, x.cast(tl.float16).to(tl.float32).min(axis=1))
+    tl.store(out_ptr + 2 * M + N + offs, x.reshape(N, M).trans().reshape(M, N))
+    tl.store(iout_ptr + offs, i // 3)
+    tl.store(iout_ptr + M * N + offs, i % 3)
+    tl.store(iout_ptr + 2 * M * N + offs, x.to(tl.int32, bitcast=True))
+    tl.store(iout_ptr + 3 * M * N + offs, (-i >> 1) ^ (i << 2) | (~i & 7))
+
+
 def _randn(*shape: int, device: str) -> torch.Tensor:
     return torch.randn(*shape).to(device)
 
@@ -199,6 +228,22 @@ def case_many_ops(device: str) -> dict[str, torch.Tensor]:
     return {"out": out.cpu(), "idx": idx.cpu()}
 
 
+def case_scalar_load_then_store(device: str) -> dict[str, torch.Tensor]:
+    x = _randn(100, device=device)
+    scale_by_first_in_place_kernel[(1,)](x, 100, BLOCK=32)
+    return {"x": x.cpu()}
+
+
+def case_block_members(device: str) -> dict[str, torch.Tensor]:
+    M, N = 4, 8
+    x = _randn(M, N, device=device)
+    i = torch.randint(-50, 50, (M, N), dtype=torch.int32).to(device)
+    out = torch.zeros(2 * M + N + M * N, device=device)
+    iout = torch.zeros(4 * M * N, dtype=torch.int32, device=device)
+    block_members_kernel[(1,)](x, i, out, iout, M=M, N=N)
+    return {"out": out.cpu(), "iout": iout.cpu()}
+
+
 CASES = {
     "vector_add": case_vector_add,
     "softmax_rows": case_softmax_rows,
@@ -206,5 +251,7 @@ CASES = {
     "autotune": case_autotune,
     "noncontiguous_out": case_noncontiguous_out,
     "many_ops": case_many_ops,
+    "scalar_load_then_store": case_scalar_load_then_store,
+    "block_members": case_block_members,
 }
 WRONG = {"vector_add_off_by_one": case_vector_add_off_by_one}

@@ -6,17 +6,16 @@ own, unchanged Python bodies run here instead: ``import triton_on_torch as trito
 ``@triton.jit`` kernel launches as ``kernel[grid](*args)`` did, on the device its tensors
 are on. It is slow (a Python loop runs the body once per program id) but correct, and its
 numerics follow torch, not a GPU: ``tl.dot`` is a full float32 matmul (never TF32),
-``fma`` rounds twice, ``//`` and ``%`` floor like Python where Triton truncates like C
-(they differ only on negative integers), and a float scalar argument does not promote a
-float16 block to float32 (torch's rule for scalars).
+``fma`` rounds twice, and a float scalar argument does not promote a float16 block to
+float32 (torch's rule for scalars).
 
 A tensor argument becomes a ``Pointer`` over the tensor's whole storage, so strided views
-and in-place stores work as on a GPU: a store lands in the caller's tensor. A block is a
-torch tensor; a load gathers from the storage and a store scatters into it, both masked,
-and an unmasked access outside the storage raises ``KernelIndexError`` naming the kernel
-line and program id. A Triton construct this runtime lacks raises ``UnsupportedConstruct``
-naming it and the kernel line that uses it; the tables below say what there is. Blocks
-being torch tensors, ``x.to(dtype, bitcast=True)`` fails as torch's ``to`` does.
+and in-place stores work as on a GPU: a store lands in the caller's tensor. A block of
+values is a ``Block``: a torch tensor with Triton's operators and member functions. A load
+gathers from the storage and a store scatters into it, both masked, and an unmasked access
+outside the storage raises ``KernelIndexError`` naming the kernel line and program id. A
+Triton construct this runtime lacks raises ``UnsupportedConstruct`` naming it and the
+kernel line that uses it; the tables below say what there is.
 
 Where vectorising would go: ``JITFunction.run`` loops over the grid and runs the body once
 per program id. A faster runtime would run it once, with ``program_id`` returning a tensor
@@ -146,9 +145,22 @@ for _name, _space in _SPACES.items():
         setattr(_SPACES[_parent], _leaf, _space)
 
 
+def _on_blocks(fn: Callable[..., Any], name: str) -> Callable[..., Any]:
+    """``fn``, written over torch tensors, as a kernel calls it: Blocks in and out."""
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        kwargs = {key: _unwrap(value) for key, value in kwargs.items()}
+        return _wrap(fn(*map(_unwrap, args), **kwargs))
+
+    call.__name__ = call.__qualname__ = name
+    call.__doc__ = fn.__doc__
+    return call
+
+
 def _tl(fn: Callable[..., Any]) -> Callable[..., Any]:
     """Put ``fn`` into triton.language under its name (``sum_`` is ``tl.sum``)."""
-    setattr(language, fn.__name__.rstrip("_"), fn)
+    name = fn.__name__.rstrip("_")
+    setattr(language, name, _on_blocks(fn, name))
     return fn
 
 
@@ -167,6 +179,8 @@ def _tensor(value: Any) -> torch.Tensor:
     promotion, as Triton does a constant); a tensor as it is."""
     if isinstance(value, torch.Tensor):
         return value
+    if isinstance(value, Block):
+        return value.data
     return torch.as_tensor(value, device=_PROGRAM.device)
 
 
@@ -182,8 +196,8 @@ class _Int(int):
     def value(self) -> int:
         return int(self)
 
-    def to(self, dtype: torch.dtype, bitcast: bool = False) -> torch.Tensor:
-        return torch.tensor(int(self), dtype=dtype, device=_PROGRAM.device)
+    def to(self, dtype: torch.dtype, bitcast: bool = False) -> Block:
+        return Block(torch.tensor(int(self), dtype=dtype, device=_PROGRAM.device))
 
 
 class _Float(float):
@@ -195,8 +209,107 @@ class _Float(float):
     def value(self) -> float:
         return float(self)
 
-    def to(self, dtype: torch.dtype, bitcast: bool = False) -> torch.Tensor:
-        return torch.tensor(float(self), dtype=dtype, device=_PROGRAM.device)
+    def to(self, dtype: torch.dtype, bitcast: bool = False) -> Block:
+        return Block(torch.tensor(float(self), dtype=dtype, device=_PROGRAM.device))
+
+
+class Block:
+    """A block of values, Triton's ``tl.tensor``: a torch tensor with Triton's operators
+    (``//`` and ``%`` truncate, as in C) and member functions (``x.to``, ``x.sum(axis)``,
+    ...); a member it lacks raises UnsupportedConstruct. Every ``tl`` function unwraps its
+    arguments and wraps its result, so the implementations below see only torch tensors."""
+
+    __slots__ = ("data",)
+    __hash__ = None  # type: ignore[assignment]  # == is elementwise
+
+    def __init__(self, data: torch.Tensor) -> None:
+        self.data = data
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.data.dtype
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self.data.shape)
+
+    def numel(self) -> int:
+        return self.data.numel()
+
+    def to(self, dtype: torch.dtype, bitcast: bool = False, **rounding: Any) -> Block:
+        return Block(self.data.view(dtype) if bitcast else self.data.to(dtype))
+
+    def __getitem__(self, index: Any) -> Block:
+        return Block(self.data[_unwrap(index)])
+
+    def __bool__(self) -> bool:
+        return bool(self.data)
+
+    def __index__(self) -> int:
+        return int(self.data)
+
+    def __float__(self) -> float:
+        return float(self.data)
+
+    def __repr__(self) -> str:
+        return f"Block({self.data!r})"
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        raise _unsupported(f"tensor.{name}")
+
+
+def _unwrap(value: Any) -> Any:
+    if isinstance(value, Block):
+        return value.data
+    if isinstance(value, tuple):
+        return tuple(_unwrap(item) for item in value)
+    return value
+
+
+def _wrap(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        return Block(value)
+    return tuple(_wrap(item) for item in value) if isinstance(value, tuple) else value
+
+
+def _truncating_div(a: torch.Tensor, b: Any) -> torch.Tensor:
+    """``//``: C's integer division (toward zero), as Triton's; floor for floats."""
+    both_integer = not a.is_floating_point() and not _tensor(b).is_floating_point()
+    return torch.div(a, b, rounding_mode="trunc" if both_integer else "floor")
+
+
+# Python operator -> the torch function of Triton's meaning (``%`` is C's fmod).
+_OPERATORS: dict[str, Callable[[Any, Any], Any]] = {
+    "add": torch.add, "sub": torch.sub, "mul": torch.mul, "truediv": torch.true_divide,
+    "floordiv": _truncating_div, "mod": torch.fmod, "pow": torch.pow,
+    "and": torch.bitwise_and, "or": torch.bitwise_or, "xor": torch.bitwise_xor,
+    "lshift": torch.bitwise_left_shift, "rshift": torch.bitwise_right_shift,
+    "lt": torch.lt, "le": torch.le, "gt": torch.gt, "ge": torch.ge, "eq": torch.eq,
+    "ne": torch.ne,
+}  # fmt: skip
+_REFLECTED = ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "and", "or", "xor",
+              "lshift", "rshift")  # fmt: skip
+
+
+def _operator(op: Callable[[Any, Any], Any], reflected: bool) -> Callable[[Block, Any], Any]:
+    def apply(self: Block, other: Any) -> Any:
+        if isinstance(other, Pointer):
+            return NotImplemented  # offsets + pointer: the pointer's __radd__
+        left, right = (_tensor(_unwrap(other)), self.data) if reflected else (self.data, other)
+        return Block(op(left, _unwrap(right)))
+
+    return apply
+
+
+for _name, _op in _OPERATORS.items():
+    setattr(Block, f"__{_name}__", _operator(_op, reflected=False))
+    if _name in _REFLECTED:
+        setattr(Block, f"__r{_name}__", _operator(_op, reflected=True))
+for _name, _unary in (("neg", torch.neg), ("pos", torch.positive), ("invert", torch.bitwise_not),
+                      ("abs", torch.abs)):  # fmt: skip
+    setattr(Block, f"__{_name}__", lambda self, _unary=_unary: Block(_unary(self.data)))
 
 
 # ---- pointers, loads and stores -------------------------------------------------------
@@ -235,6 +348,7 @@ class Pointer:
         return tuple(self.offset.shape) if isinstance(self.offset, torch.Tensor) else ()
 
     def __add__(self, other: Any) -> Pointer:
+        other = _unwrap(other)
         if isinstance(other, torch.Tensor):
             other = other.to(torch.int64)
         return Pointer(self.flat, self.offset + other)
@@ -245,7 +359,7 @@ class Pointer:
         return self + (-other)
 
     def __getitem__(self, index: Any) -> Pointer:
-        return Pointer(self.flat, _tensor(self.offset)[index])
+        return Pointer(self.flat, _tensor(self.offset)[_unwrap(index)])
 
 
 def _checked(pointer: Pointer, mask: Any, what: str) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -283,7 +397,8 @@ def load(
         if value:
             raise _unsupported(f"tl.load({argument}=)")  # block pointers'
     offset, mask = _checked(pointer, mask, "tl.load")
-    values = pointer.flat[offset]
+    # a copy, never a view (``flat[0-d index]`` would be one): later stores must not reach it
+    values = pointer.flat.index_select(0, offset.flatten()).view(offset.shape)
     if mask is None:
         return values
     if isinstance(other, torch.Tensor):
@@ -460,8 +575,8 @@ def _extremes(pick: Callable[..., Any], name: str) -> None:
     ) -> torch.Tensor:
         return extreme(input, axis, return_indices=True, keep_dims=keep_dims)[1]
 
-    setattr(language, name, extreme)
-    setattr(language, f"arg{name}", arg)
+    setattr(language, name, _on_blocks(extreme, name))
+    setattr(language, f"arg{name}", _on_blocks(arg, f"arg{name}"))
 
 
 _extremes(torch.max, "max")
@@ -519,15 +634,11 @@ def dot(
 # ---- elementwise math -----------------------------------------------------------------
 
 
-def _math(torch_name: str, name: str) -> Callable[..., torch.Tensor]:
-    """Triton's ``name``, torch's ``torch_name`` over blocks and scalars alike."""
+def _math(torch_name: str) -> Callable[..., torch.Tensor]:
+    """torch's ``torch_name`` over tensors and scalars alike (options such as
+    propagate_nan are moot: torch's maximum and minimum propagate NaN)."""
     op = getattr(torch, torch_name)
-
-    def elementwise(*args: Any, **options: Any) -> torch.Tensor:  # options: propagate_nan
-        return op(*(_tensor(arg) for arg in args))
-
-    elementwise.__name__ = elementwise.__qualname__ = name
-    return elementwise
+    return lambda *args, **options: op(*map(_tensor, args))
 
 
 @_tl
@@ -547,8 +658,8 @@ def clamp(x: Any, min: Any, max: Any, propagate_nan: Any = None) -> torch.Tensor
 
 for _space_name in MATH_IN:
     for _name, _torch_name in (UNARY_MATH | BINARY_MATH).items():
-        setattr(_SPACES[_space_name], _name, _math(_torch_name, _name))
-    _SPACES[_space_name].fma = fma  # type: ignore[attr-defined]
+        setattr(_SPACES[_space_name], _name, _on_blocks(_math(_torch_name), _name))
+    _SPACES[_space_name].fma = _on_blocks(fma, "fma")  # type: ignore[attr-defined]
 
 
 def cdiv(x: Any, div: Any) -> Any:
@@ -578,7 +689,7 @@ class constexpr:  # Triton's name
 
 
 language.constexpr = constexpr  # type: ignore[attr-defined]
-language.tensor = torch.Tensor  # type: ignore[attr-defined]
+language.tensor = Block  # type: ignore[attr-defined]
 language.dtype = torch.dtype  # type: ignore[attr-defined]
 language.pointer_type = pointer_type  # type: ignore[attr-defined]
 for _name, _torch_name in DTYPES.items():
@@ -601,7 +712,8 @@ def _hint(input: Any, values: Any) -> Any:
     return input
 
 
-language.multiple_of = language.max_contiguous = language.max_constancy = _hint  # type: ignore[attr-defined]
+for _name in ("multiple_of", "max_contiguous", "max_constancy"):
+    setattr(language, _name, _hint)
 
 
 @_tl
@@ -788,6 +900,15 @@ def install_as_triton() -> None:
 # libdevice`` work as the same lines with ``triton`` do.
 for _name, _space in _SPACES.items():
     sys.modules.setdefault(__name__ + _name[len("triton") :], _space)
+
+
+# Triton's member functions: ``x.sum(axis=1)`` is ``tl.sum(x, axis=1)``, and so on.
+BLOCK_METHODS = (
+    "sum max min argmax argmin cumsum cumprod reshape view ravel trans permute expand_dims"
+    " broadcast_to split cast"
+)
+for _name in [*BLOCK_METHODS.split(), *UNARY_MATH]:
+    setattr(Block, _name, getattr(language, _name))
 
 
 def _check_tables() -> None:
