@@ -143,12 +143,21 @@ def test_an_atomic_is_named_with_its_line_statically_and_at_run_time(tmp_path: P
     )
 
 
+def test_a_member_function_a_block_lacks_is_named_with_its_line(tmp_path: Path) -> None:
+    source = ATOMIC_KERNEL.replace("tl.atomic_add(total_ptr, tl.sum(x, axis=0))", "x.sort()")
+    path = tmp_path / "member_kernels.py"
+    kernel = _module(path, source).total_kernel
+    with pytest.raises(runtime.UnsupportedConstruct, match=f"tensor.sort .*{path}:9"):
+        kernel[(1,)](torch.zeros(1), torch.ones(10), 10, BLOCK=16)
+
+
 def test_the_static_check_follows_imports_and_names_block_pointers() -> None:
     source = """\
 import triton as tr
 from triton import language as lang
 from triton.language.extra import libdevice
 import triton.testing
+from triton.tools.tensor_descriptor import TensorDescriptor
 
 @tr.jit
 def k(X, n, B: lang.constexpr):
@@ -160,12 +169,12 @@ tr.testing.do_bench(k)
 """
     assert support.unsupported_in(source) == [
         ("triton.testing", 4),
-        ("tl.make_block_ptr", 8),
-        ("tl.extra.libdevice.popc", 9),
-        ("tl.load(boundary_check=)", 9),
-        ("tl.extra.cuda.smid", 10),
-        ("x.to(bitcast=)", 11),
-        ("triton.testing", 12),
+        ("triton.tools", 5),
+        ("tl.make_block_ptr", 9),
+        ("tl.extra.libdevice.popc", 10),
+        ("tl.load(boundary_check=)", 10),
+        ("tl.extra.cuda.smid", 11),
+        ("triton.testing", 13),
     ]
     assert support.unsupported_in(ATOMIC_KERNEL.replace("atomic_add", "store")) == []
 

@@ -2,10 +2,11 @@
 
 A static check, so a port can say before running anything which kernels will not run on
 the target: every ``tl.X`` / ``triton.X`` (however ``triton`` was imported or aliased)
-that names something the runtime lacks, the block-pointer arguments of ``tl.load`` /
-``tl.store`` and ``.to(bitcast=...)``. What the runtime has is read from the tables at the
-top of its own file (never by importing it: that imports torch), so the two cannot drift
-apart.
+that names something the runtime lacks, and the block-pointer arguments of ``tl.load`` /
+``tl.store``. What the runtime has is read from the tables at the top of its own file
+(never by importing it: that imports torch), so the two cannot drift apart. A member
+function of a block (``x.foo()``) is not followed: the runtime names one it lacks when the
+kernel runs.
 """
 
 from __future__ import annotations
@@ -104,6 +105,22 @@ def _lacking(name: str, spaces: dict[str, frozenset[str]]) -> bool:
     return space in spaces and leaf not in spaces[space]
 
 
+def _imported_paths(node: ast.Import | ast.ImportFrom) -> list[str]:
+    """The Triton names an import statement imports (``triton.tools.tensor_descriptor``)."""
+    if isinstance(node, ast.Import):
+        return [m for m in (_canonical_module(alias.name) for alias in node.names) if m]
+    base = _canonical_module(node.module or "") if not node.level else None
+    return [f"{base}.{alias.name}" for alias in node.names] if base else []
+
+
+def _first_lacking(path: str, spaces: dict[str, frozenset[str]]) -> str | None:
+    """The shortest prefix of ``path`` the runtime lacks (``triton.tools`` of
+    ``triton.tools.tensor_descriptor``), or None."""
+    parts = path.split(".")
+    prefixes = (".".join(parts[:end]) for end in range(2, len(parts) + 1))
+    return next((prefix for prefix in prefixes if _lacking(prefix, spaces)), None)
+
+
 def unsupported_in(source: str) -> list[tuple[str, int]]:
     """(construct, line) for each use in ``source`` of a Triton construct that
     triton_on_torch does not implement, in source order; [] where it runs them all."""
@@ -112,11 +129,8 @@ def unsupported_in(source: str) -> list[tuple[str, int]]:
     found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import | ast.ImportFrom):
-            names = [alias.name for alias in node.names]
-            if isinstance(node, ast.ImportFrom):
-                base = _canonical_module(node.module or "") if not node.level else None
-                names = [f"{base}.{name}" for name in names] if base else []
-            found += [(display(n), node.lineno) for n in names if _lacking(n, spaces)]
+            lacking = (_first_lacking(path, spaces) for path in _imported_paths(node))
+            found += [(display(name), node.lineno) for name in lacking if name]
         elif isinstance(node, ast.Attribute):
             chain = _dotted(node)
             if chain and chain[0] in aliases:
@@ -124,16 +138,12 @@ def unsupported_in(source: str) -> list[tuple[str, int]]:
                 if _lacking(name, spaces):
                     found.append((display(name), node.lineno))
         elif isinstance(node, ast.Call):
-            found += _unsupported_arguments(node, aliases)
+            found += _block_pointer_arguments(node, aliases)
     return sorted(set(found), key=lambda item: (item[1], item[0]))
 
 
-def _unsupported_arguments(call: ast.Call, aliases: dict[str, str]) -> list[tuple[str, int]]:
-    """``tl.load(..., boundary_check=...)`` (arguments only block pointers take), and
-    ``x.to(dtype, bitcast=True)`` (a block is a torch tensor, whose ``to`` has no bitcast)."""
-    if isinstance(call.func, ast.Attribute) and call.func.attr == "to":
-        bitcast = any(keyword.arg == "bitcast" for keyword in call.keywords)
-        return [("x.to(bitcast=)", call.lineno)] if bitcast else []
+def _block_pointer_arguments(call: ast.Call, aliases: dict[str, str]) -> list[tuple[str, int]]:
+    """``tl.load(..., boundary_check=...)``: arguments only block pointers take."""
     chain = _dotted(call.func)
     if not chain or chain[0] not in aliases:
         return []
