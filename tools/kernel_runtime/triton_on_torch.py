@@ -1,0 +1,928 @@
+"""triton_on_torch: a torch implementation of the subset of Triton that this port's kernels use.
+
+Written by torchport. The port's target device has no Triton compiler, so the kernels'
+own, unchanged Python bodies run here instead: ``import triton_on_torch as triton`` (or
+``install_as_triton()``, which makes ``import triton`` find this module) and every
+``@triton.jit`` kernel launches as ``kernel[grid](*args)`` did, on the device its tensors
+are on. It is slow (a Python loop runs the body once per program id) but correct, and its
+numerics follow torch, not a GPU: ``tl.dot`` is a full float32 matmul (never TF32),
+``fma`` rounds twice, and a float scalar argument does not promote a float16 block to
+float32 (torch's rule for scalars).
+
+A tensor argument becomes a ``Pointer`` over the tensor's whole storage, so strided views
+and in-place stores work as on a GPU: a store lands in the caller's tensor. A block of
+values is a ``Block``: a torch tensor with Triton's operators and member functions. A load
+gathers from the storage and a store scatters into it, both masked, and an unmasked access
+outside the storage raises ``KernelIndexError`` naming the kernel line and program id. A
+Triton construct this runtime lacks raises ``UnsupportedConstruct`` naming it and the
+kernel line that uses it; the tables below say what there is.
+
+Where vectorising would go: ``JITFunction.run`` loops over the grid and runs the body once
+per program id. A faster runtime would run it once, with ``program_id`` returning a tensor
+of all program ids along a new leading dimension and every block carrying that dimension:
+loads, stores and reductions would index past it, and Python ``if``/``for`` on program
+dependent values would need the masked forms. That changes what a kernel sees, so it waits
+until this correct, per-program form has a test suite to be checked against.
+"""
+
+from __future__ import annotations
+
+import builtins
+import inspect
+import itertools
+import sys
+import threading
+import types
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+# What this runtime provides. torchport's static check (tools/kernel_runtime/support.py)
+# reads these tables from this file's text, so they stay literals; the module checks at
+# import that its namespaces hold exactly these names.
+TRITON_NAMES = "jit autotune heuristics Config cdiv next_power_of_2 language __version__"
+NAMESPACES = {  # each namespace's names, space-separated
+    "triton.language": (
+        "program_id num_programs arange load store where zeros full zeros_like sum max min"
+        " argmax argmin cumsum cumprod dot fma clamp cdiv cast multiple_of max_contiguous"
+        " max_constancy static_range range constexpr broadcast_to broadcast reshape view"
+        " ravel trans permute expand_dims join split debug_barrier static_assert"
+        " device_assert static_print device_print tensor dtype pointer_type math extra"
+    ),
+    "triton.language.math": "fma",
+    "triton.language.extra": "libdevice cuda",
+    "triton.language.extra.libdevice": "fma",
+    "triton.language.extra.cuda": "libdevice",
+    "triton.language.extra.cuda.libdevice": "fma",
+}
+# Elementwise math, Triton's name -> torch's function; each is in every namespace of MATH_IN.
+UNARY_MATH = {
+    "exp": "exp", "exp2": "exp2", "log": "log", "log2": "log2", "log1p": "log1p",
+    "expm1": "expm1", "sqrt": "sqrt", "sqrt_rn": "sqrt", "rsqrt": "rsqrt", "abs": "abs",
+    "sin": "sin", "cos": "cos", "tan": "tan", "sigmoid": "sigmoid", "erf": "erf",
+    "tanh": "tanh", "floor": "floor", "ceil": "ceil", "isnan": "isnan", "isinf": "isinf",
+    "fast_expf": "exp", "fast_logf": "log",
+}  # fmt: skip
+BINARY_MATH = {
+    "maximum": "maximum", "minimum": "minimum", "pow": "pow", "atan2": "atan2",
+    "div_rn": "div", "fdiv": "div", "fast_dividef": "div",
+}  # fmt: skip
+MATH_IN = (
+    "triton.language",
+    "triton.language.math",
+    "triton.language.extra.libdevice",
+    "triton.language.extra.cuda.libdevice",
+)
+# Triton's dtypes (in triton.language) -> torch's.
+DTYPES = {
+    "float16": "float16", "bfloat16": "bfloat16", "float32": "float32", "float64": "float64",
+    "int8": "int8", "int16": "int16", "int32": "int32", "int64": "int64", "uint8": "uint8",
+    "uint16": "uint16", "uint32": "uint32", "uint64": "uint64", "int1": "bool",
+}  # fmt: skip
+# The Triton a version check sees. The language followed is Triton 3's (tested against
+# 3.8's interpreter); "3.0.0" steers code that checks versions away from later additions
+# (tensor descriptors and such) that this runtime lacks.
+__version__ = "3.0.0"
+# Keyword arguments of a launch that tune a GPU and mean nothing here.
+LAUNCH_OPTIONS = frozenset(
+    ("num_warps", "num_stages", "num_ctas", "maxnreg", "enable_fp_fusion", "stream", "debug")
+)
+
+
+class UnsupportedConstruct(NotImplementedError):
+    """A Triton construct this runtime does not implement, with where the kernel uses it."""
+
+
+class KernelIndexError(IndexError):
+    """A kernel's unmasked load or store outside the storage of its pointer's tensor."""
+
+
+def _display(name: str) -> str:
+    """``triton.language.atomic_add`` as kernels spell it: ``tl.atomic_add``."""
+    return "tl" + name[len("triton.language") :] if name.startswith("triton.language") else name
+
+
+def _where() -> str:
+    """The kernel function and file:line that called into this module."""
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_code.co_filename == _THIS_FILE:
+        frame = frame.f_back  # type: ignore[assignment]
+    if frame is None:
+        return "<unknown>"
+    code = frame.f_code
+    return f"{code.co_name} at {code.co_filename}:{frame.f_lineno}"
+
+
+_THIS_FILE = _where.__code__.co_filename
+
+
+def _unsupported(construct: str) -> UnsupportedConstruct:
+    return UnsupportedConstruct(f"{construct} is not supported by triton_on_torch ({_where()})")
+
+
+class _Namespace(types.ModuleType):
+    """A Triton namespace (``triton.language``, ``tl.math``, ...); a name it lacks raises
+    UnsupportedConstruct where the kernel uses it (dunder probes stay AttributeErrors)."""
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        raise _unsupported(f"{_display(self.__name__)}.{name}")
+
+
+def __getattr__(name: str) -> Any:
+    if name.startswith("__"):
+        raise AttributeError(name)
+    raise _unsupported(f"triton.{name}")
+
+
+_SPACES = {name: _Namespace(name) for name in NAMESPACES}
+language = _SPACES["triton.language"]
+for _name, _space in _SPACES.items():
+    _parent, _, _leaf = _name.rpartition(".")
+    if _parent in _SPACES:
+        setattr(_SPACES[_parent], _leaf, _space)
+
+
+def _on_blocks(fn: Callable[..., Any], name: str) -> Callable[..., Any]:
+    """``fn``, written over torch tensors, as a kernel calls it: Blocks in and out."""
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        kwargs = {key: _unwrap(value) for key, value in kwargs.items()}
+        return _wrap(fn(*map(_unwrap, args), **kwargs))
+
+    call.__name__ = call.__qualname__ = name
+    call.__doc__ = fn.__doc__
+    return call
+
+
+def _tl(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Put ``fn`` into triton.language under its name (``sum_`` is ``tl.sum``)."""
+    name = fn.__name__.rstrip("_")
+    setattr(language, name, _on_blocks(fn, name))
+    return fn
+
+
+# The program being run: its ids, the grid and the device of the launch's tensors.
+class _Program(threading.local):
+    pid: tuple[int, int, int] = (0, 0, 0)
+    grid: tuple[int, int, int] = (1, 1, 1)
+    device: torch.device = torch.device("cpu")
+
+
+_PROGRAM = _Program()
+
+
+def _tensor(value: Any) -> torch.Tensor:
+    """A Python scalar as a 0-d tensor on the launch's device (torch keeps it weak in
+    promotion, as Triton does a constant); a tensor as it is."""
+    if isinstance(value, torch.Tensor):
+        return value
+    if isinstance(value, Block):
+        return value.data
+    return torch.as_tensor(value, device=_PROGRAM.device)
+
+
+class _Int(int):
+    """An integer argument, program id or constexpr: a Python int that also has Triton's
+    ``.to`` and ``.value``."""
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return torch.int32 if -(2**31) <= self < 2**31 else torch.int64
+
+    @property
+    def value(self) -> int:
+        return int(self)
+
+    def to(self, dtype: torch.dtype, bitcast: bool = False) -> Block:
+        return Block(torch.tensor(int(self), dtype=dtype, device=_PROGRAM.device))
+
+
+class _Float(float):
+    """A float argument or constexpr: a Python float with Triton's ``.to`` and ``.value``."""
+
+    dtype = torch.float32
+
+    @property
+    def value(self) -> float:
+        return float(self)
+
+    def to(self, dtype: torch.dtype, bitcast: bool = False) -> Block:
+        return Block(torch.tensor(float(self), dtype=dtype, device=_PROGRAM.device))
+
+
+class Block:
+    """A block of values, Triton's ``tl.tensor``: a torch tensor with Triton's operators
+    (``//`` and ``%`` truncate, as in C) and member functions (``x.to``, ``x.sum(axis)``,
+    ...); a member it lacks raises UnsupportedConstruct. Every ``tl`` function unwraps its
+    arguments and wraps its result, so the implementations below see only torch tensors."""
+
+    __slots__ = ("data",)
+    __hash__ = None  # type: ignore[assignment]  # == is elementwise
+
+    def __init__(self, data: torch.Tensor) -> None:
+        self.data = data
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.data.dtype
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self.data.shape)
+
+    def numel(self) -> int:
+        return self.data.numel()
+
+    def to(self, dtype: torch.dtype, bitcast: bool = False, **rounding: Any) -> Block:
+        return Block(self.data.view(dtype) if bitcast else self.data.to(dtype))
+
+    def __getitem__(self, index: Any) -> Block:
+        return Block(self.data[_unwrap(index)])
+
+    def __bool__(self) -> bool:
+        return bool(self.data)
+
+    def __index__(self) -> int:
+        return int(self.data)
+
+    def __float__(self) -> float:
+        return float(self.data)
+
+    def __repr__(self) -> str:
+        return f"Block({self.data!r})"
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        raise _unsupported(f"tensor.{name}")
+
+
+def _unwrap(value: Any) -> Any:
+    if isinstance(value, Block):
+        return value.data
+    if isinstance(value, tuple):
+        return tuple(_unwrap(item) for item in value)
+    return value
+
+
+def _wrap(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        return Block(value)
+    return tuple(_wrap(item) for item in value) if isinstance(value, tuple) else value
+
+
+def _truncating_div(a: torch.Tensor, b: Any) -> torch.Tensor:
+    """``//``: C's integer division (toward zero), as Triton's; floor for floats."""
+    both_integer = not a.is_floating_point() and not _tensor(b).is_floating_point()
+    return torch.div(a, b, rounding_mode="trunc" if both_integer else "floor")
+
+
+# Python operator -> the torch function of Triton's meaning (``%`` is C's fmod).
+_OPERATORS: dict[str, Callable[[Any, Any], Any]] = {
+    "add": torch.add, "sub": torch.sub, "mul": torch.mul, "truediv": torch.true_divide,
+    "floordiv": _truncating_div, "mod": torch.fmod, "pow": torch.pow,
+    "and": torch.bitwise_and, "or": torch.bitwise_or, "xor": torch.bitwise_xor,
+    "lshift": torch.bitwise_left_shift, "rshift": torch.bitwise_right_shift,
+    "lt": torch.lt, "le": torch.le, "gt": torch.gt, "ge": torch.ge, "eq": torch.eq,
+    "ne": torch.ne,
+}  # fmt: skip
+_REFLECTED = ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "and", "or", "xor",
+              "lshift", "rshift")  # fmt: skip
+
+
+def _operator(op: Callable[[Any, Any], Any], reflected: bool) -> Callable[[Block, Any], Any]:
+    def apply(self: Block, other: Any) -> Any:
+        if isinstance(other, Pointer):
+            return NotImplemented  # offsets + pointer: the pointer's __radd__
+        left, right = (_tensor(_unwrap(other)), self.data) if reflected else (self.data, other)
+        return Block(op(left, _unwrap(right)))
+
+    return apply
+
+
+for _name, _op in _OPERATORS.items():
+    setattr(Block, f"__{_name}__", _operator(_op, reflected=False))
+    if _name in _REFLECTED:
+        setattr(Block, f"__r{_name}__", _operator(_op, reflected=True))
+for _name, _unary in (("neg", torch.neg), ("pos", torch.positive), ("invert", torch.bitwise_not),
+                      ("abs", torch.abs)):  # fmt: skip
+    setattr(Block, f"__{_name}__", lambda self, _unary=_unary: Block(_unary(self.data)))
+
+
+# ---- pointers, loads and stores -------------------------------------------------------
+
+
+class pointer_type:  # Triton's name
+    """``ptr.dtype``: Triton's pointer type, whose ``element_ty`` is the tensor's dtype."""
+
+    def __init__(self, element_ty: torch.dtype) -> None:
+        self.element_ty = element_ty
+
+    def __repr__(self) -> str:
+        return f"pointer<{self.element_ty}>"
+
+
+class Pointer:
+    """A pointer or a block of them: element offsets (an int or an int64 tensor) into
+    ``flat``, the whole storage of a kernel argument as a 1-D tensor."""
+
+    def __init__(self, flat: torch.Tensor, offset: int | torch.Tensor) -> None:
+        self.flat = flat
+        self.offset = offset
+
+    @classmethod
+    def of(cls, tensor: torch.Tensor) -> Pointer:
+        tensor = tensor.detach()  # the same storage; a kernel's writes are not autograd's
+        size = tensor.untyped_storage().nbytes() // tensor.element_size()
+        return cls(tensor.as_strided((size,), (1,), 0), int(tensor.storage_offset()))
+
+    @property
+    def dtype(self) -> pointer_type:
+        return pointer_type(self.flat.dtype)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self.offset.shape) if isinstance(self.offset, torch.Tensor) else ()
+
+    def __add__(self, other: Any) -> Pointer:
+        other = _unwrap(other)
+        if isinstance(other, torch.Tensor):
+            other = other.to(torch.int64)
+        return Pointer(self.flat, self.offset + other)
+
+    __radd__ = __add__
+
+    def __sub__(self, other: Any) -> Pointer:
+        return self + (-other)
+
+    def __getitem__(self, index: Any) -> Pointer:
+        return Pointer(self.flat, _tensor(self.offset)[_unwrap(index)])
+
+
+def _checked(pointer: Pointer, mask: Any, what: str) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The offsets a load or store touches (masked-off ones set to 0) and the mask, both
+    broadcast to one shape; an offset outside the storage is a KernelIndexError."""
+    if not isinstance(pointer, Pointer):
+        raise TypeError(f"{what} takes a pointer, not {type(pointer).__name__} ({_where()})")
+    offset = _tensor(pointer.offset).to(torch.int64)
+    if mask is not None:
+        offset, mask = torch.broadcast_tensors(offset, _tensor(mask).to(torch.bool))
+        offset = torch.where(mask, offset, 0)
+    outside = (offset < 0) | (offset >= pointer.flat.numel())
+    if bool(outside.any()):
+        first = int(offset[outside].flatten()[0])
+        raise KernelIndexError(
+            f"{what} of element {first} outside a storage of {pointer.flat.numel()} "
+            f"elements, in program {_PROGRAM.pid} of {_where()}"
+        )
+    return offset, mask
+
+
+@_tl
+def load(
+    pointer: Pointer,
+    mask: Any = None,
+    other: Any = None,
+    boundary_check: Sequence[int] = (),
+    padding_option: str = "",
+    cache_modifier: str = "",
+    eviction_policy: str = "",
+    volatile: bool = False,
+) -> torch.Tensor:
+    """Gather ``pointer``'s elements; where ``mask`` is false, ``other`` (or 0)."""
+    for argument, value in (("boundary_check", boundary_check), ("padding_option", padding_option)):
+        if value:
+            raise _unsupported(f"tl.load({argument}=)")  # block pointers'
+    offset, mask = _checked(pointer, mask, "tl.load")
+    # a copy, never a view (``flat[0-d index]`` would be one): later stores must not reach it
+    values = pointer.flat.index_select(0, offset.flatten()).view(offset.shape)
+    if mask is None:
+        return values
+    if isinstance(other, torch.Tensor):
+        other = other.to(values.dtype)
+    return torch.where(mask, values, 0 if other is None else other)
+
+
+@_tl
+def store(
+    pointer: Pointer,
+    value: Any,
+    mask: Any = None,
+    boundary_check: Sequence[int] = (),
+    cache_modifier: str = "",
+    eviction_policy: str = "",
+) -> None:
+    """Scatter ``value`` (cast to the pointer's element type) where ``mask`` is true."""
+    if boundary_check:
+        raise _unsupported("tl.store(boundary_check=)")
+    offset, mask = _checked(pointer, mask, "tl.store")
+    value = _tensor(value).to(pointer.flat.dtype)
+    if mask is None:
+        offset, value = torch.broadcast_tensors(offset, value)
+        pointer.flat[offset.flatten()] = value.flatten()
+    else:
+        offset, value, mask = torch.broadcast_tensors(offset, value, mask)
+        pointer.flat[offset[mask]] = value[mask]
+
+
+# ---- program ids, block creation, shapes ----------------------------------------------
+
+
+@_tl
+def program_id(axis: int) -> _Int:
+    return _Int(_PROGRAM.pid[axis])
+
+
+@_tl
+def num_programs(axis: int) -> _Int:
+    return _Int(_PROGRAM.grid[axis])
+
+
+@_tl
+def arange(start: int, end: int) -> torch.Tensor:
+    return torch.arange(int(start), int(end), dtype=torch.int32, device=_PROGRAM.device)
+
+
+def _shape(shape: Sequence[int] | tuple[Sequence[int]]) -> tuple[int, ...]:
+    """A shape given as a sequence or as separate ints (``broadcast_to(x, M, N)``)."""
+    if isinstance(shape, int):
+        return (shape,)
+    if len(shape) == 1 and isinstance(shape[0], Sequence):
+        shape = shape[0]
+    return tuple(int(size) for size in shape)  # type: ignore[arg-type]
+
+
+@_tl
+def zeros(shape: Sequence[int], dtype: torch.dtype) -> torch.Tensor:
+    return torch.zeros(_shape(shape), dtype=dtype, device=_PROGRAM.device)
+
+
+@_tl
+def full(shape: Sequence[int], value: Any, dtype: torch.dtype) -> torch.Tensor:
+    return torch.full(_shape(shape), value, dtype=dtype, device=_PROGRAM.device)
+
+
+@_tl
+def zeros_like(input: torch.Tensor) -> torch.Tensor:
+    return torch.zeros_like(input)
+
+
+@_tl
+def where(condition: Any, x: Any, y: Any) -> torch.Tensor:
+    return torch.where(_tensor(condition).to(torch.bool), x, y)
+
+
+@_tl
+def broadcast_to(input: Any, *shape: Any) -> torch.Tensor:
+    return _tensor(input).broadcast_to(_shape(shape))
+
+
+@_tl
+def broadcast(input: Any, other: Any) -> tuple[torch.Tensor, ...]:
+    return tuple(torch.broadcast_tensors(_tensor(input), _tensor(other)))
+
+
+@_tl
+def reshape(input: torch.Tensor, *shape: Any, can_reorder: bool = False) -> torch.Tensor:
+    return input.reshape(_shape(shape))
+
+
+@_tl
+def view(input: torch.Tensor, *shape: Any) -> torch.Tensor:
+    return input.reshape(_shape(shape))
+
+
+@_tl
+def ravel(input: torch.Tensor, can_reorder: bool = False) -> torch.Tensor:
+    return input.reshape(-1)
+
+
+@_tl
+def permute(input: torch.Tensor, *dims: Any) -> torch.Tensor:
+    return input.permute(_shape(dims))
+
+
+@_tl
+def trans(input: torch.Tensor, *dims: Any) -> torch.Tensor:
+    """Triton's transpose: the dims given, or the two dims of a 2-D block swapped."""
+    return input.permute(_shape(dims)) if dims else input.permute(1, 0)
+
+
+@_tl
+def expand_dims(input: Any, axis: int | Sequence[int]) -> torch.Tensor:
+    result = _tensor(input)
+    axes = [axis] if isinstance(axis, int) else list(axis)
+    rank = result.dim() + len(axes)
+    for one in sorted(a % rank for a in axes):
+        result = result.unsqueeze(one)
+    return result
+
+
+@_tl
+def join(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return torch.stack(torch.broadcast_tensors(a, b), dim=-1)
+
+
+@_tl
+def split(a: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    return tuple(a.unbind(-1))
+
+
+# ---- reductions, scans, dot -----------------------------------------------------------
+
+
+def _widened(input: torch.Tensor, floats_too: bool) -> torch.Tensor:
+    """Triton's reductions widen integers narrower than 32 bits to int32, and ``max`` and
+    ``min`` widen float16/bfloat16 to float32 as well."""
+    if input.dtype == torch.bool or (not input.is_floating_point() and input.itemsize < 4):
+        return input.to(torch.int32)
+    if floats_too and input.is_floating_point() and input.itemsize < 4:
+        return input.to(torch.float32)
+    return input
+
+
+@_tl
+def sum_(
+    input: torch.Tensor, axis: int | None = None, keep_dims: bool = False, dtype: Any = None
+) -> torch.Tensor:
+    input = input.to(dtype) if dtype is not None else _widened(input, floats_too=False)
+    return torch.sum(input, dim=axis, keepdim=keep_dims, dtype=input.dtype)
+
+
+def _extremes(pick: Callable[..., Any], name: str) -> None:
+    """``tl.max`` and ``tl.argmax`` (``pick`` torch.max), or ``tl.min`` and ``tl.argmin``."""
+
+    def extreme(
+        input: torch.Tensor,
+        axis: int | None = None,
+        return_indices: bool = False,
+        return_indices_tie_break_left: bool = True,
+        keep_dims: bool = False,
+    ) -> Any:
+        """The values, and with ``return_indices`` their int32 positions too (the first
+        of equal ones, as Triton's default tie break)."""
+        input = _widened(input, floats_too=True)
+        if axis is None:
+            input, axis = input.flatten(), 0
+        values, positions = pick(input, dim=axis, keepdim=keep_dims)
+        return (values, positions.to(torch.int32)) if return_indices else values
+
+    def arg(
+        input: torch.Tensor, axis: int, tie_break_left: bool = True, keep_dims: bool = False
+    ) -> torch.Tensor:
+        return extreme(input, axis, return_indices=True, keep_dims=keep_dims)[1]
+
+    setattr(language, name, _on_blocks(extreme, name))
+    setattr(language, f"arg{name}", _on_blocks(arg, f"arg{name}"))
+
+
+_extremes(torch.max, "max")
+_extremes(torch.min, "min")
+
+
+def _scan(
+    scan: Callable[..., torch.Tensor], input: torch.Tensor, axis: int, reverse: bool, dtype: Any
+) -> torch.Tensor:
+    input = input.to(dtype) if dtype is not None else _widened(input, floats_too=False)
+    if reverse:
+        return scan(input.flip(axis), dim=axis, dtype=input.dtype).flip(axis)
+    return scan(input, dim=axis, dtype=input.dtype)
+
+
+@_tl
+def cumsum(
+    input: torch.Tensor, axis: int = 0, reverse: bool = False, dtype: Any = None
+) -> torch.Tensor:
+    return _scan(torch.cumsum, input, axis, reverse, dtype)
+
+
+@_tl
+def cumprod(
+    input: torch.Tensor, axis: int = 0, reverse: bool = False, dtype: Any = None
+) -> torch.Tensor:
+    return _scan(torch.cumprod, input, axis, reverse, dtype)
+
+
+@_tl
+def dot(
+    input: torch.Tensor,
+    other: torch.Tensor,
+    acc: torch.Tensor | None = None,
+    input_precision: str | None = None,
+    allow_tf32: bool | None = None,
+    max_num_imprecise_acc: int | None = None,
+    out_dtype: torch.dtype = torch.float32,
+) -> torch.Tensor:
+    """A block matmul, exact in float32 whatever the precision asked (int32 for integers,
+    float64 where an input is), plus ``acc``."""
+    if not input.is_floating_point():
+        out_dtype = torch.int32
+    elif torch.float64 in (input.dtype, other.dtype):
+        out_dtype = torch.float64
+    previous = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("highest")  # a TPU's default: bfloat16 passes
+    try:
+        result = torch.matmul(input.to(out_dtype), other.to(out_dtype))
+    finally:
+        torch.set_float32_matmul_precision(previous)
+    return result if acc is None else (acc + result).to(acc.dtype)
+
+
+# ---- elementwise math -----------------------------------------------------------------
+
+
+def _math(torch_name: str) -> Callable[..., torch.Tensor]:
+    """torch's ``torch_name`` over tensors and scalars alike (options such as
+    propagate_nan are moot: torch's maximum and minimum propagate NaN)."""
+    op = getattr(torch, torch_name)
+    return lambda *args, **options: op(*map(_tensor, args))
+
+
+@_tl
+def cast(input: Any, dtype: torch.dtype, fp_downcast_rounding: Any = None) -> torch.Tensor:
+    """``tl.cast(x, dtype)``, which is ``x.to(dtype)`` (``bitcast=True`` is unsupported)."""
+    return _tensor(input).to(dtype)
+
+
+def fma(x: Any, y: Any, z: Any) -> torch.Tensor:
+    return _tensor(x) * y + z
+
+
+@_tl
+def clamp(x: Any, min: Any, max: Any, propagate_nan: Any = None) -> torch.Tensor:
+    return torch.minimum(torch.maximum(_tensor(x), _tensor(min)), _tensor(max))
+
+
+for _space_name in MATH_IN:
+    for _name, _torch_name in (UNARY_MATH | BINARY_MATH).items():
+        setattr(_SPACES[_space_name], _name, _on_blocks(_math(_torch_name), _name))
+    _SPACES[_space_name].fma = _on_blocks(fma, "fma")  # type: ignore[attr-defined]
+
+
+def cdiv(x: Any, div: Any) -> Any:
+    """Ceiling division of integers (or of integer blocks)."""
+    return (x + div - 1) // div
+
+
+def next_power_of_2(n: int) -> int:
+    """The smallest power of 2 >= n (Triton's: 0 for 0)."""
+    return 0 if n == 0 else 1 << (int(n) - 1).bit_length()
+
+
+language.cdiv = cdiv  # type: ignore[attr-defined]
+
+
+# ---- compile-time helpers, hints and checks -------------------------------------------
+
+
+class constexpr:  # Triton's name
+    """Marks a compile-time parameter (``BLOCK: tl.constexpr``). ``tl.constexpr(v)`` is v,
+    a number as one that also has Triton's ``.value`` (``MODE = tl.constexpr(0)``)."""
+
+    def __new__(cls, value: Any) -> Any:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return value
+        return _Int(value) if isinstance(value, int) else _Float(value)
+
+
+language.constexpr = constexpr  # type: ignore[attr-defined]
+language.tensor = Block  # type: ignore[attr-defined]
+language.dtype = torch.dtype  # type: ignore[attr-defined]
+language.pointer_type = pointer_type  # type: ignore[attr-defined]
+for _name, _torch_name in DTYPES.items():
+    setattr(language, _name, getattr(torch, _torch_name))
+
+
+@_tl
+def range_(start: int, end: int | None = None, step: int = 1, **hints: Any) -> builtins.range:
+    """``tl.range``: a Python range; num_stages, loop_unroll_factor and such are hints."""
+    return builtins.range(start) if end is None else builtins.range(start, end, step)
+
+
+@_tl
+def static_range(start: int, end: int | None = None, step: int = 1) -> builtins.range:
+    return range_(start, end, step)
+
+
+def _hint(input: Any, values: Any) -> Any:
+    """``tl.multiple_of`` and such: facts for the compiler, nothing to compute."""
+    return input
+
+
+for _name in ("multiple_of", "max_contiguous", "max_constancy"):
+    setattr(language, _name, _hint)
+
+
+@_tl
+def debug_barrier() -> None:
+    """Every program runs alone here: there is nothing to wait for."""
+
+
+@_tl
+def static_assert(condition: Any, msg: str = "") -> None:
+    if not condition:
+        raise AssertionError(f"tl.static_assert failed: {msg} ({_where()})")
+
+
+@_tl
+def device_assert(condition: Any, msg: str = "", mask: Any = None) -> None:
+    failed = ~_tensor(condition).to(torch.bool)
+    if mask is not None:
+        failed &= _tensor(mask).to(torch.bool)
+    if bool(failed.any()):
+        raise AssertionError(f"tl.device_assert failed: {msg} (program {_PROGRAM.pid}, {_where()})")
+
+
+@_tl
+def static_print(*values: Any) -> None:
+    print(*values)
+
+
+@_tl
+def device_print(prefix: str, *values: Any, hex: bool = False) -> None:
+    print(f"pid {_PROGRAM.pid} {prefix}", *values)
+
+
+# ---- kernels and their launch ---------------------------------------------------------
+
+
+class _Launcher:
+    """What ``kernel[grid]`` works on: a JITFunction, or autotune/heuristics around one."""
+
+    fn: Any
+
+    @property
+    def arg_names(self) -> list[str]:
+        return list(self.fn.arg_names)
+
+    def __getitem__(self, grid: Any) -> Callable[..., None]:
+        return lambda *args, **kwargs: self.run(grid, args, kwargs)
+
+    def run(self, grid: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+    def _named(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+        return {**dict(zip(self.arg_names, args, strict=False)), **kwargs}
+
+
+class JITFunction(_Launcher):
+    """A ``@triton.jit`` function: launched with ``kernel[grid](...)``, or called directly
+    from another kernel as the plain Python function it is."""
+
+    def __init__(self, fn: Callable[..., Any]) -> None:
+        self.fn = fn
+        self.__name__ = fn.__name__
+        self.__doc__ = fn.__doc__
+        self.signature = inspect.signature(fn)
+        self.constexprs = {
+            name
+            for name, param in self.signature.parameters.items()
+            if param.annotation is constexpr or str(param.annotation).endswith("constexpr")
+        }
+
+    @property
+    def arg_names(self) -> list[str]:
+        return list(self.signature.parameters)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.fn(*args, **kwargs)
+
+    def run(self, grid: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        """Run the body once per program id of ``grid`` (a tuple, or a function of the
+        launch's named arguments), in order, one program at a time."""
+        kwargs = {k: v for k, v in kwargs.items() if k not in LAUNCH_OPTIONS}
+        bound = self.signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        named = dict(bound.arguments)
+        grid = grid(named) if callable(grid) else grid
+        grid = (grid,) if isinstance(grid, int) else tuple(int(g) for g in grid)
+        grid = (*grid, 1, 1)[:3]
+        tensors = [v for v in named.values() if isinstance(v, torch.Tensor)]
+        device = tensors[0].device if tensors else torch.device("cpu")
+        values = {name: self._argument(name, value) for name, value in named.items()}
+        saved = (_PROGRAM.pid, _PROGRAM.grid, _PROGRAM.device)
+        _PROGRAM.grid, _PROGRAM.device = grid, device
+        try:
+            for z, y, x in itertools.product(*map(builtins.range, reversed(grid))):
+                _PROGRAM.pid = (x, y, z)
+                self.fn(**values)
+        except Exception as error:
+            error.add_note(f"in triton_on_torch kernel {self.__name__}, program {_PROGRAM.pid}")
+            raise
+        finally:
+            _PROGRAM.pid, _PROGRAM.grid, _PROGRAM.device = saved
+
+    def _argument(self, name: str, value: Any) -> Any:
+        """What the body sees: a tensor as a Pointer, a runtime int or float as one that
+        has ``.to``; constexprs and everything else as passed."""
+        if isinstance(value, torch.Tensor):
+            return Pointer.of(value)
+        if name in self.constexprs or isinstance(value, bool):
+            return value
+        if isinstance(value, int):
+            return _Int(value)
+        return _Float(value) if isinstance(value, float) else value
+
+
+class Config:
+    """One autotuning configuration: ``kwargs`` become the kernel's meta-parameters; the
+    rest (num_warps, num_stages, ...) tunes a GPU and is kept only to be read back."""
+
+    def __init__(
+        self,
+        kwargs: dict[str, Any],
+        num_warps: int = 4,
+        num_stages: int = 3,
+        pre_hook: Callable[..., Any] | None = None,
+        **options: Any,
+    ) -> None:
+        self.kwargs = dict(kwargs)
+        self.num_warps = num_warps
+        self.num_stages = num_stages
+        self.pre_hook = pre_hook
+        self.options = options
+
+
+class _Autotuned(_Launcher):
+    """``@triton.autotune``: always the first config (nothing here is worth timing)."""
+
+    def __init__(self, fn: _Launcher, configs: Sequence[Config]) -> None:
+        self.fn = fn
+        self.config = configs[0] if configs else Config({})
+
+    def run(self, grid: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        clash = sorted(set(kwargs) & set(self.config.kwargs))
+        if clash:
+            raise ValueError(f"meta-parameters {clash} are set by both the call and autotune")
+        if self.config.pre_hook is not None:
+            self.config.pre_hook({**self._named(args, kwargs), **self.config.kwargs})
+        self.fn.run(grid, args, {**kwargs, **self.config.kwargs})
+
+
+class _Heuristics(_Launcher):
+    """``@triton.heuristics``: each meta-parameter computed from the launch's arguments."""
+
+    def __init__(self, fn: _Launcher, values: dict[str, Callable[[dict[str, Any]], Any]]):
+        self.fn = fn
+        self.values = values
+
+    def run(self, grid: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        kwargs = dict(kwargs)
+        for name, rule in self.values.items():
+            kwargs[name] = rule(self._named(args, kwargs))
+        self.fn.run(grid, args, kwargs)
+
+
+def jit(fn: Callable[..., Any] | None = None, **options: Any) -> Any:
+    """``@triton.jit`` and ``@triton.jit(...)``; the options (debug, noinline, ...) are moot."""
+    return JITFunction(fn) if fn is not None else JITFunction
+
+
+def autotune(configs: Sequence[Config], key: Sequence[str], **options: Any) -> Any:
+    return lambda fn: _Autotuned(fn, configs)
+
+
+def heuristics(values: dict[str, Callable[[dict[str, Any]], Any]]) -> Any:
+    return lambda fn: _Heuristics(fn, values)
+
+
+def install_as_triton() -> None:
+    """Make ``import triton`` and ``import triton.language as tl`` (and tl.math, libdevice)
+    find this runtime, so a kernel module runs unchanged."""
+    sys.modules["triton"] = sys.modules[__name__]
+    sys.modules.update(_SPACES)
+
+
+# ``import triton_on_torch.language as tl`` and ``from triton_on_torch.language.extra import
+# libdevice`` work as the same lines with ``triton`` do.
+for _name, _space in _SPACES.items():
+    sys.modules.setdefault(__name__ + _name[len("triton") :], _space)
+
+
+# Triton's member functions: ``x.sum(axis=1)`` is ``tl.sum(x, axis=1)``, and so on.
+BLOCK_METHODS = (
+    "sum max min argmax argmin cumsum cumprod reshape view ravel trans permute expand_dims"
+    " broadcast_to split cast"
+)
+for _name in [*BLOCK_METHODS.split(), *UNARY_MATH]:
+    setattr(Block, _name, getattr(language, _name))
+
+
+def _check_tables() -> None:
+    """The tables above are what the static check reads: they must be what is here."""
+    for name, space in _SPACES.items():
+        wanted = set(NAMESPACES[name].split())
+        wanted |= set(UNARY_MATH) | set(BINARY_MATH) if name in MATH_IN else set()
+        wanted |= set(DTYPES) if name == "triton.language" else set()
+        have = {key for key in vars(space) if not key.startswith("__")}
+        if have != wanted:
+            raise RuntimeError(f"{name}: table and namespace differ by {have ^ wanted}")
+    missing = [name for name in TRITON_NAMES.split() if name not in globals()]
+    if missing:
+        raise RuntimeError(f"triton: {missing} in the table but not defined")
+
+
+_check_tables()
