@@ -425,3 +425,40 @@ def test_a_compiled_package_built_for_another_torch_is_the_environments() -> Non
     assert judge(_failed(other), _failed(other), FP32, "tpu").reason.startswith(
         "the original fails here too"
     )
+
+
+@pytest.mark.slow
+def test_a_device_check_the_reference_fails_is_the_references_not_the_originals(
+    tmp_path: Path,
+) -> None:
+    """The reference shim's CUDA tensors are CPU tensors: ``assert x.is_cuda`` holds on a
+    GPU and fails there. The verdict must not call that the original's failure."""
+    trees = []
+    for name, device, check in (
+        ("original", "cuda", "x.is_cuda"),
+        ("port", "tpu", 'x.device.type == "tpu"'),
+    ):
+        root = tmp_path / name
+        root.mkdir()
+        head = f'x = torch.zeros(2).to("{device}")\nassert {check}, "needs the device"\n'
+        (root / "train.py").write_text("import torch\n" + head + _TRAIN.format(device=device))
+        trees.append(root)
+    v, reference = verify_tree(*trees, ["python", "train.py"], "tpu", _BUDGET, None)
+    assert reference["error"]["type"] == "AssertionError", reference["error"]
+    assert v.verdict == "not-runnable" and "fails here" not in v.reason, v.reason
+    assert v.reason.startswith("torchport's sandbox (its CUDA reference runs"), v.reason
+    assert "(the original failed at train.py:3)" in v.reason
+    assert v.attribution["kind"] == "sandbox-fact" and "device check" in v.next_step
+
+
+def test_a_device_check_that_is_not_on_the_failing_line_blames_nothing() -> None:
+    """The fact reads the failing line: an assertion about shapes is the program's."""
+
+    def failed_at(code: str) -> dict:
+        frame = {"file": "train.py", "line": 3, "function": "<module>", "code": code}
+        return _failed({"type": "AssertionError", "message": "", "frame": frame,
+                        "traceback": [frame]})  # fmt: skip
+
+    assert attribution.attribute(failed_at("assert x.shape[0] == 3")) is None
+    found = attribution.attribute(failed_at("assert x.is_cuda"))
+    assert found is not None and found.kind == "sandbox-fact" and "CPU tensors" in found.cause
