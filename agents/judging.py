@@ -9,6 +9,7 @@ what it is, with the next step to take.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import cache
 from typing import Any, cast
 
@@ -100,7 +101,7 @@ def judge(
     Every verdict short of ``verified`` comes with its ``next_step``."""
     v = _judged(reference, target, policy, device, imports)
     if v.verdict != Verdict.VERIFIED and not v.next_step:
-        v.next_step = next_step(v, reference, target, device)
+        v = replace(v, next_step=next_step(v, reference, target, device))
     return v
 
 
@@ -142,32 +143,36 @@ def _judged(
     device: str,
     imports: frozenset[str] | None,
 ) -> Verification:
-    v = Verification(Verdict.FAILED, "", policy=policy.name, own_policy=policy.own)
-    v.reference, v.target = _brief(reference), _brief(target)
+    v = Verification(
+        Verdict.FAILED,
+        "",
+        policy=policy.name,
+        own_policy=policy.own,
+        reference=_brief(reference),
+        target=_brief(target),
+    )
     if reference is not None and reference.get("status") != "ok":
         return _judge_failed_original(v, reference, target, policy, device, imports)
     if target.get("status") != "ok":
         return _judge_failed_port(v, target, imports)
     if on_the_cpu(target):
-        v.verdict = Verdict.RAN
-        v.code = Reason.ON_THE_CPU
-        v.reason = f"it ran, but on the CPU: no operation reached the emulated {device} device"
-        return v
+        reason = f"it ran, but on the CPU: no operation reached the emulated {device} device"
+        return replace(v, verdict=Verdict.RAN, code=Reason.ON_THE_CPU, reason=reason)
     if reference is None:
-        v.verdict = Verdict.RAN
-        v.code = Reason.ORIGINAL_NOT_RUN
-        v.reason = "the original was not run, so there is nothing to compare with"
-        return v
+        reason = "the original was not run, so there is nothing to compare with"
+        return replace(v, verdict=Verdict.RAN, code=Reason.ORIGINAL_NOT_RUN, reason=reason)
     if reference.get("losses") and target.get("losses"):
         parity = compare_ranks(reference, target, policy)
     elif reference.get("outputs") and target.get("outputs"):
         parity = compare_outputs(reference["outputs"], target["outputs"], policy)
     else:
-        v.verdict = Verdict.RAN
-        v.code = Reason.NOTHING_TO_COMPARE
-        v.reason = "neither a loss nor a model output was recorded in both runs to compare"
-        v.parity = Parity("nothing")
-        return v
+        return replace(
+            v,
+            verdict=Verdict.RAN,
+            code=Reason.NOTHING_TO_COMPARE,
+            reason="neither a loss nor a model output was recorded in both runs to compare",
+            parity=Parity("nothing"),
+        )
     return _judge_parity(v, parity, reference, target, policy)
 
 
@@ -180,11 +185,9 @@ def _judge_failed_port(
     blame = attribution.attribute(target, imports, ("own-environment", "sandbox-start"))
     if blame is not None:
         return _attributed(v, blame, "the migration", target)
-    v.verdict, v.failure = Verdict.FAILED, target
     where = _failure_where(target)
-    v.code = Reason.PORT_FAILS
-    v.reason = f"{target.get('status')}: {f'{where}: ' if where else ''}{_error_text(target)}"
-    return v
+    reason = f"{target.get('status')}: {f'{where}: ' if where else ''}{_error_text(target)}"
+    return replace(v, verdict=Verdict.FAILED, failure=target, code=Reason.PORT_FAILS, reason=reason)
 
 
 def _judge_parity(
@@ -195,35 +198,39 @@ def _judge_parity(
     policy: Policy,
 ) -> Verification:
     """Both ran and recorded something to compare: ``verified`` when it matches."""
-    v.parity = parity
     if parity.holds:
-        v.verdict, v.code = Verdict.VERIFIED, Reason.NUMBERS_MATCH
-        v.reason = (
+        reason = (
             f"{parity.steps} {'steps' if parity.compared == 'losses' else 'outputs'} match the "
             f"original within the {policy.label} policy (max abs {parity.max_abs:.3g}, "
             f"max rel {parity.max_rel:.3g})"
         )
         if parity.ranks > 1:
-            v.reason += f", on each of {parity.ranks} ranks"
+            reason += f", on each of {parity.ranks} ranks"
         standins = reference.get("reference_standins") or []
         if standins:
-            v.reason += (
+            reason += (
                 "; the original ran with pure-PyTorch stand-ins for CUDA-only APIs: "
                 + ", ".join(standins)
             )
         if interpreted := interpreter_note(reference):
-            v.reason += f"; {interpreted}"
-        v.reason += kernel_runner_note(reference.get("cuda_kernel_runner") or [])
-    else:
-        v.verdict = Verdict.FAILED
-        v.code = Reason.NUMBERS_DIFFER
-        v.reason = parity.note or (
-            f"parity does not hold under the {policy.label} policy: worst at "
-            f"{'step' if parity.compared == 'losses' else 'output'} {parity.worst_step}, "
-            f"abs {parity.max_abs:.3g}, rel {parity.max_rel:.3g}"
-        )
-        v.failure = failed_with(target, FailureKind.PARITY_MISMATCH, v.reason)
-    return v
+            reason += f"; {interpreted}"
+        reason += kernel_runner_note(reference.get("cuda_kernel_runner") or [])
+        verdict, code = Verdict.VERIFIED, Reason.NUMBERS_MATCH
+        return replace(v, parity=parity, verdict=verdict, code=code, reason=reason)
+    reason = parity.note or (
+        f"parity does not hold under the {policy.label} policy: worst at "
+        f"{'step' if parity.compared == 'losses' else 'output'} {parity.worst_step}, "
+        f"abs {parity.max_abs:.3g}, rel {parity.max_rel:.3g}"
+    )
+    failure = failed_with(target, FailureKind.PARITY_MISMATCH, reason)
+    return replace(
+        v,
+        parity=parity,
+        verdict=Verdict.FAILED,
+        code=Reason.NUMBERS_DIFFER,
+        reason=reason,
+        failure=failure,
+    )
 
 
 def kernel_runner_note(extensions: list[dict[str, Any]]) -> str:
@@ -313,15 +320,15 @@ def _attributed(
 ) -> Verification:
     """``not-runnable`` for a failure torchport caused (``blame``): the reason says what of
     torchport's did it and the next step, never that ``which`` run's program fails."""
-    v.verdict, v.attribution, v.next_step = Verdict.NOT_RUNNABLE, blame.to_json(), blame.next_step
+    v = replace(
+        v, verdict=Verdict.NOT_RUNNABLE, attribution=blame.to_json(), next_step=blame.next_step
+    )
     if blame.kind == "sandbox-start":
-        v.code = Reason.COULD_NOT_START
-        v.reason = f"torchport could not run {which}: {blame.sentence()}"
-        return v
+        reason = f"torchport could not run {which}: {blame.sentence()}"
+        return replace(v, code=Reason.COULD_NOT_START, reason=reason)
     where = _failure_site(result)
-    v.code = Reason.TORCHPORT_CAUSED
-    v.reason = f"{blame.sentence()} ({which} failed{f' at {where}' if where else ''})"
-    return v
+    reason = f"{blame.sentence()} ({which} failed{f' at {where}' if where else ''})"
+    return replace(v, code=Reason.TORCHPORT_CAUSED, reason=reason)
 
 
 def _judge_failed_original(
@@ -347,12 +354,12 @@ def _judge_failed_original(
     if blame is not None and blame.kind == "sandbox-start":
         return _attributed(v, blame, "the original", reference)
     if (reference.get("error") or {}).get("type") == SANDBOX_ERROR:  # it never started
-        v.code = Reason.COULD_NOT_START
-        v.verdict, v.reason = (
-            Verdict.NOT_RUNNABLE,
-            f"torchport could not run the original: {failure}",
+        return replace(
+            v,
+            code=Reason.COULD_NOT_START,
+            verdict=Verdict.NOT_RUNNABLE,
+            reason=f"torchport could not run the original: {failure}",
         )
-        return v
     if target.get("status") == "ok" and RUNNER_REFUSAL in _full_error(reference):
         return _beyond_the_runner(v, target, device, failure)
     ref_losses, tgt_losses = reference.get("losses") or [], target.get("losses") or []
@@ -360,29 +367,44 @@ def _judge_failed_original(
     same = _fails_identically(reference, target)
     matched = parity is not None and parity.holds and len(ref_losses) == len(tgt_losses)
     if same and _needs_cuda(target, device):
-        v.verdict, v.parity, v.failure = Verdict.FAILED, parity, target
-        v.code = Reason.PORT_NEEDS_CUDA
-        v.reason = (
+        reason = (
             f"the original fails here too: {failure}; the migration fails the same way on "
             "the target, for want of CUDA: it still needs CUDA there"
         )
-        return v
-    if same and matched and parity is not None and not on_the_cpu(target):
-        v.verdict, v.parity = Verdict.VERIFIED, parity
-        v.code = Reason.MATCH_THEN_SHARED_FAILURE
-        v.caveat = f"both runs then fail the same way at {failure}"
-        if blame is not None:
-            v.attribution, v.next_step = blame.to_json(), blame.next_step
-            v.caveat += f": {blame.sentence()}"
-        v.reason = (
-            f"{parity.steps} steps match the original within the {policy.label} policy "
-            f"(max abs {parity.max_abs:.3g}, max rel {parity.max_rel:.3g}); {v.caveat}"
+        return replace(
+            v,
+            verdict=Verdict.FAILED,
+            code=Reason.PORT_NEEDS_CUDA,
+            parity=parity,
+            failure=target,
+            reason=reason,
         )
-        return v
+    if same and matched and parity is not None and not on_the_cpu(target):
+        return _matched_then_shared(v, parity, policy, failure, blame)
     if blame is not None:
-        v.parity = parity
-        return _attributed(v, blame, "the original", reference)
+        return _attributed(replace(v, parity=parity), blame, "the original", reference)
     return _original_fails(v, parity, target, failure, same)
+
+
+def _matched_then_shared(
+    v: Verification,
+    parity: Parity,
+    policy: Policy,
+    failure: str,
+    blame: attribution.Attribution | None,
+) -> Verification:
+    """``verified`` for the steps both runs matched before failing identically, the shared
+    failure (and what of torchport's was on its path, if anything) kept as the caveat."""
+    v = replace(v, verdict=Verdict.VERIFIED, parity=parity, code=Reason.MATCH_THEN_SHARED_FAILURE)
+    caveat = f"both runs then fail the same way at {failure}"
+    if blame is not None:
+        v = replace(v, attribution=blame.to_json(), next_step=blame.next_step)
+        caveat += f": {blame.sentence()}"
+    reason = (
+        f"{parity.steps} steps match the original within the {policy.label} policy "
+        f"(max abs {parity.max_abs:.3g}, max rel {parity.max_rel:.3g}); {caveat}"
+    )
+    return replace(v, caveat=caveat, reason=reason)
 
 
 def _beyond_the_runner(
@@ -390,14 +412,12 @@ def _beyond_the_runner(
 ) -> Verification:
     """The original's kernels are beyond torchport's CPU runner: no reference numbers, as
     for an original that was not run; the runner's reason says what it refused."""
-    v.verdict = Verdict.RAN
-    v.code = Reason.BEYOND_CPU_RUNNER
-    v.reason = f"the original could not run on the CPU reference: {failure}"
+    reason = f"the original could not run on the CPU reference: {failure}"
     if on_the_cpu(target):
-        v.reason += f"; the migration ran, but on the CPU, not the emulated {device} device"
+        reason += f"; the migration ran, but on the CPU, not the emulated {device} device"
     else:
-        v.reason += "; the migration ran, with nothing to compare it with"
-    return v
+        reason += "; the migration ran, with nothing to compare it with"
+    return replace(v, verdict=Verdict.RAN, code=Reason.BEYOND_CPU_RUNNER, reason=reason)
 
 
 def _original_fails(
@@ -405,20 +425,18 @@ def _original_fails(
 ) -> Verification:
     """The original's own failure, nothing of torchport's on its path: ``not-runnable``,
     saying so first, then how far the migration got."""
-    v.verdict, v.parity = Verdict.NOT_RUNNABLE, parity
+    v = replace(v, verdict=Verdict.NOT_RUNNABLE, parity=parity)
     if target.get("status") == "ok":
-        v.code = Reason.ORIGINAL_FAILS
-        v.reason = f"the original fails here, the migration does not: {failure}"
-        return v
-    v.code = Reason.BOTH_FAIL
-    v.reason = f"the original fails here too: {failure}"
+        reason = f"the original fails here, the migration does not: {failure}"
+        return replace(v, code=Reason.ORIGINAL_FAILS, reason=reason)
+    reason = f"the original fails here too: {failure}"
     if not same:
-        v.failure = target  # the migration's own failure, for a diagnosis in the report
-        v.reason += f"; the migration fails otherwise: {_error_text(target)}"
+        v = replace(v, failure=target)  # the migration's own failure, for the report's diagnosis
+        reason += f"; the migration fails otherwise: {_error_text(target)}"
     if parity is not None:
         held = "match" if parity.holds else "do not match"
-        v.reason += f"; the {parity.steps} steps both ran {held}"
-    return v
+        reason += f"; the {parity.steps} steps both ran {held}"
+    return replace(v, code=Reason.BOTH_FAIL, reason=reason)
 
 
 _RANKS: dict[str, int] = {

@@ -1,6 +1,9 @@
 """What a verification concluded, as the graph checkpoints it and the report reads it.
 
 The verdict is a ``Verdict`` (``agents.verdicts``); the rest is the evidence behind it.
+A ``Verification`` is frozen: each step that adds to it returns a new one
+(``dataclasses.replace``), so no caller sees a verdict change through an alias it kept.
+Its list and dict fields are never changed in place either: a new value replaces them.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from .verification_records import (
 )
 
 
-@dataclass
+@dataclass(frozen=True)
 class Verification:
     verdict: str
     reason: str  # the rendered text: what a reader is told

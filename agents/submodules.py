@@ -11,12 +11,12 @@ empty submodule's folder, says so and what to run instead.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from torchport.sandbox.safepath import read_inside
 
-from .unimportable import V
+from .results import Verification
 from .verdicts import Reason, Verdict
 
 _SECTION = re.compile(r'^\s*\[submodule\s+"([^"]*)"\]\s*$')
@@ -60,7 +60,7 @@ def empty_submodules(root: Path) -> list[Submodule]:
     return empty
 
 
-def name_empty_submodule(v: V, root: Path) -> V:
+def name_empty_submodule(v: Verification, root: Path) -> Verification:
     """``v`` saying so when the original stopped at an import of a module that one of
     ``root``'s empty submodules would provide (its folder's name), else ``v`` as it was."""
     reference = v.reference or {}
@@ -77,14 +77,17 @@ def name_empty_submodule(v: V, root: Path) -> V:
         frame = error.get("frame") or {}
         where = f" at {frame['file']}:{frame['line']}" if frame.get("file") else ""
         origin = f" ({sub.url})" if sub.url else ""
-        v.verdict, v.code = Verdict.NOT_RUNNABLE, Reason.EMPTY_SUBMODULE
-        v.reason = (
-            f"the repository's git submodule {sub.path}{origin} is empty in this copy, and "
-            f"the program imports {top} from it{where}: No module named '{found.group(1)}'"
+        return replace(
+            v,
+            verdict=Verdict.NOT_RUNNABLE,
+            code=Reason.EMPTY_SUBMODULE,
+            reason=(
+                f"the repository's git submodule {sub.path}{origin} is empty in this copy, and "
+                f"the program imports {top} from it{where}: No module named '{found.group(1)}'"
+            ),
+            next_step=(
+                "check out the submodules (git clone --recursive, or git submodule update "
+                "--init in the repository) and migrate again"
+            ),
         )
-        v.next_step = (
-            "check out the submodules (git clone --recursive, or git submodule update --init "
-            "in the repository) and migrate again"
-        )
-        return v
     return v

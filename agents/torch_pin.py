@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from torchport.tools.depresolve import installed_version
@@ -43,12 +44,12 @@ def with_torch_pin(v: Verification, environment: Mapping[str, Any]) -> Verificat
     requirement, where = pin
     here = _torch_version()
     asks = f"{where} asks for {requirement}" if where else f"the repository asks for {requirement}"
-    v.reason = (
+    reason = (
         f"the original fails on this torch ({here}; {asks}): {v.reason[len(ORIGINAL_FAILS) :]}"
         f"; if it runs on its own release, it relies on that release's torch, and the port "
         f"must be updated for torch {here} (torchport never installs torch)"
     )
-    return v
+    return replace(v, reason=reason)
 
 
 def _torch_version() -> str:

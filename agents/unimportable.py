@@ -13,29 +13,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import replace
 from fnmatch import fnmatchcase
 from functools import cache
-from typing import Any, Protocol, TypeVar
+from typing import Any
 
 from torchport.tools.catalogue import load_catalogue
 
-from .run_record import RunRecord
+from .results import Verification
 from .verdicts import Reason, Verdict
-
-
-class Judged(Protocol):
-    """What this reads and rewrites of ``agents.verifier.Verification`` (not imported: the
-    verifier imports this module)."""
-
-    verdict: str
-    reason: str
-    code: str
-    reference: RunRecord | None
-    target: RunRecord | None
-    next_step: str
-
-
-V = TypeVar("V", bound=Judged)
 
 CUDA_ONLY_IMPORT = "TPP001"  # the rule whose imports the target cannot install
 NO_MODULE = re.compile(r"No module named '([^']+)'")
@@ -69,7 +55,7 @@ def _missing(result: Mapping[str, Any] | None) -> tuple[str, Mapping[str, Any]] 
     return (library, error) if library else None
 
 
-def unimportable_port(v: V, target: str) -> V:
+def unimportable_port(v: Verification, target: str) -> Verification:
     """``v`` with a reason that names the CUDA-only import the port kept, where the port
     stopped there: ``not-runnable`` when the original stopped at it too (nothing to compare,
     and the original needs its CUDA machine for it), ``failed`` when the original ran."""
@@ -81,17 +67,20 @@ def unimportable_port(v: V, target: str) -> V:
     where = f"{frame['file']}:{frame['line']}" if frame.get("file") and frame.get("line") else ""
     code = str(frame.get("code") or f"import {library}").strip()
     original_too = _missing(v.reference) is not None
-    v.verdict = Verdict.NOT_RUNNABLE if original_too else Verdict.FAILED
-    v.code = Reason.PORT_CANNOT_IMPORT
-    v.reason = (
+    reason = (
         f"the port cannot import: it keeps `{code}`"
         + (f" ({where})" if where else "")
         + f", and {library} is a CUDA-only library that {target} cannot install "
         f"(TPP001, left for a human in manual.md)"
         + ("; the original stops there too on this CUDA-less machine" if original_too else "")
     )
-    v.next_step = (
-        "guard the import (try: ... except ImportError: ... = None) where every use is "
-        "guarded or rewritten, or remove it with its remaining uses"
+    return replace(
+        v,
+        verdict=Verdict.NOT_RUNNABLE if original_too else Verdict.FAILED,
+        code=Reason.PORT_CANNOT_IMPORT,
+        reason=reason,
+        next_step=(
+            "guard the import (try: ... except ImportError: ... = None) where every use is "
+            "guarded or rewritten, or remove it with its remaining uses"
+        ),
     )
-    return v

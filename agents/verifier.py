@@ -68,7 +68,7 @@ from .tolerance import POLICY_FIELDS, Policy, choose_policy, policies, policies_
 from .trace_records import TraceSpec
 from .unimportable import unimportable_port
 from .verdicts import FailureKind, Reason, Verdict, failure_kind
-from .verification_records import DivergenceRecord, HighestSummary
+from .verification_records import DivergenceRecord, HighestSummary, PrecisionRecord, Timings
 
 # Where callers have always found them; each lives in the module of its job.
 __all__ = [
@@ -187,14 +187,14 @@ def verify_tree(
     policy = choose_policy(_python_texts(tree), tolerance)
     imports = attribution.imported_names([*_python_texts(source), *_python_texts(tree)])
     judged = judge(reference, run, policy, device_of(mode, limits), imports)
-    v = _named(judged, environment, target, source, (renamed, reference))
+    v = _named(replace(judged, launch=step), environment, target, source, (renamed, reference))
     checks = (plan, policies_for(tolerance))
     v = _sites_checked(v, source, tree, (reference, run), mode, limits, site_paths, checks, say)
     v, again = with_precision_checks(v, target, run, lambda: migrated(None))
     done = time.perf_counter()
     got = "given" if given is not None else ("cache" if reference.get("cached") else "run")
     compare = done - ran - (again[1] if again else 0.0)
-    v.timings, v.launch = verify_pair.timings(pair, got, compare, done - started, plan, again), step
+    v = replace(v, timings=verify_pair.timings(pair, got, compare, done - started, plan, again))
     traced = _with_divergence(v, (source, tree), argv, mode, limits, site_paths, policy, say)
     return traced, reference
 
@@ -246,25 +246,25 @@ def _with_divergence(
     found = divergence_runs.find(sides, step, policy, traced, names)
     seconds = round(time.perf_counter() - started, 3)
     if v.timings:
-        v.timings["divergence"] = {"seconds": seconds}
-        v.timings["total_s"] = round(v.timings["total_s"] + seconds, 3)
+        total = round(v.timings["total_s"] + seconds, 3)
+        timings: Timings = {**v.timings, "divergence": {"seconds": seconds}, "total_s": total}
+        v = replace(v, timings=timings)
     return _told_divergence(v, found, device_of(mode, limits))
 
 
 def _told_divergence(v: Verification, found: DivergenceRecord, device: str) -> Verification:
     """The divergence in the reason and in the failure diagnosis reads (a port line as
     its frame), and the next step the diagnosis then gives."""
-    v.divergence = found
-    v.reason += f"; first divergence: {found['summary']}"
+    v = replace(v, divergence=found, reason=f"{v.reason}; first divergence: {found['summary']}")
     if v.failure is None:
         return v
     error: ErrorRecord = {**(v.failure.get("error") or {}), "message": v.reason}
     if found.get("blame") == "port" and found.get("port_lines"):
         where, line = found["where"].rpartition(":")[0], found["port_lines"][0]
         error["frame"] = {"file": where, "line": line, "function": found.get("cls")}
-    v.failure["error"] = error
-    v.next_step = next_step(v, None, v.failure, device)
-    return v
+    failure: RunRecord = {**v.failure, "error": error}  # a copy: the run may be shared
+    v = replace(v, failure=failure)
+    return replace(v, next_step=next_step(v, None, failure, device))
 
 
 def _legacy_repaired(
@@ -310,7 +310,7 @@ def _named(
     v = torch_pin.with_torch_pin(v, environment)  # an original that pins another torch
     v = submodules.name_empty_submodule(v, source)
     if renamed:
-        v.reason += f"; {original_keyword.note(renamed)}"
+        v = replace(v, reason=f"{v.reason}; {original_keyword.note(renamed)}")
     v = _with_repairs(v, reference)
     return v
 
@@ -323,9 +323,8 @@ def _with_repairs(v: Verification, reference: RunRecord) -> Verification:
     frame = (reference.get("error") or {}).get("frame") or {}
     file, line = frame.get("file"), frame.get("line")
     failed_at = (file, line) if file is not None and line is not None else None
-    v.legacy_repairs = list(repaired)
-    v.reason += f"; {legacy_repair.note(repaired, failed_at)}"
-    return v
+    reason = f"{v.reason}; {legacy_repair.note(repaired, failed_at)}"
+    return replace(v, legacy_repairs=list(repaired), reason=reason)
 
 
 def _migration(
@@ -373,17 +372,19 @@ def with_precision_checks(
         default = at_default()
         again = (default, time.perf_counter() - started)
         check = precision_check.judge(highest, default, precision_check.default_policy())
-    v.precision = {"highest": _highest_summary(v), "default": check.to_json()}
+    precision: PrecisionRecord = {"highest": _highest_summary(v), "default": check.to_json()}
+    v = replace(v, precision=precision)
     if check.holds is False:
-        v.verdict, at_highest = Verdict.FAILED, v.reason
-        v.code = Reason.PRECISION_SENSITIVE
-        v.reason = f"{precision_check.reason(check)}. At highest precision: {at_highest}"
+        reason = f"{precision_check.reason(check)}. At highest precision: {v.reason}"
         run = again[0] if again else highest
-        v.failure = failed_with(run, FailureKind.PRECISION_SENSITIVE, v.reason)
+        failure = failed_with(run, FailureKind.PRECISION_SENSITIVE, reason)
+        code = Reason.PRECISION_SENSITIVE
+        v = replace(v, verdict=Verdict.FAILED, code=code, reason=reason, failure=failure)
     elif check.ran:
-        v.reason += f"; {precision_check.reason(check)}"
+        v = replace(v, reason=f"{v.reason}; {precision_check.reason(check)}")
     elif target == precision_check.TARGET and v.verdict == Verdict.VERIFIED:
-        v.reason += f"; not run again at the TPU's default matmul precision: {skip}"
+        why = f"not run again at the TPU's default matmul precision: {skip}"
+        v = replace(v, reason=f"{v.reason}; {why}")
     return v, again
 
 
@@ -498,18 +499,21 @@ def with_kernel_check(
     """The verdict with the differential check's: a kernel site that computes otherwise
     fails the migration whatever its losses did, and the reason names the site first (it is
     the more precise evidence); a check that holds, or compared nothing, says so."""
-    v.kernel_check = checked.to_json()
+    v = replace(v, kernel_check=checked.to_json())
     if checked.holds is False:
         losses = ""
         if v.parity is not None and v.parity.steps:
             held = "match" if v.parity.holds else "do not match either"
             losses = f"; the program's {v.parity.steps} losses {held}"
-        v.verdict = Verdict.FAILED
-        v.code, v.reason = Reason.KERNEL_MISMATCH, checked.reason + losses
-        v.failure = failed_with(target, FailureKind.KERNEL_MISMATCH, checked.reason, checked.frame)
-        return v
-    v.reason += f"; {checked.reason}"
-    return v
+        failure = failed_with(target, FailureKind.KERNEL_MISMATCH, checked.reason, checked.frame)
+        return replace(
+            v,
+            verdict=Verdict.FAILED,
+            code=Reason.KERNEL_MISMATCH,
+            reason=checked.reason + losses,
+            failure=failure,
+        )
+    return replace(v, reason=f"{v.reason}; {checked.reason}")
 
 
 def _schedule(limits: RunLimits, together: bool | None) -> verify_pair.Schedule:
@@ -554,7 +558,6 @@ def name_missing_dependency(v: Verification, environment: EnvironmentRecord) -> 
             continue
         # Not "the original fails here too": the package is missing from the runs'
         # environment (torchport's, or the interpreter given), not wrong in the program.
-        v.verdict, v.failure = Verdict.NOT_RUNNABLE, None
         ref = v.reference or {}
         original_failed = bool(ref) and ref.get("status") != "ok"
         tried = dist in (environment.get("unavailable") or {})  # else skipped or hidden
@@ -567,10 +570,15 @@ def name_missing_dependency(v: Verification, environment: EnvironmentRecord) -> 
             + f": {why}",
             step or HOW_TO_PROVIDE[0].upper() + HOW_TO_PROVIDE[1:],
         )
-        v.attribution, v.next_step = blame.to_json(), blame.next_step
-        v.code = Reason.MISSING_DEPENDENCY
-        v.reason = f"{blame.cause}: {blame.evidence}" + ("" if step else f"; {HOW_TO_PROVIDE}")
-        return v
+        return replace(
+            v,
+            verdict=Verdict.NOT_RUNNABLE,
+            failure=None,
+            attribution=blame.to_json(),
+            next_step=blame.next_step,
+            code=Reason.MISSING_DEPENDENCY,
+            reason=f"{blame.cause}: {blame.evidence}" + ("" if step else f"; {HOW_TO_PROVIDE}"),
+        )
     return v
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -128,10 +128,12 @@ def _library_patched(
         current, _ = verify(patched_env, ran)
     if not patches or verifier.rank(current.to_json()) <= verifier.rank(v.to_json()):
         return v
-    current.library_patches = patches
-    current.reason = f"{library_patch.note(patches)}; {current.reason}"
-    current.next_step = library_patch.next_step(patches)
-    return current
+    return replace(
+        current,
+        library_patches=patches,
+        reason=f"{library_patch.note(patches)}; {current.reason}",
+        next_step=library_patch.next_step(patches),
+    )
 
 
 def _repaired(
