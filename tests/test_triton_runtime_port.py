@@ -86,6 +86,37 @@ def test_only_the_imports_change_and_the_runtime_is_asked_for(tmp_path, in_packa
     assert advised[0].advisory == ADVISORY
 
 
+ACCELERATOR_IMPORTS = """\
+import torch
+try:
+    import triton
+    import triton.language as tl
+    from triton import cdiv
+    from triton.language.extra import libdevice
+except ImportError:  # no Triton here: the kernels run on triton_on_torch
+    from . import triton_on_torch as triton
+    from .triton_on_torch import language as tl
+    from .triton_on_torch import cdiv
+    from .triton_on_torch.language.extra import libdevice
+
+
+"""
+
+
+def test_on_the_accelerator_target_triton_is_kept_where_it_is_installed(tmp_path):
+    """Device-agnostic code may run on a CUDA or ROCm GPU: the Triton imports are tried
+    first, as one block, and the runtime's are the ``except ImportError`` branch."""
+    path = tmp_path / "ops.py"
+    path.write_text(IMPORTS + KERNEL, encoding="utf-8")
+    findings = [f for f in scan(path).findings if f.rule == "TPK003"]
+    result = migrate_python(IMPORTS + KERNEL, findings, "accelerator", "ops.py", in_package=True)
+    assert result.unapplied == []
+    assert result.source == ACCELERATOR_IMPORTS + KERNEL
+    assert result.ships == ("triton_on_torch.py",)
+    (advisory,) = [e.advisory for e in result.edits if e.advisory]
+    assert advisory.startswith("where Triton is not installed (no CUDA or ROCm GPU), ")
+
+
 def test_a_guarded_import_counts_too(tmp_path):
     source = (
         textwrap.dedent("""\
@@ -164,6 +195,35 @@ def test_the_runtime_is_shipped_once_per_folder_and_the_port_runs(tmp_path):
     assert "# Performance advisories" in (out / "torchport-report" / "manual.md").read_text()
     patch = unified_diff(result)
     assert "new file mode 100644\n--- /dev/null\n+++ b/kernels/triton_on_torch.py\n" in patch
+
+
+# A machine without Triton, as the target runs see it (sandbox/target_imports.py).
+NO_TRITON = """\
+import importlib.abc, sys
+class NoTriton(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.partition(".")[0] == "triton":
+            raise ModuleNotFoundError(name)
+sys.meta_path.insert(0, NoTriton())
+"""
+
+
+def test_an_accelerator_port_runs_on_the_runtime_where_triton_is_absent(tmp_path):
+    root = _repository(tmp_path / "repo")
+    out = tmp_path / "out"
+    migrate(root, MigrateOptions(target="accelerator", out=out))
+    assert (out / "kernels" / "ops.py").read_text() == ACCELERATOR_IMPORTS + KERNEL
+    assert (out / "kernels" / "triton_on_torch.py").read_text() == RUNTIME
+    run = subprocess.run(
+        [sys.executable, "-c", NO_TRITON + "import json\n" + RUN],
+        cwd=out,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": ""},
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert json.loads(run.stdout) == {"triton": False}
 
 
 def test_a_construct_the_runtime_lacks_is_refused_with_its_line(tmp_path):

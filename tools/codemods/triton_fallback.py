@@ -396,7 +396,11 @@ def kernel_to_fallback(node: cst.CSTNode, ctx: FixContext) -> Fixed:
     found = _plan(ctx)
     if _on_runtime(found):
         ctx.ship(triton_runtime.RUNTIME_FILE)
-        ctx.advise(triton_runtime.ADVISORY)
+        ctx.advise(
+            triton_runtime.ADVISORY_OFF_TRITON
+            if ctx.profile.may_have_triton
+            else triton_runtime.ADVISORY
+        )
         return node
     if found.refusal:
         raise NotApplicable("; ".join(filter(None, (found.refusal, found.no_runtime))))
@@ -407,7 +411,7 @@ def kernel_to_fallback(node: cst.CSTNode, ctx: FixContext) -> Fixed:
 def keep_the_fallback(original: cst.CSTNode, node: cst.CSTNode, ctx: FixContext) -> Fixed | None:
     found = ctx.state.get(PLAN)
     if isinstance(found, Plan) and _on_runtime(found):
-        return triton_runtime.runtime_import(node, ctx.in_package)
+        return triton_runtime.runtime_node(original, node, ctx)
     if not isinstance(found, Plan) or found.refusal:
         return None
     if id(original) in found.doomed:

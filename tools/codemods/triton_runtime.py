@@ -17,7 +17,7 @@ from __future__ import annotations
 import libcst as cst
 
 from ..kernel_runtime import support
-from .base import code_of
+from .base import REMOVE_STATEMENT, FixContext, Fixed, code_of
 
 RUNTIME_FILE = "triton_on_torch.py"  # tools/kernel_runtime's file, shipped as it is
 MODULE = RUNTIME_FILE.removesuffix(".py")
@@ -26,6 +26,8 @@ ADVISORY = (
     "over its program ids on the device, slow but correct; a PyTorch version of the call "
     "site (or Pallas on tpu, NKI on neuron) is the fast port"
 )
+# On a target that may have Triton, it compiles the kernels where it is installed.
+ADVISORY_OFF_TRITON = "where Triton is not installed (no CUDA or ROCm GPU), " + ADVISORY
 
 
 def lacking(source: str) -> str:
@@ -61,6 +63,62 @@ def crowded_imports(module: cst.Module) -> list[cst.Import]:
 
     module.visit(Imports())
     return found
+
+
+def runtime_node(original: cst.CSTNode, node: cst.CSTNode, ctx: FixContext) -> Fixed | None:
+    """The follow-up's rewrite of ``node``: a Triton import as the runtime's. On a target
+    that may have Triton (``accelerator``), each run of lines that only import Triton
+    becomes one ``try:`` them ``except ImportError:`` the runtime's, so Triton still
+    compiles the kernels where it is installed. None for any other node."""
+    if not ctx.profile.may_have_triton:
+        return runtime_import(node, ctx.in_package)
+    parent = ctx.parent(original)
+    if _import_line(parent) is not None:
+        return None  # the whole line is guarded, below
+    if _import_line(original) is None:
+        return runtime_import(node, ctx.in_package)
+    run = _run_of(original, parent)
+    if run[0] is not original:
+        return REMOVE_STATEMENT  # in the try of the run's first line
+    runtime = [cst.SimpleStatementLine([_import_line(line, ctx.in_package)]) for line in run]
+    return _triton_first([run[0].with_changes(leading_lines=()), *run[1:]], runtime, run[0])
+
+
+def _import_line(node: cst.CSTNode | None, package: bool = False) -> cst.BaseSmallStatement | None:
+    """The runtime's import for a line that only imports Triton; None for anything else."""
+    if isinstance(node, cst.SimpleStatementLine) and len(node.body) == 1:
+        return runtime_import(node.body[0], package)
+    return None
+
+
+def _run_of(line: cst.CSTNode, block: cst.CSTNode | None) -> list[cst.SimpleStatementLine]:
+    """The consecutive lines of ``block`` that only import Triton, ``line`` among them."""
+    body = list(getattr(block, "body", ()))
+    at = next(i for i, stmt in enumerate(body) if stmt is line)
+    start = at
+    while start > 0 and _import_line(body[start - 1]) is not None:
+        start -= 1
+    end = at
+    while end + 1 < len(body) and _import_line(body[end + 1]) is not None:
+        end += 1
+    return body[start : end + 1]
+
+
+def _triton_first(
+    lines: list[cst.SimpleStatementLine],
+    runtime: list[cst.SimpleStatementLine],
+    first: cst.SimpleStatementLine,
+) -> cst.Try:
+    """``try: <lines> except ImportError: <runtime>``, where ``first`` stood."""
+    comment = cst.Comment("# no Triton here: the kernels run on triton_on_torch")
+    handler = cst.ExceptHandler(
+        body=cst.IndentedBlock(
+            runtime, header=cst.TrailingWhitespace(cst.SimpleWhitespace("  "), comment)
+        ),
+        type=cst.Name("ImportError"),
+        whitespace_after_except=cst.SimpleWhitespace(" "),
+    )
+    return cst.Try(cst.IndentedBlock(lines), [handler], leading_lines=first.leading_lines)
 
 
 def runtime_import(small: cst.CSTNode, package: bool) -> cst.BaseSmallStatement | None:
