@@ -195,6 +195,8 @@ def test_the_runtime_is_shipped_once_per_folder_and_the_port_runs(tmp_path):
     assert "# Performance advisories" in (out / "torchport-report" / "manual.md").read_text()
     patch = unified_diff(result)
     assert "new file mode 100644\n--- /dev/null\n+++ b/kernels/triton_on_torch.py\n" in patch
+    again = migrate(out, MigrateOptions(target="tpu", dry_run=True))
+    assert [c for c in again.changes if "triton" in c.after] == []
 
 
 # A machine without Triton, as the target runs see it (sandbox/target_imports.py).
@@ -224,6 +226,10 @@ def test_an_accelerator_port_runs_on_the_runtime_where_triton_is_absent(tmp_path
     )
     assert run.returncode == 0, run.stderr[-3000:]
     assert json.loads(run.stdout) == {"triton": False}
+    # the port still has Triton kernels (for where Triton is installed): migrated again,
+    # nothing changes
+    again = migrate(out, MigrateOptions(target="accelerator", dry_run=True))
+    assert (again.changes, again.edits, again.unapplied) == ([], [], [])
 
 
 def test_a_construct_the_runtime_lacks_is_refused_with_its_line(tmp_path):

@@ -32,6 +32,11 @@ class Enclosed(Exception):
     as converted exactly when the fix around it applies; otherwise it is left with it."""
 
 
+class Kept(Exception):
+    """The fix applies by leaving the node as it is: the code already is the port (a file
+    migrated before). No edit, and the finding counts as converted."""
+
+
 class _RemoveStatement(enum.Enum):
     """The one value that drops a statement: an enum member, so ``is`` tells it apart to mypy."""
 

@@ -39,6 +39,7 @@ from .base import (
     REMOVE_STATEMENT,
     Enclosed,
     FixContext,
+    Kept,
     NotApplicable,
     Statement,
     as_statement,
@@ -126,6 +127,7 @@ class _Applier(cst.CSTTransformer):
         self.emptied: dict[int, cst.CSTNode] = {}  # blocks this run left with only ``pass``
         self.failures: dict[int, str] = {}
         self.enclosed: list[Finding] = []  # findings a fix around them rewrites (Enclosed)
+        self.kept: set[int] = set()  # findings whose fix keeps the code as it is (Kept)
         self.definitions: dict[str, str] = {}  # top-level functions the fixes call
         self.ships: set[str] = set()  # files the fixes ship beside this one (FixContext.ship)
         self.advisories: dict[int, str] = {}  # an edit's index -> its advisory
@@ -323,6 +325,9 @@ class _Applier(cst.CSTTransformer):
                 continue
             except Enclosed:
                 self.enclosed.append(finding)
+                continue
+            except Kept:
+                self.kept.add(id(finding))
                 continue
             except Exception as exc:  # a codemod's bug must not lose the whole migration
                 self.failures[id(finding)] = (
@@ -623,7 +628,7 @@ def _migrate_once(
         new_source = _fix_imports(new_module, applier.imports)
     else:
         new_source = new_module.code
-    applied = {id(e[0]) for e in applier.edits if e[0] is not None}
+    applied = {id(e[0]) for e in applier.edits if e[0] is not None} | applier.kept
     applied |= _settle_enclosed(applier, [f for f in findings if id(f) in applied])
     unapplied = [
         (f, applier.failures.get(id(f), "no node at the reported position"))

@@ -51,6 +51,7 @@ from .base import (
     REMOVE_STATEMENT,
     FixContext,
     Fixed,
+    Kept,
     NotApplicable,
     as_statement,
     block_lines,
@@ -76,6 +77,8 @@ class Plan:
     # refused, the kernels run on triton_on_torch instead (triton_runtime) unless this says
     # why not; None where the file has no kernels to run
     no_runtime: str | None = None
+    # the file imports triton_on_torch already (an accelerator port, migrated again)
+    runtime_imported: bool = False
 
 
 def _names(node: cst.CSTNode) -> set[str]:
@@ -373,7 +376,9 @@ def triton_fallback_plan(module: cst.Module, lines: list[int], target: str) -> d
     from libcst.metadata import MetadataWrapper, PositionProvider
 
     wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
-    return {PLAN: plan(module, wrapper.resolve(PositionProvider))}
+    found = plan(module, wrapper.resolve(PositionProvider))
+    found.runtime_imported = triton_runtime.imports_runtime(module)
+    return {PLAN: found}
 
 
 def _plan(ctx: FixContext) -> Plan:
@@ -394,6 +399,8 @@ def kernel_to_fallback(node: cst.CSTNode, ctx: FixContext) -> Fixed:
     fallback, it stays and runs on triton_on_torch (the follow-up changes the imports); or
     the reason why neither applies."""
     found = _plan(ctx)
+    if _on_runtime(found) and found.runtime_imported:
+        raise Kept  # a port already: the kernels run on the runtime where Triton is missing
     if _on_runtime(found):
         ctx.ship(triton_runtime.RUNTIME_FILE)
         ctx.advise(
@@ -411,6 +418,8 @@ def kernel_to_fallback(node: cst.CSTNode, ctx: FixContext) -> Fixed:
 def keep_the_fallback(original: cst.CSTNode, node: cst.CSTNode, ctx: FixContext) -> Fixed | None:
     found = ctx.state.get(PLAN)
     if isinstance(found, Plan) and _on_runtime(found):
+        if found.runtime_imported:
+            return None  # its imports are the runtime's already
         return triton_runtime.runtime_node(original, node, ctx)
     if not isinstance(found, Plan) or found.refusal:
         return None

@@ -65,6 +65,23 @@ def crowded_imports(module: cst.Module) -> list[cst.Import]:
     return found
 
 
+def imports_runtime(module: cst.Module) -> bool:
+    """Whether the file imports triton_on_torch already (a port of it, migrated again)."""
+    found = []
+
+    class Imports(cst.CSTVisitor):
+        def visit_Import(self, node: cst.Import) -> None:
+            found.extend(code_of(a.name).split(".")[0] == MODULE for a in node.names)
+
+        def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
+            first = code_of(node.module).split(".")[0] if node.module is not None else ""
+            names = [] if isinstance(node.names, cst.ImportStar) else node.names
+            found.append(first == MODULE or any(code_of(a.name) == MODULE for a in names))
+
+    module.visit(Imports())
+    return any(found)
+
+
 def runtime_node(original: cst.CSTNode, node: cst.CSTNode, ctx: FixContext) -> Fixed | None:
     """The follow-up's rewrite of ``node``: a Triton import as the runtime's. On a target
     that may have Triton (``accelerator``), each run of lines that only import Triton
