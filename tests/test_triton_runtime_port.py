@@ -266,3 +266,20 @@ def test_the_rmsnorm_task_verifies_rules_only_on_the_runtime(tmp_path):
     kernel = original[original.index("@triton.jit") :]
     assert ported.endswith(kernel)  # the kernel and everything after it, unchanged
     assert "from . import triton_on_torch as triton\n" in ported
+
+
+def test_a_branch_and_an_in_place_migration_add_the_shipped_file(tmp_path):
+    root = _repository(tmp_path / "repo")
+    git = ["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@t.invalid"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "cuda"], check=True)
+    migrate(root, MigrateOptions(target="tpu", branch="port"))
+    shown = subprocess.run(
+        [*git, "show", "port:kernels/triton_on_torch.py"], capture_output=True, text=True
+    )
+    assert shown.stdout == RUNTIME
+    assert not (root / "kernels" / "triton_on_torch.py").exists()  # the checkout stays
+    migrate(root, MigrateOptions(target="tpu", in_place=True))
+    assert (root / "kernels" / "triton_on_torch.py").read_text() == RUNTIME
+    assert (root / "kernels" / "ops.py").read_text() == PACKAGE_IMPORTS + KERNEL
