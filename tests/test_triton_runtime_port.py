@@ -19,7 +19,8 @@ from torchport.tools.kernel_runtime import triton_on_torch
 from torchport.tools.migrate import MigrateOptions, migrate
 from torchport.tools.report.counts import count_constructs
 from torchport.tools.report.migration import unified_diff
-from torchport.tools.scanner import scan
+from torchport.tools.repowalk import SHIPPED_REASON
+from torchport.tools.scanner import ScanOptions, scan
 
 KERNEL = """\
 @triton.jit
@@ -197,6 +198,15 @@ def test_the_runtime_is_shipped_once_per_folder_and_the_port_runs(tmp_path):
     assert "new file mode 100644\n--- /dev/null\n+++ b/kernels/triton_on_torch.py\n" in patch
     again = migrate(out, MigrateOptions(target="tpu", dry_run=True))
     assert [c for c in again.changes if "triton" in c.after] == []
+    # the shipped runtime is torchport's code: a scan of the port leaves it out, unless edited
+    found = scan(out, ScanOptions(target="tpu"))
+    assert ("kernels/triton_on_torch.py", SHIPPED_REASON) in {
+        (s.path, s.reason) for s in found.skipped
+    }
+    assert not [f for f in found.findings if f.path.endswith("triton_on_torch.py")]
+    (out / "triton_on_torch.py").write_text(RUNTIME + "\nx = torch.zeros(2).double()\n")
+    found = scan(out, ScanOptions(target="tpu"))
+    assert [f.rule for f in found.findings if f.path == "triton_on_torch.py"].count("TPF001") == 3
 
 
 # A machine without Triton, as the target runs see it (sandbox/target_imports.py).
