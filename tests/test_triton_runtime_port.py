@@ -169,6 +169,20 @@ print(json.dumps({"triton": "triton" in sys.modules}))
 """
 
 
+def _ran(out: Path, before: str = "") -> dict:
+    """RUN in a fresh interpreter in the port's folder (``before`` first): what it prints."""
+    run = subprocess.run(
+        [sys.executable, "-c", before + "import json\n" + RUN],
+        cwd=out,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": ""},
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    return json.loads(run.stdout)
+
+
 def test_the_runtime_is_shipped_once_per_folder_and_the_port_runs(tmp_path):
     root = _repository(tmp_path / "repo")
     out = tmp_path / "out"
@@ -179,16 +193,7 @@ def test_the_runtime_is_shipped_once_per_folder_and_the_port_runs(tmp_path):
     assert (out / "kernels" / "triton_on_torch.py").read_text() == RUNTIME
     assert (out / "kernels" / "ops.py").read_text() == PACKAGE_IMPORTS + KERNEL
     assert (out / "top_ops.py").read_text() == TOP_LEVEL_IMPORTS + KERNEL
-    run = subprocess.run(
-        [sys.executable, "-c", "import json\n" + RUN],
-        cwd=out,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "PYTHONPATH": ""},
-    )
-    assert run.returncode == 0, run.stderr[-3000:]
-    assert json.loads(run.stdout) == {"triton": False}  # the real triton is never imported
+    assert _ran(out) == {"triton": False}  # the real triton is never imported
     advisories = count_constructs(result).advisory
     assert sorted((f.path, f.rule, why) for f, why in advisories) == [
         (path, "TPK003", ADVISORY) for path in ("kernels/more.py", "kernels/ops.py", "top_ops.py")
@@ -226,16 +231,7 @@ def test_an_accelerator_port_runs_on_the_runtime_where_triton_is_absent(tmp_path
     migrate(root, MigrateOptions(target="accelerator", out=out))
     assert (out / "kernels" / "ops.py").read_text() == ACCELERATOR_IMPORTS + KERNEL
     assert (out / "kernels" / "triton_on_torch.py").read_text() == RUNTIME
-    run = subprocess.run(
-        [sys.executable, "-c", NO_TRITON + "import json\n" + RUN],
-        cwd=out,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "PYTHONPATH": ""},
-    )
-    assert run.returncode == 0, run.stderr[-3000:]
-    assert json.loads(run.stdout) == {"triton": False}
+    assert _ran(out, NO_TRITON) == {"triton": False}
     # the port still has Triton kernels (for where Triton is installed): migrated again,
     # nothing changes
     again = migrate(out, MigrateOptions(target="accelerator", dry_run=True))
