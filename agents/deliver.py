@@ -84,17 +84,18 @@ def migration_result(state: Mapping[str, Any]) -> MigrationResult:
     result = computed_migration(source, options, s.get("run_id"), state.get("plan_scan"))
     overlay = state.get("overlay") or {}
     result.changes = [
-        FileChange(
-            rel,
-            read_exact(source / rel, errors="surrogateescape"),
-            text,
-        )
-        for rel, text in sorted(overlay.items())
+        FileChange(rel, _original(source / rel), text) for rel, text in sorted(overlay.items())
     ]
     # the lines the original ran repaired for current PyTorch, repaired in the port too
     repairs = (state.get("verification") or {}).get("legacy_repairs") or []
     result.edits = [*result.edits, *legacy_repair.port_edits(repairs)]
     return result
+
+
+def _original(path: Path) -> str:
+    """The original text of a file of the overlay; "" for one the port adds (a file a fix
+    ships, tools.migrate.shipped_files)."""
+    return read_exact(path, errors="surrogateescape") if path.exists() else ""
 
 
 def deliver(state: State, outcome: str, say: Callable[[str], None]) -> Written:

@@ -1,15 +1,15 @@
 """The LLM lane for custom kernels: a kernel's call site as one request, with its context.
 
-A kernel finding the codemods cannot port (TPK003 without a torch fallback, TPK002
-``load_inline``/``.cu``, TPK004 numba, TPK005 CuPy) is found once per decorator or build
-call, but what a port rewrites is the kernel's call site (``tools.kernel_sites``): the
-autograd Function or helper that launches it and the function the program calls. So the
-findings of one site become one ``kernel`` request for the site's lines, and the model gets
-what it needs to write the same computation in PyTorch: the kernel's own source (the
-``@triton.jit`` functions, the CUDA source string), the shapes and dtypes the site is called
-with once the original has run (``sandbox.site_calls``), and the rule it must keep: the
-names and arguments the program calls, and a backward for an autograd Function
-(differentiable torch code, or the Function kept with a torch backward).
+A kernel finding the codemods cannot port (TPK003 with neither a torch fallback nor a Triton
+runtime that runs it, TPK002 ``load_inline``/``.cu``, TPK004 numba, TPK005 CuPy) is found
+once per decorator or build call, but what a port rewrites is the kernel's call site
+(``tools.kernel_sites``): the autograd Function or helper that launches it and the function
+the program calls. So the findings of one site become one ``kernel`` request for the site's
+lines, and the model gets what it needs to write the same computation in PyTorch: the
+kernel's own source (the ``@triton.jit`` functions, the CUDA source string), the shapes and
+dtypes the site is called with once the original has run (``sandbox.site_calls``), and the
+rule it must keep: the names and arguments the program calls, and a backward for an autograd
+Function (differentiable torch code, or the Function kept with a torch backward).
 
 After a round, kernels nothing calls any more go (``remove_unused_kernels``): on the target
 their decorators and extension builds are what would still fail. A differential check that

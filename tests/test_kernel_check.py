@@ -101,8 +101,20 @@ def test_kernels_nothing_uses_after_a_port_go_with_their_imports():
     assert "import load_inline" not in kept and "class LinearBiasGELU" in kept
 
 
+# Appended to the task's ops/swiglu.py (lines above unchanged): triton_on_torch has no
+# triton.testing, so the codemods cannot run the file's kernels there and they stay the LLM's.
+UNRUNNABLE = """
+
+def bench(a, b):
+    return triton.testing.do_bench(lambda: silu_mul(a, b))
+"""
+
+
 def test_the_kernel_findings_of_a_site_are_one_request_with_the_kernel_as_context(tmp_path):
-    repo = load_suite("builtin", ["triton-swiglu-autograd"])[0].repo
+    repo = tmp_path / "repo"
+    shutil.copytree(load_suite("builtin", ["triton-swiglu-autograd"])[0].repo, repo)
+    with (repo / "ops" / "swiglu.py").open("a") as ops:
+        ops.write(UNRUNNABLE)
     settings = {"target": "tpu", "select": []}
     overlay, _ = rewriter.codemods(repo, "tpu", [])
     work = tmp_path / "work"

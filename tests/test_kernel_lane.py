@@ -67,8 +67,14 @@ def rewrite_span(code: str):
 
 
 def migrate(tmp_path: Path, script: list, **settings) -> tuple[dict, ScriptedLLM]:
+    """The task with ``tl.assume`` in its forward kernel, on a line of its own: Triton's
+    interpreter runs it (the reference), triton_on_torch lacks it, so the rules cannot run
+    the kernels on that runtime (TPK003) and leave them to the LLM, at the same lines."""
     src = tmp_path / "src"
     shutil.copytree(load_suite("builtin", ["triton-swiglu-autograd"])[0].repo, src)
+    ops = src / "ops" / "swiglu.py"
+    assumed = "    mask = offs < n; tl.assume(n > 0)\n"
+    ops.write_text(ops.read_text().replace("    mask = offs < n\n", assumed, 1))
     with ScriptedLLM(script) as llm:
         runtime = graph.Runtime(runs.new_run_id(), llm_factory=llm_factory(lambda m: None))
         final = graph.start(

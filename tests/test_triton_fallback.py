@@ -1,7 +1,9 @@
 """TPK003's codemod (tools/codemods/triton_fallback.py): a Triton kernel whose file has a
 torch fallback becomes that fallback; where the fallback is not evidently there, the
-refusal says why. The ported output itself is a golden file (tests/fixtures/golden/
-TPK003*.py); the suite's triton-with-fallback task is the whole program."""
+kernels run on triton_on_torch (tests/test_triton_runtime_port.py), and where that runtime
+lacks a construct too, the refusal says why for both. The ported output itself is a
+golden file (tests/fixtures/golden/TPK003*.py); the suite's triton-with-fallback task is
+the whole program."""
 
 from __future__ import annotations
 
@@ -41,8 +43,14 @@ def _double(x):
 """
 
 
-def ported(tmp_path: Path, rest: str, target: str = "tpu") -> tuple[str, list[str]]:
-    source = IMPORT + textwrap.dedent(rest)
+# The same file with a kernel triton_on_torch cannot run (an atomic, line 16).
+ATOMIC = IMPORT.replace("    tl.store(out_ptr", "    tl.atomic_add(out_ptr")
+
+
+def ported(
+    tmp_path: Path, rest: str, target: str = "tpu", head: str = IMPORT
+) -> tuple[str, list[str]]:
+    source = head + textwrap.dedent(rest)
     path = tmp_path / "ops.py"
     path.write_text(source)
     findings = [f for f in scan(path).findings if f.rule == "TPK003"]
@@ -76,10 +84,22 @@ REFUSED = {
 
 
 @pytest.mark.parametrize("rest", sorted(REFUSED), ids=lambda r: REFUSED[r][:30])
-def test_no_evident_fallback_is_refused_with_its_reason(tmp_path, rest):
-    source, reasons = ported(tmp_path, rest)
-    assert source == IMPORT + rest, "a refused file is left as it was"
+def test_no_evident_fallback_and_no_runtime_is_refused_with_both_reasons(tmp_path, rest):
+    source, reasons = ported(tmp_path, rest, head=ATOMIC)
+    assert source == ATOMIC + rest, "a refused file is left as it was"
     assert any(REFUSED[rest] in why for why in reasons), reasons
+    assert all("lacks tl.atomic_add (line 16)" in why for why in reasons), reasons
+
+
+@pytest.mark.parametrize("rest", sorted(REFUSED), ids=lambda r: REFUSED[r][:30])
+def test_no_evident_fallback_runs_the_kernels_on_the_runtime(tmp_path, rest):
+    source, reasons = ported(tmp_path, rest)
+    assert reasons == []
+    runtime_imports = (
+        "    import triton_on_torch as triton\n    from triton_on_torch import language as tl\n"
+    )
+    want = IMPORT.replace("    import triton\n    import triton.language as tl\n", runtime_imports)
+    assert source == want + rest, "only the imports change"
 
 
 @pytest.mark.parametrize("target", ["tpu", "neuron", "xla", "accelerator"])

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
-from . import legacy_keyword
+from . import kernel_runtime, legacy_keyword
 from .catalogue import TARGETS
 from .codemods import Edit, migrate_python
 from .codemods.annotate import annotate_python
@@ -233,6 +233,21 @@ def _rewrite(result: MigrationResult, options: MigrateOptions) -> None:
         result.unapplied += unapplied
         if change is not None:
             result.changes.append(change)
+    result.changes += shipped_files(result.root, result.changes)
+
+
+def shipped_files(root: Path, changes: list[FileChange]) -> list[FileChange]:
+    """The files the changes' fixes ship (``FileChange.ships``), each once per folder, as
+    new files of the port. One the repository already has is left as it is: its own file
+    of that name is what the port's import finds, as it was in the original."""
+    added: dict[str, FileChange] = {}
+    for change in changes:
+        folder = Path(change.path).parent
+        for name in change.ships:
+            rel = (folder / name).as_posix()
+            if rel not in added and not (root / rel).exists():
+                added[rel] = FileChange(rel, "", kernel_runtime.shipped(name))
+    return list(added.values())
 
 
 @dataclasses.dataclass
@@ -241,6 +256,8 @@ class _FileOutcome:
 
     edits: list = dataclasses.field(default_factory=list)
     unapplied: list[tuple[Finding, str]] = dataclasses.field(default_factory=list)
+    in_package: bool = False  # the file is a module of a package (FixContext.in_package)
+    ships: tuple[str, ...] = ()  # what its fixes ship beside it (FileChange.ships)
 
 
 def _rewrite_file(
@@ -250,7 +267,7 @@ def _rewrite_file(
     target = options.target
     auto = [f for f in findings if f.fix[target]["kind"] == "auto"]
     manual = [f for f in findings if f.fix[target]["kind"] != "auto"]
-    outcome = _FileOutcome()
+    outcome = _FileOutcome(in_package=(root / rel).parent.joinpath("__init__.py").is_file())
     if options.safe_only:
         auto, outcome.unapplied = withheld_unless_safe(auto, target)
     try:
@@ -274,7 +291,7 @@ def _rewrite_file(
         outcome.edits += text.edits
         outcome.unapplied += text.unapplied
         after = text.source
-    change = FileChange(rel, before, after) if after != before else None
+    change = FileChange(rel, before, after, outcome.ships) if after != before else None
     return outcome.edits, outcome.unapplied, change
 
 
@@ -300,9 +317,10 @@ def _rewrite_python(
     options: MigrateOptions,
     cell: int | None = None,
 ) -> str:
-    outcome = migrate_python(source, auto, options.target, rel, cell)
+    outcome = migrate_python(source, auto, options.target, rel, cell, result.in_package)
     result.edits += outcome.edits
     result.unapplied += outcome.unapplied
+    result.ships = tuple(sorted({*result.ships, *outcome.ships}))
     text = outcome.source
     if options.annotate:
         leftovers = manual + [f for f, _ in outcome.unapplied]

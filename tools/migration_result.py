@@ -37,8 +37,9 @@ class MigrateOptions:
 @dataclass
 class FileChange:
     path: str
-    before: str
+    before: str  # "" for a file the port adds (one a fix ships)
     after: str
+    ships: tuple[str, ...] = ()  # files of tools/kernel_runtime its fixes need beside it
 
 
 @dataclass

@@ -21,6 +21,7 @@ from pathlib import Path
 import pathspec
 
 from ..sandbox.safepath import read_regular
+from . import kernel_runtime
 from .findings import Skipped
 
 SKIP_DIRS = frozenset(
@@ -191,12 +192,28 @@ def _walk_dir(
                 kind = file_kind(rel)
                 if kind is None or ignores.ignored(rel, is_dir=False):
                     continue
+                if _shipped(entry):
+                    skipped.append(Skipped(rel, SHIPPED_REASON))
+                    continue
                 yield RepoFile(
                     Path(entry.path), rel, kind, entry.stat(follow_symlinks=False).st_size
                 )
     finally:
         if pushed:
             ignores.pop()
+
+
+SHIPPED_REASON = "a file torchport ships into a port (tools/kernel_runtime), unchanged"
+
+
+def _shipped(entry: os.DirEntry) -> bool:
+    """A runtime torchport shipped into an earlier port, as it shipped it."""
+    if entry.name not in kernel_runtime.SHIPPED:
+        return False
+    try:
+        return kernel_runtime.is_shipped_copy(entry.name, read_regular(Path(entry.path)))
+    except OSError:
+        return False
 
 
 def _points_to_dir(path: str) -> bool:

@@ -78,6 +78,12 @@ class TargetProfile:
         return self.device_module or f'torch.get_device_module("{self.device}")'
 
     @property
+    def may_have_triton(self) -> bool:
+        """Device-agnostic code may run on a GPU Triton compiles for (CUDA, ROCm): a port
+        keeps Triton where it is installed and takes a stand-in elsewhere."""
+        return self.kind == "agnostic"
+
+    @property
     def may_lack_device(self) -> bool:
         """Device calls raise on a CPU-only machine (device-agnostic code): guard them."""
         return self.kind == "agnostic"

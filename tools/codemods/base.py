@@ -32,6 +32,11 @@ class Enclosed(Exception):
     as converted exactly when the fix around it applies; otherwise it is left with it."""
 
 
+class Kept(Exception):
+    """The fix applies by leaving the node as it is: the code already is the port (a file
+    migrated before). No edit, and the finding counts as converted."""
+
+
 class _RemoveStatement(enum.Enum):
     """The one value that drops a statement: an enum member, so ``is`` tells it apart to mypy."""
 
@@ -79,6 +84,14 @@ class FixContext:
     # set by a fixer that wrote a new call's layout itself: the engine then leaves its commas
     # alone (it otherwise keeps a call's closing layout when a fix drops arguments)
     own_layout: bool = False
+    # whether the file is a module of a package (its folder has ``__init__.py``): a file the
+    # fix ships beside it is imported relatively there
+    in_package: bool = False
+    # files of tools/kernel_runtime the fixes of this file need beside it (``ship``)
+    ships: set[str] = field(default_factory=set)
+    # set by a fix that applies but leaves the construct slow: the report lists it as a
+    # performance advisory with this reason
+    advisory: str = ""
 
     @property
     def profile(self) -> TargetProfile:
@@ -102,6 +115,14 @@ class FixContext:
     def define(self, name: str, code: str) -> None:
         """Have the file define ``name`` (a top-level function whose source is ``code``)."""
         self.definitions[name] = code
+
+    def ship(self, name: str) -> None:
+        """Have the port carry ``name``, a file of tools/kernel_runtime, beside this file."""
+        self.ships.add(name)
+
+    def advise(self, why: str) -> None:
+        """The fix applies, but what it leaves runs slowly on the target: say why."""
+        self.advisory = why
 
     def expr(self, code: str) -> cst.BaseExpression:
         """Parse an expression and request the imports its dotted names need."""

@@ -39,6 +39,7 @@ from .base import (
     REMOVE_STATEMENT,
     Enclosed,
     FixContext,
+    Kept,
     NotApplicable,
     Statement,
     as_statement,
@@ -73,6 +74,9 @@ class Edit:
     after: str
     reason: str
     cell: int | None = None
+    advisory: str = (
+        ""  # a fix that applied but leaves the construct slow: why (a performance advisory)
+    )
 
 
 @dataclass
@@ -80,6 +84,7 @@ class SourceResult:
     source: str
     edits: list[Edit] = field(default_factory=list)
     unapplied: list[tuple[Finding, str]] = field(default_factory=list)
+    ships: tuple[str, ...] = ()  # files of tools/kernel_runtime the port needs beside this one
 
     @property
     def changed(self) -> bool:
@@ -122,7 +127,11 @@ class _Applier(cst.CSTTransformer):
         self.emptied: dict[int, cst.CSTNode] = {}  # blocks this run left with only ``pass``
         self.failures: dict[int, str] = {}
         self.enclosed: list[Finding] = []  # findings a fix around them rewrites (Enclosed)
+        self.kept: set[int] = set()  # findings whose fix keeps the code as it is (Kept)
         self.definitions: dict[str, str] = {}  # top-level functions the fixes call
+        self.ships: set[str] = set()  # files the fixes ship beside this one (FixContext.ship)
+        self.advisories: dict[int, str] = {}  # an edit's index -> its advisory
+        self.in_package = False
         self.laid_out: dict[int, Rewritten] = {}  # calls a fixer laid out itself
         self.remove: set[int] = set()
         self.imports: set[str] = set()
@@ -317,6 +326,9 @@ class _Applier(cst.CSTTransformer):
             except Enclosed:
                 self.enclosed.append(finding)
                 continue
+            except Kept:
+                self.kept.add(id(finding))
+                continue
             except Exception as exc:  # a codemod's bug must not lose the whole migration
                 self.failures[id(finding)] = (
                     f"the codemod failed on this code ({type(exc).__name__}: {exc}); "
@@ -342,6 +354,8 @@ class _Applier(cst.CSTTransformer):
                 )
             else:
                 after = _code_of(new)
+                if ctx.advisory:
+                    self.advisories[len(self.edits)] = ctx.advisory
                 self._record(
                     (finding, finding.rule, before, after, pos.start.line, pos.end.line),
                     ctx.imports,
@@ -368,6 +382,8 @@ class _Applier(cst.CSTTransformer):
             ),
             torch_alias=self.torch_alias,
             definitions=self.definitions,
+            in_package=self.in_package,
+            ships=self.ships,
         )
 
     def _follow_ups(self, original: cst.CSTNode, result: Rewritten) -> Rewritten:
@@ -508,9 +524,15 @@ def _guard_as_statement(line: Rewritten) -> Rewritten:
 
 
 def migrate_python(
-    source: str, findings: list[Finding], target: str, path: str, cell: int | None = None
+    source: str,
+    findings: list[Finding],
+    target: str,
+    path: str,
+    cell: int | None = None,
+    in_package: bool = False,
 ) -> SourceResult:
-    """Rewrite ``source`` for ``target``, applying the codemods of ``findings``.
+    """Rewrite ``source`` for ``target``, applying the codemods of ``findings``
+    (``in_package``: the file is a module of a package, FixContext.in_package).
 
     Every rewrite passes the semantic guard: when the migrated file has a static finding the
     original had not (pyflakes', or a keyword given twice), the fixes whose edits caused it
@@ -521,7 +543,7 @@ def migrate_python(
         return SourceResult(source)
     remaining, refused = list(findings), list[tuple[Finding, str]]()
     while True:
-        result, applier = _migrate_once(source, remaining, target, path, cell)
+        result, applier = _migrate_once(source, remaining, target, path, cell, in_package)
         broken = blocking(source, result.source, path) if result.edits else []
         orphans = orphaned_imports(source, broken)
         if orphans:
@@ -578,7 +600,12 @@ def _blame(
 
 
 def _migrate_once(
-    source: str, findings: list[Finding], target: str, path: str, cell: int | None
+    source: str,
+    findings: list[Finding],
+    target: str,
+    path: str,
+    cell: int | None,
+    in_package: bool = False,
 ) -> tuple[SourceResult, _Applier | None]:
     try:
         module = cst.parse_module(source)
@@ -590,6 +617,7 @@ def _migrate_once(
     statements = _by_statement(wrapper, source)
     applier = _Applier(findings, target, DeviceNames(wrapper, statements), wrapper)
     applier.torch_alias = torch_alias(module)
+    applier.in_package = in_package
     for code, look in PRESCANS.items():
         lines = [f.line for f in findings if f.rule == code]
         if lines:
@@ -600,7 +628,7 @@ def _migrate_once(
         new_source = _fix_imports(new_module, applier.imports)
     else:
         new_source = new_module.code
-    applied = {id(e[0]) for e in applier.edits if e[0] is not None}
+    applied = {id(e[0]) for e in applier.edits if e[0] is not None} | applier.kept
     applied |= _settle_enclosed(applier, [f for f in findings if id(f) in applied])
     unapplied = [
         (f, applier.failures.get(id(f), "no node at the reported position"))
@@ -614,10 +642,12 @@ def _migrate_once(
         return SourceResult(source, unapplied=[(f, reason) for f in findings]), applier
     reasons = {f.rule: _reason(f, target) for f in findings}
     edits = [
-        Edit(rule, path, line, end, before, after, reasons.get(rule, rule), cell)
-        for _, rule, before, after, line, end in applier.edits
+        Edit(rule, path, line, end, before, after, reasons.get(rule, rule), cell, advisory)
+        for index, (_, rule, before, after, line, end) in enumerate(applier.edits)
+        for advisory in [applier.advisories.get(index, "")]
     ]
-    return SourceResult(new_source, edits, unapplied), applier
+    ships = tuple(sorted(applier.ships))
+    return SourceResult(new_source, edits, unapplied, ships), applier
 
 
 def _settle_enclosed(applier: _Applier, applied: list[Finding]) -> set[int]:

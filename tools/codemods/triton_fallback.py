@@ -46,10 +46,12 @@ from dataclasses import dataclass, field
 import libcst as cst
 from libcst.metadata import CodeRange
 
+from . import triton_runtime
 from .base import (
     REMOVE_STATEMENT,
     FixContext,
     Fixed,
+    Kept,
     NotApplicable,
     as_statement,
     block_lines,
@@ -72,6 +74,11 @@ class Plan:
     dispatch: set[int] = field(default_factory=set)  # guarded ifs: the fallback stays
     flag: str | None = None
     flag_import: int | None = None  # the try: import triton ... block, becomes FLAG = False
+    # refused, the kernels run on triton_on_torch instead (triton_runtime) unless this says
+    # why not; None where the file has no kernels to run
+    no_runtime: str | None = None
+    # the file imports triton_on_torch already (an accelerator port, migrated again)
+    runtime_imported: bool = False
 
 
 def _names(node: cst.CSTNode) -> set[str]:
@@ -300,6 +307,7 @@ def plan(module: cst.Module, positions: Mapping[cst.CSTNode, CodeRange]) -> Plan
     if not triton_only:
         result.refusal = "no @triton.jit kernel is defined at the top level of this file"
         return result
+    result.no_runtime = _no_runtime(module, positions)
     growing, why_not = True, dict[str, str]()
     while growing:  # whatever reads triton or a Triton-only name is Triton-only
         growing = False
@@ -354,12 +362,23 @@ def plan(module: cst.Module, positions: Mapping[cst.CSTNode, CodeRange]) -> Plan
     return result
 
 
+def _no_runtime(module: cst.Module, positions: Mapping[cst.CSTNode, CodeRange]) -> str:
+    """Why the file's kernels cannot run on triton_on_torch ("" when they can)."""
+    crowded = triton_runtime.crowded_imports(module)
+    if crowded:
+        line = positions[crowded[0]].start.line if crowded[0] in positions else 0
+        return f"line {line} imports Triton with other modules in one statement"
+    return triton_runtime.lacking(module.code)
+
+
 @prescan("TPK003")
 def triton_fallback_plan(module: cst.Module, lines: list[int], target: str) -> dict:
     from libcst.metadata import MetadataWrapper, PositionProvider
 
     wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
-    return {PLAN: plan(module, wrapper.resolve(PositionProvider))}
+    found = plan(module, wrapper.resolve(PositionProvider))
+    found.runtime_imported = triton_runtime.imports_runtime(module)
+    return {PLAN: found}
 
 
 def _plan(ctx: FixContext) -> Plan:
@@ -369,19 +388,39 @@ def _plan(ctx: FixContext) -> Plan:
     return found
 
 
+def _on_runtime(found: Plan) -> bool:
+    """No fallback to keep, and triton_on_torch runs every kernel of the file."""
+    return bool(found.refusal) and found.no_runtime == ""
+
+
 @fixer("TPK003")
 def kernel_to_fallback(node: cst.CSTNode, ctx: FixContext) -> Fixed:
-    """The kernel's decorator: the kernel goes (the follow-up takes the rest), or the
-    reason why the file has no fallback to keep."""
+    """The kernel's decorator: the kernel goes (the follow-up takes the rest); with no
+    fallback, it stays and runs on triton_on_torch (the follow-up changes the imports); or
+    the reason why neither applies."""
     found = _plan(ctx)
+    if _on_runtime(found) and found.runtime_imported:
+        raise Kept  # a port already: the kernels run on the runtime where Triton is missing
+    if _on_runtime(found):
+        ctx.ship(triton_runtime.RUNTIME_FILE)
+        ctx.advise(
+            triton_runtime.ADVISORY_OFF_TRITON
+            if ctx.profile.may_have_triton
+            else triton_runtime.ADVISORY
+        )
+        return node
     if found.refusal:
-        raise NotApplicable(found.refusal)
+        raise NotApplicable("; ".join(filter(None, (found.refusal, found.no_runtime))))
     return REMOVE_STATEMENT
 
 
 @follow_up("TPK003")
 def keep_the_fallback(original: cst.CSTNode, node: cst.CSTNode, ctx: FixContext) -> Fixed | None:
     found = ctx.state.get(PLAN)
+    if isinstance(found, Plan) and _on_runtime(found):
+        if found.runtime_imported:
+            return None  # its imports are the runtime's already
+        return triton_runtime.runtime_node(original, node, ctx)
     if not isinstance(found, Plan) or found.refusal:
         return None
     if id(original) in found.doomed:

@@ -2,10 +2,11 @@
 
 A construct is a finding of the scan. Each lands in exactly one bucket: converted
 (an automatic fix that applied, however many edits it took), left for a human, or a
-performance advisory (a ``performance`` rule that was not fixed: it does not block a
-port, it makes it slow). Follow-up edits are edits, not constructs. So, per file and in
-total, found = converted + left + advisory by construction, and every front door (the
-report files, the CLI's line, the batch and benchmark rows) reads these numbers.
+performance advisory (a ``performance`` rule that was not fixed, or a fix that applied
+but leaves its construct slow, ``Edit.advisory``: it does not block a port, it makes it
+slow). Follow-up edits are edits, not constructs. So, per file and in total, found =
+converted + left + advisory by construction, and every front door (the report files, the
+CLI's line, the batch and benchmark rows) reads these numbers.
 """
 
 from __future__ import annotations
@@ -93,9 +94,15 @@ def count_constructs(result: MigrationResult) -> Counts:
     unapplied = {id(f): why for f, why in reversed(result.unapplied)}
     counts = Counts(migrated_line=_migrated_lines(result))
     import_gone = _pruned_imports(result)
+    # a fix that applied but leaves its construct slow (Edit.advisory): an advisory
+    slow = {(e.path, e.cell, e.line, e.rule): e.advisory for e in result.edits if e.advisory}
     for f in result.scan.findings:
         fix = f.fix[target]
-        if (fix["kind"] == "auto" and id(f) not in unapplied) or import_gone(f):
+        applied = fix["kind"] == "auto" and id(f) not in unapplied
+        if applied and (f.path, f.cell, f.line, f.rule) in slow:
+            counts.advisory.append((f, slow[f.path, f.cell, f.line, f.rule]))
+            continue
+        if applied or import_gone(f):
             counts.converted.append(f)
             continue
         why = unapplied.get(id(f), fix["hint"])

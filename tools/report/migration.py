@@ -17,6 +17,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
@@ -37,8 +38,14 @@ if TYPE_CHECKING:
 def unified_diff(result: MigrationResult) -> str:
     """Every changed file's patch, in path order: ``git apply`` on the original applies it."""
     return "".join(
-        file_patch(c.path, c.before, c.after) for c in sorted(result.changes, key=lambda c: c.path)
+        file_patch(c.path, c.before, c.after, new=_added(result, c.path))
+        for c in sorted(result.changes, key=lambda c: c.path)
     )
+
+
+def _added(result: MigrationResult, rel: str) -> bool:
+    """A file the port adds: the original tree has no file there (tools.migrate.shipped_files)."""
+    return not os.path.lexists(result.root / rel)
 
 
 def migration_to_dict(result: MigrationResult, counts: Counts | None = None) -> dict[str, Any]:

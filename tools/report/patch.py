@@ -33,14 +33,16 @@ def _header_name(prefix: str, path: str) -> str:
     return name + "\t" if " " in name else name
 
 
-def file_patch(path: str, before: str, after: str) -> str:
-    """The change of ``path`` from ``before`` to ``after``; "" when they are equal."""
+def file_patch(path: str, before: str, after: str, new: bool = False) -> str:
+    """The change of ``path`` from ``before`` to ``after``; "" when they are equal. ``new``:
+    the port adds the file (one a fix ships), which git's patch says as ``/dev/null``."""
     hunks = list(difflib.unified_diff(lines_of(before), lines_of(after), n=3))[2:]
     if not hunks:
         return ""
     head = [
         f"diff --git {git_quoted('a/' + path)} {git_quoted('b/' + path)}\n",
-        f"--- {_header_name('a/', path)}\n",
+        *(["new file mode 100644\n"] if new else []),
+        f"--- {'/dev/null' if new else _header_name('a/', path)}\n",
         f"+++ {_header_name('b/', path)}\n",
     ]
     body = [line if line.endswith("\n") else line + "\n" + NO_NEWLINE for line in hunks]
