@@ -9,13 +9,16 @@ path and the flags match the ones it was built with (those of a cpp_extension bu
 less the extension's name, which torch's headers never read); otherwise it reads the
 header, as without one. The file is built once per torch, compiler and runtime (a key
 names its folder), by torchport itself, never by a sandboxed run: a run only reads it
-(``for_sandbox``). GCC only; about 800 MB.
+(``for_sandbox``). GCC only; about 800 MB, so building one evicts all but the ``KEEP``
+most recently used others (each torchport install and version has its own key: without
+eviction a machine that upgrades or keeps several environments fills its disk).
 
     python -m torchport.sandbox.cudacpu.pch   # build it (or find it); print its folder
 """
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import os
@@ -40,6 +43,7 @@ FAILED = "failed.txt"
 # What the program's code must hold for a reference run to need it.
 _USES_EXTENSIONS = re.compile(rb"cpp_extension")
 _SCAN_LIMIT = 2000  # files: a huge tree is not read through before each run
+KEEP = 2  # other precompiled preludes kept beside a new one, the most recently used
 
 
 def compile_flags() -> list[str] | None:
@@ -108,6 +112,7 @@ def ensure() -> Path | None:
     if where is None:
         return None
     if (where / GCH).is_file():
+        _used(where)
         return where
     if (where / FAILED).is_file():
         return None
@@ -116,7 +121,36 @@ def ensure() -> Path | None:
         fcntl.flock(lock, fcntl.LOCK_EX)  # another process may be building it
         if (where / GCH).is_file():
             return where
-        return where if _compile(where) else None
+        built = _compile(where)
+    if built:
+        evict(where)
+    return where if built else None
+
+
+def _used(where: Path) -> None:
+    """Mark ``where`` as just used (its lock file's time), for ``evict``'s order."""
+    with contextlib.suppress(OSError):
+        os.utime(where.parent / f"{where.name}.lock")
+
+
+def evict(kept: Path, keep: int = KEEP) -> list[Path]:
+    """Remove the precompiled preludes beside ``kept`` but the ``keep`` most recently used;
+    one whose lock another process holds (building it) stays. A run that was to read an
+    evicted one reads the header instead (slower, the same code). Returns what went."""
+    others = [p for p in kept.parent.iterdir() if p.is_dir() and p != kept and p.name[0] != "."]
+    lock_of = {p: kept.parent / f"{p.name}.lock" for p in others}
+    others.sort(key=lambda p: lock_of[p].stat().st_mtime if lock_of[p].exists() else 0.0)
+    gone = []
+    for stale in others[: max(len(others) - keep, 0)]:
+        with open(lock_of[stale], "a") as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                continue  # being built right now
+            shutil.rmtree(stale, ignore_errors=True)
+        lock_of[stale].unlink(missing_ok=True)
+        gone.append(stale)
+    return gone
 
 
 def _compile(where: Path) -> bool:
