@@ -87,8 +87,12 @@ class FixContext:
     # whether the file is a module of a package (its folder has ``__init__.py``): a file the
     # fix ships beside it is imported relatively there
     in_package: bool = False
+    # the file's path in the repository (what a file the fix writes beside it names)
+    path: str = ""
     # files of tools/kernel_runtime the fixes of this file need beside it (``ship``)
     ships: set[str] = field(default_factory=set)
+    # files the fixes of this file generate beside it (``write``): name -> text
+    written: dict[str, str] = field(default_factory=dict)
     # set by a fix that applies but leaves the construct slow: the report lists it as a
     # performance advisory with this reason
     advisory: str = ""
@@ -119,6 +123,10 @@ class FixContext:
     def ship(self, name: str) -> None:
         """Have the port carry ``name``, a file of tools/kernel_runtime, beside this file."""
         self.ships.add(name)
+
+    def write(self, name: str, text: str) -> None:
+        """Have the port carry a file the fix generated, ``name`` beside this file."""
+        self.written[name] = text
 
     def advise(self, why: str) -> None:
         """The fix applies, but what it leaves runs slowly on the target: say why."""

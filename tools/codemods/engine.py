@@ -85,6 +85,7 @@ class SourceResult:
     edits: list[Edit] = field(default_factory=list)
     unapplied: list[tuple[Finding, str]] = field(default_factory=list)
     ships: tuple[str, ...] = ()  # files of tools/kernel_runtime the port needs beside this one
+    written: tuple[tuple[str, str], ...] = ()  # files the fixes generated beside it (name, text)
 
     @property
     def changed(self) -> bool:
@@ -130,6 +131,8 @@ class _Applier(cst.CSTTransformer):
         self.kept: set[int] = set()  # findings whose fix keeps the code as it is (Kept)
         self.definitions: dict[str, str] = {}  # top-level functions the fixes call
         self.ships: set[str] = set()  # files the fixes ship beside this one (FixContext.ship)
+        self.written: dict[str, str] = {}  # files the fixes generate beside it (FixContext.write)
+        self.path = ""  # the file's path in the repository (FixContext.path)
         self.advisories: dict[int, str] = {}  # an edit's index -> its advisory
         self.in_package = False
         self.laid_out: dict[int, Rewritten] = {}  # calls a fixer laid out itself
@@ -384,6 +387,8 @@ class _Applier(cst.CSTTransformer):
             definitions=self.definitions,
             in_package=self.in_package,
             ships=self.ships,
+            written=self.written,
+            path=self.path,
         )
 
     def _follow_ups(self, original: cst.CSTNode, result: Rewritten) -> Rewritten:
@@ -618,6 +623,7 @@ def _migrate_once(
     applier = _Applier(findings, target, DeviceNames(wrapper, statements), wrapper)
     applier.torch_alias = torch_alias(module)
     applier.in_package = in_package
+    applier.path = path
     for code, look in PRESCANS.items():
         lines = [f.line for f in findings if f.rule == code]
         if lines:
@@ -647,7 +653,8 @@ def _migrate_once(
         for advisory in [applier.advisories.get(index, "")]
     ]
     ships = tuple(sorted(applier.ships))
-    return SourceResult(new_source, edits, unapplied, ships), applier
+    written = tuple(sorted(applier.written.items()))
+    return SourceResult(new_source, edits, unapplied, ships, written), applier
 
 
 def _settle_enclosed(applier: _Applier, applied: list[Finding]) -> set[int]:
