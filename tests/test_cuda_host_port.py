@@ -113,9 +113,83 @@ def test_a_construct_the_runner_refuses_is_named_with_its_line(tmp_path):
     assert not result.written and "load_inline(" in result.source
 
 
-def test_a_module_of_a_package_is_refused_for_now(tmp_path):
-    [(_, reason)] = _ported(tmp_path, in_package=True).unapplied
-    assert "package" in reason
+def test_a_module_of_a_package_imports_the_helper_relatively(tmp_path):
+    result = _ported(tmp_path, in_package=True)
+    assert not result.unapplied
+    assert "from . import cudacpu_host" in result.source
+
+
+KERNEL_CU = """\
+#include <torch/extension.h>
+#include <cuda_runtime.h>
+
+__global__ void twice_kernel(const float* x, float* y, int64_t n) {
+  const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = BODY;
+}
+
+torch::Tensor twice(torch::Tensor x) {
+  auto y = torch::empty_like(x);
+  twice_kernel<<<(x.numel() + 63) / 64, 64>>>(x.data_ptr<float>(), y.data_ptr<float>(), x.numel());
+  return y;
+}
+"""
+BINDING_CPP = """\
+#include <torch/extension.h>
+torch::Tensor twice(torch::Tensor x);
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def("twice", &twice); }
+"""
+
+
+def _loaded(tmp_path: Path, sources: str, body: str = "2.0f * x[i]"):
+    """A package module that builds csrc/ (beside the package) with load(sources=...)."""
+    (tmp_path / "csrc").mkdir()
+    (tmp_path / "csrc" / "twice.cpp").write_text(BINDING_CPP)
+    (tmp_path / "csrc" / "twice_kernel.cu").write_text(KERNEL_CU.replace("BODY", body))
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    source = (
+        "import os\nfrom pathlib import Path\nfrom torch.utils.cpp_extension import load\n\n"
+        '_CSRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "csrc")\n'
+        f'_ext = load(name="twice_ext", sources={sources}, verbose=False)\n'
+    )
+    path = tmp_path / "pkg" / "ops.py"
+    path.write_text(source)
+    findings = [f for f in scan(path).findings if f.rule == "TPK002"]
+    assert findings, "the scanner finds the extension"
+    return migrate_python(source, findings, "tpu", "pkg/ops.py", in_package=True, root=tmp_path)
+
+
+@pytest.mark.parametrize(
+    "sources",
+    [
+        '[os.path.join(_CSRC, "twice.cpp"), os.path.join(_CSRC, "twice_kernel.cu")]',
+        '[Path(__file__).parent.parent / "csrc" / "twice.cpp", "csrc/twice_kernel.cu"]',
+    ],
+)
+def test_load_reads_the_sources_its_paths_name_from_the_repository(tmp_path, sources):
+    result = _loaded(tmp_path, sources)
+    assert not result.unapplied
+    assert (
+        '_ext = cudacpu_host.load("twice_ext", "twice_ext_host.cpp", __file__, verbose=False)'
+        in (result.source)
+    )
+    [(name, text)] = result.written
+    assert name == "twice_ext_host.cpp"
+    assert "sources=[../csrc/twice.cpp, ../csrc/twice_kernel.cu]" in text
+    assert '#line 1 "../csrc/twice_kernel.cu"' in text and "::cudacpu::launch(" in text
+
+
+def test_load_with_a_path_known_only_at_run_time_is_refused(tmp_path):
+    [(_, reason)] = _loaded(tmp_path, '[os.environ["SRC"], "csrc/twice_kernel.cu"]').unapplied
+    assert "os.environ" in reason and "not a path known without running the code" in reason
+
+
+def test_load_of_a_kernel_the_runner_refuses_names_its_file_and_line(tmp_path):
+    sources = '["csrc/twice.cpp", "csrc/twice_kernel.cu"]'
+    result = _loaded(tmp_path, sources, body="__shfl_xor_sync(0xffffffff, x[i], 1)")
+    [(_, reason)] = result.unapplied
+    assert "__shfl_xor_sync" in reason and "twice_kernel.cu:6" in reason
 
 
 def test_the_port_adds_the_generated_and_the_shipped_files_beside_the_module(tmp_path):

@@ -260,6 +260,7 @@ class _FileOutcome:
     edits: list = dataclasses.field(default_factory=list)
     unapplied: list[tuple[Finding, str]] = dataclasses.field(default_factory=list)
     in_package: bool = False  # the file is a module of a package (FixContext.in_package)
+    root: Path | None = None  # the repository's folder (FixContext.root)
     ships: tuple[str, ...] = ()  # what its fixes ship beside it (FileChange.ships)
     written: tuple[tuple[str, str], ...] = ()  # what they generate beside it (FileChange.written)
 
@@ -271,7 +272,9 @@ def _rewrite_file(
     target = options.target
     auto = [f for f in findings if f.fix[target]["kind"] == "auto"]
     manual = [f for f in findings if f.fix[target]["kind"] != "auto"]
-    outcome = _FileOutcome(in_package=(root / rel).parent.joinpath("__init__.py").is_file())
+    outcome = _FileOutcome(
+        in_package=(root / rel).parent.joinpath("__init__.py").is_file(), root=root
+    )
     if options.safe_only:
         auto, outcome.unapplied = withheld_unless_safe(auto, target)
     try:
@@ -323,7 +326,9 @@ def _rewrite_python(
     options: MigrateOptions,
     cell: int | None = None,
 ) -> str:
-    outcome = migrate_python(source, auto, options.target, rel, cell, result.in_package)
+    outcome = migrate_python(
+        source, auto, options.target, rel, cell, result.in_package, root=result.root
+    )
     result.edits += outcome.edits
     result.unapplied += outcome.unapplied
     result.ships = tuple(sorted({*result.ships, *outcome.ships}))

@@ -14,9 +14,11 @@ import functools
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Final, TypeVar
 
 import libcst as cst
+from torchport.tools.cst_imports.gather import ImportedName
 from torchport.tools.cst_imports.gather import code_of as code_of  # the codemods import it here
 
 from ..targets import KINDS, TargetProfile, expand, profile
@@ -71,7 +73,8 @@ class FixContext:
     original: cst.CSTNode
     # Finds a variable holding the repo's own device in scope; looked up only when a fixer asks.
     device_lookup: Callable[[], str | None] = lambda: None
-    imports: set[str] = field(default_factory=set)  # modules to import ("torch", "time")
+    # modules to import ("torch", "time"), or names to import from one (``need_from``)
+    imports: set[str | ImportedName] = field(default_factory=set)
     state: dict = field(default_factory=dict)  # per-file notes fixers leave for follow-ups
     # a node's parent (None for the module, and for no node: ``parent(parent(x))`` asks safely)
     parent: Callable[[cst.CSTNode | None], cst.CSTNode | None] = lambda node: None
@@ -89,6 +92,8 @@ class FixContext:
     in_package: bool = False
     # the file's path in the repository (what a file the fix writes beside it names)
     path: str = ""
+    # the repository's folder, where a fix reads a file the code names (None: not known)
+    root: Path | None = None
     # files of tools/kernel_runtime the fixes of this file need beside it (``ship``)
     ships: set[str] = field(default_factory=set)
     # files the fixes of this file generate beside it (``write``): name -> text
@@ -115,6 +120,10 @@ class FixContext:
 
     def need(self, module: str) -> None:
         self.imports.add(module)
+
+    def need_from(self, module: str, name: str) -> None:
+        """Have the file ``from module import name`` (``module`` "." for its package)."""
+        self.imports.add(ImportedName(module, name, None))
 
     def define(self, name: str, code: str) -> None:
         """Have the file define ``name`` (a top-level function whose source is ``code``)."""

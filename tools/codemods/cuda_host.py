@@ -1,4 +1,4 @@
-"""TPK002: a ``load_inline`` CUDA extension builds, in the port, from its host translation.
+"""TPK002: a CUDA extension builds, in the port, from its host translation.
 
 torchport's CPU runner for CUDA kernels (``sandbox.cudacpu``) already runs the original's
 kernels on the CUDA reference run by translating their CUDA C++ into host C++. The port
@@ -12,23 +12,28 @@ build call changes::
     _ext = load_inline(name="ops", cpp_sources=_CPP, cuda_sources=_CUDA, functions=[...])
     _ext = cudacpu_host.load("ops", "ops_host.cpp", __file__)
 
-Correct but slow (the copies, and the kernels on the host CPU): a performance advisory.
-Applied where the sources are string literals of the module (or names of module-level
-ones) and the runner runs every kernel; otherwise refused with the reason (the runner's
-names each construct it refuses with its file and line). ``load(sources=[...])`` and a
-module of a package are not ported this way yet.
+``load(name, sources=[...])`` the same, its files read from the repository where their
+paths are known without running the code (``host_paths``); in a package the helper is
+imported relatively. Correct but slow (the copies, and the kernels on the host CPU): a
+performance advisory. Applied where the sources are known (``load_inline``'s: strings of
+the module, or names of module-level ones) and the runner runs every kernel; otherwise
+refused with the reason (the runner's names each construct it refuses with its file and
+line). The sources of one extension become one translation unit.
 """
 
 from __future__ import annotations
 
 import json
+import posixpath
 from pathlib import PurePosixPath
 
 import libcst as cst
 
 from ...sandbox.cudacpu.build import host_flags
 from ...sandbox.cudacpu.extension import inline_sources
+from ...sandbox.cudacpu.translate import Source
 from ..kernel_runtime import cuda_host
+from . import host_paths
 from .base import VENDOR, FixContext, Fixed, NotApplicable, code_of, fixer, prescan
 
 STRINGS = "tpk002_strings"
@@ -49,6 +54,7 @@ PARAMETERS = (
     "build_directory",
     "verbose",
 )
+LOAD_PARAMETERS = ("name", "sources", "extra_cflags", "extra_cuda_cflags")
 # what the host build keeps of the call; the rest (nvcc's flags, a build folder in the
 # user's tree, with_cuda) means nothing to it
 KEPT = ("verbose",)
@@ -83,6 +89,7 @@ def module_strings(module: cst.Module, lines: list[int], target: str) -> dict:
     """The module-level ``NAME = "..."`` strings (the sources load_inline is usually
     given by name), and the module's text, where the runner maps them to their lines."""
     strings: dict[str, str] = {}
+    values: dict[str, cst.BaseExpression] = {}
     for statement in module.body:
         if not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1:
             continue
@@ -90,17 +97,21 @@ def module_strings(module: cst.Module, lines: list[int], target: str) -> dict:
         if isinstance(assign, cst.Assign) and len(assign.targets) == 1:
             name = assign.targets[0].target
             value = _string(assign.value, {})
-            if isinstance(name, cst.Name) and value is not None:
-                strings[name.value] = value
-    return {STRINGS: strings, SOURCE: module.code}
+            if isinstance(name, cst.Name):
+                values[name.value] = assign.value
+                if value is not None:
+                    strings[name.value] = value
+    return {STRINGS: strings, SOURCE: module.code, host_paths.VALUES: values}
 
 
-def _arguments(call: cst.Call) -> dict[str, cst.BaseExpression]:
+def _arguments(
+    call: cst.Call, parameters: tuple[str, ...] = PARAMETERS
+) -> dict[str, cst.BaseExpression]:
     found: dict[str, cst.BaseExpression] = {}
     for i, arg in enumerate(call.args):
         if arg.star:
             raise NotApplicable("the call passes *args or **kwargs: its sources are not known")
-        key = arg.keyword.value if arg.keyword else (PARAMETERS[i] if i < len(PARAMETERS) else "")
+        key = arg.keyword.value if arg.keyword else (parameters[i] if i < len(parameters) else "")
         found[key] = arg.value
     return found
 
@@ -125,12 +136,10 @@ def _functions(node: cst.BaseExpression | None, strings: dict[str, str]) -> list
 
 @fixer("TPK002", VENDOR)
 def host_build(node: cst.Call, ctx: FixContext) -> Fixed:
-    """``load_inline(..., cuda_sources=...)`` as ``cudacpu_host.load`` of the shipped host
-    translation; or why it cannot be."""
-    if code_of(node.func).rpartition(".")[2] != "load_inline":
-        raise NotApplicable("load(sources=[...]) is not yet built from a host translation")
-    if ctx.in_package:
-        raise NotApplicable("the host build is not yet imported from a module of a package")
+    """``load_inline(..., cuda_sources=...)`` or ``load(sources=[...])`` as
+    ``cudacpu_host.load`` of the shipped host translation; or why it cannot be."""
+    if code_of(node.func).rpartition(".")[2] == "load":
+        return _host_load(node, ctx)
     strings: dict[str, str] = ctx.state.get(STRINGS, {})
     a = _arguments(node)
     name = _string(a["name"], strings) if "name" in a else None
@@ -157,12 +166,46 @@ def host_build(node: cst.Call, ctx: FixContext) -> Fixed:
     return _rewritten(node, ctx, name, host.text, flags)
 
 
+def _host_load(node: cst.Call, ctx: FixContext) -> Fixed:
+    """``load(name, sources=[...])``: the sources read from the repository, where their
+    paths are known without running the code (``host_paths``)."""
+    strings: dict[str, str] = ctx.state.get(STRINGS, {})
+    a = _arguments(node, LOAD_PARAMETERS)
+    name = _string(a["name"], strings) if "name" in a else None
+    if name is None or not name.isidentifier():
+        raise NotApplicable("the extension's name is not a literal identifier")
+    if ctx.root is None or "sources" not in a:
+        raise NotApplicable("its sources cannot be read at migration")
+    here = PurePosixPath(ctx.path)
+    paths = host_paths.sources(a["sources"], ctx.state.get(host_paths.VALUES, {}), here)
+    if isinstance(paths, str):
+        raise NotApplicable(paths)
+    units = []
+    for path in paths:
+        file = ctx.root / path
+        if not file.is_file():
+            raise NotApplicable(f"its source {path} is not a file of the repository")
+        origin = posixpath.relpath(path.as_posix(), here.parent.as_posix())
+        text = file.read_text(encoding="utf-8", errors="replace")
+        units.append(Source(text, origin, path.suffix == ".cu"))
+    flags = _flags(a.get("extra_cflags"), strings) + _flags(a.get("extra_cuda_cflags"), strings)
+    listed = ", ".join(posixpath.relpath(p.as_posix(), here.parent.as_posix()) for p in paths)
+    try:
+        host = cuda_host.host_source(units, f'{here.name}: load(name="{name}", sources=[{listed}])')
+    except cuda_host.NotTranslated as exc:
+        raise NotApplicable(f"torchport's CPU runner cannot run its kernels: {exc}") from None
+    return _rewritten(node, ctx, name, host.text, flags)
+
+
 def _rewritten(node: cst.Call, ctx: FixContext, name: str, text: str, flags: list[str]) -> Fixed:
     file = f"{name}_host.cpp"
     ctx.write(file, text)
     for shipped in (f"{HELPER}.py", cuda_host.RUNTIME_HEADER_FILE, cuda_host.RUNTIME_SOURCE_FILE):
         ctx.ship(shipped)
-    ctx.need(HELPER)
+    if ctx.in_package:
+        ctx.need_from(".", HELPER)
+    else:
+        ctx.need(HELPER)
     ctx.advise(ADVISORY.format(name=name, file=file))
     extra = f", extra_cflags={json.dumps(flags)}" if flags else ""
     for arg in node.args:
