@@ -73,7 +73,7 @@ def test_the_build_call_builds_the_shipped_host_translation(tmp_path):
     result = _ported(tmp_path)
     assert not result.unapplied
     assert (
-        '_ext = cudacpu_host.load("scale_ext", "scale_ext_host.cpp", __file__, '
+        '_ext = cudacpu_host.build("scale_ext", "scale_ext_host.cpp", __file__, '
         'extra_cflags=["-DSCALE_EXT=1"], verbose=False)'
     ) in result.source  # nvcc's flags go, a macro stays
     assert "import cudacpu_host" in result.source
@@ -171,7 +171,7 @@ def test_load_reads_the_sources_its_paths_name_from_the_repository(tmp_path, sou
     result = _loaded(tmp_path, sources)
     assert not result.unapplied
     assert (
-        '_ext = cudacpu_host.load("twice_ext", "twice_ext_host.cpp", __file__, verbose=False)'
+        '_ext = cudacpu_host.build("twice_ext", "twice_ext_host.cpp", __file__, verbose=False)'
         in (result.source)
     )
     [(name, text)] = result.written
@@ -226,7 +226,7 @@ def test_the_shipped_files_build_and_run_on_host_copies(tmp_path):
         import sys, torch
         sys.path.insert(0, sys.argv[1])
         import cudacpu_host
-        ext = cudacpu_host.load("scale_ext", "scale_ext_host.cpp", sys.argv[1] + "/x.py")
+        ext = cudacpu_host.build("scale_ext", "scale_ext_host.cpp", sys.argv[1] + "/x.py")
         x = torch.arange(300, dtype=torch.float32)
         y = ext.scale(x, 2.5)
         assert torch.equal(y, 2.5 * x), (y - 2.5 * x).abs().max()
@@ -256,4 +256,4 @@ def test_the_eval_task_port_is_verified_rules_only(tmp_path):
     assert state["outcome"] == "verified", state["verification"]["reason"]
     out = tmp_path / "out"
     assert (out / "fused_bias_gelu_host.cpp").is_file() and (out / "cudacpu_host.py").is_file()
-    assert "cudacpu_host.load(" in (out / "fused_ops.py").read_text()
+    assert "cudacpu_host.build(" in (out / "fused_ops.py").read_text()

@@ -10,7 +10,7 @@ functions on host copies of the tensors (``.cpu()`` in, ``.to(device)`` out). On
 build call changes::
 
     _ext = load_inline(name="ops", cpp_sources=_CPP, cuda_sources=_CUDA, functions=[...])
-    _ext = cudacpu_host.load("ops", "ops_host.cpp", __file__)
+    _ext = cudacpu_host.build("ops", "ops_host.cpp", __file__)
 
 ``load(name, sources=[...])`` the same, its files read from the repository where their
 paths are known without running the code (``host_paths``); in a package the helper is
@@ -137,7 +137,7 @@ def _functions(node: cst.BaseExpression | None, strings: dict[str, str]) -> list
 @fixer("TPK002", VENDOR)
 def host_build(node: cst.Call, ctx: FixContext) -> Fixed:
     """``load_inline(..., cuda_sources=...)`` or ``load(sources=[...])`` as
-    ``cudacpu_host.load`` of the shipped host translation; or why it cannot be."""
+    ``cudacpu_host.build`` of the shipped host translation; or why it cannot be."""
     if code_of(node.func).rpartition(".")[2] == "load":
         return _host_load(node, ctx)
     strings: dict[str, str] = ctx.state.get(STRINGS, {})
@@ -212,4 +212,4 @@ def _rewritten(node: cst.Call, ctx: FixContext, name: str, text: str, flags: lis
         if arg.keyword and arg.keyword.value in KEPT:
             extra += f", {arg.keyword.value}={code_of(arg.value)}"
     ctx.own_layout = True
-    return ctx.expr(f'{HELPER}.load("{name}", "{file}", __file__{extra})')
+    return ctx.expr(f'{HELPER}.build("{name}", "{file}", __file__{extra})')

@@ -2,7 +2,7 @@
 
 torchport translated the extension's CUDA C++ into host C++ (the ``*_host.cpp`` file beside
 this one, whose header says what changed), so the kernels build with the host compiler and
-run on the CPU wherever the port runs. ``load`` builds that file with
+run on the CPU wherever the port runs. ``build`` compiles that file (optimised, ``-O2``) with
 ``cudacpu_runtime.cpp`` (the launch loop and fibers) through torch's own
 ``cpp_extension.load``; each function of the module it returns takes tensors on any
 device: they are copied to the CPU (``.cpu()``), the kernels run there, and tensors that
@@ -23,13 +23,14 @@ from torch.utils import cpp_extension
 RUNTIME_SOURCE = "cudacpu_runtime.cpp"
 
 
-def load(name: str, source: str, beside: str, **kwargs: Any) -> HostExtension:
+def build(name: str, source: str, beside: str, **kwargs: Any) -> HostExtension:
     """Build ``source`` (a file in the folder of ``beside``, the calling module's
     ``__file__``) as the extension ``name``; ``kwargs`` go to ``cpp_extension.load``."""
     folder = os.path.dirname(os.path.abspath(beside))
     module = cpp_extension.load(
         name=name,
         sources=[os.path.join(folder, source), os.path.join(folder, RUNTIME_SOURCE)],
+        extra_cflags=["-O2", *kwargs.pop("extra_cflags", [])],
         extra_include_paths=[folder, *kwargs.pop("extra_include_paths", [])],
         **kwargs,
     )
