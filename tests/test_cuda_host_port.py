@@ -180,6 +180,16 @@ def test_load_reads_the_sources_its_paths_name_from_the_repository(tmp_path, sou
     assert '#line 1 "../csrc/twice_kernel.cu"' in text and "::cudacpu::launch(" in text
 
 
+def test_sources_that_include_headers_of_their_own_are_refused(tmp_path):
+    result = _loaded(
+        tmp_path,
+        '["csrc/twice.cpp", "csrc/twice_kernel.cu"]',
+        body='x[i]; }\n#include "twice.cuh"\n{',
+    )
+    [(_, reason)] = result.unapplied
+    assert "twice.cuh" in reason and "headers of their own" in reason
+
+
 def test_load_with_a_path_known_only_at_run_time_is_refused(tmp_path):
     [(_, reason)] = _loaded(tmp_path, '[os.environ["SRC"], "csrc/twice_kernel.cu"]').unapplied
     assert "os.environ" in reason and "not a path known without running the code" in reason

@@ -20,11 +20,10 @@ from __future__ import annotations
 import functools
 import re
 from dataclasses import dataclass
-from pathlib import Path
 
 from ...sandbox.cudacpu.build import INCLUDE, RUNTIME_SOURCE
 from ...sandbox.cudacpu.refusals import Refused
-from ...sandbox.cudacpu.translate import Source, local_headers, translate
+from ...sandbox.cudacpu.translate import Source, translate
 
 RUNTIME_HEADER_FILE = "cudacpu_runtime.h"
 RUNTIME_SOURCE_FILE = "cudacpu_runtime.cpp"
@@ -119,12 +118,25 @@ def _unit_text(text: str, stubs: frozenset[str]) -> str:
     return _INCLUDE.sub(commented, text)
 
 
-def host_source(units: list[Source], what: str, folders: list[Path] | None = None) -> HostSource:
+def _local_includes(units: list[Source]) -> list[str]:
+    """The ``#include "..."`` of the units: headers of the repository's own, which the
+    host file (elsewhere, and translated) would not find."""
+    return [m.group(2) for src in units for m in _INCLUDE.finditer(src.text) if '"' in m.group(1)]
+
+
+def host_source(units: list[Source], what: str) -> HostSource:
     """The host C++ of an extension whose translation units are ``units`` (origins as the
     port should name them); ``what`` says in the header what was translated (``fused_ops.py:
-    load_inline(name="x")``). Raises ``NotTranslated`` where the runner refuses a construct."""
+    load_inline(name="x")``). Raises ``NotTranslated`` where the runner refuses a construct,
+    and for sources that include headers of their own (not carried yet)."""
+    local = _local_includes(units)
+    if local:
+        raise NotTranslated(
+            "its sources include headers of their own (" + ", ".join(local) + "), which the "
+            "host build does not carry yet"
+        )
     try:
-        translation = translate(units, local_headers(units, folders or []))
+        translation = translate(units)
     except Refused as exc:
         raise NotTranslated(str(exc)) from None
     if translation.refusals:
