@@ -237,16 +237,19 @@ def _rewrite(result: MigrationResult, options: MigrateOptions) -> None:
 
 
 def shipped_files(root: Path, changes: list[FileChange]) -> list[FileChange]:
-    """The files the changes' fixes ship (``FileChange.ships``), each once per folder, as
+    """The files the changes' fixes ship (``FileChange.ships``) or generate
+    (``FileChange.written``), each once per folder, as
     new files of the port. One the repository already has is left as it is: its own file
     of that name is what the port's import finds, as it was in the original."""
     added: dict[str, FileChange] = {}
     for change in changes:
         folder = Path(change.path).parent
-        for name in change.ships:
+        files = [*change.written, *((name, None) for name in change.ships)]
+        for name, text in files:
             rel = (folder / name).as_posix()
             if rel not in added and not (root / rel).exists():
-                added[rel] = FileChange(rel, "", kernel_runtime.shipped(name))
+                after = kernel_runtime.shipped(name) if text is None else text
+                added[rel] = FileChange(rel, "", after)
     return list(added.values())
 
 
@@ -257,7 +260,9 @@ class _FileOutcome:
     edits: list = dataclasses.field(default_factory=list)
     unapplied: list[tuple[Finding, str]] = dataclasses.field(default_factory=list)
     in_package: bool = False  # the file is a module of a package (FixContext.in_package)
+    root: Path | None = None  # the repository's folder (FixContext.root)
     ships: tuple[str, ...] = ()  # what its fixes ship beside it (FileChange.ships)
+    written: tuple[tuple[str, str], ...] = ()  # what they generate beside it (FileChange.written)
 
 
 def _rewrite_file(
@@ -267,7 +272,9 @@ def _rewrite_file(
     target = options.target
     auto = [f for f in findings if f.fix[target]["kind"] == "auto"]
     manual = [f for f in findings if f.fix[target]["kind"] != "auto"]
-    outcome = _FileOutcome(in_package=(root / rel).parent.joinpath("__init__.py").is_file())
+    outcome = _FileOutcome(
+        in_package=(root / rel).parent.joinpath("__init__.py").is_file(), root=root
+    )
     if options.safe_only:
         auto, outcome.unapplied = withheld_unless_safe(auto, target)
     try:
@@ -291,7 +298,9 @@ def _rewrite_file(
         outcome.edits += text.edits
         outcome.unapplied += text.unapplied
         after = text.source
-    change = FileChange(rel, before, after, outcome.ships) if after != before else None
+    change = (
+        FileChange(rel, before, after, outcome.ships, outcome.written) if after != before else None
+    )
     return outcome.edits, outcome.unapplied, change
 
 
@@ -317,10 +326,13 @@ def _rewrite_python(
     options: MigrateOptions,
     cell: int | None = None,
 ) -> str:
-    outcome = migrate_python(source, auto, options.target, rel, cell, result.in_package)
+    outcome = migrate_python(
+        source, auto, options.target, rel, cell, result.in_package, root=result.root
+    )
     result.edits += outcome.edits
     result.unapplied += outcome.unapplied
     result.ships = tuple(sorted({*result.ships, *outcome.ships}))
+    result.written = tuple(sorted({*result.written, *outcome.written}))
     text = outcome.source
     if options.annotate:
         leftovers = manual + [f for f, _ in outcome.unapplied]

@@ -126,7 +126,7 @@ def _options_record(options: ScanOptions) -> dict[str, object]:
 def _copy(result: MigrationResult) -> MigrationResult:
     return dataclasses.replace(
         result,
-        changes=[FileChange(c.path, c.before, c.after, c.ships) for c in result.changes],
+        changes=[FileChange(c.path, c.before, c.after, c.ships, c.written) for c in result.changes],
         edits=list(result.edits),
         unapplied=list(result.unapplied),
     )

@@ -40,6 +40,7 @@ class FileChange:
     before: str  # "" for a file the port adds (one a fix ships)
     after: str
     ships: tuple[str, ...] = ()  # files of tools/kernel_runtime its fixes need beside it
+    written: tuple[tuple[str, str], ...] = ()  # files its fixes generated beside it (name, text)
 
 
 @dataclass

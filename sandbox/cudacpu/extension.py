@@ -88,21 +88,28 @@ def inline_sources(
     with_pytorch_error_handling: bool = True,
     no_implicit_headers: bool = False,
     caller: str | None = None,
+    caller_text: str | None = None,
 ) -> list[tuple[str, Source]]:
     """load_inline's two translation units, ``main.cpp`` and ``cuda.cu``, as it writes
-    them, each string mapped back to the caller's file where it can be found there."""
+    them, each string mapped back to the caller's file where it can be found there.
+    ``caller_text``: that file's text, given (a migration's), not read; ``caller`` is then
+    named as it is given."""
     cpp = [cpp_sources] if isinstance(cpp_sources, str) else list(cpp_sources or [])
     cuda = [cuda_sources] if isinstance(cuda_sources, str) else list(cuda_sources or [])
     try:
-        file_lines = Path(caller).read_text(encoding="utf-8").splitlines() if caller else []
+        if caller_text is not None:
+            file_lines = caller_text.splitlines()
+        else:
+            file_lines = Path(caller).read_text(encoding="utf-8").splitlines() if caller else []
     except OSError:
         file_lines = []
+    named = caller if caller_text is not None else shown(caller) if caller else None
 
     def placed(texts: list[str], kind: str) -> list[tuple[str, str, int]]:
         out = []
         for i, t in enumerate(texts):
             line = locate(t, file_lines)
-            origin = shown(caller) if line is not None and caller else f"{name}:{kind}[{i}]"
+            origin = named if line is not None and named else f"{name}:{kind}[{i}]"
             out.append((t, origin, line or 1))
         return out
 

@@ -14,6 +14,7 @@ from . import (  # noqa: F401 - registration
     bitsandbytes,
     cli_flags,
     config,
+    cuda_host,
     device,
     events,
     flash_attn,

@@ -14,9 +14,11 @@ import functools
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Final, TypeVar
 
 import libcst as cst
+from torchport.tools.cst_imports.gather import ImportedName
 from torchport.tools.cst_imports.gather import code_of as code_of  # the codemods import it here
 
 from ..targets import KINDS, TargetProfile, expand, profile
@@ -71,7 +73,8 @@ class FixContext:
     original: cst.CSTNode
     # Finds a variable holding the repo's own device in scope; looked up only when a fixer asks.
     device_lookup: Callable[[], str | None] = lambda: None
-    imports: set[str] = field(default_factory=set)  # modules to import ("torch", "time")
+    # modules to import ("torch", "time"), or names to import from one (``need_from``)
+    imports: set[str | ImportedName] = field(default_factory=set)
     state: dict = field(default_factory=dict)  # per-file notes fixers leave for follow-ups
     # a node's parent (None for the module, and for no node: ``parent(parent(x))`` asks safely)
     parent: Callable[[cst.CSTNode | None], cst.CSTNode | None] = lambda node: None
@@ -87,8 +90,14 @@ class FixContext:
     # whether the file is a module of a package (its folder has ``__init__.py``): a file the
     # fix ships beside it is imported relatively there
     in_package: bool = False
+    # the file's path in the repository (what a file the fix writes beside it names)
+    path: str = ""
+    # the repository's folder, where a fix reads a file the code names (None: not known)
+    root: Path | None = None
     # files of tools/kernel_runtime the fixes of this file need beside it (``ship``)
     ships: set[str] = field(default_factory=set)
+    # files the fixes of this file generate beside it (``write``): name -> text
+    written: dict[str, str] = field(default_factory=dict)
     # set by a fix that applies but leaves the construct slow: the report lists it as a
     # performance advisory with this reason
     advisory: str = ""
@@ -112,6 +121,10 @@ class FixContext:
     def need(self, module: str) -> None:
         self.imports.add(module)
 
+    def need_from(self, module: str, name: str) -> None:
+        """Have the file ``from module import name`` (``module`` "." for its package)."""
+        self.imports.add(ImportedName(module, name, None))
+
     def define(self, name: str, code: str) -> None:
         """Have the file define ``name`` (a top-level function whose source is ``code``)."""
         self.definitions[name] = code
@@ -119,6 +132,10 @@ class FixContext:
     def ship(self, name: str) -> None:
         """Have the port carry ``name``, a file of tools/kernel_runtime, beside this file."""
         self.ships.add(name)
+
+    def write(self, name: str, text: str) -> None:
+        """Have the port carry a file the fix generated, ``name`` beside this file."""
+        self.written[name] = text
 
     def advise(self, why: str) -> None:
         """The fix applies, but what it leaves runs slowly on the target: say why."""

@@ -13,6 +13,7 @@ import re
 from collections import defaultdict
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TypeVar, cast
 
 import libcst as cst
@@ -25,6 +26,7 @@ from libcst.metadata import (
 )
 from torchport.sandbox import astparse
 from torchport.tools.cst_imports import (
+    ImportedName,
     ImportSpec,
     add_imports,
     gather_imports,
@@ -85,6 +87,7 @@ class SourceResult:
     edits: list[Edit] = field(default_factory=list)
     unapplied: list[tuple[Finding, str]] = field(default_factory=list)
     ships: tuple[str, ...] = ()  # files of tools/kernel_runtime the port needs beside this one
+    written: tuple[tuple[str, str], ...] = ()  # files the fixes generated beside it (name, text)
 
     @property
     def changed(self) -> bool:
@@ -114,7 +117,9 @@ class _Applier(cst.CSTTransformer):
             self.pending[(f.line, f.col - 1)].append(f)
         self.done: set[int] = set()
         self.edits: list[tuple[Finding | None, str, str, str, int, int]] = []
-        self.edit_imports: list[frozenset[str]] = []  # the modules each edit asked for
+        self.edit_imports: list[
+            frozenset[str | ImportedName]
+        ] = []  # the modules each edit asked for
         self.state: dict = {}
         # Statements this run changed / emptied, by id; the dicts hold the nodes so that no id
         # is reused by a later node while the file is being rewritten.
@@ -130,11 +135,14 @@ class _Applier(cst.CSTTransformer):
         self.kept: set[int] = set()  # findings whose fix keeps the code as it is (Kept)
         self.definitions: dict[str, str] = {}  # top-level functions the fixes call
         self.ships: set[str] = set()  # files the fixes ship beside this one (FixContext.ship)
+        self.written: dict[str, str] = {}  # files the fixes generate beside it (FixContext.write)
+        self.path = ""  # the file's path in the repository (FixContext.path)
+        self.root: Path | None = None  # the repository's folder (FixContext.root)
         self.advisories: dict[int, str] = {}  # an edit's index -> its advisory
         self.in_package = False
         self.laid_out: dict[int, Rewritten] = {}  # calls a fixer laid out itself
         self.remove: set[int] = set()
-        self.imports: set[str] = set()
+        self.imports: set[str | ImportedName] = set()
         self.module: cst.Module | None = None
         self.torch_alias: str | None = None
         self.parents: dict[int, cst.CSTNode] = {}  # id(node) -> its parent, as walked
@@ -366,7 +374,7 @@ class _Applier(cst.CSTTransformer):
             self.imports |= ctx.imports
         return result
 
-    def _record(self, edit: tuple, imports: set[str]) -> None:
+    def _record(self, edit: tuple, imports: set[str | ImportedName]) -> None:
         self.edits.append(edit)
         self.edit_imports.append(frozenset(imports))
         self.edited_lines.update(range(edit[4], edit[5] + 1))
@@ -384,6 +392,9 @@ class _Applier(cst.CSTTransformer):
             definitions=self.definitions,
             in_package=self.in_package,
             ships=self.ships,
+            written=self.written,
+            path=self.path,
+            root=self.root,
         )
 
     def _follow_ups(self, original: cst.CSTNode, result: Rewritten) -> Rewritten:
@@ -530,9 +541,11 @@ def migrate_python(
     path: str,
     cell: int | None = None,
     in_package: bool = False,
+    root: Path | None = None,
 ) -> SourceResult:
     """Rewrite ``source`` for ``target``, applying the codemods of ``findings``
-    (``in_package``: the file is a module of a package, FixContext.in_package).
+    (``in_package``: the file is a module of a package, FixContext.in_package; ``root``:
+    the repository's folder, where a fix reads the files the code names, FixContext.root).
 
     Every rewrite passes the semantic guard: when the migrated file has a static finding the
     original had not (pyflakes', or a keyword given twice), the fixes whose edits caused it
@@ -543,7 +556,7 @@ def migrate_python(
         return SourceResult(source)
     remaining, refused = list(findings), list[tuple[Finding, str]]()
     while True:
-        result, applier = _migrate_once(source, remaining, target, path, cell, in_package)
+        result, applier = _migrate_once(source, remaining, target, path, cell, in_package, root)
         broken = blocking(source, result.source, path) if result.edits else []
         orphans = orphaned_imports(source, broken)
         if orphans:
@@ -606,6 +619,7 @@ def _migrate_once(
     path: str,
     cell: int | None,
     in_package: bool = False,
+    root: Path | None = None,
 ) -> tuple[SourceResult, _Applier | None]:
     try:
         module = cst.parse_module(source)
@@ -618,6 +632,8 @@ def _migrate_once(
     applier = _Applier(findings, target, DeviceNames(wrapper, statements), wrapper)
     applier.torch_alias = torch_alias(module)
     applier.in_package = in_package
+    applier.path = path
+    applier.root = root
     for code, look in PRESCANS.items():
         lines = [f.line for f in findings if f.rule == code]
         if lines:
@@ -647,7 +663,8 @@ def _migrate_once(
         for advisory in [applier.advisories.get(index, "")]
     ]
     ships = tuple(sorted(applier.ships))
-    return SourceResult(new_source, edits, unapplied, ships), applier
+    written = tuple(sorted(applier.written.items()))
+    return SourceResult(new_source, edits, unapplied, ships, written), applier
 
 
 def _settle_enclosed(applier: _Applier, applied: list[Finding]) -> set[int]:
@@ -864,7 +881,7 @@ def _no_new_leading_blank(before: str, after: str) -> str:
     return after
 
 
-def _fix_imports(module: cst.Module, needed: set[str]) -> str:
+def _fix_imports(module: cst.Module, needed: set[str | ImportedName]) -> str:
     """The migrated module's code with the imports its edits need, less the CUDA imports
     they left unused."""
     module = add_imports(module, needed)

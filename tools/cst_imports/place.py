@@ -11,7 +11,7 @@ family's, or everyone else's.
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 import libcst as cst
 
@@ -84,7 +84,7 @@ def _statement(spec: ImportedName) -> cst.SimpleStatementLine:
     return statement
 
 
-def add_imports(module: cst.Module, needed: set[str] | set[ImportedName]) -> cst.Module:
+def add_imports(module: cst.Module, needed: Collection[str | ImportedName]) -> cst.Module:
     """``module`` with each ``needed`` import it does not make at module level yet; a plain
     string ``name`` means ``import name``."""
     body = list(module.body)

@@ -1,0 +1,269 @@
+"""TPK002 on a vendor target (tools/codemods/cuda_host.py): a ``load_inline`` CUDA extension
+builds, in the port, from the host C++ torchport's CPU runner translates it into, shipped
+beside the module with the runner's runtime and ``cudacpu_host.py``; its functions run on
+host copies of the tensors. Where the runner refuses a construct, the finding is refused
+with it and its line. Real migrations; the slow tests build and run the shipped files."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from torchport.agents import graph, runs
+from torchport.tools.codemods import migrate_python
+from torchport.tools.kernel_runtime import cuda_host, shipped
+from torchport.tools.migrate import shipped_files
+from torchport.tools.migration_result import FileChange
+from torchport.tools.scanner import scan
+
+ROOT = Path(__file__).resolve().parent.parent
+TASK = ROOT / "evals" / "suite" / "load-inline-kernel" / "repo"
+
+PROGRAM = '''\
+import torch
+from torch.utils.cpp_extension import load_inline
+
+_CPP = "torch::Tensor scale(torch::Tensor x, double a);"
+
+_CUDA = r"""
+#include <torch/extension.h>
+#include <cuda_runtime.h>
+
+__global__ void scale_kernel(const float* x, float* y, float a, int64_t n) {
+  const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = BODY;
+}
+
+torch::Tensor scale(torch::Tensor x, double a) {
+  TORCH_CHECK(x.is_cuda(), "x must be a CUDA tensor");
+  auto y = torch::empty_like(x);
+  const int64_t n = x.numel();
+  scale_kernel<<<(n + 127) / 128, 128>>>(x.data_ptr<float>(), y.data_ptr<float>(), a, n);
+  return y;
+}
+"""
+
+_ext = load_inline(
+    name="scale_ext",
+    cpp_sources=_CPP,
+    cuda_sources=_CUDA,
+    functions=["scale"],
+    extra_cflags=["-DSCALE_EXT=1"],
+    extra_cuda_cflags=["-O3", "--use_fast_math"],
+    verbose=False,
+)
+'''
+
+
+def _ported(tmp_path: Path, body: str = "a * x[i]", in_package: bool = False):
+    source = PROGRAM.replace("BODY", body)
+    path = tmp_path / "ops.py"
+    path.write_text(source, encoding="utf-8")
+    findings = [f for f in scan(path).findings if f.rule == "TPK002"]
+    assert findings, "the scanner finds the extension"
+    return migrate_python(source, findings, "tpu", "ops.py", in_package=in_package)
+
+
+def test_the_build_call_builds_the_shipped_host_translation(tmp_path):
+    result = _ported(tmp_path)
+    assert not result.unapplied
+    assert (
+        '_ext = cudacpu_host.build("scale_ext", "scale_ext_host.cpp", __file__, '
+        'extra_cflags=["-DSCALE_EXT=1"], verbose=False)'
+    ) in result.source  # nvcc's flags go, a macro stays
+    assert "import cudacpu_host" in result.source
+    assert "cuda_sources" not in result.source
+    assert set(result.ships) == {"cudacpu_host.py", "cudacpu_runtime.h", "cudacpu_runtime.cpp"}
+    [advisory] = [e.advisory for e in result.edits if e.rule == "TPK002"]
+    assert ".cpu()" in advisory and ".to(device)" in advisory and "scale_ext_host.cpp" in advisory
+
+
+def test_the_shipped_source_is_the_translation_with_its_provenance(tmp_path):
+    [(name, text)] = _ported(tmp_path).written
+    assert name == "scale_ext_host.cpp"
+    head = text.split("#include <torch/extension.h>")[0]
+    assert "Translated by torchport" in head and 'ops.py: load_inline(name="scale_ext")' in head
+    assert "is_cuda() -> x.is_cpu()" in head  # what changed
+    assert '#include "cudacpu_runtime.h"' in text
+    assert "<cudacpu/prelude.h>" not in text  # the runner's own prelude is not the port's
+    assert "::cudacpu::launch(" in text and "<<<" not in text.replace("<<<grid", "")
+    assert "TORCH_CHECK(x.is_cpu()" in text
+    assert '#line 6 "ops.py"' in text  # the kernel's lines name the original's
+    assert "// (in cudacpu_runtime.h) #include <cuda_runtime.h>" in text
+    assert 'm.def("scale"' in text  # load_inline's binding of functions=
+
+
+def test_the_translation_is_deterministic(tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    first, second = _ported(tmp_path / "a"), _ported(tmp_path / "b")
+    assert first.written == second.written and first.source == second.source
+
+
+def test_a_construct_the_runner_refuses_is_named_with_its_line(tmp_path):
+    result = _ported(tmp_path, body="__shfl_down_sync(0xffffffff, a * x[i], 1)")
+    [(finding, reason)] = result.unapplied
+    assert finding.rule == "TPK002"
+    assert "__shfl_down_sync" in reason and "ops.py:12" in reason
+    assert not result.written and "load_inline(" in result.source
+
+
+def test_a_module_of_a_package_imports_the_helper_relatively(tmp_path):
+    result = _ported(tmp_path, in_package=True)
+    assert not result.unapplied
+    assert "from . import cudacpu_host" in result.source
+
+
+KERNEL_CU = """\
+#include <torch/extension.h>
+#include <cuda_runtime.h>
+
+__global__ void twice_kernel(const float* x, float* y, int64_t n) {
+  const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = BODY;
+}
+
+torch::Tensor twice(torch::Tensor x) {
+  auto y = torch::empty_like(x);
+  twice_kernel<<<(x.numel() + 63) / 64, 64>>>(x.data_ptr<float>(), y.data_ptr<float>(), x.numel());
+  return y;
+}
+"""
+BINDING_CPP = """\
+#include <torch/extension.h>
+torch::Tensor twice(torch::Tensor x);
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def("twice", &twice); }
+"""
+
+
+def _loaded(tmp_path: Path, sources: str, body: str = "2.0f * x[i]"):
+    """A package module that builds csrc/ (beside the package) with load(sources=...)."""
+    (tmp_path / "csrc").mkdir()
+    (tmp_path / "csrc" / "twice.cpp").write_text(BINDING_CPP)
+    (tmp_path / "csrc" / "twice_kernel.cu").write_text(KERNEL_CU.replace("BODY", body))
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    source = (
+        "import os\nfrom pathlib import Path\nfrom torch.utils.cpp_extension import load\n\n"
+        '_CSRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "csrc")\n'
+        f'_ext = load(name="twice_ext", sources={sources}, verbose=False)\n'
+    )
+    path = tmp_path / "pkg" / "ops.py"
+    path.write_text(source)
+    findings = [f for f in scan(path).findings if f.rule == "TPK002"]
+    assert findings, "the scanner finds the extension"
+    return migrate_python(source, findings, "tpu", "pkg/ops.py", in_package=True, root=tmp_path)
+
+
+@pytest.mark.parametrize(
+    "sources",
+    [
+        '[os.path.join(_CSRC, "twice.cpp"), os.path.join(_CSRC, "twice_kernel.cu")]',
+        '[Path(__file__).parent.parent / "csrc" / "twice.cpp", "csrc/twice_kernel.cu"]',
+    ],
+)
+def test_load_reads_the_sources_its_paths_name_from_the_repository(tmp_path, sources):
+    result = _loaded(tmp_path, sources)
+    assert not result.unapplied
+    assert (
+        '_ext = cudacpu_host.build("twice_ext", "twice_ext_host.cpp", __file__, verbose=False)'
+        in (result.source)
+    )
+    [(name, text)] = result.written
+    assert name == "twice_ext_host.cpp"
+    assert "sources=[../csrc/twice.cpp, ../csrc/twice_kernel.cu]" in text
+    assert '#line 1 "../csrc/twice_kernel.cu"' in text and "::cudacpu::launch(" in text
+
+
+def test_sources_that_include_headers_of_their_own_are_refused(tmp_path):
+    result = _loaded(
+        tmp_path,
+        '["csrc/twice.cpp", "csrc/twice_kernel.cu"]',
+        body='x[i]; }\n#include "twice.cuh"\n{',
+    )
+    [(_, reason)] = result.unapplied
+    assert "twice.cuh" in reason and "headers of their own" in reason
+
+
+def test_load_with_a_path_known_only_at_run_time_is_refused(tmp_path):
+    [(_, reason)] = _loaded(tmp_path, '[os.environ["SRC"], "csrc/twice_kernel.cu"]').unapplied
+    assert "os.environ" in reason and "not a path known without running the code" in reason
+
+
+def test_load_of_a_kernel_the_runner_refuses_names_its_file_and_line(tmp_path):
+    sources = '["csrc/twice.cpp", "csrc/twice_kernel.cu"]'
+    result = _loaded(tmp_path, sources, body="__shfl_xor_sync(0xffffffff, x[i], 1)")
+    [(_, reason)] = result.unapplied
+    assert "__shfl_xor_sync" in reason and "twice_kernel.cu:6" in reason
+
+
+def test_the_port_adds_the_generated_and_the_shipped_files_beside_the_module(tmp_path):
+    change = FileChange("pkg/ops.py", "a", "b", ("cudacpu_runtime.h",), (("x_host.cpp", "//x"),))
+    added = {c.path: c.after for c in shipped_files(tmp_path, [change])}
+    assert added == {"pkg/x_host.cpp": "//x", "pkg/cudacpu_runtime.h": cuda_host.runtime_header()}
+    assert shipped("cudacpu_runtime.h") == cuda_host.runtime_header()
+
+
+def test_the_runtime_header_stands_alone():
+    header = cuda_host.runtime_header()
+    assert "#include <cudacpu/" not in header  # host.h joined in
+    assert "CUDART_PI_F" in header  # math_constants.h's macros
+    assert '#include "cudacpu_runtime.h"' in cuda_host.runtime_source()
+
+
+def _compiler_missing() -> str:
+    return "" if shutil.which("c++") or shutil.which("g++") else "no C++ compiler"
+
+
+@pytest.mark.slow
+def test_the_shipped_files_build_and_run_on_host_copies(tmp_path):
+    if _compiler_missing():
+        pytest.skip(_compiler_missing())
+    result = _ported(tmp_path)
+    port = tmp_path / "port"
+    port.mkdir()
+    for name, text in result.written:
+        (port / name).write_text(text)
+    for name in result.ships:
+        (port / name).write_text(shipped(name))
+    check = textwrap.dedent(
+        """
+        import sys, torch
+        sys.path.insert(0, sys.argv[1])
+        import cudacpu_host
+        ext = cudacpu_host.build("scale_ext", "scale_ext_host.cpp", sys.argv[1] + "/x.py")
+        x = torch.arange(300, dtype=torch.float32)
+        y = ext.scale(x, 2.5)
+        assert torch.equal(y, 2.5 * x), (y - 2.5 * x).abs().max()
+        print("ok", y.device)
+        """
+    )
+    env_dir = tmp_path / "ext"
+    done = subprocess.run(
+        [sys.executable, "-c", check, str(port)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "TORCH_EXTENSIONS_DIR": str(env_dir), "MAX_JOBS": "2"},
+        timeout=900,
+        check=False,
+    )
+    assert done.returncode == 0 and "ok cpu" in done.stdout, done.stderr[-3000:]
+
+
+@pytest.mark.slow
+def test_the_eval_task_port_is_verified_rules_only(tmp_path):
+    """evals/suite/load-inline-kernel: the port runs the translated kernels on the
+    emulated tpu's host copies and matches the original's CPU-runner numbers."""
+    if _compiler_missing():
+        pytest.skip(_compiler_missing())
+    settings = {"source": str(TASK), "target": "tpu", "out": str(tmp_path / "out"), "llm": "none"}
+    state = graph.start({**settings, "steps": 3}, graph.Runtime(runs.new_run_id()))
+    assert state["outcome"] == "verified", state["verification"]["reason"]
+    out = tmp_path / "out"
+    assert (out / "fused_bias_gelu_host.cpp").is_file() and (out / "cudacpu_host.py").is_file()
+    assert "cudacpu_host.build(" in (out / "fused_ops.py").read_text()
