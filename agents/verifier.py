@@ -121,10 +121,7 @@ def names_for(target: str) -> DeviceNames | None:
     backends, where the profile runs on the generic mode under a device of its own (a
     target added by a profile file); None: the mode's own device is the target's."""
     known = profiles().get(target)
-    if known is None or known.emulator != GENERIC or known.device in (None, GENERIC):
-        return None
-    device = known.device
-    return DeviceNames(device, known.dist_backend or device, known.compile_backend or device)
+    return known.emulated_names if known is not None else None
 
 
 def _python_texts(tree: Path) -> Iterator[str]:

@@ -88,6 +88,16 @@ class TargetProfile:
         """Device calls raise on a CPU-only machine (device-agnostic code): guard them."""
         return self.kind == "agnostic"
 
+    @property
+    def emulated_names(self) -> DeviceNames | None:
+        """The names the generic emulated device takes to verify this target: its device
+        and backends, where it runs on the generic mode under a device of its own (a target
+        of a profile file); None: the mode's own device is the target's."""
+        device = self.device
+        if self.emulator != GENERIC or device is None or device == GENERIC:
+            return None
+        return DeviceNames(device, self.dist_backend or device, self.compile_backend or device)
+
 
 _FIELDS = {f.name for f in fields(TargetProfile)}
 
@@ -123,12 +133,10 @@ def _emulator_problem(found: TargetProfile) -> str | None:
         return f"emulator must be one of {EMULATED}, not {found.emulator!r}"
     if found.device in (None, found.emulator):
         return None
-    if found.emulator != GENERIC:
+    names = found.emulated_names
+    if names is None:
         return f"only the {GENERIC!r} emulator runs a device of the target's own"
-    device = found.device
-    return names_problem(
-        DeviceNames(device, found.dist_backend or device, found.compile_backend or device)
-    )
+    return names_problem(names)
 
 
 def load_profiles(text: str, source: str) -> tuple[TargetProfile, ...]:
