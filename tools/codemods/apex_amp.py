@@ -20,6 +20,7 @@ from .base import (
     NotApplicable,
     arg_named,
     body_of,
+    bound_arguments,
     code_of,
     dotted,
     fixer,
@@ -50,16 +51,6 @@ REFUSED = frozenset({"cast_model_type", "patch_torch_functions", "master_weights
 AUTOCAST_LEVELS = ("O1", "O2")  # O2's fp32 master weights are autocast's fp32 parameters
 
 
-def _arguments(call: cst.Call) -> dict[str, cst.BaseExpression]:
-    found = {}
-    for i, arg in enumerate(call.args):
-        if arg.star:
-            raise NotApplicable(f"arguments passed with {arg.star}: their names are not known")
-        name = arg.keyword.value if arg.keyword else INITIALIZE[min(i, len(INITIALIZE) - 1)]
-        found[name] = arg.value
-    return found
-
-
 def _autocast(ctx: FixContext, enabled: str | None) -> str:
     device = code_of(ctx.device_type_expr())
     extra = f", enabled={enabled}" if enabled else ""
@@ -72,7 +63,7 @@ def initialize(node: cst.CSTNode, ctx: FixContext) -> Fixed:
     ``model.forward = torch.autocast("tpu", dtype=torch.bfloat16)(model.forward)``."""
     if not isinstance(node, cst.Assign) or not isinstance(node.value, cst.Call):
         raise NotApplicable("not an assignment of amp.initialize(...)")
-    args = _arguments(node.value)
+    args = bound_arguments(node.value, INITIALIZE)
     refused = sorted(REFUSED & {k for k, v in args.items() if code_of(v) != "None"})
     if refused:
         raise NotApplicable(

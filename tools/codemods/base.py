@@ -348,6 +348,19 @@ def arg_named(call: cst.Call, keyword: str, position: int | None = None) -> cst.
     return None
 
 
+def bound_arguments(call: cst.Call, parameters: tuple[str, ...]) -> dict[str, cst.BaseExpression]:
+    """A call's arguments by the parameter each binds: keywords by name, positional ones by
+    ``parameters``' order (one past them under ""). Arguments spread with ``*`` or ``**``
+    bind nothing anyone can name: NotApplicable."""
+    found: dict[str, cst.BaseExpression] = {}
+    for i, arg in enumerate(call.args):
+        if arg.star:
+            raise NotApplicable(f"arguments passed with {arg.star}: their names are not known")
+        key = arg.keyword.value if arg.keyword else (parameters[i] if i < len(parameters) else "")
+        found[key] = arg.value
+    return found
+
+
 def with_arg_value(
     call: cst.Call, keyword: str, position: int | None, value: cst.BaseExpression
 ) -> cst.Call:

@@ -34,7 +34,16 @@ from ...sandbox.cudacpu.extension import inline_sources
 from ...sandbox.cudacpu.translate import Source
 from ..kernel_runtime import cuda_host
 from . import host_paths
-from .base import VENDOR, FixContext, Fixed, NotApplicable, code_of, fixer, prescan
+from .base import (
+    VENDOR,
+    FixContext,
+    Fixed,
+    NotApplicable,
+    bound_arguments,
+    code_of,
+    fixer,
+    prescan,
+)
 
 STRINGS = "tpk002_strings"
 SOURCE = "tpk002_source"
@@ -104,18 +113,6 @@ def module_strings(module: cst.Module, lines: list[int], target: str) -> dict:
     return {STRINGS: strings, SOURCE: module.code, host_paths.VALUES: values}
 
 
-def _arguments(
-    call: cst.Call, parameters: tuple[str, ...] = PARAMETERS
-) -> dict[str, cst.BaseExpression]:
-    found: dict[str, cst.BaseExpression] = {}
-    for i, arg in enumerate(call.args):
-        if arg.star:
-            raise NotApplicable("the call passes *args or **kwargs: its sources are not known")
-        key = arg.keyword.value if arg.keyword else (parameters[i] if i < len(parameters) else "")
-        found[key] = arg.value
-    return found
-
-
 def _flags(node: cst.BaseExpression | None, strings: dict[str, str]) -> list[str]:
     if node is None:
         return []
@@ -141,7 +138,7 @@ def host_build(node: cst.Call, ctx: FixContext) -> Fixed:
     if code_of(node.func).rpartition(".")[2] == "load":
         return _host_load(node, ctx)
     strings: dict[str, str] = ctx.state.get(STRINGS, {})
-    a = _arguments(node)
+    a = bound_arguments(node, PARAMETERS)
     name = _string(a["name"], strings) if "name" in a else None
     if name is None or not name.isidentifier():
         raise NotApplicable("the extension's name is not a literal identifier")
@@ -170,7 +167,7 @@ def _host_load(node: cst.Call, ctx: FixContext) -> Fixed:
     """``load(name, sources=[...])``: the sources read from the repository, where their
     paths are known without running the code (``host_paths``)."""
     strings: dict[str, str] = ctx.state.get(STRINGS, {})
-    a = _arguments(node, LOAD_PARAMETERS)
+    a = bound_arguments(node, LOAD_PARAMETERS)
     name = _string(a["name"], strings) if "name" in a else None
     if name is None or not name.isidentifier():
         raise NotApplicable("the extension's name is not a literal identifier")
