@@ -180,6 +180,50 @@ def test_load_reads_the_sources_its_paths_name_from_the_repository(tmp_path, sou
     assert '#line 1 "../csrc/twice_kernel.cu"' in text and "::cudacpu::launch(" in text
 
 
+def _loaded_in_function(tmp_path: Path, function: str):
+    (tmp_path / "csrc").mkdir()
+    (tmp_path / "csrc" / "twice.cpp").write_text(BINDING_CPP)
+    (tmp_path / "csrc" / "twice_kernel.cu").write_text(KERNEL_CU.replace("BODY", "2.0f * x[i]"))
+    source = "import os\nfrom torch.utils.cpp_extension import load\n\n\n" + function
+    path = tmp_path / "ops.py"
+    path.write_text(source)
+    findings = [f for f in scan(path).findings if f.rule == "TPK002"]
+    return migrate_python(source, findings, "tpu", "ops.py", root=tmp_path)
+
+
+LOCAL_HERE = """def build(verbose=False):
+    here = os.path.dirname(os.path.abspath(__file__))
+    return load(
+        name="twice_ext",
+        sources=[
+            os.path.join(here, "csrc", "twice.cpp"),
+            os.path.join(here, "csrc", "twice_kernel.cu"),
+        ],
+    )
+"""
+
+
+def test_load_follows_a_path_named_in_the_calling_function(tmp_path):
+    result = _loaded_in_function(tmp_path, LOCAL_HERE)
+    assert not result.unapplied
+    assert 'return cudacpu_host.build("twice_ext", "twice_ext_host.cpp", __file__)' in result.source
+    [(_, text)] = result.written
+    assert "sources=[csrc/twice.cpp, csrc/twice_kernel.cu]" in text
+
+
+@pytest.mark.parametrize(
+    "rebinding",
+    [
+        "def other(here):\n    return here\n",  # a parameter of the same name
+        'def other():\n    here = "elsewhere"\n',  # a second, different value
+        "for here in ['a']:\n    pass\n",  # a loop variable
+    ],
+)
+def test_a_path_name_bound_another_way_in_the_module_is_not_followed(tmp_path, rebinding):
+    [(_, reason)] = _loaded_in_function(tmp_path, LOCAL_HERE + "\n\n" + rebinding).unapplied
+    assert "not a path known without running the code" in reason
+
+
 def test_sources_that_include_headers_of_their_own_are_refused(tmp_path):
     result = _loaded(
         tmp_path,

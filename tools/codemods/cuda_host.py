@@ -98,7 +98,6 @@ def module_strings(module: cst.Module, lines: list[int], target: str) -> dict:
     """The module-level ``NAME = "..."`` strings (the sources load_inline is usually
     given by name), and the module's text, where the runner maps them to their lines."""
     strings: dict[str, str] = {}
-    values: dict[str, cst.BaseExpression] = {}
     for statement in module.body:
         if not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1:
             continue
@@ -106,10 +105,9 @@ def module_strings(module: cst.Module, lines: list[int], target: str) -> dict:
         if isinstance(assign, cst.Assign) and len(assign.targets) == 1:
             name = assign.targets[0].target
             value = _string(assign.value, {})
-            if isinstance(name, cst.Name):
-                values[name.value] = assign.value
-                if value is not None:
-                    strings[name.value] = value
+            if isinstance(name, cst.Name) and value is not None:
+                strings[name.value] = value
+    values = host_paths.assignments(module)
     return {STRINGS: strings, SOURCE: module.code, host_paths.VALUES: values}
 
 

@@ -3,9 +3,12 @@
 A migration cannot run the program, but the source paths an extension is built from are
 usually spelled from ``__file__`` and literals: ``os.path.join(os.path.dirname(
 os.path.abspath(__file__)), "csrc", "x.cu")``, ``Path(__file__).parent / "x.cu"``, or a
-module-level name holding such a path. ``sources`` follows exactly those spellings (and
-a relative literal, which ``load`` reads from the working directory, taken as the
-repository's root) to paths in the repository; anything else is a reason, not a guess.
+name holding such a path (``here = os.path.dirname(os.path.abspath(__file__))`` at module
+level or in the function that calls ``load``). ``sources`` follows exactly those
+spellings (and a relative literal, which ``load`` reads from the working directory, taken
+as the repository's root) to paths in the repository; anything else is a reason, not a
+guess. A name is followed only where every binding of it in the module is the same plain
+assignment: a parameter, a loop variable or a second, different value makes it unknown.
 """
 
 from __future__ import annotations
@@ -17,9 +20,67 @@ import libcst as cst
 
 from .base import code_of
 
-VALUES = "tpk002_values"  # the prescan's module-level assignments, by name
+VALUES = "tpk002_values"  # the prescan's unambiguous assignments, by name
 _SAME = ("os.path.abspath", "os.path.realpath", "os.path.normpath", "str", "Path", "pathlib.Path")
 _METHODS_SAME = ("resolve", "absolute")
+
+
+class _Bindings(cst.CSTVisitor):
+    """Every ``NAME = value`` of a module, at any depth, and every other way it binds a
+    name (which makes that name's value unknown here)."""
+
+    def __init__(self) -> None:
+        self.assigned: dict[str, list[cst.BaseExpression]] = {}
+        self.other: set[str] = set()
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        for target in node.targets:
+            if isinstance(target.target, cst.Name):
+                self.assigned.setdefault(target.target.value, []).append(node.value)
+            else:
+                self._names(target.target)
+
+    def _names(self, node: cst.CSTNode) -> None:
+        if isinstance(node, cst.Name):
+            self.other.add(node.value)
+        elif isinstance(node, cst.Tuple | cst.List):
+            for element in node.elements:
+                self._names(element.value)
+        elif isinstance(node, cst.StarredElement):
+            self._names(node.value)
+
+    def visit_Param(self, node: cst.Param) -> None:
+        self.other.add(node.name.value)
+
+    def visit_For(self, node: cst.For) -> None:
+        self._names(node.target)
+
+    def visit_CompFor(self, node: cst.CompFor) -> None:
+        self._names(node.target)
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        self._names(node.target)
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        self._names(node.target)
+
+    def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
+        self._names(node.target)
+
+    def visit_AsName(self, node: cst.AsName) -> None:
+        self._names(node.name)
+
+
+def assignments(module: cst.Module) -> dict[str, cst.BaseExpression]:
+    """The names whose every binding in ``module`` is ``NAME = <the same expression>``,
+    with that expression."""
+    bindings = _Bindings()
+    module.visit(bindings)
+    found = {}
+    for name, values in bindings.assigned.items():
+        if name not in bindings.other and len({code_of(v) for v in values}) == 1:
+            found[name] = values[0]
+    return found
 
 
 def _join(parts: list[str | None]) -> str | None:
