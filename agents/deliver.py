@@ -32,7 +32,7 @@ from torchport.tools.sourcefile import read_exact
 
 from . import divergence_report, legacy_repair, library_patch, plots, report_page
 from .data_notes import data_notes, interpreter_note
-from .kernel_records import KernelCheckRecord
+from .kernel_records import CaseResult, KernelCheckRecord
 from .report_record import ReportRecord, SandboxUsed
 from .run_record import RunRecord
 from .state import AgentEdit, State, scan_filters
@@ -402,7 +402,8 @@ def kernel_check_markdown(checked: KernelCheckRecord | None) -> list[str]:
     lines.append(_md(checked.get("reason", "")))
     rows = [(row, case) for row in checked.get("sites") or [] for case in row.get("cases") or []]
     if rows:
-        lines += ["", "| site | inputs | result | worst |", "|---|---|---|---|"]
+        lines += ["", "| site | inputs | result | worst | time, port / original |"]
+        lines.append("|---|---|---|---|---|")
     for row, case in rows:
         worst = case.get("worst") or {}
         shown = (
@@ -414,12 +415,27 @@ def kernel_check_markdown(checked: KernelCheckRecord | None) -> list[str]:
         )
         result = {True: "matches", False: "differs", None: "not compared"}[case.get("holds")]
         lines.append(
-            f"| {markdown_code(row['site'])} | {_md(case.get('inputs', ''))} | {result} | {shown} |"
+            f"| {markdown_code(row['site'])} | {_md(case.get('inputs', ''))} | {result} "
+            f"| {shown} | {_time_ratio(case)} |"
         )
     for row in checked.get("sites") or []:
         if row.get("note"):
             lines.append(f"- {markdown_code(row['site'])}: {_md(row['note'])}")
+        if "time_ratio" in row:
+            lines.append(
+                f"- {markdown_code(row['site'])}: the port's call takes {row['time_ratio']:.2f}x "
+                "the original's on the reference (fastest forward call of a few; the reference "
+                "runs the original's kernels through Triton's interpreter or the CUDA runner, "
+                "on this machine's CPU)"
+            )
     return lines
+
+
+def _time_ratio(case: CaseResult) -> str:
+    original, port = case.get("seconds_original"), case.get("seconds_port")
+    if original is None or port is None or original <= 0:
+        return "not timed"
+    return f"{port / original:.2f}x ({port * 1e3:.3g} ms / {original * 1e3:.3g} ms)"
 
 
 def _evidence_markdown(target: RunRecord) -> list[str]:

@@ -467,7 +467,13 @@ def judge_runs(
         policy = _policy_for(site, [item["signature"]], policies)
         policy_used = "bf16" if "bf16" in (policy_used, policy.name) else policy.name
         case: CaseResult = {"inputs": inputs, "policy": policy.name}
-        case.update(compare_case(next(reports[0]), next(reports[1]), policy))
+        ref_case, port_case = next(reports[0]), next(reports[1])
+        case.update(compare_case(ref_case, port_case, policy))
+        if "seconds" in ref_case and "seconds" in port_case:
+            case["seconds_original"], case["seconds_port"] = (
+                ref_case["seconds"],
+                port_case["seconds"],
+            )
         row["cases"].append(case)
         if case["holds"] is False and first_failure is None:
             first_failure = (site, entry, case)
@@ -481,6 +487,10 @@ def _statuses(rows: dict[str, SiteRow], never: Iterable[str]) -> list[SiteRow]:
         row["status"] = (
             "differs" if False in verdicts else "matched" if True in verdicts else "not compared"
         )
+        timed = [c for c in row["cases"] if "seconds_port" in c and "seconds_original" in c]
+        original = sum(c["seconds_original"] for c in timed)
+        if original > 0:
+            row["time_ratio"] = sum(c["seconds_port"] for c in timed) / original
     for spec in never:
         note = "not called in the original's run"
         rows[spec] = {"site": spec, "cases": [], "status": "not compared", "note": note}

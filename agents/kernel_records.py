@@ -63,6 +63,9 @@ class CaseResult(TypedDict, total=False):
     note: str
     worst: TensorComparison | None
     compared: int
+    # the fastest forward call at the site, each side (sandbox.site_check's ``seconds``)
+    seconds_original: float
+    seconds_port: float
 
 
 class SiteRow(TypedDict, total=False):
@@ -72,6 +75,7 @@ class SiteRow(TypedDict, total=False):
     cases: list[CaseResult]
     status: str  # matched | differs | not compared
     note: str
+    time_ratio: float  # the port's forward time at the site over the original's
 
 
 class RunBrief(TypedDict):

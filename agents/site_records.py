@@ -63,6 +63,7 @@ class CaseReport(TypedDict, total=False):
     outputs: list[TensorReport]
     after: list[TensorReport]
     grads: list[TensorReport]
+    seconds: float  # the fastest of a few more forward calls
 
 
 class SiteCheckReport(TypedDict, total=False):

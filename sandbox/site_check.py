@@ -10,8 +10,11 @@ kernels through Triton's interpreter or the CUDA runner; the port on the emulate
 moves the tensors to the run's device, calls the site, and reports every output tensor, the
 tensor arguments after the call (a kernel may write in place) and, where arguments require
 grad, their gradients of a fixed random projection of the outputs (``sum(P_i * out_i)``, each
-``P_i`` drawn on the CPU from seed ``PROJECTION_SEED + i``, so both runs use the same). The
-report goes into the run's result as ``site_check``; the verifier compares the two runs'.
+``P_i`` drawn on the CPU from seed ``PROJECTION_SEED + i``, so both runs use the same). It
+also times a few more forward calls (``seconds``, the fastest; the first call's one-time work,
+a kernel's compilation or a build's load, left out): the verifier reports the port's cost at
+the site as a ratio to the original's on the reference. The report goes into the run's result
+as ``site_check``; the verifier compares the two runs'.
 """
 
 from __future__ import annotations
@@ -20,11 +23,14 @@ import importlib
 import inspect
 import os
 import sys
+import time
 from typing import Any
 
 from .tensor_json import leaves, values
 
 PROJECTION_SEED = 20240917
+TIMED_CALLS = 3  # forward calls timed after the compared one, at most
+TIMED_BUDGET_S = 2.0  # no further timed call once these have been spent
 
 
 def _device(mode: str, names: dict[str, str] | None) -> Any:
@@ -114,7 +120,30 @@ def run_case(case: dict[str, Any], device: Any) -> dict[str, Any]:
             {"name": n, **(values(g) if g is not None else {"none": True})}
             for (n, _), g in zip(wanted, grads, strict=True)
         ]
+    seconds = _timed(target, args, kwargs)
+    if seconds is not None:
+        report["seconds"] = seconds
     return report
+
+
+def _timed(target: Any, args: list[Any], kwargs: dict[str, Any]) -> float | None:
+    """The fastest of a few more forward calls, or None where a repeated call fails (the
+    compared call's answer stands; a timing is only evidence of cost)."""
+    import torch
+
+    best, spent = None, 0.0
+    try:
+        with torch.no_grad():
+            for _ in range(TIMED_CALLS):
+                start = time.perf_counter()
+                target(*args, **kwargs)
+                took = time.perf_counter() - start
+                best, spent = took if best is None else min(best, took), spent + took
+                if spent > TIMED_BUDGET_S:
+                    break
+    except Exception:  # an in-place site may refuse a second call
+        return None
+    return best
 
 
 def main(argv: list[str]) -> int:

@@ -351,6 +351,36 @@ def test_the_check_holds_fails_or_compares_nothing_from_the_two_reports():
     assert "the original's sites could not be run: timeout: stopped" in not_run.reason
 
 
+def test_each_site_reports_the_ports_forward_time_over_the_originals():
+    from torchport.agents.deliver import kernel_check_markdown
+
+    ref = {**report([0.5, 1.5], [0.2, 0.3]), "seconds": 0.004}
+    timed = judged(ref, {**report([0.5, 1.5], [0.2, 0.3]), "seconds": 0.001})
+    assert timed.sites[0]["time_ratio"] == pytest.approx(0.25)
+    shown = "\n".join(kernel_check_markdown(timed.to_json()))
+    assert "| 0.25x (1 ms / 4 ms) |" in shown
+    assert "the port's call takes 0.25x the original's on the reference" in shown
+    untimed = judged(ref, report([0.5, 1.5], [0.2, 0.3]))  # the port's repeat call failed
+    assert "time_ratio" not in untimed.sites[0]
+    assert "| not timed |" in "\n".join(kernel_check_markdown(untimed.to_json()))
+
+
+def test_the_driver_times_repeated_forward_calls_after_the_compared_one(tmp_path):
+    from torchport.sandbox import site_check
+
+    (tmp_path / "timed_site.py").write_text(
+        "CALLS = []\n\ndef f(x):\n    CALLS.append(x.requires_grad)\n    return x * 2\n"
+    )
+    x = {"kind": "tensor", "tensor": torch.ones(3), "requires_grad": True}
+    case = {"root": str(tmp_path), "module": "timed_site", "entry": "f", "args": [x], "kwargs": {}}
+    got = site_check.run_case(case, torch.device("cpu"))
+    import timed_site
+
+    assert got["seconds"] >= 0 and got["grads"][0]["name"] == "x"
+    # the compared call, then the timed ones; every call sees the same argument
+    assert timed_site.CALLS == [True] * (1 + site_check.TIMED_CALLS)
+
+
 def never_run(root: Path, mode: str) -> dict:
     raise AssertionError("nothing to compare: no sandboxed run")
 
