@@ -24,6 +24,7 @@ from .base import (
     with_arg_value,
     with_string,
 )
+from .sdpa_backends import note_list
 
 REMOVE_ARG = cst.RemoveFromParent()
 
@@ -115,6 +116,7 @@ def sdpa_selection(node: cst.CSTNode, ctx: FixContext) -> Fixed:
     name = (dotted(node.func) if isinstance(node, cst.Call) else dotted(node)) or ""
     last = name.rsplit(".", 1)[-1]
     if isinstance(node, cst.Attribute) and last.endswith("_ATTENTION"):
+        note_list(ctx)  # [FLASH, EFFICIENT] -> [MATH, MATH] -> [MATH]
         return node.with_changes(attr=cst.Name("MATH"))
     if last == "sdp_kernel":
         ctx.need("contextlib")

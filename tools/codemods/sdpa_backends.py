@@ -46,7 +46,7 @@ def tpu_backends(node: cst.CSTNode, ctx: FixContext) -> Fixed:
     name = (dotted(node.func) if isinstance(node, cst.Call) else dotted(node)) or ""
     last = name.rsplit(".", 1)[-1]
     if isinstance(node, cst.Attribute) and last in MEMBERS:
-        _note_list(ctx)
+        note_list(ctx)
         return node.with_changes(attr=cst.Name(MEMBERS[last]))
     if last == "sdp_kernel" and isinstance(node, cst.Call):
         return _sdpa_kernel(node, ctx)
@@ -76,7 +76,8 @@ def _sdpa_kernel(node: cst.Call, ctx: FixContext) -> cst.BaseExpression:
     return ctx.expr(f"torch.nn.attention.sdpa_kernel([{members}])")
 
 
-def _note_list(ctx: FixContext) -> None:
+def note_list(ctx: FixContext) -> None:
+    """Mark the list or tuple the finding is an element of, for drop_repeated_backends."""
     element = ctx.parent(ctx.original)
     if isinstance(element, cst.Element):
         container = ctx.parent(element)
