@@ -37,6 +37,7 @@ from ..sandbox.hostpython import python_command
 from ..sandbox.own_packages import HIDDEN_FILE
 from ..sandbox.pythonpath import OVERLAY_MARK
 from ..sandbox.safepath import Refused, confined
+from . import overlay_cache
 from .catalogue import load_catalogue
 from .childproc import run_bounded
 from .depfiles import CUDA_ONLY_RULES, dependencies_in_text
@@ -382,6 +383,7 @@ def prepare(
     if (final / COMPLETE).is_file():
         try:
             saved = json.loads((final / RECORD).read_text(encoding="utf-8"))
+            overlay_cache.used(final)
             return Overlay(**{**saved, "cached": True, "elapsed_s": 0.0})
         except (OSError, ValueError, TypeError):
             pass  # a damaged record: make it again
@@ -441,4 +443,6 @@ def prepare(
         os.replace(staging, final)
     except OSError:  # another torchport made it meanwhile: theirs is as good
         shutil.rmtree(staging, ignore_errors=True)
+    overlay_cache.used(final)
+    overlay_cache.evict(cache / "envs")
     return overlay
