@@ -224,6 +224,73 @@ def test_a_path_name_bound_another_way_in_the_module_is_not_followed(tmp_path, r
     assert "not a path known without running the code" in reason
 
 
+TWICE_CUH = """\
+#pragma once
+#include <cuda_runtime.h>
+#include "detail/scale.cuh"
+
+__device__ __forceinline__ float twice_of(float v) { return scale_of(v, 2.0f); }
+"""
+SCALE_CUH = """\
+#pragma once
+__device__ __forceinline__ float scale_of(float v, float k) { return k * v; }
+"""
+
+
+def _with_headers(tmp_path: Path):
+    """csrc/twice_kernel.cu includes csrc/twice.cuh, which includes csrc/detail/scale.cuh."""
+    (tmp_path / "csrc" / "detail").mkdir(parents=True)
+    (tmp_path / "csrc" / "twice.cuh").write_text(TWICE_CUH)
+    (tmp_path / "csrc" / "detail" / "scale.cuh").write_text(SCALE_CUH)
+    kernel = KERNEL_CU.replace("BODY", "twice_of(x[i])")
+    kernel = kernel.replace(
+        "#include <cuda_runtime.h>\n", '#include <cuda_runtime.h>\n#include "twice.cuh"\n'
+    )
+    (tmp_path / "csrc" / "twice_kernel.cu").write_text(kernel)
+    (tmp_path / "csrc" / "twice.cpp").write_text(BINDING_CPP)
+    source = (
+        "import os\nfrom torch.utils.cpp_extension import load\n\n"
+        '_ext = load(name="twice_ext", sources=["csrc/twice.cpp", "csrc/twice_kernel.cu"])\n'
+    )
+    (tmp_path / "ops.py").write_text(source)
+    findings = [f for f in scan(tmp_path / "ops.py").findings if f.rule == "TPK002"]
+    return migrate_python(source, findings, "tpu", "ops.py", root=tmp_path)
+
+
+def test_the_repositorys_own_headers_are_inlined_where_first_included(tmp_path):
+    result = _with_headers(tmp_path)
+    assert not result.unapplied, result.unapplied
+    [(_, text)] = result.written
+    assert '#include "twice.cuh"' not in text and '#include "detail/scale.cuh"' not in text
+    assert '#line 1 "csrc/twice.cuh"' in text and '#line 1 "csrc/detail/scale.cuh"' in text
+    # the header's CUDA include stood in for, its #pragma once gone, the kernel's line restored
+    assert "#pragma once" not in text.split("cudacpu_runtime.h", 1)[1]
+    assert '#line 4 "csrc/twice.cuh"' in text and '#line 4 "csrc/twice_kernel.cu"' in text
+    assert (
+        text.index("scale_of(float v")
+        < text.index("twice_of(float v")
+        < text.index("void twice_kernel")
+    )
+
+
+def test_a_header_outside_the_repository_is_not_read(tmp_path):
+    (tmp_path / "repo").mkdir()
+    (tmp_path / "outside.cuh").write_text("__device__ float secret() { return 1.0f; }\n")
+    (tmp_path / "repo" / "csrc").mkdir()
+    (tmp_path / "repo" / "csrc" / "twice.cpp").write_text(BINDING_CPP)
+    kernel = '#include "../../outside.cuh"\n' + KERNEL_CU.replace("BODY", "x[i]")
+    (tmp_path / "repo" / "csrc" / "twice_kernel.cu").write_text(kernel)
+    source = (
+        "from torch.utils.cpp_extension import load\n\n"
+        '_ext = load(name="twice_ext", sources=["csrc/twice.cpp", "csrc/twice_kernel.cu"])\n'
+    )
+    (tmp_path / "repo" / "ops.py").write_text(source)
+    findings = [f for f in scan(tmp_path / "repo" / "ops.py").findings if f.rule == "TPK002"]
+    result = migrate_python(source, findings, "tpu", "ops.py", root=tmp_path / "repo")
+    [(_, reason)] = result.unapplied
+    assert "../../outside.cuh" in reason and not result.written
+
+
 def test_sources_that_include_headers_of_their_own_are_refused(tmp_path):
     result = _loaded(
         tmp_path,
@@ -297,6 +364,39 @@ def test_the_shipped_files_build_and_run_on_host_copies(tmp_path):
         check=False,
     )
     assert done.returncode == 0 and "ok cpu" in done.stdout, done.stderr[-3000:]
+
+
+@pytest.mark.slow
+def test_a_host_build_with_inlined_headers_builds_and_runs(tmp_path):
+    if _compiler_missing():
+        pytest.skip(_compiler_missing())
+    result = _with_headers(tmp_path)
+    port = tmp_path / "port"
+    port.mkdir()
+    for name, text in result.written:
+        (port / name).write_text(text)
+    for name in result.ships:
+        (port / name).write_text(shipped(name))
+    check = textwrap.dedent(
+        """
+        import sys, torch
+        sys.path.insert(0, sys.argv[1])
+        import cudacpu_host
+        ext = cudacpu_host.build("twice_ext", "twice_ext_host.cpp", sys.argv[1] + "/x.py")
+        x = torch.arange(300, dtype=torch.float32)
+        assert torch.equal(ext.twice(x), 2 * x)
+        print("ok")
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", check, str(port)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "TORCH_EXTENSIONS_DIR": str(tmp_path / "ext"), "MAX_JOBS": "2"},
+        timeout=900,
+        check=False,
+    )
+    assert done.returncode == 0 and "ok" in done.stdout, done.stderr[-3000:]
 
 
 @pytest.mark.slow

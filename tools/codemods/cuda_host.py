@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import json
 import posixpath
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 
 import libcst as cst
 
@@ -183,13 +183,35 @@ def _host_load(node: cst.Call, ctx: FixContext) -> Fixed:
         origin = posixpath.relpath(path.as_posix(), here.parent.as_posix())
         text = file.read_text(encoding="utf-8", errors="replace")
         units.append(Source(text, origin, path.suffix == ".cu"))
+    headers = _own_headers(units, ctx.root, here.parent)
     flags = _flags(a.get("extra_cflags"), strings) + _flags(a.get("extra_cuda_cflags"), strings)
     listed = ", ".join(posixpath.relpath(p.as_posix(), here.parent.as_posix()) for p in paths)
     try:
-        host = cuda_host.host_source(units, f'{here.name}: load(name="{name}", sources=[{listed}])')
+        host = cuda_host.host_source(
+            units, f'{here.name}: load(name="{name}", sources=[{listed}])', headers
+        )
     except cuda_host.NotTranslated as exc:
         raise NotApplicable(f"torchport's CPU runner cannot run its kernels: {exc}") from None
     return _rewritten(node, ctx, name, host.text, flags)
+
+
+def _own_headers(units: list[Source], root: Path, folder: PurePosixPath) -> dict[str, str]:
+    """The repository's headers that the sources include with quotes, next to the including
+    file (and the headers those include), by ``cuda_host.header_key``; one not found, or
+    outside the repository, is left out (``host_source`` then names it)."""
+    found: dict[str, str] = {}
+    todo = [(u.origin, u.text) for u in units]
+    top = root.resolve()
+    while todo:
+        origin, text = todo.pop()
+        for spelling in cuda_host.quoted_includes(text):
+            key = cuda_host.header_key(origin, spelling)
+            file = (root / folder / key).resolve()
+            if key in found or not file.is_relative_to(top) or not file.is_file():
+                continue
+            found[key] = file.read_text(encoding="utf-8", errors="replace")
+            todo.append((key, found[key]))
+    return found
 
 
 def _rewritten(node: cst.Call, ctx: FixContext, name: str, text: str, flags: list[str]) -> Fixed:

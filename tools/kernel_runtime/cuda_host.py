@@ -9,6 +9,11 @@ readable C++ file, with a header saying where it came from and what changed, whi
 runtime's files joined into one header and one source, so the port builds with nothing of
 torchport's but what it carries (``tools/kernel_runtime/SHIPPED``).
 
+The repository's own headers that the sources include (``#include "utils.cuh"``) are
+inlined where first included, between ``#line`` directives that name them, with their
+CUDA headers stood in for as the sources' are: the file builds wherever the port puts
+it, and the headers' device functions are known to the translation as on the reference.
+
 The text depends only on the sources and the origins given (paths in the repository):
 two migrations of one repository write the same files. A source the runner would stub
 (a refused construct inside a function, which raises when called) or cannot build at all
@@ -18,7 +23,9 @@ is not translated: ``NotTranslated`` says why, each construct with its file and 
 from __future__ import annotations
 
 import functools
+import posixpath
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ...sandbox.cudacpu.build import INCLUDE, RUNTIME_SOURCE
@@ -28,9 +35,10 @@ from ...sandbox.cudacpu.translate import Source, translate
 RUNTIME_HEADER_FILE = "cudacpu_runtime.h"
 RUNTIME_SOURCE_FILE = "cudacpu_runtime.cpp"
 PRELUDE = "#include <cudacpu/prelude.h>\n"
-_INCLUDE = re.compile(r'^(\s*#\s*include\s*[<"]([^>"]+)[>"].*)$', re.M)
+_INCLUDE = re.compile(r'^([ \t]*#[ \t]*include[ \t]*[<"]([^>"]+)[>"].*)$', re.M)
 _RUNTIME_INCLUDE = re.compile(r"^\s*#\s*include\s*<cudacpu/(\w+)\.h>\s*$", re.M)
 _PRAGMA_ONCE = re.compile(r"^\s*#\s*pragma\s+once\s*$\n?", re.M)
+_LINE = re.compile(r'^#line (\d+) "((?:[^"\\]|\\.)*)"$', re.M)
 
 CHANGES = (
     "each kernel<<<grid, block, shared, stream>>>(args) launch is a call of",
@@ -118,25 +126,50 @@ def _unit_text(text: str, stubs: frozenset[str]) -> str:
     return _INCLUDE.sub(commented, text)
 
 
-def _local_includes(units: list[Source]) -> list[str]:
-    """The ``#include "..."`` of the units: headers of the repository's own, which the
-    host file (elsewhere, and translated) would not find."""
-    return [m.group(2) for src in units for m in _INCLUDE.finditer(src.text) if '"' in m.group(1)]
+def header_key(including: str, spelling: str) -> str:
+    """The path (relative as the including file's origin is) that ``#include "spelling"``
+    in ``including`` names, next to it."""
+    return posixpath.normpath(posixpath.join(posixpath.dirname(including), spelling))
 
 
-def host_source(units: list[Source], what: str) -> HostSource:
+def quoted_includes(text: str) -> list[str]:
+    """What ``text`` includes with quotes (``#include "utils.cuh"``): the repository's own."""
+    return [m.group(2) for m in _INCLUDE.finditer(text) if '"' in m.group(1)]
+
+
+def _local_includes(units: list[Source], headers: Mapping[str, str]) -> list[str]:
+    """The ``#include "..."`` of the units and of their headers that ``headers`` lacks:
+    headers of the repository's own that the host file could neither inline nor find."""
+    missing, todo, seen = [], [(src.origin, src.text) for src in units], set()
+    while todo:
+        origin, text = todo.pop()
+        for spelling in quoted_includes(text):
+            key = header_key(origin, spelling)
+            if key not in headers:
+                missing.append(spelling)
+            elif key not in seen:
+                seen.add(key)
+                todo.append((key, headers[key]))
+    return missing
+
+
+def host_source(
+    units: list[Source], what: str, headers: Mapping[str, str] | None = None
+) -> HostSource:
     """The host C++ of an extension whose translation units are ``units`` (origins as the
     port should name them); ``what`` says in the header what was translated (``fused_ops.py:
-    load_inline(name="x")``). Raises ``NotTranslated`` where the runner refuses a construct,
-    and for sources that include headers of their own (not carried yet)."""
-    local = _local_includes(units)
+    load_inline(name="x")``); ``headers``, the texts of the repository's headers they
+    include, by ``header_key``. Raises ``NotTranslated`` where the runner refuses a
+    construct, and for an include of a header of their own that ``headers`` lacks."""
+    headers = dict(headers or {})
+    local = _local_includes(units, headers)
     if local:
         raise NotTranslated(
-            "its sources include headers of their own (" + ", ".join(local) + "), which the "
-            "host build does not carry yet"
+            "its sources include headers of their own (" + ", ".join(local) + ") that are "
+            "not files beside them in the repository"
         )
     try:
-        translation = translate(units)
+        translation = translate(units, [Source(t, k, cuda=True) for k, t in headers.items()])
     except Refused as exc:
         raise NotTranslated(str(exc)) from None
     if translation.refusals:
@@ -151,6 +184,46 @@ def host_source(units: list[Source], what: str) -> HostSource:
         "#include <torch/extension.h>",
         f'#include "{RUNTIME_HEADER_FILE}"',
     ]
-    body = "".join(_unit_text(text, stubs).rstrip("\n") + "\n" for text in translation.files)
+    seen: set[str] = set()
+    body = "".join(
+        _inlined(_unit_text(text, stubs), src.origin, headers, stubs, seen).rstrip("\n") + "\n"
+        for src, text in zip(units, translation.files, strict=True)
+    )
     kernels = tuple(k.name for k in translation.kernels)
     return HostSource("\n".join(head) + "\n" + body, kernels)
+
+
+def _inlined(
+    text: str, origin: str, headers: Mapping[str, str], stubs: frozenset[str], seen: set[str]
+) -> str:
+    """``text`` with each ``#include "header"`` of the repository's own replaced by the
+    header (once: a later include of it is left as a comment), its own includes the same,
+    and a ``#line`` after it that returns to the including file's line."""
+
+    def inline(m: re.Match[str]) -> str:
+        if '"' not in m.group(1):
+            return m.group(0)
+        key = header_key(origin, m.group(2))
+        if key in seen or key not in headers:
+            return f"// (inlined above) {' '.join(m.group(1).split())}"
+        seen.add(key)
+        header = _unit_text(_PRAGMA_ONCE.sub("\n", headers[key]), stubs)  # line for line
+        inner = _inlined(header, key, headers, stubs, seen).rstrip("\n")
+        line, file = _line_after(text, m.start(), origin)
+        return f'#line 1 "{_quoted(key)}"\n{inner}\n#line {line} "{file}"'
+
+    return _INCLUDE.sub(inline, text)
+
+
+def _line_after(text: str, at: int, origin: str) -> tuple[int, str]:
+    """The line (and file, as a #line names it) after the one at offset ``at``: from the
+    last ``#line`` above it, else counted from the start of ``text`` in ``origin``."""
+    found = list(_LINE.finditer(text, 0, at))
+    last = found[-1] if found else None
+    if last is None:
+        return text.count("\n", 0, at) + 2, _quoted(origin)
+    return int(last.group(1)) + text.count("\n", last.end() + 1, at) + 1, last.group(2)
+
+
+def _quoted(path: str) -> str:
+    return path.replace("\\", "\\\\").replace('"', '\\"')
