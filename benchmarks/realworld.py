@@ -1,8 +1,8 @@
 """Migrate and verify public CUDA training repositories, rules only, and print one row each.
 
-Not part of ``make test``: it needs the repositories of ``REPOS`` below (the two tables of
-docs/benchmarks/realworld.md) fetched
-first (DEVELOPERS.md says how) and takes many minutes. Each repository is extracted at its
+Not part of ``make test``: it needs the repositories of ``REPOS`` below (the three tables
+of docs/benchmarks/realworld.md; the third, repositories with Triton or CUDA C++ kernels)
+fetched first (DEVELOPERS.md says how) and takes many minutes. Each repository is extracted at its
 pinned commit from the fetched snapshot into a scratch folder (never into this checkout:
 their code is not ours to commit), given the data its entry command needs when torchport
 cannot be expected to make it (a file the repository itself ships elsewhere, a folder of
@@ -10,7 +10,7 @@ images in a layout only its README describes), then migrated to the target with
 ``torchport migrate --llm none`` and verified with a small step budget.
 
     export TORCHPORT_MIRRORS=DIR                         # where the snapshots are fetched
-    python benchmarks/realworld.py                       # both tables, target tpu
+    python benchmarks/realworld.py                       # every table, target tpu
     python benchmarks/realworld.py --table 2             # the second table only
     python benchmarks/realworld.py --only llm.c,dcgan    # names or owner/name parts
     python benchmarks/realworld.py --mirrors DIR --work DIR --target neuron --json out.json
@@ -373,8 +373,102 @@ SECOND: tuple[Repo, ...] = (
         table=2,
     ),
 )
-REPOS = REPOS + SECOND
-TABLES = {"1": (1,), "2": (2,), "all": (1, 2)}
+# Third table (issue 34): repositories whose training path runs custom kernels, Triton or
+# CUDA C++, that torchport ports without a fallback of the author's (TPK003: the kernel runs
+# through the shipped Triton-on-torch runtime; TPK002: the extension builds from the CPU
+# runner's host translation).
+LIGER_TINY = """\
+# Written by torchport's benchmark from the README's "Compose Your Own Model" example (not the
+# repository's code): a tiny model of Liger modules, trained a few steps.
+from types import SimpleNamespace
+
+import torch
+import torch.nn as nn
+from liger_kernel.transformers import LigerFusedLinearCrossEntropyLoss, LigerRMSNorm, LigerSwiGLUMLP
+
+torch.manual_seed(0)
+config = SimpleNamespace(hidden_size=64, intermediate_size=128, hidden_act="silu")
+
+
+class TinyModel(nn.Module):
+    def __init__(self, vocab=256):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, config.hidden_size)
+        self.norm = LigerRMSNorm(config.hidden_size)
+        self.mlp = LigerSwiGLUMLP(config)
+        self.lm_head = nn.Linear(config.hidden_size, vocab, bias=False)
+
+    def forward(self, tokens):
+        x = self.embed(tokens)
+        return x + self.mlp(self.norm(x))
+
+
+model = TinyModel().cuda()
+loss_fn = LigerFusedLinearCrossEntropyLoss()
+optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+tokens = torch.randint(256, (4, 16), device="cuda")
+for step in range(4):
+    hidden = model(tokens[:, :-1]).reshape(-1, config.hidden_size)
+    loss = loss_fn(model.lm_head.weight, hidden, tokens[:, 1:].reshape(-1))
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    print(f"step {step}: loss {loss.item():.4f}")
+"""
+# The README: "JIT-compile C++ and/or CUDA extensions by going into the cpp/ or cuda/ folder
+# and calling python jit.py"; the module it builds is the one cuda/lltm.py imports (what
+# ``python setup.py install`` would have installed), trained as the README's benchmark times it.
+LLTM_JIT = """\
+# Written by torchport's benchmark from the README's JIT usage (`python jit.py` builds the
+# extension) and its benchmark's LLTM forward and backward (not the repository's code).
+import sys
+
+import torch
+from torch.utils.cpp_extension import load
+
+lltm_cuda = load("lltm_cuda", ["lltm_cuda.cpp", "lltm_cuda_kernel.cu"], verbose=True)
+sys.modules["lltm_cuda"] = lltm_cuda  # the name `python setup.py install` would install
+from lltm import LLTM  # noqa: E402
+
+device = torch.device("cuda")
+X = torch.randn(16, 32, device=device)
+h = torch.randn(16, 128, device=device)
+C = torch.randn(16, 128, device=device)
+rnn = LLTM(32, 128).to(device)
+optimizer = torch.optim.SGD(rnn.parameters(), lr=1e-3)
+for step in range(4):
+    optimizer.zero_grad()
+    new_h, new_C = rnn(X, (h, C))
+    loss = new_h.sum() + new_C.sum()
+    loss.backward()
+    optimizer.step()
+    print(f"step {step}: loss {loss.item():.6f}")
+"""
+
+THIRD: tuple[Repo, ...] = (
+    Repo(
+        "pytorch/extension-cpp",
+        # the last commit with the JIT path (cuda/jit.py: load(sources=[.cpp, .cu])); the
+        # next one (ec66d01) rewrote the repository as a setup.py-built package
+        "1031028f3b048fdea84372f3b81498db53d64d98",
+        "python train_lltm.py",
+        folder="cuda",
+        prepare=(Prepare("write", "train_lltm.py", source=LLTM_JIT),),
+        label="extension-cpp (LLTM, CUDA C++)",
+        table=3,
+    ),
+    Repo(
+        "linkedin/Liger-Kernel",
+        "ead96b618e5c67bddc6a6e9bcb99bfe6b5ab661c",
+        "python train_tiny.py",
+        folder="src",  # the package (src/liger_kernel) and the launcher beside it
+        prepare=(Prepare("write", "train_tiny.py", source=LIGER_TINY),),
+        label="Liger-Kernel (Triton)",
+        table=3,
+    ),
+)
+REPOS = REPOS + SECOND + THIRD
+TABLES = {"1": (1,), "2": (2,), "3": (3,), "all": (1, 2, 3)}
 
 
 def _submodule_urls(gitdir: Path, commit: str) -> dict[str, str]:
@@ -508,7 +602,7 @@ def _imagenet_extra(images: Path, extra: Path, split: str, count: int) -> None:
 
 
 def selected(table_choice: str, only: str) -> list[Repo]:
-    """The repositories of ``--table`` (1, 2 or all) whose owner/name or title contains one
+    """The repositories of ``--table`` (1, 2, 3 or all) whose owner/name or title contains one
     of ``--only``'s comma-separated parts (every one when ``only`` is empty)."""
     tables = TABLES[table_choice]
     wanted = [w.strip().lower() for w in only.split(",") if w.strip()]

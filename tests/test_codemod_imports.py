@@ -77,3 +77,31 @@ def test_a_file_that_calls_torch_th_keeps_calling_it_th(tmp_path: Path) -> None:
     )
     assert "th.accelerator.synchronize()" in port
     assert "import torch\n" not in port and re.search(r"(?<![\w.])torch\.", port) is None
+
+
+def test_a_new_import_goes_above_the_first_line_that_reads_it() -> None:
+    """A script whose imports go on after its code (pytorch/extension-cpp's JIT usage: the
+    extension is built, put in ``sys.modules``, then ``from lltm import LLTM``): the new
+    import joined that last group, after the line using it, and the semantic guard refused
+    the fix (undefined name). An import nothing reads yet still joins its group."""
+    import libcst as cst
+    from torchport.tools.cst_imports import add_imports
+
+    source = textwrap.dedent(
+        """\
+        import sys
+
+        import torch
+
+        ext = cudacpu_host.build("ext", "ext_host.cpp", __file__)
+        sys.modules["ext"] = ext
+        from lltm import LLTM
+        """
+    )
+    port = add_imports(cst.parse_module(source), {"cudacpu_host", "other_helper"}).code
+    lines = port.splitlines()
+    assert lines.index("import cudacpu_host") < lines.index(
+        'ext = cudacpu_host.build("ext", "ext_host.cpp", __file__)'
+    )
+    assert lines.index("import torch") < lines.index("import cudacpu_host")
+    assert lines[-1] == "import other_helper"  # read by nothing: after from lltm import LLTM

@@ -17,7 +17,7 @@ import pytest
 from torchport.agents import graph, runs
 from torchport.tools.codemods import migrate_python
 from torchport.tools.kernel_runtime import cuda_host, shipped
-from torchport.tools.migrate import shipped_files
+from torchport.tools.migrate import in_package, shipped_files
 from torchport.tools.migration_result import FileChange
 from torchport.tools.scanner import scan
 
@@ -411,3 +411,17 @@ def test_the_eval_task_port_is_verified_rules_only(tmp_path):
     out = tmp_path / "out"
     assert (out / "fused_bias_gelu_host.cpp").is_file() and (out / "cudacpu_host.py").is_file()
     assert "cudacpu_host.build(" in (out / "fused_ops.py").read_text()
+
+
+def test_a_file_in_the_migrated_folder_imports_the_helper_absolutely_even_beside_an_init(
+    tmp_path,
+):
+    """pytorch/extension-cpp's ``cuda/`` has an ``__init__.py`` and its scripts run there
+    (``python jit.py``): ``from . import cudacpu_host`` would fail in them. A module of a
+    package below the folder imports it relatively."""
+    (tmp_path / "pkg" / "inner").mkdir(parents=True)
+    for folder in (tmp_path, tmp_path / "pkg"):
+        (folder / "__init__.py").write_text("")
+    assert not in_package(tmp_path, "jit.py")
+    assert in_package(tmp_path, "pkg/ops.py")
+    assert not in_package(tmp_path, "pkg/inner/ops.py")  # no __init__.py there

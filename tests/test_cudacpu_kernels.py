@@ -173,6 +173,22 @@ def test_an_extension_with_cpu_kernels_runs_them_on_cpu_tensors():
     assert [r["function"] for r in ext.record["refused"]] == ["lane_broadcast"]
 
 
+def test_a_torch_1_style_extension_dispatching_on_x_type_builds_and_runs():
+    """pytorch/extension-cpp's LLTM (2018) and the tutorials of its time check
+    ``x.type().is_cuda()`` and dispatch on ``x.type()``: the first must ask for the CPU
+    without a member the deprecated type lacks, the second needs the overload torch 2
+    removed. Both dtypes run, each through its own instantiation."""
+    if missing_tools():
+        pytest.skip(f"the CPU runner for CUDA kernels cannot compile here: {missing_tools()}")
+    units = file_sources([str(FIXTURES / "legacy" / "affine_legacy.cu")])
+    ext = compile_extension("torchport_test_legacy", units, cache_root(), pch=pch.ensure())
+    for dtype in (torch.float32, torch.float64):
+        x = torch.randn(3, 40, dtype=dtype)
+        rows = torch.arange(3, dtype=dtype).unsqueeze(1)
+        assert torch.equal(ext.module.affine_rows(x, 2.5), 2.5 * x + rows)
+    assert ext.launches() == {"affine_rows_kernel": 2}
+
+
 def test_a_build_killed_mid_compile_does_not_stop_the_next(tmp_path):
     """A killed build leaves torch's baton in its folder; the next build used to wait on it
     forever (a test run stopped mid-compile hung the next full run) and then import a

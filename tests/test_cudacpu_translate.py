@@ -144,6 +144,20 @@ def test_device_checks_and_constants_ask_for_the_cpu():
     assert "TORCH_LIBRARY_IMPL(myops, CPU, m)" in body
 
 
+def test_a_torch_1_device_check_through_the_deprecated_type_asks_the_tensor():
+    """``x.type()`` (DeprecatedTypeProperties) has ``is_cuda()`` but no ``is_cpu()``: the
+    check becomes the tensor's own, on the same line."""
+    body, _ = one(
+        """
+        #define CHECK_CUDA(x) AT_ASSERTM(x.type().is_cuda(), #x " must be a CUDA tensor")
+        bool f(torch::Tensor x) { return x.type() .is_cuda( ) && x.is_cuda(); }
+        """
+    )
+    assert 'AT_ASSERTM(x.is_cpu(), #x " must be a CUDA tensor")' in body
+    assert "bool f(torch::Tensor x) { return x.is_cpu() && x.is_cpu(); }" in body
+    assert "type()" not in body
+
+
 @pytest.mark.parametrize(
     "code, construct, family",
     [

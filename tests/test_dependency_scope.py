@@ -228,3 +228,26 @@ def test_a_killed_torchport_leaves_no_pip_and_its_staging_is_swept(
         folder.mkdir()
     assert depinstall.sweep_stale_staging(cache / "envs") == [staging]
     assert not staging.exists() and mine.is_dir() and other.is_dir()
+
+
+def test_a_subpackage_named_like_an_installed_module_does_not_hide_that_module(tmp_path: Path):
+    """Liger-Kernel has ``liger_kernel/triton/``: its ``import triton`` read as its own
+    module, triton was never named, and the reference run, hiding torchport's packages the
+    program does not name, could not import it. A module the program can import by that
+    name (beside its script, at its root or src/) still is its own, and so is a nested
+    name nothing outside the repository has."""
+    repo = write(
+        tmp_path / "repo",
+        {
+            "__init__.py": "",
+            "train.py": "import lltm\nfrom lib import ops\n",
+            "lltm.py": "x = None\n",
+            "lib/__init__.py": "",
+            "lib/ops.py": "import numpy\nimport helpers\n",
+            "lib/numpy/__init__.py": "",  # lib.numpy, never numpy
+            "lib/helpers/__init__.py": "",
+        },
+    )
+    resolution = resolve(repo, ["train.py"])
+    assert resolution.import_names == {"numpy": "numpy"}
+    assert _needed(repo, ["train.py"]) == set()  # numpy is installed; helpers is its own

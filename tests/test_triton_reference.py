@@ -264,6 +264,54 @@ def test_launch_helpers_autotune_and_the_driver_work_under_the_shim_launcher(run
     assert interpreted["notes"] == ["autotune: the first config listed was used, untimed"]
 
 
+# Liger-Kernel's RMSNorm (linkedin/Liger-Kernel, src/liger_kernel/ops/rms_norm.py) calls a
+# method of its float argument ``eps`` and ``rsqrt`` imported by name from libdevice: both
+# work in compiled Triton, and Triton 3.8's interpreter runs neither.
+SCALAR_PROBE = """\
+import torch
+import triton
+import triton.language as tl
+from triton.language.extra.libdevice import rsqrt
+
+
+@triton.jit
+def _rms(x_ptr, y_ptr, n_cols, eps, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    x = tl.load(x_ptr + row * n_cols + cols, mask=mask, other=0.0)
+    eps = eps.to(tl.float32)
+    rstd = rsqrt(tl.sum(x * x, axis=0) / n_cols + eps)
+    tl.store(y_ptr + row * n_cols + cols, x * rstd, mask=mask)
+
+
+x = torch.randn(3, 10, device="cuda")
+y = torch.empty_like(x)
+_rms[(3,)](x, y, 10, 1e-6, BLOCK=16)
+expected = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)
+print(torch.allclose(y, expected, rtol=1e-5, atol=1e-6))
+print(rsqrt.__module__, triton.language.extra.libdevice.rsqrt.__module__)
+"""
+
+
+@needs_triton
+@pytest.mark.slow
+def test_a_float_argument_and_libdevice_by_name_run_as_compiled_triton_runs_them(tmp_path):
+    (tmp_path / "probe.py").write_text(SCALAR_PROBE)
+    result = _shim_launcher(tmp_path)
+    assert result["returncode"] == 0, result["stderr"][-3000:]
+    # the values are the norm's; the module's own name was pointed elsewhere, not triton's
+    assert result["stdout"].splitlines() == [
+        "True",
+        "torchport.sandbox.shim.triton_interpreter triton.language.extra.libdevice",
+    ]
+    (interpreted,) = result["reference_interpreters"]
+    assert interpreted["kernels"] == {"probe.py:_rms": 1}
+    assert interpreted["notes"] == [
+        "libdevice rsqrt imported by name ran as triton.language.math's"
+    ]
+
+
 @needs_triton
 @pytest.mark.slow
 @pytest.mark.parametrize("port", ["norm-right", "glu-right"])

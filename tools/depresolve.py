@@ -29,6 +29,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion, Version
 from torchport.sandbox import astparse
 
+from ..sandbox.pythonpath import layout_paths
 from ..sandbox.safepath import read_inside, read_regular
 from . import legacy_keyword
 from .catalogue import load_catalogue
@@ -337,6 +338,19 @@ def _own_modules(root: Path, python_files: list[str]) -> set[str]:
     return names
 
 
+def _nested_only(own: set[str], search: list[Path]) -> set[str]:
+    """The names of ``own`` that the program cannot import as top-level modules (no module
+    or folder of that name in a folder of its path, ``search``) while something outside
+    the repository has that name: a subpackage such as Liger-Kernel's
+    ``liger_kernel/triton/``, whose name made its ``import triton`` read as its own."""
+    return {
+        name
+        for name in own
+        if not any((p / name).is_dir() or (p / f"{name}.py").is_file() for p in search)
+        and (known_distribution(name) is not None or importlib.util.find_spec(name) is not None)
+    }
+
+
 def _with_asserted(
     dep: Dependency, source: str, asserted: dict[str, Asserted]
 ) -> tuple[Dependency, str]:
@@ -462,6 +476,8 @@ def resolve(root: Path, program: list[str] | None = None) -> Resolution:
         names.add(canonical(resolution.project[0]))
     asserted = _asserted(python, own)
     reached = reachable_files(root, program, trees.get) if program else None
+    if reached is not None:
+        own -= _nested_only(own, [reached.main.parent, *layout_paths(root.resolve())])
     for module, rel, line, lazy in _imports_read(python, root, reached):
         top = module.split(".")[0]
         if top in sys.stdlib_module_names or top in own or top == "__future__":

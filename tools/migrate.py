@@ -265,6 +265,17 @@ class _FileOutcome:
     written: tuple[tuple[str, str], ...] = ()  # what they generate beside it (FileChange.written)
 
 
+def in_package(root: Path, rel: str) -> bool:
+    """Whether the file ``rel`` is a module of a package, so what its fixes import from
+    beside it is imported relatively (``from . import x``): its folder has an ``__init__.py``
+    and is below ``root``. A file in ``root`` itself runs as a script or imports as a
+    top-level module (the program's commands run there, with ``root`` first on the path),
+    even where ``root`` has an ``__init__.py`` (pytorch/extension-cpp's ``cuda/``), and a
+    relative import fails there."""
+    below_root = len(Path(rel).parts) > 1
+    return below_root and (root / rel).parent.joinpath("__init__.py").is_file()
+
+
 def _rewrite_file(
     root: Path, rel: str, findings: list[Finding], options: MigrateOptions
 ) -> tuple[list, list[tuple[Finding, str]], FileChange | None]:
@@ -272,9 +283,7 @@ def _rewrite_file(
     target = options.target
     auto = [f for f in findings if f.fix[target]["kind"] == "auto"]
     manual = [f for f in findings if f.fix[target]["kind"] != "auto"]
-    outcome = _FileOutcome(
-        in_package=(root / rel).parent.joinpath("__init__.py").is_file(), root=root
-    )
+    outcome = _FileOutcome(in_package=in_package(root, rel), root=root)
     if options.safe_only:
         auto, outcome.unapplied = withheld_unless_safe(auto, target)
     try:

@@ -46,6 +46,8 @@ ALIGN = re.compile(r"\b(__align__|alignas)\s*\(\s*\d+\s*\)")
 ALIAS = re.compile(r"\bnamespace\s+(\w+)\s*=\s*([\w:]+)\s*;|\busing\s+namespace\s+([\w:]+)\s*;")
 # The device's name in the user's code: the reference shim's tensors are CPU tensors.
 DEVICE_TOKENS = (
+    # torch 1.x's x.type().is_cuda(): the deprecated type has no is_cpu(); the tensor has
+    (re.compile(r"\.type[ \t]*\([ \t]*\)[ \t]*\.is_cuda[ \t]*\([ \t]*\)"), ".is_cpu()"),
     (re.compile(r"\.is_cuda\s*\(\s*\)"), ".is_cpu()"),
     (re.compile(r"\.cuda\s*\(\s*\)"), ".cpu()"),
     (re.compile(r"\bkCUDA\b"), "kCPU"),

@@ -22,6 +22,17 @@ imports triton and adapts what the interpreter leaves to a GPU driver:
 - ``triton.testing.do_bench`` works (CPU events from the shim); its numbers are the
   interpreter's, not a GPU's.
 
+Two things compiled Triton does that the interpreter (3.x) leaves out are filled in:
+
+- a float scalar argument: compiled Triton passes it as an fp32 scalar (the launcher's
+  signature says ``fp32``), so kernels call its methods (``eps.to(tl.float32)``); the
+  interpreter passes the Python float, which has none. It becomes an fp32 scalar here.
+- a libdevice function imported by name (``from triton.language.extra.libdevice import
+  rsqrt``): compiled Triton maps the stub to the backend's libdevice; the interpreter runs
+  the stub's body (``...``) and gets None. In the module of a kernel the interpreter runs,
+  such a name calls ``triton.language.math``'s function of the same name (which the
+  interpreter runs with numpy); one that module lacks stays as it was. Recorded as a note.
+
 What the interpreter cannot do is left failing where the program reaches it, with
 Triton's own error: the compiled kernel's metadata (``kernel.warmup(...).n_regs``,
 ``metadata.shared``, used by occupancy heuristics), inline PTX
@@ -170,6 +181,76 @@ class ReferenceDriver:
         raise NotImplementedError("the reference run compiles no Triton kernel")
 
 
+LIBDEVICE = ("triton.language.extra.libdevice", "triton.language.extra.cuda.libdevice")
+STAND_IN = "_torchport_libdevice"  # marks a stand-in of _math_call: the name it stands for
+
+
+def _as_fp32(real_cvt: Any) -> Any:
+    """The interpreter's argument conversion, with a float scalar as compiled Triton passes
+    it: an fp32 scalar (``triton.runtime.jit.mangle_type`` of a float is ``fp32``)."""
+
+    def convert(arg: Any) -> Any:
+        if isinstance(arg, float):
+            import numpy as np
+            import triton.language as tl
+            from triton.runtime.interpreter import TensorHandle
+
+            return tl.tensor(
+                TensorHandle(np.array([arg], dtype=np.float32), tl.float32), tl.float32
+            )
+        return real_cvt(arg)
+
+    functools.update_wrapper(convert, real_cvt, assigned=(), updated=())
+    return convert
+
+
+def _math_call(name: str) -> Any:
+    """A stand-in for libdevice's ``name`` that calls ``triton.language.math.name`` when
+    called, which is when the interpreter has made it run with numpy."""
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        import triton.language as tl
+
+        return getattr(tl.math, name)(*args, **kwargs)
+
+    call.__name__ = call.__qualname__ = name
+    call.__module__ = __name__
+    setattr(call, STAND_IN, name)
+    return call
+
+
+def libdevice_by_name(namespace: dict[str, Any]) -> list[str]:
+    """Point the libdevice functions that ``namespace`` (a kernel's module) imported by
+    name at ``triton.language.math``'s of the same name; returns the names changed. The
+    module's own names, never triton's: only code that reads them sees the change."""
+    import triton.language as tl
+
+    changed = []
+    for key, value in list(namespace.items()):
+        name = getattr(value, "__name__", "")
+        if (
+            callable(value)
+            and getattr(value, "__module__", "") in LIBDEVICE
+            and hasattr(tl.math, name)
+        ):
+            namespace[key] = _math_call(name)
+            changed.append(key)
+    return changed
+
+
+def _rewriting_libdevice(real_rewrite: Any) -> Any:
+    def rewrite(self: Any) -> Any:
+        namespace = self.fn.__globals__
+        libdevice_by_name(namespace)
+        standing = sorted(k for k, v in list(namespace.items()) if hasattr(v, STAND_IN))
+        if standing:  # noted at every launch: a forked child's records start empty
+            _note(f"libdevice {', '.join(standing)} imported by name ran as triton.language.math's")
+        return real_rewrite(self)
+
+    functools.update_wrapper(rewrite, real_rewrite, assigned=(), updated=())
+    return rewrite
+
+
 def adapt(triton: ModuleType) -> None:
     """Record every interpreted launch and give the interpreter a driver (``triton`` is
     the freshly imported package)."""
@@ -180,6 +261,12 @@ def adapt(triton: ModuleType) -> None:
         _version[:] = [str(getattr(triton, "__version__", "?"))]
     real_run = patching.original(interpreter.InterpretedFunction, "run")
     patching.patch(interpreter.InterpretedFunction, "run", _recording_run(real_run), by=BY)
+    real_rewrite = patching.original(interpreter.InterpretedFunction, "rewrite")
+    patching.patch(
+        interpreter.InterpretedFunction, "rewrite", _rewriting_libdevice(real_rewrite), by=BY
+    )
+    real_cvt = patching.original(interpreter, "_implicit_cvt")
+    patching.patch(interpreter, "_implicit_cvt", _as_fp32(real_cvt), by=BY)
     reference = ReferenceDriver()
     patching.patch(driver, "_default", reference, by=BY)  # reset_active() comes back to it
     patching.patch(driver, "_active", reference, by=BY)

@@ -76,6 +76,38 @@ def _position(body: Sequence[cst.CSTNode], module: str) -> tuple[int, str]:
     return start, "before" if start < len(body) else "join"
 
 
+def _bound_name(spec: ImportedName) -> str:
+    """The name an import binds: ``import a.b`` binds ``a``."""
+    return spec.asname or spec.name or spec.module.split(".")[0]
+
+
+def _first_use(body: Sequence[cst.CSTNode], spec: ImportedName) -> int | None:
+    """The first top-level statement other than an import that reads the name ``spec``
+    binds: a script whose imports go on after its code (``sys.modules[...] = ...`` then
+    ``from lltm import LLTM``) would otherwise get the new import after the line that
+    needs it."""
+    bound = _bound_name(spec)
+
+    class Reads(cst.CSTVisitor):
+        found = False
+
+        def visit_Name(self, node: cst.Name) -> None:
+            self.found = self.found or node.value == bound
+
+        def visit_Attribute(self, node: cst.Attribute) -> bool:
+            node.value.visit(self)  # ``x.name`` reads x, not name
+            return False
+
+    for i, statement in enumerate(body):
+        if modules_named(statement):
+            continue
+        reads = Reads()
+        statement.visit(reads)
+        if reads.found:
+            return i
+    return None
+
+
 def _statement(spec: ImportedName) -> cst.SimpleStatementLine:
     alias = f" as {spec.asname}" if spec.asname else ""
     what = f"from {spec.module} import {spec.name}" if spec.name else f"import {spec.module}"
@@ -92,6 +124,12 @@ def add_imports(module: cst.Module, needed: Collection[str | ImportedName]) -> c
     wanted = {ImportedName(n, None, None) if isinstance(n, str) else n for n in needed}
     for spec in sorted(wanted - present, key=lambda s: (s.module, s.name or "", s.asname or "")):
         at, how = _position(body, spec.module)
+        # a name the module binds already (``import torch`` for ``import torch.nn.x``) is
+        # read before the new import anyway
+        fresh = _bound_name(spec) not in {_bound_name(p) for p in present}
+        used = _first_use(body, spec) if fresh else None
+        if used is not None and used < at:  # its group goes on below code that uses it
+            at, how = _position(body[:used], spec.module)
         statement = _statement(spec)
         if how == "before":  # it opens the imports there: it takes their blank lines
             statement = statement.with_changes(leading_lines=body[at].leading_lines)

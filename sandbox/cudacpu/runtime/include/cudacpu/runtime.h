@@ -110,6 +110,22 @@ struct RestrictPtrTraits {
 }  // namespace at
 #endif
 
+// --- a dtype as torch 1.x extensions pass it to AT_DISPATCH ------------------------------
+// AT_DISPATCH_FLOATING_TYPES(x.type(), ...): torch 1.x took the tensor's
+// DeprecatedTypeProperties there (with a deprecation warning) and dispatched on its scalar
+// type; torch 2's dispatch macros take a ScalarType only (``::detail::scalar_type``). The
+// overload torch removed, as a template, so a torch that still has it prefers its own.
+#if __has_include(<ATen/core/DeprecatedTypeProperties.h>)
+#include <ATen/core/DeprecatedTypeProperties.h>
+namespace detail {
+template <typename T,
+          typename = std::enable_if_t<std::is_same_v<T, at::DeprecatedTypeProperties>>>
+inline c10::ScalarType scalar_type(const T& t) {
+  return t.scalarType();
+}
+}  // namespace detail
+#endif
+
 // --- half and bfloat16 ----------------------------------------------------------------
 using __half = c10::Half;
 using half = c10::Half;
