@@ -251,3 +251,14 @@ def test_a_subpackage_named_like_an_installed_module_does_not_hide_that_module(t
     resolution = resolve(repo, ["train.py"])
     assert resolution.import_names == {"numpy": "numpy"}
     assert _needed(repo, ["train.py"]) == set()  # numpy is installed; helpers is its own
+
+
+def test_a_module_named_main_in_the_repository_is_not_looked_up(monkeypatch, tmp_path):
+    """pkg/__main__.py makes ``__main__`` one of the repository's names; looking it up
+    asked for the spec of whatever started torchport (None under pytest's workers)."""
+    import sys
+
+    from torchport.tools import depresolve
+
+    monkeypatch.setattr(sys.modules["__main__"], "__spec__", None)
+    assert depresolve._nested_only({"__main__", "a.b", "json"}, [tmp_path]) == {"json"}

@@ -347,8 +347,20 @@ def _nested_only(own: set[str], search: list[Path]) -> set[str]:
         name
         for name in own
         if not any((p / name).is_dir() or (p / f"{name}.py").is_file() for p in search)
-        and (known_distribution(name) is not None or importlib.util.find_spec(name) is not None)
+        and (known_distribution(name) is not None or _installed_module(name))
     }
+
+
+def _installed_module(name: str) -> bool:
+    """Whether torchport's environment has a top-level module ``name``. Only a plain
+    identifier is looked up (a dotted one would import its parent), never ``__main__``
+    (whose spec is whatever started this process: None under a test runner's workers)."""
+    if not name.isidentifier() or name == "__main__":
+        return False
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
 
 
 def _with_asserted(
