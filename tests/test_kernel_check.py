@@ -21,6 +21,7 @@ from torchport.agents.llm.toolbox import Workspace
 from torchport.agents.verifier import RunLimits, policies, run_program
 from torchport.evals.tasks import load_suite
 from torchport.sandbox import site_calls
+from torchport.sandbox import site_check as site_check_driver
 from torchport.tools.kernel_sites import kernel_sites, remove_unused_kernels, unused_kernels
 
 FP32 = policies()["fp32"]
@@ -468,9 +469,10 @@ def test_a_replacement_with_a_wrong_eps_is_failed_by_the_check_and_the_right_one
 
     calls = {"kernel_site_calls": NORM_CALLS}
     checked = kernel_check.check(task.repo, port, [site], calls, "tpu", runner, policies())
-    assert checked.runs["original"]["reference_interpreters"][0]["kernels"] == {
-        "kernels/fused_norm.py:_add_rms_norm_fwd": 1
-    }
+    (launches,) = checked.runs["original"]["reference_interpreters"][0]["kernels"].items()
+    # the compared call, then at least one timed forward call (site_check.TIMED_CALLS at most)
+    assert launches[0] == "kernels/fused_norm.py:_add_rms_norm_fwd"
+    assert 2 <= launches[1] <= 1 + site_check_driver.TIMED_CALLS
     if eps == "eps":
         assert checked.holds is True, checked.reason
         (case,) = checked.sites[0]["cases"]
