@@ -326,10 +326,15 @@ def _kernel_source(
     return "\n\n".join(parts)
 
 
-def unused_kernels(text: str, elsewhere: Iterable[str] = ()) -> list[tuple[int, int, str]]:
+def unused_kernels(
+    text: str, elsewhere: Iterable[str] = (), also: Iterable[str] = ()
+) -> list[tuple[int, int, str]]:
     """(start, end, name) of the top-level kernels, extension builds and the CUDA source
     strings only they read that nothing in ``text`` reads any more, bottom-up; a name
-    another file of the program mentions (``elsewhere``: their texts) is kept."""
+    another file of the program mentions (``elsewhere``: their texts) is kept. ``also``:
+    names that are kernels though their decorator or build does not say so here (a port's
+    kernels on a shipped runtime: ``triton_on_torch.jit``, ``cudacpu_host.build``)."""
+    also = set(also)
     try:
         tree = astparse.parse(text)
     except SyntaxError:
@@ -354,7 +359,7 @@ def unused_kernels(text: str, elsewhere: Iterable[str] = ()) -> list[tuple[int, 
                 continue
             if re.search(rf"\b{re.escape(name)}\b", other):
                 continue
-            is_kernel = _kernel_rule(node, aliases) is not None
+            is_kernel = _kernel_rule(node, aliases) is not None or name in also
             is_source = isinstance(node, ast.Assign) and any(
                 name in _kernel(k, "TPK002").sources
                 for k in found.values()

@@ -1,0 +1,246 @@
+"""The LLM improves on a verified baseline (issue 34, item 4): the suite's
+triton-swiglu-autograd ports by rules alone through triton_on_torch (its kernels unchanged,
+shipped runtime beside them), verified against the original kernels at the call site. With
+a model configured (a scripted OpenAI-compatible server on loopback, a test double for the
+endpoint), that site is offered once for a PyTorch version, which must verify and match the
+fallback port's own outputs at the site; one that fails leaves the fallback port, verified.
+The codemods, the sandboxed runs, Triton's interpreter and both differential checks are real.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+from pathlib import Path
+
+import pytest
+from scripted_llm import ScriptedLLM
+from test_kernel_lane import RIGHT, WRONG, rewrite_span
+from torchport.agents import graph, kernel_improve, runs
+from torchport.agents.fallback_report import fallbacks_markdown
+from torchport.agents.llm.factory import llm_factory
+from torchport.evals.tasks import load_suite
+from torchport.tools.kernel_fallbacks import names_span, shipped_unused, unship
+
+SITE = "ops/swiglu.py:silu_mul"
+needs_triton = pytest.mark.skipif(
+    importlib.util.find_spec("triton") is None,
+    reason="needs the `triton` extra (pip install -e '.[triton]'): Triton's interpreter "
+    "runs the original's kernels on the reference",
+)
+
+
+def migrate(tmp_path: Path, script: list, llm: bool = True) -> tuple[dict, ScriptedLLM]:
+    src = tmp_path / "src"
+    shutil.copytree(load_suite("builtin", ["triton-swiglu-autograd"])[0].repo, src)
+    with ScriptedLLM(script) as server:
+        runtime = graph.Runtime(runs.new_run_id(), llm_factory=llm_factory(lambda m: None))
+        settings = {
+            "source": str(src),
+            "target": "tpu",
+            "out": str(tmp_path / "out"),
+            "llm": server.base_url if llm else "none",
+            "steps": 3,
+            "timeout_s": 300,
+        }
+        final = graph.start(settings, runtime)
+    return final, server
+
+
+def steps(final: dict) -> list[tuple[str, str]]:
+    return [(d["node"], d["decision"]) for d in final["decisions"]]
+
+
+@needs_triton
+@pytest.mark.slow
+def test_a_right_replacement_of_a_fallback_kernel_is_taken_and_the_runtime_goes(tmp_path):
+    final, llm = migrate(tmp_path, [rewrite_span(RIGHT)])
+    v = final["verification"]
+    assert final["outcome"] == "verified", v["reason"]
+    assert steps(final)[1:] == [
+        ("rewrite", "codemods"),
+        ("verify", "verified"),
+        ("improve", "PyTorch version asked"),
+        ("rewrite", "LLM edited"),
+        ("rewrite", "fallback removed"),
+        ("verify", "verified"),
+        ("verify", "replacement taken"),
+        ("deliver", "verified"),
+    ]
+    (request,) = llm.requests
+    asked = request["messages"][-1]["content"]
+    assert "KernelFallback: " + SITE + " runs through triton_on_torch" in asked
+    assert "def _silu_mul_bwd(" in asked and "matches both the original kernel and that" in asked
+    # held to both references: the original kernel and the fallback port at the site
+    assert v["kernel_check"]["holds"] is True and v["fallback_check"]["holds"] is True
+    assert [s["site"] for s in v["fallback_check"]["sites"]] == [SITE]
+    assert v["fallbacks"] == []
+    out = tmp_path / "out"
+    assert not (out / "ops" / "triton_on_torch.py").exists()
+    ported = (out / "ops" / "swiglu.py").read_text()
+    assert "triton" not in ported and "_silu_mul_fwd" not in ported
+    report = (out / "torchport-report" / "verification.md").read_text()
+    assert "## Kernels through a fallback" not in report
+
+
+@needs_triton
+@pytest.mark.slow
+def test_a_wrong_replacement_is_failed_at_the_site_and_the_fallback_port_is_kept(tmp_path):
+    final, llm = migrate(tmp_path, [rewrite_span(WRONG)])
+    v = final["verification"]
+    assert final["outcome"] == "verified", v["reason"]
+    assert steps(final)[-5:] == [
+        ("rewrite", "fallback removed"),
+        ("verify", "failed"),
+        ("verify", "kept the fallback"),
+        ("verify", "reverted"),
+        ("deliver", "verified"),
+    ]
+    kept = next(d for d in final["decisions"] if d["decision"] == "kept the fallback")
+    assert kept["site"] == SITE and kept["kind"] == "triton_on_torch"
+    assert kept["why"].startswith(
+        f"the replacement of {SITE} does not verify: the differential check fails at the "
+        f"kernel call site {SITE}: on inputs (a: float32[64, 128] (requires grad), "
+        "b: float32[64, 128] (requires grad)), the gradient of a differs"
+    ), kept["why"]
+    assert len(llm.requests) == 1 and llm.exhausted == 0  # one attempt, no repair loop
+    out = tmp_path / "out"
+    assert (out / "ops" / "triton_on_torch.py").is_file()
+    assert "from . import triton_on_torch as triton" in (out / "ops" / "swiglu.py").read_text()
+    (fallback,) = v["fallbacks"]
+    assert fallback["site"] == SITE and fallback["kind"] == "triton_on_torch"
+    program = fallback["cost"]["program"]
+    assert program["ops"] > 0 and program["h2d_count"] > 0 and "d2h_count" in program
+    assert fallback["cost"]["runtime_syncs"] > 0
+    assert fallback["cost"]["site_check"]["ops"] > 0
+    report = (out / "torchport-report" / "verification.md").read_text()
+    assert "## Kernels through a fallback" in report
+    kernels = "`_silu_mul_fwd`, `_silu_mul_bwd`"
+    row = f"| `{SITE}` | {kernels} | triton\\_on\\_torch | the port's program | {program['ops']} |"
+    assert row in report, report
+    assert f"| `{SITE}` | {kernels} | triton\\_on\\_torch | the site's check | " in report
+    assert "of the program's host syncs are inside the shipped triton\\_on\\_torch" in report
+    assert "kept the fallback" in report
+
+
+@needs_triton
+@pytest.mark.slow
+def test_without_a_model_the_fallback_port_is_delivered_and_reported(tmp_path):
+    final, llm = migrate(tmp_path, [], llm=False)
+    assert final["outcome"] == "verified"
+    assert "improve" not in {node for node, _ in steps(final)} and not llm.requests
+    (fallback,) = final["verification"]["fallbacks"]
+    assert fallback["site"] == SITE and fallback["lines"] == [39, 61]
+
+
+# --- the parts, without a sandbox ----------------------------------------------------------
+
+PORT = """import torch
+from . import triton_on_torch as triton
+from .triton_on_torch import language as tl
+
+
+@triton.jit
+def _k(X, n, BLOCK: tl.constexpr):
+    pass
+
+
+class Op(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        _k[(1,)](x, x.numel(), BLOCK=16)
+        return x
+
+
+def op(x):
+    return Op.apply(x)
+"""
+FALLBACK = {
+    "site": "pkg/ops.py:op",
+    "path": "pkg/ops.py",
+    "kind": "triton_on_torch",
+    "kernels": ["_k"],
+    "entries": ["op"],
+    "lines": [11, 19],
+}
+
+
+def test_unship_takes_out_the_kernels_the_runtime_import_and_file_once_nothing_calls_them():
+    assert names_span(PORT, ["Op", "op"]) == (11, 19) and names_span(PORT, ["gone"]) is None
+    assert unship(PORT, ["_k"]) == (PORT, [])  # still launched: nothing goes
+    replaced = PORT.replace(PORT[PORT.index("class Op") :], "def op(x):\n    return x * 1\n")
+    text, removed = unship(replaced, ["_k"])
+    assert removed == ["_k"] and "triton" not in text and "import torch" in text
+    overlay = {"pkg/ops.py": text, "pkg/triton_on_torch.py": "# runtime", "train.py": ""}
+    assert shipped_unused(overlay, ["pkg/ops.py", "train.py"]) == ["pkg/triton_on_torch.py"]
+    overlay["pkg/ops.py"] = PORT  # a file of its folder still imports it: it stays
+    assert shipped_unused(overlay, ["pkg/ops.py", "train.py"]) == []
+    host = {"m.py": 'ext = cudacpu_host.build("ops", "ops_host.cpp", __file__)', "ops_host.cpp": ""}
+    assert shipped_unused(host, ["m.py"]) == []
+    assert shipped_unused({**host, "m.py": "ext = None"}, ["m.py"]) == ["ops_host.cpp"]
+
+
+def _state(llm: str = "http://127.0.0.1:1/v1", verdict: str = "verified", decisions=()) -> dict:
+    return {
+        "settings": {"llm": llm, "max_iterations": 3},
+        "iteration": 1,
+        "verification": {"verdict": verdict, "fallbacks": [FALLBACK]},
+        "decisions": list(decisions),
+    }
+
+
+def test_a_verified_fallback_site_is_offered_once_and_only_with_a_model():
+    assert kernel_improve.next_offer(_state()) == FALLBACK
+    assert graph.after_verify(_state()) == "improve"
+    assert kernel_improve.next_offer(_state(llm="none")) is None  # --llm none: as before
+    assert graph.after_verify(_state(llm="none")) == "deliver"
+    assert kernel_improve.next_offer(_state(verdict="failed")) is None
+    asked = {"node": "improve", "decision": "PyTorch version asked", "site": FALLBACK["site"]}
+    assert kernel_improve.next_offer(_state(decisions=[asked])) is None
+    assert graph.after_verify(_state(decisions=[asked])) == "deliver"
+
+
+def test_a_replacement_that_differs_from_the_fallback_port_fails_and_keeps_the_fallback():
+    from torchport.agents.kernel_check import KernelCheck
+
+    verified = {"verdict": "verified", "reason": "3 steps match"}
+    differs = KernelCheck(
+        False,
+        "the differential check fails at the kernel call site pkg/ops.py:op: on inputs "
+        "(x: float32[4]), output 0 differs from the original's by up to 0.5",
+    )
+    record, logged = kernel_improve.judged(verified, FALLBACK, differs)
+    assert record["verdict"] == "failed" and record["fallback_check"]["holds"] is False
+    assert logged["decision"] == "kept the fallback" and logged["site"] == "pkg/ops.py:op"
+    assert (
+        logged["why"]
+        == record["reason"]
+        == (
+            "the replacement of pkg/ops.py:op does not match the fallback port (triton_on_torch): "
+            "the differential check fails at the kernel call site pkg/ops.py:op: on inputs "
+            "(x: float32[4]), output 0 differs from the fallback's by up to 0.5"
+        )
+    )
+    nothing = KernelCheck(None, "the kernel call sites were not compared: no case")
+    assert kernel_improve.judged(verified, FALLBACK, nothing)[0]["verdict"] == "failed"
+    holds = KernelCheck(True, "the differential check matches")
+    record, logged = kernel_improve.judged(verified, FALLBACK, holds)
+    assert record["verdict"] == "verified" and logged["decision"] == "replacement taken"
+    failed = {"verdict": "failed", "reason": "the losses differ"}
+    record, logged = kernel_improve.judged(failed, FALLBACK, None)
+    assert record is failed and logged["why"].endswith("does not verify: the losses differ")
+
+
+def test_the_report_lists_each_fallback_with_the_devices_counters():
+    cost = {"ops": 7, "host_syncs": 2, "h2d_count": 3, "h2d_bytes": 12, "d2h_count": 1}
+    record = {**FALLBACK, "cost": {"program": cost, "site_check": {}, "runtime_syncs": 2}}
+    lines = fallbacks_markdown([record])
+    assert lines[1] == "## Kernels through a fallback"
+    head = "| `pkg/ops.py:op` | `_k` | triton\\_on\\_torch"
+    assert f"{head} | the port's program | 7 | 2 | 3 | 12 | 1 | — |" in lines
+    assert f"{head} | the site's check | — | — | — | — | — | — |" in lines
+    assert lines[-1] == (
+        "- `pkg/ops.py:op`: 2 of the program's host syncs are inside the shipped "
+        "triton\\_on\\_torch runtime"
+    )
+    assert fallbacks_markdown([]) == []
