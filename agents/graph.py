@@ -34,7 +34,7 @@ from .deliver import deliver as write_output
 from .diagnose import diagnose as classify
 from .planner import make_plan, work_of
 from .repair_choice import RepairContext, choose_fix, no_fix_reason, tried_fixes
-from .rewrite_round import RewriteRound
+from .rewrite_round import RewriteRound, tokens
 from .state import (
     Best,
     NextFix,
@@ -225,7 +225,8 @@ def _improvement_judged(
     the fallback port (the best round so far) as well as the original kernel."""
     fallback, best = state.get("improving") or {}, state.get("best")
     checked = None
-    if record.get("verdict") == Verdict.VERIFIED and best is not None:
+    verified = record.get("verdict") == Verdict.VERIFIED
+    if verified and best is not None and not kernel_improve.still_on_fallback(record, fallback):
         ctx.say("verifying: the replacement against the fallback port at its call site")
         s = state["settings"]
         checked = kernel_improve.against_fallback(
@@ -251,9 +252,18 @@ def improve(state: State, ctx: Runtime) -> State:
     calls = list((state.get("reference") or {}).get("kernel_site_calls") or [])
     request = kernel_improve.improvement_request(Path(s["source"]), fallback, s["target"], calls)
     site, kind = fallback["site"], fallback["kind"]
-    if request is None or ctx.llm(s) is None:
-        why = "no LLM answers" if request is not None else "the site is not in the original"
-        logged = decision("improve", "not asked", site=site, kind=kind, why=why)
+    spent = tokens(state.get("llm_usage") or {}) >= s["max_llm_tokens"]
+    why_not = (
+        "the site is not in the original"
+        if request is None
+        else "the LLM token budget is spent"
+        if spent
+        else "no LLM answers"
+        if ctx.llm(s) is None
+        else ""
+    )
+    if why_not or request is None:
+        logged = decision("improve", "not asked", site=site, kind=kind, why=why_not)
         return {"next_fix": None, "decisions": [logged]}
     ctx.say(f"improving: asking the LLM for a PyTorch version of {site} ({kind})")
     why = f"{site} runs through a fallback ({kind}): verified, slow"

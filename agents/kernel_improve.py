@@ -15,6 +15,7 @@ is dropped: the verify node keeps the best round, which is the fallback port.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from functools import partial
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -26,7 +27,7 @@ from torchport.tools.kernel_fallbacks import (
     shipped_unused,
     unship,
 )
-from torchport.tools.kernel_sites import KernelSite, kernel_sites, source_reader
+from torchport.tools.kernel_sites import KernelSite, kernel_sites, kernel_sources, source_reader
 
 from . import kernel_check, verifier
 from .kernel_lane import site_request
@@ -42,12 +43,15 @@ from .workspace import materialize
 NODE = "improve"  # the decisions' node: which sites were offered
 
 
-def _original_sites(source: Path, path: str) -> list[KernelSite]:
-    try:
-        text = read_text_regular(source / path)
+def _read(path: Path) -> str:
+    try:  # a regular file (a FIFO would block the read)
+        return read_text_regular(path)
     except (OSError, UnicodeDecodeError):
-        return []
-    return kernel_sites(text, path, source_reader(source, path))
+        return ""
+
+
+def _original_sites(source: Path, path: str) -> list[KernelSite]:
+    return kernel_sites(_read(source / path), path, source_reader(source, path))
 
 
 def site_name(site: KernelSite) -> str:
@@ -64,6 +68,8 @@ def fallback_sites(source: Path, overlay: Mapping[str, str]) -> list[FallbackRec
         fallback = fallback_of(text) if path.endswith(".py") else None
         if fallback is None:
             continue
+        original = _read(source / path)
+        sources_of = partial(kernel_sources, original)
         for site in _original_sites(source, path):
             span = names_span(text, (*site.launchers, *site.entries))
             if span is None or not any(name in text for name in site.kernels):
@@ -74,6 +80,7 @@ def fallback_sites(source: Path, overlay: Mapping[str, str]) -> list[FallbackRec
                     "path": path,
                     "kind": fallback.kind,
                     "kernels": list(site.kernels),
+                    "sources": sources_of(site.kernels),
                     "entries": list(site.entries),
                     "lines": list(span),
                 }
@@ -139,10 +146,7 @@ def improvement_request(
     )
     if site is None:
         return None
-    try:
-        original = read_text_regular(source / site.path)
-    except (OSError, UnicodeDecodeError):
-        return None
+    original = _read(source / site.path)
     how = _HOW[fallback["kind"]]
     evidence = (
         f"The port already runs this kernel {how}, and that port is verified against the "
@@ -167,7 +171,8 @@ def unship_overlay(
     """The overlay without the site's kernels once the replacement no longer calls them,
     the runtime's imports nothing uses and the shipped files nothing needs; what went."""
     path = fallback["path"]
-    text, removed = unship(overlay.get(path, ""), fallback["kernels"])
+    names = [*fallback["kernels"], *fallback.get("sources", [])]
+    text, removed = unship(overlay.get(path, ""), names)
     if not removed:
         return dict(overlay), []
     updated = {**overlay, path: text}
@@ -201,17 +206,14 @@ def against_fallback(
 def judged(
     record: VerificationRecord, fallback: FallbackRecord, checked: kernel_check.KernelCheck | None
 ) -> tuple[VerificationRecord, dict[str, Any]]:
-    """The improvement round's verdict (failed unless it verified and matched the fallback
-    port at the site) and the decision that says what the port keeps, and why."""
+    """The improvement round's verdict (failed unless it verified, left the fallback and
+    matched the fallback port at the site) and the decision that says what the port keeps."""
     site, kind = fallback["site"], fallback["kind"]
     if record.get("verdict") != Verdict.VERIFIED:
         why = f"the replacement of {site} does not verify: {record.get('reason', '')}"
         return record, decision("verify", "kept the fallback", site=site, kind=kind, why=why)
-    if checked is None or checked.holds is not True:
-        found = checked.reason if checked else "not compared"
-        # the check's text says "the original's": here the reference is the fallback port
-        found = found.replace("the original's", "the fallback's")
-        why = f"the replacement of {site} does not match the fallback port ({kind}): {found}"
+    why = _rejected(record, fallback, checked)
+    if why:  # failed, so that the verify node keeps the best round: the fallback port
         failed: VerificationRecord = {
             **record,
             "verdict": Verdict.FAILED,
@@ -220,6 +222,31 @@ def judged(
             "fallback_check": checked.to_json() if checked else None,
         }
         return failed, decision("verify", "kept the fallback", site=site, kind=kind, why=why)
-    why = f"the replacement of {site} verifies and matches the fallback port: {checked.reason}"
+    assert checked is not None  # _rejected holds it to the fallback
+    found = _as_fallback(checked.reason)
+    why = f"the replacement of {site} verifies and matches the fallback port: {found}"
     taken: VerificationRecord = {**record, "fallback_check": checked.to_json()}
     return taken, decision("verify", "replacement taken", site=site, kind=kind, why=why)
+
+
+def _rejected(
+    record: VerificationRecord, fallback: FallbackRecord, checked: kernel_check.KernelCheck | None
+) -> str:
+    """Why a verified round still does not replace the fallback ("" when it does)."""
+    site, kind = fallback["site"], fallback["kind"]
+    if still_on_fallback(record, fallback):
+        return f"the model's answer left {site} on its fallback (not applied, or still used)"
+    if checked is None or checked.holds is not True:
+        found = _as_fallback(checked.reason) if checked else "not compared"
+        return f"the replacement of {site} does not match the fallback port ({kind}): {found}"
+    return ""
+
+
+def still_on_fallback(record: VerificationRecord, fallback: FallbackRecord) -> bool:
+    """Whether the round's port still runs ``fallback``'s site through its fallback."""
+    return fallback["site"] in {f["site"] for f in record.get("fallbacks") or []}
+
+
+def _as_fallback(reason: str) -> str:
+    """The check's text names its reference "the original's": here it is the fallback port."""
+    return reason.replace("the original's", "the fallback's")

@@ -106,6 +106,7 @@ class FallbackRecord(TypedDict, total=False):
     path: str
     kind: str  # triton_on_torch | host build
     kernels: list[str]
+    sources: list[str]  # the module-level strings an extension build compiled (its CUDA)
     entries: list[str]
     lines: list[int]  # the site's first and last line in the port
     cost: FallbackCost

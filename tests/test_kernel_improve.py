@@ -133,6 +133,39 @@ def test_without_a_model_the_fallback_port_is_delivered_and_reported(tmp_path):
     assert fallback["site"] == SITE and fallback["lines"] == [39, 61]
 
 
+GELU = '''\
+def bias_gelu(x, bias):
+    """gelu(x + bias) with the tanh approximation; autograd derives the backward."""
+    return torch.nn.functional.gelu(x + bias, approximate="tanh")'''
+
+
+@pytest.mark.slow
+def test_a_host_build_replaced_by_pytorch_leaves_no_host_files_in_the_port(tmp_path):
+    """evals/suite/load-inline-kernel: rules build the CUDA extension from its host
+    translation (TPK002); the model's PyTorch version of ``bias_gelu`` is taken, and the
+    build, its CUDA strings, the host translation and the runner's runtime all go."""
+    if not (shutil.which("c++") or shutil.which("g++")):
+        pytest.skip("no C++ compiler: the CPU runner and the host build need one")
+    src = tmp_path / "src"
+    shutil.copytree(load_suite("builtin", ["load-inline-kernel"])[0].repo, src)
+    with ScriptedLLM([rewrite_span(GELU, "fused_ops.py")]) as server:
+        runtime = graph.Runtime(runs.new_run_id(), llm_factory=llm_factory(lambda m: None))
+        settings = {"source": str(src), "target": "tpu", "out": str(tmp_path / "out")}
+        final = graph.start({**settings, "llm": server.base_url, "steps": 3}, runtime)
+    v = final["verification"]
+    assert final["outcome"] == "verified", v["reason"]
+    taken = next(d for d in final["decisions"] if d["decision"] == "replacement taken")
+    assert taken["site"] == "fused_ops.py:bias_gelu" and taken["kind"] == "host build"
+    asked = server.requests[0]["messages"][-1]["content"]
+    assert "runs through its host build" in asked and "__global__ void bias_gelu_fwd" in asked
+    out = tmp_path / "out"
+    assert sorted(p.name for p in out.iterdir() if p.is_file() and "host" in p.name) == []
+    assert not (out / "cudacpu_runtime.h").exists()
+    ported = (out / "fused_ops.py").read_text()
+    assert "cudacpu_host" not in ported and "_CUDA_SRC" not in ported and "_ext =" not in ported
+    assert 'gelu(x + bias, approximate="tanh")' in ported
+
+
 # --- the parts, without a sandbox ----------------------------------------------------------
 
 PORT = """import torch
@@ -226,6 +259,10 @@ def test_a_replacement_that_differs_from_the_fallback_port_fails_and_keeps_the_f
     holds = KernelCheck(True, "the differential check matches")
     record, logged = kernel_improve.judged(verified, FALLBACK, holds)
     assert record["verdict"] == "verified" and logged["decision"] == "replacement taken"
+    unchanged = {**verified, "fallbacks": [FALLBACK]}  # the answer was not applied
+    record, logged = kernel_improve.judged(unchanged, FALLBACK, None)
+    assert record["verdict"] == "failed" and logged["decision"] == "kept the fallback"
+    assert logged["why"].startswith("the model's answer left pkg/ops.py:op on its fallback")
     failed = {"verdict": "failed", "reason": "the losses differ"}
     record, logged = kernel_improve.judged(failed, FALLBACK, None)
     assert record is failed and logged["why"].endswith("does not verify: the losses differ")
@@ -244,3 +281,41 @@ def test_the_report_lists_each_fallback_with_the_devices_counters():
         "triton\\_on\\_torch runtime"
     )
     assert fallbacks_markdown([]) == []
+
+
+def test_the_improve_node_asks_once_per_site_within_the_budget_and_says_why_not(tmp_path):
+    source = tmp_path / "src" / "pkg"
+    source.mkdir(parents=True)
+    kernel = "import triton\nimport triton.language as tl"
+    (source / "ops.py").write_text(
+        PORT.replace(PORT[PORT.index("from .") : PORT.index("\n\n")], kernel)
+    )
+    settings = {"source": str(tmp_path / "src"), "target": "tpu", "max_llm_tokens": 100}
+    state = _state()
+    state["settings"].update(settings)
+
+    def node(client: object, usage: dict | None = None) -> dict:
+        runtime = graph.Runtime("improve", llm_factory=lambda s: client)
+        return graph.improve({**state, "llm_usage": usage or {}}, runtime)
+
+    asked = node(object())
+    (logged,) = asked["decisions"]
+    assert (logged["decision"], logged["site"], logged["kind"]) == (
+        "PyTorch version asked",
+        "pkg/ops.py:op",
+        "triton_on_torch",
+    )
+    request = asked["next_fix"]["request"]
+    assert asked["next_fix"]["kind"] == "improve" and asked["improving"] == FALLBACK
+    assert (request["kind"], request["start_line"], request["end_line"]) == ("kernel", 11, 19)
+    assert request["problem"].startswith(
+        "KernelFallback: pkg/ops.py:op runs through triton_on_torch"
+    )
+    assert "def _k(X, n, BLOCK: tl.constexpr):" in request["context"]
+    for client, usage, why in (
+        (None, None, "no LLM answers"),
+        (object(), {"prompt_tokens": 80, "completion_tokens": 20}, "the LLM token budget is spent"),
+    ):
+        update = node(client, usage)
+        assert update["next_fix"] is None and "improving" not in update
+        assert [(d["decision"], d["why"]) for d in update["decisions"]] == [("not asked", why)]

@@ -372,6 +372,21 @@ def unused_kernels(
     return sorted(spans, reverse=True)
 
 
+def kernel_sources(text: str, names: Iterable[str]) -> list[str]:
+    """The module-level names whose strings the extension builds among ``names`` compile
+    (``cuda_sources=_CUDA``): what goes with a build once a port no longer needs it."""
+    try:
+        tree = astparse.parse(text)
+    except SyntaxError:
+        return []
+    wanted = set(names)
+    found: set[str] = set()
+    for node in _top_level(tree):
+        if _defined(node) in wanted and isinstance(node, ast.Assign):
+            found.update(_kernel(node, "TPK002").sources)
+    return sorted(found)
+
+
 # Modules a file no longer needs once its kernels are gone (their imports, when unused).
 KERNEL_MODULES = ("triton", "torch.utils.cpp_extension", "numba", "cupy")
 
