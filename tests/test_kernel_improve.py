@@ -74,6 +74,13 @@ def test_a_right_replacement_of_a_fallback_kernel_is_taken_and_the_runtime_goes(
     # held to both references: the original kernel and the fallback port at the site
     assert v["kernel_check"]["holds"] is True and v["fallback_check"]["holds"] is True
     assert [s["site"] for s in v["fallback_check"]["sites"]] == [SITE]
+    # the fallback port's site ran on the emulated device (the reference shim counts nothing)
+    assert v["fallback_check"]["runs"]["original"]["counters"]["ops"] > 0
+    taken = next(d for d in final["decisions"] if d["decision"] == "replacement taken")
+    assert taken["why"].startswith(
+        f"the replacement of {SITE} verifies and matches the fallback port: the differential "
+        f"check matches the fallback's kernels at {SITE} on 1 recorded input signature"
+    ), taken["why"]
     assert v["fallbacks"] == []
     out = tmp_path / "out"
     assert not (out / "ops" / "triton_on_torch.py").exists()
