@@ -52,13 +52,21 @@ def fallbacks_markdown(fallbacks: list[FallbackRecord]) -> list[str]:
         lines.append(f"{head} | the port's program | {_counts(cost.get('program') or {})} |")
         site_check = cost.get("site_check") or {}
         lines.append(f"{head} | the site's check | {_counts(site_check)} |")
-    notes = [r for r in fallbacks if (r.get("cost") or {}).get("runtime_syncs")]
-    lines += [""] if notes else []
-    for record in notes:
-        syncs = (record.get("cost") or {}).get("runtime_syncs")
-        if syncs:
-            lines.append(
-                f"- {markdown_code(record['site'])}: {syncs} of the program's host syncs "
-                f"are inside the shipped {markdown_text(record['kind'])} runtime"
-            )
-    return lines
+    notes = [note for record in fallbacks for note in _notes(record)]
+    return [*lines, *([""] if notes else []), *notes]
+
+
+def _notes(record: FallbackRecord) -> list[str]:
+    cost, site = record.get("cost") or {}, markdown_code(record["site"])
+    notes = []
+    if cost.get("runtime_syncs"):
+        notes.append(
+            f"- {site}: {cost['runtime_syncs']} of the program's host syncs are inside the "
+            f"shipped {markdown_text(record['kind'])} runtime"
+        )
+    if "time_ratio" in cost:
+        notes.append(
+            f"- {site}: its forward call takes {cost['time_ratio']:.2f}x the original kernel's "
+            "time on the reference"
+        )
+    return notes

@@ -90,14 +90,15 @@ def fallback_sites(source: Path, overlay: Mapping[str, str]) -> list[FallbackRec
 
 def costs(fallbacks: list[FallbackRecord], v: VerificationRecord) -> list[FallbackRecord]:
     """Each fallback with what it costs on the emulated device: the port's counters (its
-    program's run, and the differential check's call of the sites) and the program's host
-    syncs inside the shipped runtime."""
+    program's run, and the differential check's call of the sites), the program's host
+    syncs inside the shipped runtime, and the site's forward time over the original's."""
     target: RunRecord = v.get("target") or {}
     counters = target.get("counters") or {}
     checked: KernelCheckRecord | None = v.get("kernel_check")
     runs = checked["runs"] if checked else {}
     site_run = runs["port"].get("counters") if "port" in runs else None
     syncs = counters.get("host_sync_sites") or {}
+    rows = checked["sites"] if checked else []
     out: list[FallbackRecord] = []
     for record in fallbacks:
         in_runtime = sum(n for where, n in syncs.items() if _in_runtime(where, record["kind"]))
@@ -106,6 +107,10 @@ def costs(fallbacks: list[FallbackRecord], v: VerificationRecord) -> list[Fallba
             "site_check": dict(site_run or {}),
             "runtime_syncs": in_runtime,
         }
+        specs = {f"{record['path']}:{entry}" for entry in record["entries"]}
+        ratios = [r["time_ratio"] for r in rows if r["site"] in specs and "time_ratio" in r]
+        if ratios:
+            cost["time_ratio"] = max(ratios)
         out.append({**record, "cost": cost})
     return out
 

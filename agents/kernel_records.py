@@ -97,6 +97,7 @@ class FallbackCost(TypedDict, total=False):
     program: dict[str, int]
     site_check: dict[str, int]
     runtime_syncs: int
+    time_ratio: float  # the site's forward time over the original's on the reference
 
 
 class FallbackRecord(TypedDict, total=False):

@@ -123,7 +123,7 @@ def test_a_wrong_replacement_is_failed_at_the_site_and_the_fallback_port_is_kept
     program = fallback["cost"]["program"]
     assert program["ops"] > 0 and program["h2d_count"] > 0 and "d2h_count" in program
     assert fallback["cost"]["runtime_syncs"] > 0
-    assert fallback["cost"]["site_check"]["ops"] > 0
+    assert fallback["cost"]["site_check"]["ops"] > 0 and fallback["cost"]["time_ratio"] > 0
     report = (out / "torchport-report" / "verification.md").read_text()
     assert "## Kernels through a fallback" in report
     kernels = "`_silu_mul_fwd`, `_silu_mul_bwd`"
@@ -281,16 +281,18 @@ def test_a_replacement_that_differs_from_the_fallback_port_fails_and_keeps_the_f
 
 def test_the_report_lists_each_fallback_with_the_devices_counters():
     cost = {"ops": 7, "host_syncs": 2, "h2d_count": 3, "h2d_bytes": 12, "d2h_count": 1}
-    record = {**FALLBACK, "cost": {"program": cost, "site_check": {}, "runtime_syncs": 2}}
-    lines = fallbacks_markdown([record])
+    spent = {"program": cost, "site_check": {}, "runtime_syncs": 2, "time_ratio": 31.5}
+    lines = fallbacks_markdown([{**FALLBACK, "cost": spent}])
     assert lines[1] == "## Kernels through a fallback"
     head = "| `pkg/ops.py:op` | `_k` | triton\\_on\\_torch"
     assert f"{head} | the port's program | 7 | 2 | 3 | 12 | 1 | — |" in lines
     assert f"{head} | the site's check | — | — | — | — | — | — |" in lines
-    assert lines[-1] == (
+    assert lines[-2:] == [
         "- `pkg/ops.py:op`: 2 of the program's host syncs are inside the shipped "
-        "triton\\_on\\_torch runtime"
-    )
+        "triton\\_on\\_torch runtime",
+        "- `pkg/ops.py:op`: its forward call takes 31.50x the original kernel's time on the "
+        "reference",
+    ]
     assert fallbacks_markdown([]) == []
 
 
