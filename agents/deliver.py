@@ -32,6 +32,7 @@ from torchport.tools.sourcefile import read_exact
 
 from . import divergence_report, legacy_repair, library_patch, plots, report_page
 from .data_notes import data_notes, interpreter_note
+from .fallback_report import fallbacks_markdown
 from .kernel_records import CaseResult, KernelCheckRecord
 from .report_record import ReportRecord, SandboxUsed
 from .run_record import RunRecord
@@ -218,6 +219,7 @@ def verification_sections(record: ReportRecord) -> dict[str, list[str]]:
         "divergence": divergence_report.markdown(v.get("divergence") or {}),
         "precision": precision_markdown(v.get("precision")),
         "kernels": kernel_check_markdown(v.get("kernel_check")),
+        "fallbacks": fallbacks_markdown(v.get("fallbacks") or []),
         "environment": environment_markdown(record.get("environment") or {}),
         "evidence": _evidence_markdown(v.get("target") or {}),
         "agent_edits": _agent_edits_markdown(record["agent_edits"]),

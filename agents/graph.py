@@ -1,5 +1,9 @@
 """The agent graph: plan -> rewrite -> verify -> (diagnose -> rewrite -> verify)* -> deliver.
 
+A verified round whose port runs kernels through a fallback goes to ``improve`` first, with
+a model configured: it asks for a PyTorch version of each such call site once, and the next
+round verifies it (``agents.kernel_improve``; the fallback port stays if it fails).
+
 A langgraph ``StateGraph`` over the small state in ``agents.state``. The nodes are
 the top-level functions below, in the order a run takes them, then the edges, then
 ``build``, which wires them. Nodes return only what they change; edges are explicit
@@ -23,14 +27,14 @@ from torchport.tools.findings import work_line
 from torchport.tools.migration_memo import save_scan
 from torchport.tools.scanner import ScanOptions, scan
 
-from . import config_record, runs, verifier
+from . import config_record, kernel_improve, runs, verifier
 from .checkpoints import DURABILITY, open_checkpointer
 from .defaults import DEFAULTS
 from .deliver import deliver as write_output
 from .diagnose import diagnose as classify
 from .planner import make_plan, work_of
 from .repair_choice import RepairContext, choose_fix, no_fix_reason, tried_fixes
-from .rewrite_round import RewriteRound
+from .rewrite_round import RewriteRound, tokens
 from .state import (
     Best,
     NextFix,
@@ -44,6 +48,7 @@ from .verdicts import Verdict
 from .verify_step import verify_overlay
 
 MAX_CONSTRUCT_REPAIRS = 8
+LLM_FIXES = ("llm", "constructs", "improve")  # the fixes that need the model
 PLAN_SCAN = "plan-scan.json"  # in the run's folder: the plan's scan, which the state names
 
 
@@ -122,7 +127,7 @@ def rewrite(state: State, ctx: Runtime) -> State:
     s = state["settings"]
     fix: NextFix = state.get("next_fix") or {}
     first = state.get("overlay") is None
-    wants_llm = (first and state["plan"].get("llm")) or fix.get("kind") in ("llm", "constructs")
+    wants_llm = (first and state["plan"].get("llm")) or fix.get("kind") in LLM_FIXES
     work = RewriteRound(
         Path(s["source"]),
         s,
@@ -149,6 +154,10 @@ def rewrite(state: State, ctx: Runtime) -> State:
     elif fix.get("kind") == "llm" and work.client is not None:
         ctx.say(f"rewriting: asking the LLM to repair {fix['request']['path']}")
         work.ask_llm(fix["request"], "failure")
+    elif fix.get("kind") == "improve" and work.client is not None:
+        ctx.say(f"rewriting: asking the LLM for a PyTorch version of {fix['request']['path']}")
+        work.ask_llm(fix["request"], "improvement")
+        work.unship(state.get("improving"))
     work.remove_unused_kernels()
     work.prune_imports_the_llm_left()
     return {
@@ -192,6 +201,10 @@ def verify(state: State, ctx: Runtime) -> State:
     update["decisions"] = [
         decision("verify", v.verdict, why=v.reason, policy=v.policy, iteration=iteration)
     ]
+    if state.get("improving"):
+        record, judged = _improvement_judged(state, record, outcome.environment, ctx)
+        update["verification"], update["improving"] = record, None
+        update["decisions"].append(judged)
     best = better_of(state.get("best"), this_round(state, record, iteration))
     if best["iteration"] == iteration:
         update["best"] = best
@@ -203,6 +216,60 @@ def verify(state: State, ctx: Runtime) -> State:
         decision("verify", "reverted", why=f"worse than round {best['iteration']}")
     )
     return update
+
+
+def _improvement_judged(
+    state: State, record: VerificationRecord, environment: Any, ctx: Runtime
+) -> tuple[VerificationRecord, dict[str, Any]]:
+    """An improvement round's verdict: it must verify and, at the site it replaced, match
+    the fallback port (the best round so far) as well as the original kernel."""
+    fallback, best = state.get("improving") or {}, state.get("best")
+    checked = None
+    verified = record.get("verdict") == Verdict.VERIFIED
+    if verified and best is not None and not kernel_improve.still_on_fallback(record, fallback):
+        ctx.say("verifying: the replacement against the fallback port at its call site")
+        s = state["settings"]
+        checked = kernel_improve.against_fallback(
+            Path(s["source"]),
+            (best["overlay"], state.get("overlay") or {}),
+            fallback,
+            state.get("reference") or {},
+            s,
+            environment,
+            ctx.scratch,
+        )
+    return kernel_improve.judged(record, fallback, checked)
+
+
+def improve(state: State, ctx: Runtime) -> State:
+    """Offer the next kernel call site a verified port runs through a fallback to the
+    model, once (``agents.kernel_improve``): the next round verifies its answer, and a
+    failing answer leaves the fallback port, the best round, as it was."""
+    s = state["settings"]
+    fallback = kernel_improve.next_offer(state)
+    if fallback is None:
+        return {"next_fix": None}
+    calls = list((state.get("reference") or {}).get("kernel_site_calls") or [])
+    request = kernel_improve.improvement_request(Path(s["source"]), fallback, s["target"], calls)
+    site, kind = fallback["site"], fallback["kind"]
+    spent = tokens(state.get("llm_usage") or {}) >= s["max_llm_tokens"]
+    why_not = (
+        "the site is not in the original"
+        if request is None
+        else "the LLM token budget is spent"
+        if spent
+        else "no LLM answers"
+        if ctx.llm(s) is None
+        else ""
+    )
+    if why_not or request is None:
+        logged = decision("improve", "not asked", site=site, kind=kind, why=why_not)
+        return {"next_fix": None, "decisions": [logged]}
+    ctx.say(f"improving: asking the LLM for a PyTorch version of {site} ({kind})")
+    why = f"{site} runs through a fallback ({kind}): verified, slow"
+    logged = decision("improve", "PyTorch version asked", site=site, kind=kind, why=why)
+    fix: NextFix = {"kind": "improve", "request": request}
+    return {"next_fix": fix, "improving": fallback, "decisions": [logged]}
 
 
 def diagnose(state: State, ctx: Runtime) -> State:
@@ -256,7 +323,7 @@ def after_verify(state: State) -> str:
     """Diagnose a failure while rounds and wall time are left; otherwise deliver."""
     v = state.get("verification") or {}
     if v.get("verdict") != Verdict.FAILED:
-        return "deliver"
+        return "improve" if kernel_improve.next_offer(state) else "deliver"
     s = state["settings"]
     if state.get("iteration", 0) > s["max_iterations"]:
         return "deliver"
@@ -269,15 +336,19 @@ def after_diagnose(state: State) -> str:
     return "rewrite" if state.get("next_fix") else "deliver"
 
 
+after_improve = after_diagnose  # a chosen fix is applied; no fix: the port as it is
+
+
 def build(ctx: Runtime) -> StateGraph:
     """The graph, uncompiled; ``compile(checkpointer=...)`` makes it runnable."""
     graph = StateGraph(State)
-    for node in (plan, rewrite, verify, diagnose, deliver):
+    for node in (plan, rewrite, verify, improve, diagnose, deliver):
         graph.add_node(node.__name__, _bound(node, ctx))
     graph.add_edge(START, "plan")
     graph.add_edge("plan", "rewrite")
     graph.add_conditional_edges("rewrite", after_rewrite, ["verify", "deliver"])
-    graph.add_conditional_edges("verify", after_verify, ["diagnose", "deliver"])
+    graph.add_conditional_edges("verify", after_verify, ["improve", "diagnose", "deliver"])
+    graph.add_conditional_edges("improve", after_improve, ["rewrite", "deliver"])
     graph.add_conditional_edges("diagnose", after_diagnose, ["rewrite", "deliver"])
     graph.add_edge("deliver", END)
     return graph

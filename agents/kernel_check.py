@@ -71,6 +71,8 @@ CASES_FILE = ".torchport-site-check.pt"
 DRIVER = ["python", "-m", "torchport.sandbox.site_check", CASES_FILE]
 SEED = 1234
 LOW_PRECISION = re.compile(r"bfloat16|float16|\bhalf\b|__half|__nv_bfloat16|tl\.bf16|fp16")
+# The emulated device's counters a site's cost is told in: its ops, syncs and copies.
+COSTS = ("ops", "host_syncs", "h2d_count", "h2d_bytes", "d2h_count", "d2h_bytes")
 _SKIP_DIRS = {".git", "__pycache__", ".venv", "venv", "torchport-report"}
 
 
@@ -236,7 +238,16 @@ def _run_brief(result: RunRecord) -> RunBrief:
         "elapsed_s": result.get("elapsed_s"),
         "reference_interpreters": result.get("reference_interpreters") or [],
         "stderr_tail": (result.get("stderr_tail") or "")[-800:],
+        # what the emulated device counted while the sites ran (a fallback's cost)
+        "counters": _costs(result.get("counters")),
     }
+
+
+def _costs(counters: object) -> dict[str, int]:
+    """The emulated device's ``COSTS`` of a run (none for a run on the reference shim)."""
+    if not isinstance(counters, dict):
+        return {}
+    return {k: int(v) for k, v in counters.items() if k in COSTS and isinstance(v, int)}
 
 
 # --- the comparison ------------------------------------------------------------------------
@@ -390,17 +401,21 @@ def check(
     tree: Path,
     sites: list[KernelSite],
     reference: RunRecord,
-    mode: str,
+    mode: str | tuple[str, str],
     runner: Runner,
     policies: dict[str, Policy],
     run_both: Callable[..., Any] | None = None,
 ) -> KernelCheck:
     """Run the original's and the port's sites on the recorded calls' inputs; compare.
 
+    ``mode``: the port's run mode, or (the original's, the port's) when ``source`` is not
+    to run on the reference shim (a verified port as the reference: the target's mode).
     ``runner(tree, mode)`` runs ``DRIVER`` in the sandbox (the verifier's ``run_program``
     with its limits); ``run_both(original, port)`` runs the two calls (together when the
     machine has room), by default one after the other."""
     import torch
+
+    original_mode, mode = mode if isinstance(mode, tuple) else ("reference", mode)
 
     calls = reference.get("kernel_site_calls") or []
     specs = record_specs(sites)
@@ -419,7 +434,7 @@ def check(
         torch.save(runnable, cases_file)
 
         def original() -> RunRecord:
-            return run_site_check(source, cases_file, "reference", runner)
+            return run_site_check(source, cases_file, original_mode, runner)
 
         def port() -> RunRecord:
             return run_site_check(tree, cases_file, mode, runner)

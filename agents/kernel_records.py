@@ -8,7 +8,7 @@ the records stay plain dicts at run time.
 
 from __future__ import annotations
 
-from typing import Any, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 from .run_record import ErrorRecord, FrameRecord
 from .site_records import Signature
@@ -86,6 +86,31 @@ class RunBrief(TypedDict):
     elapsed_s: float | None
     reference_interpreters: list[dict[str, Any]]
     stderr_tail: str
+    counters: NotRequired[dict[str, int]]  # kernel_check.COSTS, where the device counted
+
+
+class FallbackCost(TypedDict, total=False):
+    """What running a kernel through its fallback costs on the emulated device: the port's
+    program (its whole run) and the differential check's call of the sites, in
+    ``kernel_check.COSTS``; and the program's host syncs inside the shipped runtime."""
+
+    program: dict[str, int]
+    site_check: dict[str, int]
+    runtime_syncs: int
+    time_ratio: float  # the site's forward time over the original's on the reference
+
+
+class FallbackRecord(TypedDict, total=False):
+    """A kernel call site the port runs through a fallback (``tools.kernel_fallbacks``)."""
+
+    site: str  # path:entries
+    path: str
+    kind: str  # triton_on_torch | host build
+    kernels: list[str]
+    sources: list[str]  # the module-level strings an extension build compiled (its CUDA)
+    entries: list[str]
+    lines: list[int]  # the site's first and last line in the port
+    cost: FallbackCost
 
 
 class KernelCheckRecord(TypedDict):

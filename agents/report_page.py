@@ -37,6 +37,7 @@ LATER = (
     ("divergence", "divergence", "First divergence"),
     ("precision", "precision", "Matmul precision"),
     ("kernels", "kernels", "Kernel call sites"),
+    ("fallbacks", "fallbacks", "Kernels through a fallback"),
     ("evidence", "evidence", "Runtime evidence"),
     ("agent_edits", "llm-edits", "Edits beyond the codemods"),
     ("decisions", "decisions", "Decisions"),

@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any, cast
 
 from .comparison import Parity
-from .kernel_records import KernelCheckRecord
+from .kernel_records import FallbackRecord, KernelCheckRecord
 from .run_record import RepairJSON, RunRecord
 from .verdicts import Reason
 from .verification_records import (
@@ -69,6 +69,12 @@ class Verification:
     divergence: DivergenceRecord | None = None
     # What ``reason`` says, as a stable code (``Reason``): what behaviour and tests key on
     code: str = Reason.NONE
+    # The kernel call sites the port runs through a fallback (a shipped runtime), with what
+    # each costs on the emulated device (agents.kernel_improve)
+    fallbacks: list[FallbackRecord] = field(default_factory=list)
+    # A model's replacement of such a site against the fallback port's own outputs there;
+    # None when no replacement was checked
+    fallback_check: KernelCheckRecord | None = None
 
     def to_json(self) -> VerificationRecord:
         """The record the graph checkpoints and the report writes."""

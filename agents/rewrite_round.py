@@ -16,7 +16,8 @@ from typing import Any
 
 from torchport.tools.repowalk import exclude_spec, is_excluded
 
-from . import kernel_lane, rewriter
+from . import kernel_improve, kernel_lane, rewriter
+from .kernel_records import FallbackRecord
 from .repair_records import RepairBrief, RepairRecord, RepairRequestRecord
 from .site_records import SiteCalls
 from .state import AgentEdit, Settings, decision, scan_filters
@@ -126,6 +127,17 @@ class RewriteRound:
         )
         if removed:
             self.log.append(decision("rewrite", "unused kernels removed", kernels=removed))
+
+    def unship(self, fallback: FallbackRecord | None) -> None:
+        """After a replacement of a site that ran through a fallback: its kernels, the
+        runtime's imports and the shipped files go once nothing needs them."""
+        if fallback is None:
+            return
+        overlay = self.overlay or {}
+        original = [p for p in overlay if (self.source / p).is_file()]
+        self.overlay, removed = kernel_improve.unship_overlay(original, overlay, fallback)
+        if removed:
+            self.log.append(decision("rewrite", "fallback removed", removed=removed))
 
     def prune_imports_the_llm_left(self) -> None:
         """Once the LLM replaced every use of a CUDA-only library, its import is what still

@@ -10,6 +10,7 @@ from __future__ import annotations
 import operator
 from typing import Annotated, Any, Literal, TypedDict
 
+from .kernel_records import FallbackRecord
 from .repair_records import AgentEdit, PlanItem, RepairRequestRecord
 from .run_record import EnvironmentRecord, RunRecord
 from .verification_records import VerificationRecord
@@ -65,7 +66,7 @@ class PlanRecord(TypedDict, total=False):
     manual: list[PlanItem]  # findings for a human
 
 
-FixKind = Literal["rules", "llm", "constructs"]
+FixKind = Literal["rules", "llm", "constructs", "improve"]
 
 
 class DiagnosisRecord(TypedDict, total=False):
@@ -89,7 +90,8 @@ class NextFix(TypedDict, total=False):
 
     ``rules``: apply ``files`` (the rules' result, computed once by diagnose);
     ``llm``: send ``request`` to the model; ``constructs``: ask the model about the
-    ``items`` catalogue constructs still in the migration.
+    ``items`` catalogue constructs still in the migration; ``improve``: send ``request``,
+    a PyTorch version of a kernel call site a verified port runs through a fallback.
     """
 
     kind: FixKind
@@ -125,6 +127,9 @@ class State(TypedDict, total=False):
     # The best migration so far (overlay, agent_edits, verification, rank): a repair that
     # makes things worse is undone, and the report delivers the best, not the last.
     best: Best | None
+    # The kernel call site whose replacement this round verifies (agents.kernel_improve):
+    # held to the fallback port too, and dropped, keeping the fallback, if it fails
+    improving: FallbackRecord | None
     llm_usage: dict[str, float]  # llm.client.Usage.to_json: calls, tokens, retries, seconds
     elapsed_s: Annotated[float, operator.add]
     outcome: str  # the final verdict

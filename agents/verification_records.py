@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TypedDict
 
-from .kernel_records import KernelCheckRecord
+from .kernel_records import FallbackRecord, KernelCheckRecord
 from .run_record import RepairJSON, RunRecord
 
 
@@ -164,3 +164,5 @@ class VerificationRecord(TypedDict, total=False):
     next_step: str
     divergence: DivergenceRecord | None
     code: str  # the reason as a stable code (verdicts.Reason)
+    fallbacks: list[FallbackRecord]  # kernel call sites the port runs through a fallback
+    fallback_check: KernelCheckRecord | None  # a replacement against the fallback port

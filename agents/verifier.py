@@ -459,9 +459,11 @@ def _check_sites(
     limits: RunLimits,
     site_paths: tuple[str, ...],
     checks: tuple[verify_pair.Schedule, dict[str, Policy]],
+    original_mode: str = "reference",
 ) -> kernel_check.KernelCheck:
     """The differential check's two sandboxed runs: the verifier's limits, no step budget
-    (the driver trains nothing), together when the machine has room for both."""
+    (the driver trains nothing), together when the machine has room for both.
+    ``original_mode``: how ``source``'s sites run (a fallback port: on the target too)."""
     unbudgeted = replace(limits, steps=None, forwards=None)
     plan, policy_set = checks
 
@@ -481,7 +483,28 @@ def _check_sites(
         pair = verify_pair.run_both(original, port, plan.together)
         return pair.reference, pair.migrated
 
-    return kernel_check.check(source, tree, sites, reference, mode, runner, policy_set, both)
+    return kernel_check.check(
+        source, tree, sites, reference, (original_mode, mode), runner, policy_set, both
+    )
+
+
+def check_against_port(
+    baseline: Path,
+    tree: Path,
+    sites: list[Any],
+    reference: RunRecord,
+    target: str,
+    limits: RunLimits,
+    environment: EnvironmentRecord | None,
+    tolerance: Mapping[str, Any] | None = None,
+) -> kernel_check.KernelCheck:
+    """The differential check with a verified port (``baseline``) as the reference: both
+    trees' sites run on the target's emulated device, on the original's recorded inputs.
+    A replacement of a kernel that runs through a fallback is held to the fallback too."""
+    mode, limits = mode_for(target) or "plain", replace(limits, names=names_for(target))
+    checks = (_schedule(limits, None), policies_for(tolerance))
+    site_paths = _site_paths(environment or {})
+    return _check_sites(baseline, tree, sites, reference, mode, limits, site_paths, checks, mode)
 
 
 def _both_ran(reference: RunRecord, target: RunRecord) -> bool:

@@ -16,7 +16,7 @@ from typing import Any
 
 from torchport.tools.sourcefile import read_exact
 
-from . import library_patch, loosening, runs, verifier
+from . import kernel_improve, library_patch, loosening, runs, verifier
 from .environment import prepare_environment
 from .run_record import EnvironmentRecord, RunRecord
 from .state import PlanRecord
@@ -91,6 +91,11 @@ def verify_overlay(
     verification = _library_patched(verification, ran, verify, environment, (target, scratch))
     # a looser check than torchport's own, from the repository's file or the user, is said
     verification = loosening.said(verification, settings)
+    # the kernel call sites run through a fallback, and what that costs on the device
+    found = kernel_improve.fallback_sites(source, overlay)
+    verification = replace(
+        verification, fallbacks=kernel_improve.costs(found, verification.to_json())
+    )
     return VerifyOutcome(verification, ran, environment, _repaired(overlay, work, verification))
 
 

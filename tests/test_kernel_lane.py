@@ -52,13 +52,13 @@ def silu_mul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return SiLUMul.apply(a, b)"""
 
 
-def rewrite_span(code: str):
-    """A script step answering with ``code`` for the lines the request names (read from
-    it: the codemods may have moved them), as the JSON edits shorthand."""
+def rewrite_span(code: str, path: str = "ops/swiglu.py"):
+    """A script step answering with ``code`` for the lines the request names in ``path``
+    (read from it: the codemods may have moved them), as the JSON edits shorthand."""
 
     def answer(request: dict) -> Content:
         asked = request["messages"][-1]["content"]
-        found = re.search(r"File: ops/swiglu\.py, lines (\d+)-(\d+)", asked)
+        found = re.search(rf"File: {re.escape(path)}, lines (\d+)-(\d+)", asked)
         assert found, asked[-400:]
         edit = {"start_line": int(found[1]), "end_line": int(found[2]), "new_code": code}
         return Content(json.dumps({"edits": [edit], "summary": "the kernels in PyTorch"}))

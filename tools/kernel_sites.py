@@ -326,10 +326,15 @@ def _kernel_source(
     return "\n\n".join(parts)
 
 
-def unused_kernels(text: str, elsewhere: Iterable[str] = ()) -> list[tuple[int, int, str]]:
+def unused_kernels(
+    text: str, elsewhere: Iterable[str] = (), also: Iterable[str] = ()
+) -> list[tuple[int, int, str]]:
     """(start, end, name) of the top-level kernels, extension builds and the CUDA source
     strings only they read that nothing in ``text`` reads any more, bottom-up; a name
-    another file of the program mentions (``elsewhere``: their texts) is kept."""
+    another file of the program mentions (``elsewhere``: their texts) is kept. ``also``:
+    names that are kernels though their decorator or build does not say so here (a port's
+    kernels on a shipped runtime: ``triton_on_torch.jit``, ``cudacpu_host.build``)."""
+    also = set(also)
     try:
         tree = astparse.parse(text)
     except SyntaxError:
@@ -354,7 +359,7 @@ def unused_kernels(text: str, elsewhere: Iterable[str] = ()) -> list[tuple[int, 
                 continue
             if re.search(rf"\b{re.escape(name)}\b", other):
                 continue
-            is_kernel = _kernel_rule(node, aliases) is not None
+            is_kernel = _kernel_rule(node, aliases) is not None or name in also
             is_source = isinstance(node, ast.Assign) and any(
                 name in _kernel(k, "TPK002").sources
                 for k in found.values()
@@ -365,6 +370,21 @@ def unused_kernels(text: str, elsewhere: Iterable[str] = ()) -> list[tuple[int, 
                 growing = True
     spans = [(*_span(node), name) for name, node in found.items()]
     return sorted(spans, reverse=True)
+
+
+def kernel_sources(text: str, names: Iterable[str]) -> list[str]:
+    """The module-level names whose strings the extension builds among ``names`` compile
+    (``cuda_sources=_CUDA``): what goes with a build once a port no longer needs it."""
+    try:
+        tree = astparse.parse(text)
+    except SyntaxError:
+        return []
+    wanted = set(names)
+    found: set[str] = set()
+    for node in _top_level(tree):
+        if _defined(node) in wanted and isinstance(node, ast.Assign):
+            found.update(_kernel(node, "TPK002").sources)
+    return sorted(found)
 
 
 # Modules a file no longer needs once its kernels are gone (their imports, when unused).
