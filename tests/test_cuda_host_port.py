@@ -331,71 +331,50 @@ def _compiler_missing() -> str:
     return "" if shutil.which("c++") or shutil.which("g++") else "no C++ compiler"
 
 
-@pytest.mark.slow
-def test_the_shipped_files_build_and_run_on_host_copies(tmp_path):
+def _built_and_run(tmp_path: Path, result, check: str) -> subprocess.CompletedProcess:
+    """The port's written and shipped files in a folder, and ``check`` run against them
+    (argv[1] the folder) in a fresh Python that builds the extension."""
     if _compiler_missing():
         pytest.skip(_compiler_missing())
-    result = _ported(tmp_path)
     port = tmp_path / "port"
     port.mkdir()
     for name, text in result.written:
         (port / name).write_text(text)
     for name in result.ships:
         (port / name).write_text(shipped(name))
-    check = textwrap.dedent(
-        """
-        import sys, torch
-        sys.path.insert(0, sys.argv[1])
-        import cudacpu_host
-        ext = cudacpu_host.build("scale_ext", "scale_ext_host.cpp", sys.argv[1] + "/x.py")
-        x = torch.arange(300, dtype=torch.float32)
-        y = ext.scale(x, 2.5)
-        assert torch.equal(y, 2.5 * x), (y - 2.5 * x).abs().max()
-        print("ok", y.device)
-        """
-    )
-    env_dir = tmp_path / "ext"
-    done = subprocess.run(
-        [sys.executable, "-c", check, str(port)],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "TORCH_EXTENSIONS_DIR": str(env_dir), "MAX_JOBS": "2"},
-        timeout=900,
-        check=False,
-    )
-    assert done.returncode == 0 and "ok cpu" in done.stdout, done.stderr[-3000:]
-
-
-@pytest.mark.slow
-def test_a_host_build_with_inlined_headers_builds_and_runs(tmp_path):
-    if _compiler_missing():
-        pytest.skip(_compiler_missing())
-    result = _with_headers(tmp_path)
-    port = tmp_path / "port"
-    port.mkdir()
-    for name, text in result.written:
-        (port / name).write_text(text)
-    for name in result.ships:
-        (port / name).write_text(shipped(name))
-    check = textwrap.dedent(
-        """
-        import sys, torch
-        sys.path.insert(0, sys.argv[1])
-        import cudacpu_host
-        ext = cudacpu_host.build("twice_ext", "twice_ext_host.cpp", sys.argv[1] + "/x.py")
-        x = torch.arange(300, dtype=torch.float32)
-        assert torch.equal(ext.twice(x), 2 * x)
-        print("ok")
-        """
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", check, str(port)],
+    head = "import sys, torch\nsys.path.insert(0, sys.argv[1])\nimport cudacpu_host\n"
+    return subprocess.run(
+        [sys.executable, "-c", head + textwrap.dedent(check), str(port)],
         capture_output=True,
         text=True,
         env={**os.environ, "TORCH_EXTENSIONS_DIR": str(tmp_path / "ext"), "MAX_JOBS": "2"},
         timeout=900,
         check=False,
     )
+
+
+@pytest.mark.slow
+def test_the_shipped_files_build_and_run_on_host_copies(tmp_path):
+    check = """
+        ext = cudacpu_host.build("scale_ext", "scale_ext_host.cpp", sys.argv[1] + "/x.py")
+        x = torch.arange(300, dtype=torch.float32)
+        y = ext.scale(x, 2.5)
+        assert torch.equal(y, 2.5 * x), (y - 2.5 * x).abs().max()
+        print("ok", y.device)
+        """
+    done = _built_and_run(tmp_path, _ported(tmp_path), check)
+    assert done.returncode == 0 and "ok cpu" in done.stdout, done.stderr[-3000:]
+
+
+@pytest.mark.slow
+def test_a_host_build_with_inlined_headers_builds_and_runs(tmp_path):
+    check = """
+        ext = cudacpu_host.build("twice_ext", "twice_ext_host.cpp", sys.argv[1] + "/x.py")
+        x = torch.arange(300, dtype=torch.float32)
+        assert torch.equal(ext.twice(x), 2 * x)
+        print("ok")
+        """
+    done = _built_and_run(tmp_path, _with_headers(tmp_path), check)
     assert done.returncode == 0 and "ok" in done.stdout, done.stderr[-3000:]
 
 
