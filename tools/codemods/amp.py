@@ -5,6 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from ..pycustom import BF16_MODE
+from . import repeats
 from .base import (
     VENDOR,
     FixContext,
@@ -117,11 +118,15 @@ def grad_scaler(node: cst.Call, ctx: FixContext) -> Fixed:
     return call
 
 
+note_dtypes = repeats.marker("TPA004")
+
+
 @fixer("TPA004", VENDOR)
 def float16(node: cst.CSTNode, ctx: FixContext) -> Fixed:
     if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
         return node.with_changes(func=node.func.with_changes(attr=cst.Name("bfloat16")))
     if isinstance(node, cst.Attribute | cst.Name):
+        note_dtypes(ctx)  # (torch.float16, torch.bfloat16) -> (torch.bfloat16,)
         return ctx.expr("torch.bfloat16")
     raise NotApplicable("unexpected float16 form")
 

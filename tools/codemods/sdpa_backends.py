@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from . import repeats
 from .base import (
     REMOVE_STATEMENT,
     FixContext,
@@ -25,7 +26,6 @@ from .base import (
     code_of,
     dotted,
     fixer,
-    follow_up,
 )
 
 FLASH = "FLASH_ATTENTION"
@@ -38,7 +38,7 @@ LEGACY = {
     "enable_mem_efficient": FLASH,
     "enable_cudnn": FLASH,
 }
-DEDUPE = "sdpa_backend_lists"  # state: ids of the lists whose members this fix changed
+note_list = repeats.marker("TPB003")  # [FLASH, EFFICIENT] -> [FLASH, FLASH] -> [FLASH]
 
 
 @fixer("TPB003", {"tpu"})
@@ -74,33 +74,3 @@ def _sdpa_kernel(node: cst.Call, ctx: FixContext) -> cst.BaseExpression:
     ctx.need("torch.nn.attention")
     members = ", ".join(f"torch.nn.attention.SDPBackend.{b}" for b in backends)
     return ctx.expr(f"torch.nn.attention.sdpa_kernel([{members}])")
-
-
-def note_list(ctx: FixContext) -> None:
-    """Mark the list or tuple the finding is an element of, for drop_repeated_backends."""
-    element = ctx.parent(ctx.original)
-    if isinstance(element, cst.Element):
-        container = ctx.parent(element)
-        if isinstance(container, cst.List | cst.Tuple):
-            ctx.state.setdefault(DEDUPE, set()).add(id(container))
-
-
-@follow_up("TPB003")
-def drop_repeated_backends(
-    original: cst.CSTNode, node: cst.CSTNode, ctx: FixContext
-) -> Fixed | None:
-    """``[FLASH_ATTENTION, EFFICIENT_ATTENTION]`` became ``[FLASH, FLASH]``: one is enough."""
-    lists = ctx.state.get(DEDUPE)
-    if not lists or id(original) not in lists or not isinstance(node, cst.List | cst.Tuple):
-        return None
-    seen: set[str] = set()
-    keep = []
-    for element in node.elements:
-        text = code_of(element.value)
-        if text not in seen:
-            seen.add(text)
-            keep.append(element)
-    if len(keep) == len(node.elements):
-        return None
-    keep[-1] = keep[-1].with_changes(comma=node.elements[-1].comma)
-    return node.with_changes(elements=keep)
