@@ -92,21 +92,26 @@ XFORMERS_MASKS = {("xformers_vit/vit.py", line, "TPK011") for line in (23, 28, 4
 # kernel with no torch fallback runs on triton_on_torch, TPK003: converted, an advisory.)
 ATTENTION = FLASH_LAYERS | XFORMERS_MASKS
 KERNELS = {("gpu_monitoring/monitor.py", 42, "TPK018")}
+# A device test whose CUDA arm reads get_device_properties (TPD012, left for the LLM or a
+# human) stays a test for CUDA: the target takes the arm the original takes off CUDA.
+DEVICE_ARM = ("multi_file_pkg/cudanet/utils.py", 24, "TPD016")
 REFUSED_ON_PURPOSE = {
     "tpu": {
         ("shell_scripts/job.sbatch", 7, "TPN010"),
         SYNC_BN,
         *ATTENTION,
         *KERNELS,
+        DEVICE_ARM,
     },
-    "neuron": {SYNC_BN, *ATTENTION, *KERNELS},
+    "neuron": {SYNC_BN, *ATTENTION, *KERNELS, DEVICE_ARM},
     "xla": {  # one or two more lines of imports above them
         ("apex_trainer/train.py", 33, "TPK009"),
         *FLASH_LAYERS,
         *{("xformers_vit/vit.py", line, "TPK011") for line in (24, 29, 49, 50)},
         ("gpu_monitoring/monitor.py", 43, "TPK018"),
+        ("multi_file_pkg/cudanet/utils.py", 26, "TPD016"),
     },
-    "accelerator": {SYNC_BN, *ATTENTION, *KERNELS},
+    "accelerator": {SYNC_BN, *ATTENTION, *KERNELS, DEVICE_ARM},
 }
 
 

@@ -19,6 +19,7 @@ from typing import Any
 import libcst as cst
 from torchport.sandbox import astparse
 
+from . import cuda_arm
 from .base import (
     ALL_KINDS,
     FIXERS,
@@ -669,6 +670,7 @@ def device_type_compare(node: cst.Comparison | cst.Call, ctx: FixContext) -> Fix
     """A test of a device's name follows the name's rename (TPD002): ``== "cuda"`` compares
     with the target's name, ``.startswith("cuda")`` tests its prefix. On the accelerator
     target, whose device name is only known at run time, the test asks "not the CPU"."""
+    _refuse_if_the_arm_stays_cuda(node, ctx)
     if isinstance(node, cst.Call):
         return _prefix_test(node, ctx)
     if not isinstance(node, cst.Comparison):
@@ -697,6 +699,15 @@ def device_type_compare(node: cst.Comparison | cst.Call, ctx: FixContext) -> Fix
             comp = comp.with_changes(operator=_negate(comp.operator))
         targets.append(comp)
     return node.with_changes(left=left, comparisons=targets)
+
+
+def _refuse_if_the_arm_stays_cuda(node: cst.CSTNode, ctx: FixContext) -> None:
+    """A test whose CUDA arm holds what the port leaves for the LLM or a human stays as it
+    is: the target then takes the other arm, as the original does without CUDA
+    (``cuda_arm``, whose prescan found them)."""
+    why = ctx.state.get(cuda_arm.KEPT, {}).get(id(ctx.original))
+    if why is not None:
+        raise NotApplicable(why)
 
 
 def _prefix_test(node: cst.Call, ctx: FixContext) -> cst.BaseExpression:
