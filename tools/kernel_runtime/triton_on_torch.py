@@ -502,9 +502,11 @@ def _checked(pointer: Pointer, mask: Any, what: str) -> tuple[torch.Tensor, torc
     offset = _tensor(pointer.offset).to(torch.int64)
     if mask is not None:
         offset, mask = torch.broadcast_tensors(offset, _tensor(mask).to(torch.bool))
+        mask = None if bool(mask.all()) else mask  # often nothing is masked off: no where
+    if mask is not None:
         offset = torch.where(mask, offset, 0)
-    outside = (offset < 0) | (offset >= pointer.flat.numel())
-    if bool(outside.any()):
+    if offset.numel() and not _inside(offset, pointer.flat.numel()):
+        outside = (offset < 0) | (offset >= pointer.flat.numel())
         program, row = _failing(outside)
         here = (offset[row], outside[row]) if row >= 0 else (offset, outside)
         first = int(here[0][here[1]].flatten()[0])
@@ -513,6 +515,12 @@ def _checked(pointer: Pointer, mask: Any, what: str) -> tuple[torch.Tensor, torc
             f"elements, in program {program} of {_where()}"
         )
     return offset, mask
+
+
+def _inside(offset: torch.Tensor, size: int) -> bool:
+    """Whether every offset is in [0, size): one pass over them (the vector mode's are many)."""
+    low, high = torch.stack(torch.aminmax(offset)).tolist()
+    return low >= 0 and high < size
 
 
 @_tl
@@ -561,9 +569,10 @@ def store(
         index, value = offset.flatten(), value.flatten()
     else:
         offset, value, mask = torch.broadcast_tensors(offset, value, mask)
-        index, value = offset[mask], value[mask]
+        kept = mask.flatten().nonzero().squeeze(1)  # once for both (x[mask] finds them again)
+        index, value = offset.flatten()[kept], value.flatten()[kept]
     if _PROGRAM.journal is not None:  # the vector mode: what this store overwrites
-        _PROGRAM.journal.append((pointer.flat, index, pointer.flat[index]))
+        _PROGRAM.journal.append((pointer.flat, index, pointer.flat.index_select(0, index)))
     pointer.flat[index] = value
 
 
