@@ -220,6 +220,16 @@ def row_scalars_kernel(x_ptr, out_ptr, n_cols, BLOCK: tl.constexpr):
     tl.store(out_ptr + row * 6 * BLOCK + 5 * BLOCK, tl.argmax(x, axis=0).to(tl.float32))
 
 
+@triton.jit
+def scale_rows_fp16_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    """A float16 block times a program's float32 scalar: float32 in Triton."""
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + row * n + cols, mask=cols < n, other=0.0)
+    scale = tl.sum(x.to(tl.float32), axis=0) / 3.0
+    tl.store(out_ptr + row * n + cols, x * scale, mask=cols < n)
+
+
 def _randn(*shape: int, device: str) -> torch.Tensor:
     return torch.randn(*shape).to(device)
 
@@ -330,6 +340,13 @@ def case_row_scalars(device: str) -> dict[str, torch.Tensor]:
     return {"out": out.cpu()}
 
 
+def case_fp16_row_scale(device: str) -> dict[str, torch.Tensor]:
+    x = (_randn(4, 50, device=device) * 3).half()
+    out = torch.zeros(4, 50, device=device)
+    scale_rows_fp16_kernel[(4,)](x, out, 50, BLOCK=64)
+    return {"out": out.cpu()}
+
+
 CASES = {
     "vector_add": case_vector_add,
     "softmax_rows": case_softmax_rows,
@@ -343,5 +360,6 @@ CASES = {
     "prefix_rows": case_prefix_rows,
     "last_writer": case_last_writer,
     "row_scalars": case_row_scalars,
+    "fp16_row_scale": case_fp16_row_scale,
 }
 WRONG = {"vector_add_off_by_one": case_vector_add_off_by_one}
