@@ -23,19 +23,23 @@ one carries a leading program dimension, so a load gathers, and a store scatters
 every program at once. Blocks that are the same for every program (``tl.arange``, a load
 of weights) have no such dimension; combined with one that has, the missing dims are
 inserted after the program dim, so per-program shapes broadcast as in Triton, and axes
-(reductions, reshapes, ``x[:, None]``) count past it. Where the body needs a Python value
-that differs between programs (``if``/``while``/``range()``/``int()`` of such a block:
-when every program agrees, that value is used) it cannot run this way, and the loop mode
-runs the body once per program id instead, in order: the stores the vector attempt made
-are undone first (each store records what it overwrote), and the kernel is remembered,
-per constexpr values, as one that needs the loop. Set ``MODE = "loop"`` (or the
-environment variable TRITON_ON_TORCH_MODE=loop) to always loop; ``launch_modes`` says
-how each kernel last ran. Programs that store to the same element race on a GPU too:
-here, within one store, the last program (in the loop's order) wins where its pointer is
-the same for every program, and an unspecified one otherwise; across statements the
-vector mode's later statement wins. A per-program scalar (a program id, a row's sum) is
-a tensor of its dtype in the vector mode, as in Triton, and torch's weak 0-d scalar in
-the loop mode.
+(reductions, reshapes, ``x[:, None]``) count past it. An error names the first program,
+in the loop's order, that fails at the failing line.
+
+The loop mode runs the body once per program id, in order. It takes over where the body
+needs a Python value that differs between programs: ``if``, ``while``, ``range()`` or
+``int()`` of such a block (when every program has the same value, the vector mode uses
+it). The stores the vector attempt made are undone first (each recorded what it
+overwrote), and the kernel is remembered, per constexpr values, as one that needs the
+loop. ``MODE = "loop"`` (or TRITON_ON_TORCH_MODE=loop in the environment) always loops;
+``launch_modes`` says how each kernel last ran.
+
+Where the two differ, a GPU gives no answer either: programs that store to the same
+element race (here the last program in the loop's order wins within one store whose
+pointer is the same for every program, an unspecified one otherwise, and the later
+statement across statements), and a program that loads what another stores may see it
+in one mode and not in the other. And a per-program scalar (a program id, a row's sum) is, as in Triton, a
+tensor of its dtype in the vector mode, but torch's weak 0-d scalar in the loop mode.
 """
 
 from __future__ import annotations
@@ -502,9 +506,8 @@ def _checked(pointer: Pointer, mask: Any, what: str) -> tuple[torch.Tensor, torc
     offset = _tensor(pointer.offset).to(torch.int64)
     if mask is not None:
         offset, mask = torch.broadcast_tensors(offset, _tensor(mask).to(torch.bool))
-        mask = None if bool(mask.all()) else mask  # often nothing is masked off: no where
-    if mask is not None:
         offset = torch.where(mask, offset, 0)
+        mask = None if bool(mask.all()) else mask  # often nothing is masked off
     if offset.numel() and not _inside(offset, pointer.flat.numel()):
         outside = (offset < 0) | (offset >= pointer.flat.numel())
         program, row = _failing(outside)
