@@ -1,7 +1,8 @@
 """triton_on_torch's vector mode against its loop mode, on the same kernels, same process.
 
 The vector mode runs a launch's programs together (one pass over the kernel body with a
-program dim); the loop mode runs the body once per program id. Three launches: a vector
+program dim; on a CPU, one per group of programs whose blocks fit the caches); the loop
+mode runs the body once per program id. Three launches: a vector
 add over 1M elements (BLOCK 1024: 977 programs), the eval suite's triton-with-fallback
 softmax over 4096 rows (one row per program) and the suite's triton-fused-rmsnorm kernel
 (4096 rows of 1024, 16 rows per program). Each is timed in alternating rounds of both
@@ -9,7 +10,8 @@ modes, so both see the same machine load; a mode's time is its fastest round. Th
 outputs of the two modes must agree (checked). The ratio is loop time / vector time
 (how many times faster the vector mode is); ``eager`` is the same computation written
 in plain torch ops, for scale. Not a test. Usage:
-    python benchmarks/triton_vector.py [--device cpu|cuda] [--rounds 3] [--json]
+    python benchmarks/triton_vector.py [--device cpu|cuda] [--rounds 3] [--threads N]
+        [--cases vector_add_1M ...] [--json]
 """
 
 from __future__ import annotations
@@ -125,11 +127,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--threads", type=int, help="torch's CPU threads (default: torch's)")
+    parser.add_argument("--cases", nargs="*", choices=sorted(CASES), default=list(CASES))
     parser.add_argument("--json", action="store_true", help="one JSON object per case")
     args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     print(f"device {args.device}, torch {torch.__version__}, {torch.get_num_threads()} threads")
-    for name in CASES:
+    for name in args.cases:
         result = measure(name, args.device, args.rounds)
         if args.json:
             print(json.dumps(result))

@@ -308,13 +308,16 @@ def copy_kernel(x_ptr, out_ptr, BLOCK: tl.constexpr):
 """
 
 
-@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize(("mode", "group"), [("vector", 16), ("vector", 1), ("loop", 16)])
 def test_an_error_names_the_first_program_in_the_loops_order(
-    mode: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    mode: str, group: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Programs (2, 0), (0, 1), (1, 1) and (2, 1) read past the end of x; the loop runs
-    (2, 0) first (axis 0 varies fastest), and the vector mode names it too."""
+    (2, 0) first (axis 0 varies fastest), and the vector mode names it too, whether it
+    runs all programs together or (``group`` 1) one group of them after another."""
     monkeypatch.setattr(runtime, "MODE", mode)
+    monkeypatch.setattr(runtime, "FIRST_CPU_GROUP", group)
+    monkeypatch.setattr(runtime, "CPU_GROUP_ELEMENTS", 8 * group)  # BLOCK is 8
     path = tmp_path / "grid_kernels.py"
     kernel = _module(path, GRID_KERNEL).copy_kernel
     with pytest.raises(runtime.KernelIndexError) as caught:
@@ -328,6 +331,12 @@ def test_an_error_names_the_first_program_in_the_loops_order(
         + ("all programs at once" if mode == "vector" else "program (2, 0, 0)")
     ]
     assert runtime.launch_modes["copy_kernel"] == mode
+    x, out = torch.randn(6 * 8), torch.zeros(6 * 8)
+    kernel[(3, 2)](x, out, BLOCK=8)  # blocks 0 to 4 (2 twice); block 5 is no program's
+    assert torch.equal(out, torch.cat([x[:40], torch.zeros(8)]))
+    assert runtime.launch_modes["copy_kernel"] == mode
+    if mode == "vector":
+        assert kernel.group == {(("BLOCK", 8),): group}
     with pytest.raises(AssertionError, match=r"in bounds \(program \(1, 2, 0\), copy_kernel "):
         kernel[(3, 3)](torch.ones(9 * 8), torch.zeros(9 * 8), BLOCK=8)
 
@@ -346,7 +355,7 @@ def test_a_kernel_that_needs_the_loop_is_remembered_per_constexpr_values(
     monkeypatch.setattr(
         runtime.JITFunction,
         "_vectorised",
-        lambda self, values: attempts.append(1) or vectorised(self, values),
+        lambda self, values, key: attempts.append(key) or vectorised(self, values, key),
     )
     x = torch.arange(6 * 8, dtype=torch.float32)
     for block in (8, 8, 4):

@@ -23,8 +23,9 @@ one carries a leading program dimension, so a load gathers, and a store scatters
 every program at once. Blocks that are the same for every program (``tl.arange``, a load
 of weights) have no such dimension; combined with one that has, the missing dims are
 inserted after the program dim, so per-program shapes broadcast as in Triton, and axes
-(reductions, reshapes, ``x[:, None]``) count past it. An error names the first program,
-in the loop's order, that fails at the failing line.
+(reductions, reshapes, ``x[:, None]``) count past it. On a CPU the programs run in
+groups, in the loop's order, sized so that a group's blocks stay in the caches. An error
+names the first program, in the loop's order, that fails at the failing line.
 
 The loop mode runs the body once per program id, in order. It takes over where the body
 needs a Python value that differs between programs: ``if``, ``while``, ``range()`` or
@@ -38,8 +39,9 @@ Where the two differ, a GPU gives no answer either: programs that store to the s
 element race (here the last program in the loop's order wins within one store whose
 pointer is the same for every program, an unspecified one otherwise, and the later
 statement across statements), and a program that loads what another stores may see it
-in one mode and not in the other. And a per-program scalar (a program id, a row's sum) is, as in Triton, a
-tensor of its dtype in the vector mode, but torch's weak 0-d scalar in the loop mode.
+in one mode and not in the other. And a per-program scalar (a program id, a row's sum)
+is, as in Triton, a tensor of its dtype in the vector mode, but torch's weak 0-d scalar
+in the loop mode.
 """
 
 from __future__ import annotations
@@ -107,6 +109,10 @@ __version__ = "3.0.0"
 MODE = os.environ.get("TRITON_ON_TORCH_MODE", "vector")
 # Each kernel's name -> how its latest launch ran: "vector", "loop", or "loop: <why>".
 launch_modes: dict[str, str] = {}
+# On a CPU the vector mode runs the programs in groups whose blocks have about this many
+# elements (the blocks of all programs at once would not stay in the caches).
+CPU_GROUP_ELEMENTS = 1 << 16
+FIRST_CPU_GROUP = 16  # programs; the first group's blocks size the later ones
 # Keyword arguments of a launch that tune a GPU and mean nothing here.
 LAUNCH_OPTIONS = frozenset(
     ("num_warps", "num_stages", "num_ctas", "maxnreg", "enable_fp_fusion", "stream", "debug")
@@ -214,6 +220,8 @@ class _Program(threading.local):
     vector: bool = False
     lead: int = 0
     ids: tuple[Block, ...] = ()
+    first: int = 0  # the flat index (axis 0 fastest) of the first program in ``ids``
+    widest: int = 0  # the most elements a load or store has touched
     journal: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] | None = None
 
 
@@ -400,9 +408,9 @@ def _failing(failed: torch.Tensor) -> tuple[tuple[int, int, int], int]:
     with a failed element."""
     if not _PROGRAM.lead or failed.dim() == 0:
         return _PROGRAM.pid, -1
-    first = int(failed.reshape(failed.shape[0], -1).any(1).nonzero()[0, 0])
-    x, y, _ = _PROGRAM.grid
-    return (first % x, first // x % y, first // (x * y)), first
+    row = int(failed.reshape(failed.shape[0], -1).any(1).nonzero()[0, 0])
+    first, (x, y, _) = _PROGRAM.first + row, _PROGRAM.grid
+    return (first % x, first // x % y, first // (x * y)), row
 
 
 def _truncating_div(a: torch.Tensor, b: Any) -> torch.Tensor:
@@ -508,6 +516,7 @@ def _checked(pointer: Pointer, mask: Any, what: str) -> tuple[torch.Tensor, torc
         offset, mask = torch.broadcast_tensors(offset, _tensor(mask).to(torch.bool))
         offset = torch.where(mask, offset, 0)
         mask = None if bool(mask.all()) else mask  # often nothing is masked off
+    _PROGRAM.widest = max(_PROGRAM.widest, offset.numel())
     if offset.numel() and not _inside(offset, pointer.flat.numel()):
         outside = (offset < 0) | (offset >= pointer.flat.numel())
         program, row = _failing(outside)
@@ -977,6 +986,8 @@ class JITFunction(_Launcher):
         }
         # constexpr values -> why the body needs the loop mode with them
         self.needs_loop: dict[tuple[Any, ...], str] = {}
+        # constexpr values -> how many programs the vector mode runs together on a CPU
+        self.group: dict[tuple[Any, ...], int] = {}
 
     @property
     def arg_names(self) -> list[str]:
@@ -1008,7 +1019,7 @@ class JITFunction(_Launcher):
                 why = self.needs_loop.get(key)
                 if why is None:
                     mode = "vector"
-                    why = self._vectorised(values)
+                    why = self._vectorised(values, key)
                 if why is not None:
                     self.needs_loop[key], mode = why, f"loop: {why}"
             if mode != "vector":
@@ -1023,17 +1034,25 @@ class JITFunction(_Launcher):
             _PROGRAM.pid, _PROGRAM.grid, _PROGRAM.device = saved
             launch_modes[self.__name__] = mode
 
-    def _vectorised(self, values: dict[str, Any]) -> str | None:
-        """Run the body once for all programs; None if it ran, else why it could not (its
-        stores undone). A kernel error (an index outside a storage, a failed assertion,
-        an unsupported construct) is the kernel's and raised; any other error may be this
-        mode's, so the loop runs the kernel to find out."""
-        x, y, z = _PROGRAM.grid
-        ids = torch.arange(x * y * z, device=_PROGRAM.device)
-        _PROGRAM.ids = tuple(Block(i, True) for i in (ids % x, ids // x % y, ids // (x * y)))
-        _PROGRAM.vector, _PROGRAM.journal, _PROGRAM.pid = True, [], (0, 0, 0)
+    def _vectorised(self, values: dict[str, Any], key: tuple[Any, ...]) -> str | None:
+        """Run the body once for all programs (on a CPU, once per group of them, in the
+        loop's order); None if it ran, else why it could not (its stores undone). A kernel
+        error (an index outside a storage, a failed assertion, an unsupported construct)
+        is the kernel's and raised; any other error may be this mode's, so the loop runs
+        the kernel to find out."""
+        total, start = math.prod(_PROGRAM.grid), 0
+        cpu = _PROGRAM.device.type == "cpu"
+        group = self.group.get(key, min(total, FIRST_CPU_GROUP)) if cpu else total
+        _PROGRAM.vector, _PROGRAM.journal = True, []
         try:
-            self.fn(**values)
+            while start < total:
+                stop = min(start + group, total)
+                _programs(start, stop)
+                self.fn(**values)
+                if cpu and key not in self.group:  # sized from the first group's blocks
+                    each = max(1, _PROGRAM.widest // (stop - start))
+                    self.group[key] = max(1, CPU_GROUP_ELEMENTS // each)
+                start, group = stop, self.group.get(key, group)
             return None
         except (KernelIndexError, UnsupportedConstruct, AssertionError):
             raise
@@ -1044,6 +1063,7 @@ class JITFunction(_Launcher):
             )
         finally:
             _PROGRAM.vector, _PROGRAM.journal, _PROGRAM.ids, _PROGRAM.lead = False, None, (), 0
+            _PROGRAM.first = 0
 
     def _argument(self, name: str, value: Any) -> Any:
         """What the body sees: a tensor as a Pointer, a runtime int or float as one that
@@ -1055,6 +1075,16 @@ class JITFunction(_Launcher):
         if isinstance(value, int):
             return _Int(value)
         return _Float(value) if isinstance(value, float) else value
+
+
+def _programs(start: int, stop: int) -> None:
+    """Make the programs start..stop-1 (counted as the loop runs them, axis 0 fastest)
+    the ones the vector mode runs."""
+    x, y, _ = _PROGRAM.grid
+    ids = torch.arange(start, stop, device=_PROGRAM.device)
+    _PROGRAM.ids = tuple(Block(i, True) for i in (ids % x, ids // x % y, ids // (x * y)))
+    _PROGRAM.pid = (start % x, start // x % y, start // (x * y))
+    _PROGRAM.first, _PROGRAM.widest = start, 0
 
 
 def _raised_at(error: BaseException) -> str:
