@@ -308,13 +308,13 @@ def copy_kernel(x_ptr, out_ptr, BLOCK: tl.constexpr):
 """
 
 
-@pytest.mark.parametrize(("mode", "group"), [("vector", 16), ("vector", 1), ("loop", 16)])
+@pytest.mark.parametrize(("mode", "group"), [("vector", 16), ("vector", 2), ("loop", 16)])
 def test_an_error_names_the_first_program_in_the_loops_order(
     mode: str, group: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Programs (2, 0), (0, 1), (1, 1) and (2, 1) read past the end of x; the loop runs
     (2, 0) first (axis 0 varies fastest), and the vector mode names it too, whether it
-    runs all programs together or (``group`` 1) one group of them after another."""
+    runs all programs together or (``group`` 2) one group of them after another."""
     monkeypatch.setattr(runtime, "MODE", mode)
     monkeypatch.setattr(runtime, "FIRST_CPU_GROUP", group)
     monkeypatch.setattr(runtime, "CPU_GROUP_ELEMENTS", 8 * group)  # BLOCK is 8
@@ -339,6 +339,31 @@ def test_an_error_names_the_first_program_in_the_loops_order(
         assert kernel.group == {(("BLOCK", 8),): group}
     with pytest.raises(AssertionError, match=r"in bounds \(program \(1, 2, 0\), copy_kernel "):
         kernel[(3, 3)](torch.ones(9 * 8), torch.zeros(9 * 8), BLOCK=8)
+
+
+def test_programs_whose_blocks_fill_a_cpu_group_alone_finish_in_the_loop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Running them together gains nothing: after the first group the loop takes over
+    from the next program (the first group's stores stay), and later launches loop."""
+    monkeypatch.setattr(runtime, "FIRST_CPU_GROUP", 2)
+    monkeypatch.setattr(runtime, "CPU_GROUP_ELEMENTS", 8)  # one program's BLOCK
+    kernel = _module(tmp_path / "wide.py", GRID_KERNEL).copy_kernel
+    attempts = []
+    vectorised = runtime.JITFunction._vectorised
+    monkeypatch.setattr(
+        runtime.JITFunction,
+        "_vectorised",
+        lambda self, values, key: attempts.append(key) or vectorised(self, values, key),
+    )
+    for _ in range(2):
+        x, out = torch.randn(6 * 8), torch.zeros(6 * 8)
+        kernel[(3, 2)](x, out, BLOCK=8)
+        assert torch.equal(out, torch.cat([x[:40], torch.zeros(8)]))
+    assert len(attempts) == 1
+    assert runtime.launch_modes["copy_kernel"] == (
+        "loop: a program's blocks fill a CPU group (8 elements)"
+    )
 
 
 def test_a_kernel_that_needs_the_loop_is_remembered_per_constexpr_values(

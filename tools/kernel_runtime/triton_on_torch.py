@@ -48,7 +48,6 @@ from __future__ import annotations
 
 import builtins
 import inspect
-import itertools
 import math
 import os
 import sys
@@ -585,7 +584,7 @@ def store(
         index, value = offset.flatten()[kept], value.flatten()[kept]
     if _PROGRAM.journal is not None:  # the vector mode: what this store overwrites
         _PROGRAM.journal.append((pointer.flat, index, pointer.flat.index_select(0, index)))
-    pointer.flat[index] = value
+    pointer.flat.scatter_(0, index, value)  # (index_put_ is as fast alone, not beside others)
 
 
 def _last_writes(value: torch.Tensor, mask: Any) -> tuple[torch.Tensor, Any]:
@@ -605,7 +604,7 @@ def _last_writes(value: torch.Tensor, mask: Any) -> tuple[torch.Tensor, Any]:
 def _undo(journal: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]) -> None:
     """Put back what the stores of a vector attempt overwrote, the last store first."""
     for flat, index, old in reversed(journal):
-        flat[index] = old
+        flat.scatter_(0, index, old)
 
 
 # ---- program ids, block creation, shapes ----------------------------------------------
@@ -1014,17 +1013,21 @@ class JITFunction(_Launcher):
         saved = (_PROGRAM.pid, _PROGRAM.grid, _PROGRAM.device)
         _PROGRAM.grid, _PROGRAM.device = grid, device
         try:
-            mode = "loop"
-            if MODE != "loop" and math.prod(grid) > 1:
+            mode, done, total = "loop", 0, math.prod(grid)
+            if MODE != "loop" and total > 1:
                 why = self.needs_loop.get(key)
                 if why is None:
                     mode = "vector"
-                    why = self._vectorised(values, key)
+                    why, done = self._vectorised(values, key)
                 if why is not None:
                     self.needs_loop[key], mode = why, f"loop: {why}"
             if mode != "vector":
-                for z, y, x in itertools.product(*map(builtins.range, reversed(grid))):
-                    _PROGRAM.pid = (x, y, z)
+                for flat in builtins.range(done, total):  # axis 0 fastest
+                    _PROGRAM.pid = (
+                        flat % grid[0],
+                        flat // grid[0] % grid[1],
+                        flat // grid[0] // grid[1],
+                    )
                     self.fn(**values)
         except Exception as error:
             at = "all programs at once" if mode == "vector" else f"program {_PROGRAM.pid}"
@@ -1034,12 +1037,14 @@ class JITFunction(_Launcher):
             _PROGRAM.pid, _PROGRAM.grid, _PROGRAM.device = saved
             launch_modes[self.__name__] = mode
 
-    def _vectorised(self, values: dict[str, Any], key: tuple[Any, ...]) -> str | None:
+    def _vectorised(self, values: dict[str, Any], key: tuple[Any, ...]) -> tuple[str | None, int]:
         """Run the body once for all programs (on a CPU, once per group of them, in the
-        loop's order); None if it ran, else why it could not (its stores undone). A kernel
-        error (an index outside a storage, a failed assertion, an unsupported construct)
-        is the kernel's and raised; any other error may be this mode's, so the loop runs
-        the kernel to find out."""
+        loop's order): (None, all of them) if it ran, else why the loop must run the body
+        and from which program on: the first, with this attempt's stores undone, or the
+        first after a group when each program's blocks alone fill a CPU group (running
+        them together gains nothing). A kernel error (an index outside a storage, a failed
+        assertion, an unsupported construct) is the kernel's and raised; any other error
+        may be this mode's, so the loop runs the kernel to find out."""
         total, start = math.prod(_PROGRAM.grid), 0
         cpu = _PROGRAM.device.type == "cpu"
         group = self.group.get(key, min(total, FIRST_CPU_GROUP)) if cpu else total
@@ -1052,15 +1057,18 @@ class JITFunction(_Launcher):
                 if cpu and key not in self.group:  # sized from the first group's blocks
                     each = max(1, _PROGRAM.widest // (stop - start))
                     self.group[key] = max(1, CPU_GROUP_ELEMENTS // each)
+                    if self.group[key] == 1 and stop < total:
+                        return f"a program's blocks fill a CPU group ({each} elements)", stop
                 start, group = stop, self.group.get(key, group)
-            return None
+            return None, total
         except (KernelIndexError, UnsupportedConstruct, AssertionError):
             raise
         except Exception as error:
             _undo(_PROGRAM.journal)
-            return (
+            why = (
                 str(error) if isinstance(error, _NeedsLoop) else f"{error!r} ({_raised_at(error)})"
             )
+            return why, 0
         finally:
             _PROGRAM.vector, _PROGRAM.journal, _PROGRAM.ids, _PROGRAM.lead = False, None, (), 0
             _PROGRAM.first = 0
