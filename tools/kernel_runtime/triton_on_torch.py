@@ -109,8 +109,10 @@ MODE = os.environ.get("TRITON_ON_TORCH_MODE", "vector")
 # Each kernel's name -> how its latest launch ran: "vector", "loop", or "loop: <why>".
 launch_modes: dict[str, str] = {}
 # On a CPU the vector mode runs the programs in groups whose blocks have about this many
-# elements (the blocks of all programs at once would not stay in the caches).
-CPU_GROUP_ELEMENTS = 1 << 16
+# elements: the blocks of all programs at once would not stay in the caches, and below
+# torch's intra-op grain (32K) an op runs on one thread (a parallel op's threads wait for
+# each other, long on a shared CPU).
+CPU_GROUP_ELEMENTS = 1 << 14
 FIRST_CPU_GROUP = 16  # programs; the first group's blocks size the later ones
 # Keyword arguments of a launch that tune a GPU and mean nothing here.
 LAUNCH_OPTIONS = frozenset(
