@@ -341,21 +341,27 @@ def test_an_error_names_the_first_program_in_the_loops_order(
         kernel[(3, 3)](torch.ones(9 * 8), torch.zeros(9 * 8), BLOCK=8)
 
 
+@pytest.fixture
+def attempts(monkeypatch: pytest.MonkeyPatch) -> list[tuple]:
+    """The constexpr values of each launch that tries the vector mode."""
+    tried: list[tuple] = []
+    vectorised = runtime.JITFunction._vectorised
+    monkeypatch.setattr(
+        runtime.JITFunction,
+        "_vectorised",
+        lambda self, values, key: tried.append(key) or vectorised(self, values, key),
+    )
+    return tried
+
+
 def test_programs_whose_blocks_fill_a_cpu_group_alone_finish_in_the_loop(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, attempts: list[tuple]
 ) -> None:
     """Running them together gains nothing: after the first group the loop takes over
     from the next program (the first group's stores stay), and later launches loop."""
     monkeypatch.setattr(runtime, "FIRST_CPU_GROUP", 2)
     monkeypatch.setattr(runtime, "CPU_GROUP_ELEMENTS", 8)  # one program's BLOCK
     kernel = _module(tmp_path / "wide.py", GRID_KERNEL).copy_kernel
-    attempts = []
-    vectorised = runtime.JITFunction._vectorised
-    monkeypatch.setattr(
-        runtime.JITFunction,
-        "_vectorised",
-        lambda self, values, key: attempts.append(key) or vectorised(self, values, key),
-    )
     for _ in range(2):
         x, out = torch.randn(6 * 8), torch.zeros(6 * 8)
         kernel[(3, 2)](x, out, BLOCK=8)
@@ -367,7 +373,7 @@ def test_programs_whose_blocks_fill_a_cpu_group_alone_finish_in_the_loop(
 
 
 def test_a_kernel_that_needs_the_loop_is_remembered_per_constexpr_values(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, attempts: list[tuple]
 ) -> None:
     source = GRID_KERNEL.replace(
         "    tl.store(out_ptr + offs, tl.load(x_ptr + offs))",
@@ -375,13 +381,6 @@ def test_a_kernel_that_needs_the_loop_is_remembered_per_constexpr_values(
         "        tl.store(out_ptr + offs, tl.load(x_ptr + offs) + i)",
     )
     kernel = _module(tmp_path / "remembered.py", source).copy_kernel
-    attempts = []
-    vectorised = runtime.JITFunction._vectorised
-    monkeypatch.setattr(
-        runtime.JITFunction,
-        "_vectorised",
-        lambda self, values, key: attempts.append(key) or vectorised(self, values, key),
-    )
     x = torch.arange(6 * 8, dtype=torch.float32)
     for block in (8, 8, 4):
         out = torch.zeros(6 * 8)
