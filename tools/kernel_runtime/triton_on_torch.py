@@ -32,7 +32,9 @@ needs a Python value that differs between programs: ``if``, ``while``, ``range()
 ``int()`` of such a block (when every program has the same value, the vector mode uses
 it). The stores the vector attempt made are undone first (each recorded what it
 overwrote), and the kernel is remembered, per constexpr values, as one that needs the
-loop. ``MODE = "loop"`` (or TRITON_ON_TORCH_MODE=loop in the environment) always loops;
+loop. On a CPU the loop also takes over, after the first group, where one program's
+blocks alone are as big as a group: running programs together gains nothing there.
+``MODE = "loop"`` (or TRITON_ON_TORCH_MODE=loop in the environment) always loops;
 ``launch_modes`` says how each kernel last ran.
 
 Where the two differ, a GPU gives no answer either: programs that store to the same
