@@ -5,8 +5,11 @@ tests/test_triton_on_torch.py.
 before anything imports triton) runs them with Triton's own interpreter;
 ``--runtime torch`` installs triton_on_torch as ``triton`` first (``sys.modules``: the
 kernels' source, the eval repositories' included, runs unchanged, as it would in a port);
-``--device tpu`` runs them on torchport's emulated TPU. Either way a fresh interpreter,
-because which ``triton`` a process has is fixed once anything imports it.
+``--device tpu`` runs them on torchport's emulated TPU; ``--mode loop`` makes
+triton_on_torch run every program one by one (its default runs them together where the
+kernel allows), and the saved ``modes`` say how each case's kernels ran. Either way a
+fresh interpreter, because which ``triton`` a process has is fixed once anything imports
+it.
 
 The eval repositories' kernel modules are loaded from their files, untouched; each case
 calls the repository's own launch code (its autograd Function, its wrapper).
@@ -74,11 +77,15 @@ def main() -> None:
     parser.add_argument("--runtime", choices=("interpreter", "torch"), required=True)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--cases", nargs="*", help="the cases to run (default: all)")
+    parser.add_argument("--mode", choices=("vector", "loop"), default="vector")
     args = parser.parse_args()
+    launch_modes: dict[str, str] = {}
     if args.runtime == "torch":
         from torchport.tools.kernel_runtime import triton_on_torch
 
         triton_on_torch.install_as_triton()
+        triton_on_torch.MODE = args.mode
+        launch_modes = triton_on_torch.launch_modes
     else:
         assert os.environ.get("TRITON_INTERPRET") == "1", "set TRITON_INTERPRET=1"
     if args.device != "cpu":
@@ -90,13 +97,15 @@ def main() -> None:
     cases = {**EVAL_CASES, **triton_kernels.CASES}
     if args.runtime == "torch":
         cases |= triton_kernels.WRONG
-    results, seconds = {}, {}
+    results, seconds, modes = {}, {}, {}
     for name in args.cases or cases:
         torch.manual_seed(0)
+        launch_modes.clear()
         start = time.perf_counter()
         results[name] = cases[name](args.device)
         seconds[name] = time.perf_counter() - start
-    torch.save({"results": results, "seconds": seconds}, args.out)
+        modes[name] = dict(launch_modes)
+    torch.save({"results": results, "seconds": seconds, "modes": modes}, args.out)
 
 
 if __name__ == "__main__":

@@ -163,6 +163,73 @@ def block_members_kernel(x_ptr, i_ptr, out_ptr, iout_ptr, M: tl.constexpr, N: tl
     tl.store(iout_ptr + 3 * M * N + offs, (-i >> 1) ^ (i << 2) | (~i & 7))
 
 
+@triton.jit
+def scale_in_place_then_total_kernel(x_ptr, total_ptr, n, BLOCK: tl.constexpr):
+    """x = 2x + 1 in place, then program 0 alone stores its block's old sum: a branch on
+    the program id after a store (triton_on_torch's vector mode must undo that store
+    before it runs the programs one by one, or x would be scaled twice)."""
+    pid = tl.program_id(0)
+    offs = pid * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask, other=0.0)
+    tl.store(x_ptr + offs, x * 2.0 + 1.0, mask=mask)
+    if pid == 0:
+        tl.store(total_ptr, tl.sum(x, axis=0))
+
+
+@triton.jit
+def prefix_rows_kernel(x_ptr, out_ptr, n_cols, BLOCK: tl.constexpr):
+    """Row p of out is the sum of rows 0..p of x: a loop whose length is the program's."""
+    pid = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    acc = tl.zeros((BLOCK,), dtype=tl.float32)
+    for row in range(0, pid + 1):
+        acc += tl.load(x_ptr + row * n_cols + cols, mask=cols < n_cols, other=0.0)
+    tl.store(out_ptr + pid * n_cols + cols, acc, mask=cols < n_cols)
+
+
+@triton.jit
+def last_writer_kernel(last_ptr, flags_ptr, n_flags, BLOCK: tl.constexpr):
+    """Programs storing to the same elements: Triton's interpreter runs them in order, so
+    the last one's value stays. A branch every program takes alike, on the program id."""
+    pid = tl.program_id(0)
+    if pid >= 0:
+        tl.store(last_ptr, pid)
+    cols = tl.arange(0, BLOCK)
+    mine = ((cols % 3) == (pid % 3)) & (cols < n_flags)
+    tl.store(flags_ptr + cols, pid * 100 + cols, mask=mine)
+
+
+@triton.jit
+def row_scalars_kernel(x_ptr, out_ptr, n_cols, BLOCK: tl.constexpr):
+    """A program's scalars ([] shapes: its id, its row's max) with its [BLOCK] blocks, and
+    its axes: x[None, :], expand_dims, a 2-D sum, trans, ravel, argmax, cumsum."""
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    x = tl.load(x_ptr + row * n_cols + cols, mask=mask, other=0.0)
+    top = tl.max(x, axis=0)
+    both = tl.join(x, x * 2.0)  # [BLOCK, 2]
+    twice = tl.sum(tl.trans(both), axis=0) + tl.expand_dims(top, 0) * 0.0
+    grid2 = x[None, :] + (row + tl.arange(0, 2))[:, None]  # [2, BLOCK]
+    flat = tl.ravel(tl.broadcast_to(tl.sum(grid2, axis=0)[None, :], (2, BLOCK)))
+    tl.store(out_ptr + row * 6 * BLOCK + cols, x - top + row)
+    tl.store(out_ptr + row * 6 * BLOCK + BLOCK + cols, twice)
+    tl.store(out_ptr + row * 6 * BLOCK + 2 * BLOCK + tl.arange(0, 2 * BLOCK), flat)
+    tl.store(out_ptr + row * 6 * BLOCK + 4 * BLOCK + cols, tl.cumsum(x, axis=0))
+    tl.store(out_ptr + row * 6 * BLOCK + 5 * BLOCK, tl.argmax(x, axis=0).to(tl.float32))
+
+
+@triton.jit
+def scale_rows_fp16_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    """A float16 block times a program's float32 scalar: float32 in Triton."""
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + row * n + cols, mask=cols < n, other=0.0)
+    scale = tl.sum(x.to(tl.float32), axis=0) / 3.0
+    tl.store(out_ptr + row * n + cols, x * scale, mask=cols < n)
+
+
 def _randn(*shape: int, device: str) -> torch.Tensor:
     return torch.randn(*shape).to(device)
 
@@ -244,6 +311,42 @@ def case_block_members(device: str) -> dict[str, torch.Tensor]:
     return {"out": out.cpu(), "iout": iout.cpu()}
 
 
+def case_in_place_then_branch(device: str) -> dict[str, torch.Tensor]:
+    x = _randn(1000, device=device)
+    total = torch.zeros(1, device=device)
+    for _ in range(2):  # the second launch, known to need the loop, skips the vector try
+        scale_in_place_then_total_kernel[(triton.cdiv(1000, 128),)](x, total, 1000, BLOCK=128)
+    return {"x": x.cpu(), "total": total.cpu()}
+
+
+def case_prefix_rows(device: str) -> dict[str, torch.Tensor]:
+    x = _randn(6, 20, device=device)
+    out = torch.zeros(6, 20, device=device)
+    prefix_rows_kernel[(6,)](x, out, 20, BLOCK=32)
+    return {"out": out.cpu()}
+
+
+def case_last_writer(device: str) -> dict[str, torch.Tensor]:
+    last = torch.full((1,), -1, dtype=torch.int32, device=device)
+    flags = torch.full((16,), -1, dtype=torch.int32, device=device)
+    last_writer_kernel[(5,)](last, flags, 14, BLOCK=16)
+    return {"last": last.cpu(), "flags": flags.cpu()}
+
+
+def case_row_scalars(device: str) -> dict[str, torch.Tensor]:
+    x = _randn(5, 12, device=device)
+    out = torch.zeros(5, 6, 16, device=device)
+    row_scalars_kernel[(5,)](x, out, 12, BLOCK=16)
+    return {"out": out.cpu()}
+
+
+def case_fp16_row_scale(device: str) -> dict[str, torch.Tensor]:
+    x = (_randn(4, 50, device=device) * 3).half()
+    out = torch.zeros(4, 50, device=device)
+    scale_rows_fp16_kernel[(4,)](x, out, 50, BLOCK=64)
+    return {"out": out.cpu()}
+
+
 CASES = {
     "vector_add": case_vector_add,
     "softmax_rows": case_softmax_rows,
@@ -253,5 +356,10 @@ CASES = {
     "many_ops": case_many_ops,
     "scalar_load_then_store": case_scalar_load_then_store,
     "block_members": case_block_members,
+    "in_place_then_branch": case_in_place_then_branch,
+    "prefix_rows": case_prefix_rows,
+    "last_writer": case_last_writer,
+    "row_scalars": case_row_scalars,
+    "fp16_row_scale": case_fp16_row_scale,
 }
 WRONG = {"vector_add_off_by_one": case_vector_add_off_by_one}

@@ -4,10 +4,10 @@ Written by torchport. The port's target device has no Triton compiler, so the ke
 own, unchanged Python bodies run here instead: ``import triton_on_torch as triton`` (or
 ``install_as_triton()``, which makes ``import triton`` find this module) and every
 ``@triton.jit`` kernel launches as ``kernel[grid](*args)`` did, on the device its tensors
-are on. It is slow (a Python loop runs the body once per program id) but correct, and its
-numerics follow torch, not a GPU: ``tl.dot`` is a full float32 matmul (never TF32),
-``fma`` rounds twice, and a float scalar argument does not promote a float16 block to
-float32 (torch's rule for scalars).
+are on. It is slower than a compiled kernel but correct, and its numerics follow torch,
+not a GPU: ``tl.dot`` is a full float32 matmul (never TF32), ``fma`` rounds twice, and a
+float scalar argument does not promote a float16 block to float32 (torch's rule for
+scalars).
 
 A tensor argument becomes a ``Pointer`` over the tensor's whole storage, so strided views
 and in-place stores work as on a GPU: a store lands in the caller's tensor. A block of
@@ -17,19 +17,41 @@ outside the storage raises ``KernelIndexError`` naming the kernel line and progr
 Triton construct this runtime lacks raises ``UnsupportedConstruct`` naming it and the
 kernel line that uses it; the tables below say what there is.
 
-Where vectorising would go: ``JITFunction.run`` loops over the grid and runs the body once
-per program id. A faster runtime would run it once, with ``program_id`` returning a tensor
-of all program ids along a new leading dimension and every block carrying that dimension:
-loads, stores and reductions would index past it, and Python ``if``/``for`` on program
-dependent values would need the masked forms. That changes what a kernel sees, so it waits
-until this correct, per-program form has a test suite to be checked against.
+Two ways to run a launch. The vector mode runs the body once for all programs: a
+``tl.program_id`` is a Block of every program's id (int64), and each Block computed from
+one carries a leading program dimension, so a load gathers, and a store scatters, for
+every program at once. Blocks that are the same for every program (``tl.arange``, a load
+of weights) have no such dimension; combined with one that has, the missing dims are
+inserted after the program dim, so per-program shapes broadcast as in Triton, and axes
+(reductions, reshapes, ``x[:, None]``) count past it. On a CPU the programs run in
+groups, in the loop's order, sized so that a group's blocks stay in the caches. An error
+names the first program, in the loop's order, that fails at the failing line.
+
+The loop mode runs the body once per program id, in order. It takes over where the body
+needs a Python value that differs between programs: ``if``, ``while``, ``range()`` or
+``int()`` of such a block (when every program has the same value, the vector mode uses
+it). The stores the vector attempt made are undone first (each recorded what it
+overwrote), and the kernel is remembered, per constexpr values, as one that needs the
+loop. On a CPU the loop also takes over, after the first group, where one program's
+blocks alone are as big as a group: running programs together gains nothing there.
+``MODE = "loop"`` (or TRITON_ON_TORCH_MODE=loop in the environment) always loops;
+``launch_modes`` says how each kernel last ran.
+
+Where the two differ, a GPU gives no answer either: programs that store to the same
+element race (here the last program in the loop's order wins within one store whose
+pointer is the same for every program, an unspecified one otherwise, and the later
+statement across statements), and a program that loads what another stores may see it
+in one mode and not in the other. And a per-program scalar (a program id, a row's sum)
+is, as in Triton, a tensor of its dtype in the vector mode, but torch's weak 0-d scalar
+in the loop mode.
 """
 
 from __future__ import annotations
 
 import builtins
 import inspect
-import itertools
+import math
+import os
 import sys
 import threading
 import types
@@ -84,6 +106,16 @@ DTYPES = {
 # 3.8's interpreter); "3.0.0" steers code that checks versions away from later additions
 # (tensor descriptors and such) that this runtime lacks.
 __version__ = "3.0.0"
+# "vector": run a launch's programs together where the kernel allows; "loop": one by one.
+MODE = os.environ.get("TRITON_ON_TORCH_MODE", "vector")
+# Each kernel's name -> how its latest launch ran: "vector", "loop", or "loop: <why>".
+launch_modes: dict[str, str] = {}
+# On a CPU the vector mode runs the programs in groups whose blocks have about this many
+# elements: the blocks of all programs at once would not stay in the caches, and below
+# torch's intra-op grain (32K) an op runs on one thread (a parallel op's threads wait for
+# each other, long on a shared CPU).
+CPU_GROUP_ELEMENTS = 1 << 14
+FIRST_CPU_GROUP = 16  # programs; the first group's blocks size the later ones
 # Keyword arguments of a launch that tune a GPU and mean nothing here.
 LAUNCH_OPTIONS = frozenset(
     ("num_warps", "num_stages", "num_ctas", "maxnreg", "enable_fp_fusion", "stream", "debug")
@@ -96,6 +128,10 @@ class UnsupportedConstruct(NotImplementedError):
 
 class KernelIndexError(IndexError):
     """A kernel's unmasked load or store outside the storage of its pointer's tensor."""
+
+
+class _NeedsLoop(Exception):
+    """The vector mode cannot go on: the body needs a value that differs between programs."""
 
 
 def _display(name: str) -> str:
@@ -146,11 +182,24 @@ for _name, _space in _SPACES.items():
 
 
 def _on_blocks(fn: Callable[..., Any], name: str) -> Callable[..., Any]:
-    """``fn``, written over torch tensors, as a kernel calls it: Blocks in and out."""
+    """``fn``, written over torch tensors, as a kernel calls it: Blocks in and out. When an
+    argument carries the program dim, every tensor argument (and pointer) gets it, so
+    ``fn`` sees the program dim first in all of them (``_PROGRAM.lead`` is 1), and so do
+    its results."""
 
     def call(*args: Any, **kwargs: Any) -> Any:
-        kwargs = {key: _unwrap(value) for key, value in kwargs.items()}
-        return _wrap(fn(*map(_unwrap, args), **kwargs))
+        values, lead = _aligned((*args, *kwargs.values()), every=True)
+        args, kwargs = (
+            tuple(values[: len(args)]),
+            dict(zip(kwargs, values[len(args) :], strict=True)),
+        )
+        if not lead:
+            return _wrap(fn(*args, **kwargs))
+        previous, _PROGRAM.lead = _PROGRAM.lead, 1
+        try:
+            return _wrap(fn(*args, **kwargs), lead=True)
+        finally:
+            _PROGRAM.lead = previous
 
     call.__name__ = call.__qualname__ = name
     call.__doc__ = fn.__doc__
@@ -164,11 +213,19 @@ def _tl(fn: Callable[..., Any]) -> Callable[..., Any]:
     return fn
 
 
-# The program being run: its ids, the grid and the device of the launch's tensors.
+# The program being run: its ids, the grid and the device of the launch's tensors. In the
+# vector mode: every program's ids (Blocks), whether the tl function being called works on
+# tensors with the program dim first (``lead``), and what each store overwrote.
 class _Program(threading.local):
     pid: tuple[int, int, int] = (0, 0, 0)
     grid: tuple[int, int, int] = (1, 1, 1)
     device: torch.device = torch.device("cpu")
+    vector: bool = False
+    lead: int = 0
+    ids: tuple[Block, ...] = ()
+    first: int = 0  # the flat index (axis 0 fastest) of the first program in ``ids``
+    widest: int = 0  # the most elements a load or store has touched
+    journal: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] | None = None
 
 
 _PROGRAM = _Program()
@@ -217,13 +274,16 @@ class Block:
     """A block of values, Triton's ``tl.tensor``: a torch tensor with Triton's operators
     (``//`` and ``%`` truncate, as in C) and member functions (``x.to``, ``x.sum(axis)``,
     ...); a member it lacks raises UnsupportedConstruct. Every ``tl`` function unwraps its
-    arguments and wraps its result, so the implementations below see only torch tensors."""
+    arguments and wraps its result, so the implementations below see only torch tensors.
+    In the vector mode a block whose values differ by program has them along a leading
+    program dim (``lead``); its ``shape`` is still one program's."""
 
-    __slots__ = ("data",)
+    __slots__ = ("data", "lead")
     __hash__ = None  # type: ignore[assignment]  # == is elementwise
 
-    def __init__(self, data: torch.Tensor) -> None:
+    def __init__(self, data: torch.Tensor, lead: bool = False) -> None:
         self.data = data
+        self.lead = lead
 
     @property
     def dtype(self) -> torch.dtype:
@@ -231,25 +291,30 @@ class Block:
 
     @property
     def shape(self) -> tuple[int, ...]:
-        return tuple(self.data.shape)
+        return tuple(self.data.shape[int(self.lead) :])
 
     def numel(self) -> int:
-        return self.data.numel()
+        return math.prod(self.shape)
 
     def to(self, dtype: torch.dtype, bitcast: bool = False, **rounding: Any) -> Block:
-        return Block(self.data.view(dtype) if bitcast else self.data.to(dtype))
+        return Block(self.data.view(dtype) if bitcast else self.data.to(dtype), self.lead)
 
     def __getitem__(self, index: Any) -> Block:
-        return Block(self.data[_unwrap(index)])
+        return Block(self.data[_past_lead(_unwrap(index), self.lead)], self.lead)
+
+    def _one(self, what: str) -> torch.Tensor:
+        """The block's one value, as Python's if/while/range()/int() need it; in the
+        vector mode, the value every program has."""
+        return _uniform(self.data, what) if self.lead else self.data
 
     def __bool__(self) -> bool:
-        return bool(self.data)
+        return bool(self._one("bool()"))
 
     def __index__(self) -> int:
-        return int(self.data)
+        return int(self._one("int()"))
 
     def __float__(self) -> float:
-        return float(self.data)
+        return float(self._one("float()"))
 
     def __repr__(self) -> str:
         return f"Block({self.data!r})"
@@ -268,10 +333,87 @@ def _unwrap(value: Any) -> Any:
     return value
 
 
-def _wrap(value: Any) -> Any:
+def _wrap(value: Any, lead: bool = False) -> Any:
     if isinstance(value, torch.Tensor):
-        return Block(value)
-    return tuple(_wrap(item) for item in value) if isinstance(value, tuple) else value
+        return Block(value, lead and value.dim() > 0)
+    if isinstance(value, tuple):
+        return tuple(_wrap(item, lead) for item in value)
+    return value
+
+
+# ---- the vector mode's program dim ----------------------------------------------------
+
+
+def _uniform(data: torch.Tensor, what: str) -> torch.Tensor:
+    """The one value (0-d) that every program has in ``data`` (program dim first); where
+    programs differ, or a program has more than one, the loop mode must run the body."""
+    each = data.reshape(data.shape[0], -1) if data.dim() else data.reshape(1, 1)
+    if each.shape[1] != 1 or (each.shape[0] > 1 and not bool((each == each[0]).all())):
+        raise _NeedsLoop(f"{what} of a value that differs by program ({_where()})")
+    return each[0, 0]
+
+
+def _python(value: Any) -> int:
+    """A shape's or range's number as a Python int; a tensor of one per program (in the
+    vector mode) must hold the same for every program."""
+    if isinstance(value, torch.Tensor) and _PROGRAM.vector and value.dim() > 0:
+        value = _uniform(value, "a shape or range")
+    return int(value)
+
+
+def _past_lead(index: Any, lead: bool) -> Any:
+    """An index of one program's block (``x[:, None]``) as it applies with the program dim."""
+    if not lead:
+        return index
+    return (slice(None), *(index if isinstance(index, tuple) else (index,)))
+
+
+def _leads(value: Any) -> bool:
+    return isinstance(value, Block | Pointer) and value.lead
+
+
+def _rank(value: Any) -> int:
+    """The per-program rank of a block or pointer block (0 for anything else)."""
+    data = value.data if isinstance(value, Block) else getattr(value, "offset", None)
+    return data.dim() - int(value.lead) if isinstance(data, torch.Tensor) else 0
+
+
+def _padded(data: torch.Tensor, lead: bool, rank: int, every: bool) -> torch.Tensor:
+    """``data`` with dims of 1 inserted after its program dim up to per-program ``rank``;
+    with ``every``, a tensor without the program dim gets a program dim of 1 too."""
+    if lead:
+        return data[(slice(None),) + (None,) * (rank + 1 - data.dim())]
+    return data[(None,) * (rank + 1 - data.dim())] if every else data
+
+
+def _aligned(values: tuple[Any, ...], every: bool) -> tuple[list[Any], bool]:
+    """``values`` as torch works on them (Blocks as tensors) and whether one of them has
+    the program dim. If one has, each that has is given the others' per-program rank, so
+    torch's right-aligned broadcasting of the rest keeps Triton's per-program shapes (a
+    program's [] with [BLOCK] is [P, BLOCK]); ``every``: the rest get a program dim too."""
+    if not _PROGRAM.vector or not any(map(_leads, values)):
+        return [_unwrap(value) for value in values], False
+    rank = max(map(_rank, values))
+    aligned: list[Any] = []
+    for value in values:
+        offset = value.offset if isinstance(value, Pointer) else None  # a tensor, or an int
+        if isinstance(value, Block):
+            value = _padded(value.data, value.lead, rank, every)
+        elif isinstance(offset, torch.Tensor) and (value.lead or every):
+            value = Pointer(value.flat, _padded(offset, value.lead, rank, every), True)
+        aligned.append(_unwrap(value))
+    return aligned, True
+
+
+def _failing(failed: torch.Tensor) -> tuple[tuple[int, int, int], int]:
+    """The program a failed check names, and its row of ``failed``: the running program's;
+    in a vector mode call (program dim first), the first program, in the loop's order,
+    with a failed element."""
+    if not _PROGRAM.lead or failed.dim() == 0:
+        return _PROGRAM.pid, -1
+    row = int(failed.reshape(failed.shape[0], -1).any(1).nonzero()[0, 0])
+    first, (x, y, _) = _PROGRAM.first + row, _PROGRAM.grid
+    return (first % x, first // x % y, first // (x * y)), row
 
 
 def _truncating_div(a: torch.Tensor, b: Any) -> torch.Tensor:
@@ -297,8 +439,9 @@ def _operator(op: Callable[[Any, Any], Any], reflected: bool) -> Callable[[Block
     def apply(self: Block, other: Any) -> Any:
         if isinstance(other, Pointer):
             return NotImplemented  # offsets + pointer: the pointer's __radd__
-        left, right = (_tensor(_unwrap(other)), self.data) if reflected else (self.data, other)
-        return Block(op(left, _unwrap(right)))
+        (mine, theirs), lead = _aligned((self, other), every=False)
+        left, right = (_tensor(theirs), mine) if reflected else (mine, theirs)
+        return Block(op(left, right), lead)
 
     return apply
 
@@ -309,7 +452,7 @@ for _name, _op in _OPERATORS.items():
         setattr(Block, f"__r{_name}__", _operator(_op, reflected=True))
 for _name, _unary in (("neg", torch.neg), ("pos", torch.positive), ("invert", torch.bitwise_not),
                       ("abs", torch.abs)):  # fmt: skip
-    setattr(Block, f"__{_name}__", lambda self, _unary=_unary: Block(_unary(self.data)))
+    setattr(Block, f"__{_name}__", lambda b, _unary=_unary: Block(_unary(b.data), b.lead))
 
 
 # ---- pointers, loads and stores -------------------------------------------------------
@@ -327,11 +470,13 @@ class pointer_type:  # Triton's name
 
 class Pointer:
     """A pointer or a block of them: element offsets (an int or an int64 tensor) into
-    ``flat``, the whole storage of a kernel argument as a 1-D tensor."""
+    ``flat``, the whole storage of a kernel argument as a 1-D tensor; in the vector mode
+    offsets that differ by program have the program dim first (``lead``)."""
 
-    def __init__(self, flat: torch.Tensor, offset: int | torch.Tensor) -> None:
+    def __init__(self, flat: torch.Tensor, offset: int | torch.Tensor, lead: bool = False):
         self.flat = flat
         self.offset = offset
+        self.lead = lead
 
     @classmethod
     def of(cls, tensor: torch.Tensor) -> Pointer:
@@ -345,13 +490,14 @@ class Pointer:
 
     @property
     def shape(self) -> tuple[int, ...]:
-        return tuple(self.offset.shape) if isinstance(self.offset, torch.Tensor) else ()
+        offset = self.offset
+        return tuple(offset.shape[int(self.lead) :]) if isinstance(offset, torch.Tensor) else ()
 
     def __add__(self, other: Any) -> Pointer:
-        other = _unwrap(other)
+        (mine, other), lead = _aligned((self, other), every=False)
         if isinstance(other, torch.Tensor):
             other = other.to(torch.int64)
-        return Pointer(self.flat, self.offset + other)
+        return Pointer(self.flat, mine.offset + other, lead)
 
     __radd__ = __add__
 
@@ -359,7 +505,8 @@ class Pointer:
         return self + (-other)
 
     def __getitem__(self, index: Any) -> Pointer:
-        return Pointer(self.flat, _tensor(self.offset)[_unwrap(index)])
+        offset = _tensor(self.offset)[_past_lead(_unwrap(index), self.lead)]
+        return Pointer(self.flat, offset, self.lead)
 
 
 def _checked(pointer: Pointer, mask: Any, what: str) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -371,14 +518,24 @@ def _checked(pointer: Pointer, mask: Any, what: str) -> tuple[torch.Tensor, torc
     if mask is not None:
         offset, mask = torch.broadcast_tensors(offset, _tensor(mask).to(torch.bool))
         offset = torch.where(mask, offset, 0)
-    outside = (offset < 0) | (offset >= pointer.flat.numel())
-    if bool(outside.any()):
-        first = int(offset[outside].flatten()[0])
+        mask = None if bool(mask.all()) else mask  # often nothing is masked off
+    _PROGRAM.widest = max(_PROGRAM.widest, offset.numel())
+    if offset.numel() and not _inside(offset, pointer.flat.numel()):
+        outside = (offset < 0) | (offset >= pointer.flat.numel())
+        program, row = _failing(outside)
+        here = (offset[row], outside[row]) if row >= 0 else (offset, outside)
+        first = int(here[0][here[1]].flatten()[0])
         raise KernelIndexError(
             f"{what} of element {first} outside a storage of {pointer.flat.numel()} "
-            f"elements, in program {_PROGRAM.pid} of {_where()}"
+            f"elements, in program {program} of {_where()}"
         )
     return offset, mask
+
+
+def _inside(offset: torch.Tensor, size: int) -> bool:
+    """Whether every offset is in [0, size): one pass over them (the vector mode's are many)."""
+    low, high = torch.stack(torch.aminmax(offset)).tolist()
+    return low >= 0 and high < size
 
 
 @_tl
@@ -418,22 +575,49 @@ def store(
     """Scatter ``value`` (cast to the pointer's element type) where ``mask`` is true."""
     if boundary_check:
         raise _unsupported("tl.store(boundary_check=)")
-    offset, mask = _checked(pointer, mask, "tl.store")
     value = _tensor(value).to(pointer.flat.dtype)
+    if _PROGRAM.lead and (not isinstance(pointer.offset, torch.Tensor) or len(pointer.offset) == 1):
+        value, mask = _last_writes(value, mask)  # every program stores to the same places
+    offset, mask = _checked(pointer, mask, "tl.store")
     if mask is None:
         offset, value = torch.broadcast_tensors(offset, value)
-        pointer.flat[offset.flatten()] = value.flatten()
+        index, value = offset.flatten(), value.flatten()
     else:
         offset, value, mask = torch.broadcast_tensors(offset, value, mask)
-        pointer.flat[offset[mask]] = value[mask]
+        kept = mask.flatten().nonzero().squeeze(1)  # once for both (x[mask] finds them again)
+        index, value = offset.flatten()[kept], value.flatten()[kept]
+    if _PROGRAM.journal is not None:  # the vector mode: what this store overwrites
+        _PROGRAM.journal.append((pointer.flat, index, pointer.flat.index_select(0, index)))
+    pointer.flat.scatter_(0, index, value)  # (index_put_ is as fast alone, not beside others)
+
+
+def _last_writes(value: torch.Tensor, mask: Any) -> tuple[torch.Tensor, Any]:
+    """Every program's store to the same places (program dim first) as the one store the
+    loop's last writer leaves: for each place, the value of the last program whose mask
+    lets it through."""
+    if mask is None:
+        return (value[-1:] if value.dim() else value), None
+    value, mask = torch.broadcast_tensors(value, _tensor(mask).to(torch.bool))
+    if value.dim() == 0:
+        return value, mask
+    programs = torch.arange(len(mask), device=mask.device).view(-1, *[1] * (mask.dim() - 1))
+    last = torch.where(mask, programs, -1).amax(0, keepdim=True)
+    return value.gather(0, last.clamp(min=0)), last >= 0
+
+
+def _undo(journal: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]) -> None:
+    """Put back what the stores of a vector attempt overwrote, the last store first."""
+    for flat, index, old in reversed(journal):
+        flat.scatter_(0, index, old)
 
 
 # ---- program ids, block creation, shapes ----------------------------------------------
 
 
 @_tl
-def program_id(axis: int) -> _Int:
-    return _Int(_PROGRAM.pid[axis])
+def program_id(axis: int) -> _Int | Block:
+    """This program's id along ``axis``; in the vector mode, every program's."""
+    return _PROGRAM.ids[axis] if _PROGRAM.vector else _Int(_PROGRAM.pid[axis])
 
 
 @_tl
@@ -443,7 +627,7 @@ def num_programs(axis: int) -> _Int:
 
 @_tl
 def arange(start: int, end: int) -> torch.Tensor:
-    return torch.arange(int(start), int(end), dtype=torch.int32, device=_PROGRAM.device)
+    return torch.arange(_python(start), _python(end), dtype=torch.int32, device=_PROGRAM.device)
 
 
 def _shape(shape: Sequence[int] | tuple[Sequence[int]]) -> tuple[int, ...]:
@@ -452,7 +636,7 @@ def _shape(shape: Sequence[int] | tuple[Sequence[int]]) -> tuple[int, ...]:
         return (shape,)
     if len(shape) == 1 and isinstance(shape[0], Sequence):
         shape = shape[0]
-    return tuple(int(size) for size in shape)  # type: ignore[arg-type]
+    return tuple(_python(size) for size in shape)
 
 
 @_tl
@@ -477,7 +661,11 @@ def where(condition: Any, x: Any, y: Any) -> torch.Tensor:
 
 @_tl
 def broadcast_to(input: Any, *shape: Any) -> torch.Tensor:
-    return _tensor(input).broadcast_to(_shape(shape))
+    shape, tensor = _shape(shape), _tensor(input)
+    if _PROGRAM.lead:  # the program dim stays
+        tensor = _padded(tensor, True, len(shape), every=False)
+        return tensor.broadcast_to((len(tensor), *shape))
+    return tensor.broadcast_to(shape)
 
 
 @_tl
@@ -485,39 +673,48 @@ def broadcast(input: Any, other: Any) -> tuple[torch.Tensor, ...]:
     return tuple(torch.broadcast_tensors(_tensor(input), _tensor(other)))
 
 
+# In a call on blocks with the program dim (``_PROGRAM.lead`` is 1), it stays first and
+# the axes a kernel names count past it.
+
+
+def _axis(axis: int) -> int:
+    return axis + _PROGRAM.lead if axis >= 0 else axis
+
+
 @_tl
 def reshape(input: torch.Tensor, *shape: Any, can_reorder: bool = False) -> torch.Tensor:
-    return input.reshape(_shape(shape))
+    return input.reshape((*input.shape[: _PROGRAM.lead], *_shape(shape)))
 
 
 @_tl
 def view(input: torch.Tensor, *shape: Any) -> torch.Tensor:
-    return input.reshape(_shape(shape))
+    return reshape(input, *shape)
 
 
 @_tl
 def ravel(input: torch.Tensor, can_reorder: bool = False) -> torch.Tensor:
-    return input.reshape(-1)
+    return input.reshape(*input.shape[: _PROGRAM.lead], -1)
 
 
 @_tl
 def permute(input: torch.Tensor, *dims: Any) -> torch.Tensor:
-    return input.permute(_shape(dims))
+    lead, rank = _PROGRAM.lead, input.dim() - _PROGRAM.lead
+    return input.permute(*range(lead), *(dim % rank + lead for dim in _shape(dims)))
 
 
 @_tl
 def trans(input: torch.Tensor, *dims: Any) -> torch.Tensor:
     """Triton's transpose: the dims given, or the two dims of a 2-D block swapped."""
-    return input.permute(_shape(dims)) if dims else input.permute(1, 0)
+    return permute(input, *dims) if dims else permute(input, 1, 0)
 
 
 @_tl
 def expand_dims(input: Any, axis: int | Sequence[int]) -> torch.Tensor:
     result = _tensor(input)
     axes = [axis] if isinstance(axis, int) else list(axis)
-    rank = result.dim() + len(axes)
+    rank = result.dim() - _PROGRAM.lead + len(axes)
     for one in sorted(a % rank for a in axes):
-        result = result.unsqueeze(one)
+        result = result.unsqueeze(one + _PROGRAM.lead)
     return result
 
 
@@ -549,7 +746,10 @@ def sum_(
     input: torch.Tensor, axis: int | None = None, keep_dims: bool = False, dtype: Any = None
 ) -> torch.Tensor:
     input = input.to(dtype) if dtype is not None else _widened(input, floats_too=False)
-    return torch.sum(input, dim=axis, keepdim=keep_dims, dtype=input.dtype)
+    dims = tuple(range(_PROGRAM.lead, input.dim())) if axis is None else _axis(axis)
+    if dims == ():  # a program's scalar: nothing to add up (torch would take dim=() as all)
+        return input
+    return torch.sum(input, dim=dims, keepdim=keep_dims, dtype=input.dtype)
 
 
 def _extremes(pick: Callable[..., Any], name: str) -> None:
@@ -565,9 +765,9 @@ def _extremes(pick: Callable[..., Any], name: str) -> None:
         """The values, and with ``return_indices`` their int32 positions too (the first
         of equal ones, as Triton's default tie break)."""
         input = _widened(input, floats_too=True)
-        if axis is None:
-            input, axis = input.flatten(), 0
-        values, positions = pick(input, dim=axis, keepdim=keep_dims)
+        if axis is None:  # over all of a program's values
+            input, axis = input.reshape(*input.shape[: _PROGRAM.lead], -1), 0
+        values, positions = pick(input, dim=_axis(axis), keepdim=keep_dims)
         return (values, positions.to(torch.int32)) if return_indices else values
 
     def arg(
@@ -587,6 +787,7 @@ def _scan(
     scan: Callable[..., torch.Tensor], input: torch.Tensor, axis: int, reverse: bool, dtype: Any
 ) -> torch.Tensor:
     input = input.to(dtype) if dtype is not None else _widened(input, floats_too=False)
+    axis = _axis(axis)
     if reverse:
         return scan(input.flip(axis), dim=axis, dtype=input.dtype).flip(axis)
     return scan(input, dim=axis, dtype=input.dtype)
@@ -699,7 +900,9 @@ for _name, _torch_name in DTYPES.items():
 @_tl
 def range_(start: int, end: int | None = None, step: int = 1, **hints: Any) -> builtins.range:
     """``tl.range``: a Python range; num_stages, loop_unroll_factor and such are hints."""
-    return builtins.range(start) if end is None else builtins.range(start, end, step)
+    if end is None:
+        return builtins.range(_python(start))
+    return builtins.range(_python(start), _python(end), _python(step))
 
 
 @_tl
@@ -731,9 +934,10 @@ def static_assert(condition: Any, msg: str = "") -> None:
 def device_assert(condition: Any, msg: str = "", mask: Any = None) -> None:
     failed = ~_tensor(condition).to(torch.bool)
     if mask is not None:
-        failed &= _tensor(mask).to(torch.bool)
+        failed = failed & _tensor(mask).to(torch.bool)
     if bool(failed.any()):
-        raise AssertionError(f"tl.device_assert failed: {msg} (program {_PROGRAM.pid}, {_where()})")
+        program = _failing(failed)[0]
+        raise AssertionError(f"tl.device_assert failed: {msg} (program {program}, {_where()})")
 
 
 @_tl
@@ -743,7 +947,8 @@ def static_print(*values: Any) -> None:
 
 @_tl
 def device_print(prefix: str, *values: Any, hex: bool = False) -> None:
-    print(f"pid {_PROGRAM.pid} {prefix}", *values)
+    programs = "all programs (program dim first)" if _PROGRAM.lead else f"pid {_PROGRAM.pid}"
+    print(f"{programs} {prefix}", *values)
 
 
 # ---- kernels and their launch ---------------------------------------------------------
@@ -782,6 +987,10 @@ class JITFunction(_Launcher):
             for name, param in self.signature.parameters.items()
             if param.annotation is constexpr or str(param.annotation).endswith("constexpr")
         }
+        # constexpr values -> why the body needs the loop mode with them
+        self.needs_loop: dict[tuple[Any, ...], str] = {}
+        # constexpr values -> how many programs the vector mode runs together on a CPU
+        self.group: dict[tuple[Any, ...], int] = {}
 
     @property
     def arg_names(self) -> list[str]:
@@ -791,8 +1000,9 @@ class JITFunction(_Launcher):
         return self.fn(*args, **kwargs)
 
     def run(self, grid: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-        """Run the body once per program id of ``grid`` (a tuple, or a function of the
-        launch's named arguments), in order, one program at a time."""
+        """Run the body for every program id of ``grid`` (a tuple, or a function of the
+        launch's named arguments): all at once where it can (the vector mode), else once
+        per program id, in order."""
         kwargs = {k: v for k, v in kwargs.items() if k not in LAUNCH_OPTIONS}
         bound = self.signature.bind(*args, **kwargs)
         bound.apply_defaults()
@@ -803,17 +1013,69 @@ class JITFunction(_Launcher):
         tensors = [v for v in named.values() if isinstance(v, torch.Tensor)]
         device = tensors[0].device if tensors else torch.device("cpu")
         values = {name: self._argument(name, value) for name, value in named.items()}
+        key = tuple((name, _hashable(named[name])) for name in sorted(self.constexprs))
         saved = (_PROGRAM.pid, _PROGRAM.grid, _PROGRAM.device)
         _PROGRAM.grid, _PROGRAM.device = grid, device
         try:
-            for z, y, x in itertools.product(*map(builtins.range, reversed(grid))):
-                _PROGRAM.pid = (x, y, z)
-                self.fn(**values)
+            mode, done, total = "loop", 0, math.prod(grid)
+            if MODE != "loop" and total > 1:
+                why = self.needs_loop.get(key)
+                if why is None:
+                    mode = "vector"
+                    why, done = self._vectorised(values, key)
+                if why is not None:
+                    self.needs_loop[key], mode = why, f"loop: {why}"
+            if mode != "vector":
+                for flat in builtins.range(done, total):  # axis 0 fastest
+                    _PROGRAM.pid = (
+                        flat % grid[0],
+                        flat // grid[0] % grid[1],
+                        flat // grid[0] // grid[1],
+                    )
+                    self.fn(**values)
         except Exception as error:
-            error.add_note(f"in triton_on_torch kernel {self.__name__}, program {_PROGRAM.pid}")
+            at = "all programs at once" if mode == "vector" else f"program {_PROGRAM.pid}"
+            error.add_note(f"in triton_on_torch kernel {self.__name__}, {at}")
             raise
         finally:
             _PROGRAM.pid, _PROGRAM.grid, _PROGRAM.device = saved
+            launch_modes[self.__name__] = mode
+
+    def _vectorised(self, values: dict[str, Any], key: tuple[Any, ...]) -> tuple[str | None, int]:
+        """Run the body once for all programs (on a CPU, once per group of them, in the
+        loop's order): (None, all of them) if it ran, else why the loop must run the body
+        and from which program on: the first, with this attempt's stores undone, or the
+        first after a group when each program's blocks alone fill a CPU group (running
+        them together gains nothing). A kernel error (an index outside a storage, a failed
+        assertion, an unsupported construct) is the kernel's and raised; any other error
+        may be this mode's, so the loop runs the kernel to find out."""
+        total, start = math.prod(_PROGRAM.grid), 0
+        cpu = _PROGRAM.device.type == "cpu"
+        group = self.group.get(key, min(total, FIRST_CPU_GROUP)) if cpu else total
+        _PROGRAM.vector, _PROGRAM.journal = True, []
+        try:
+            while start < total:
+                stop = min(start + group, total)
+                _programs(start, stop)
+                self.fn(**values)
+                if cpu and key not in self.group:  # sized from the first group's blocks
+                    each = max(1, _PROGRAM.widest // (stop - start))
+                    self.group[key] = max(1, CPU_GROUP_ELEMENTS // each)
+                    if self.group[key] == 1 and stop < total:
+                        return f"a program's blocks fill a CPU group ({each} elements)", stop
+                start, group = stop, self.group.get(key, group)
+            return None, total
+        except (KernelIndexError, UnsupportedConstruct, AssertionError):
+            raise
+        except Exception as error:
+            _undo(_PROGRAM.journal)
+            why = (
+                str(error) if isinstance(error, _NeedsLoop) else f"{error!r} ({_raised_at(error)})"
+            )
+            return why, 0
+        finally:
+            _PROGRAM.vector, _PROGRAM.journal, _PROGRAM.ids, _PROGRAM.lead = False, None, (), 0
+            _PROGRAM.first = 0
 
     def _argument(self, name: str, value: Any) -> Any:
         """What the body sees: a tensor as a Pointer, a runtime int or float as one that
@@ -825,6 +1087,39 @@ class JITFunction(_Launcher):
         if isinstance(value, int):
             return _Int(value)
         return _Float(value) if isinstance(value, float) else value
+
+
+def _programs(start: int, stop: int) -> None:
+    """Make the programs start..stop-1 (counted as the loop runs them, axis 0 fastest)
+    the ones the vector mode runs."""
+    x, y, _ = _PROGRAM.grid
+    ids = torch.arange(start, stop, device=_PROGRAM.device)
+    _PROGRAM.ids = tuple(Block(i, True) for i in (ids % x, ids // x % y, ids // (x * y)))
+    _PROGRAM.pid = (start % x, start // x % y, start // (x * y))
+    _PROGRAM.first, _PROGRAM.widest = start, 0
+
+
+def _raised_at(error: BaseException) -> str:
+    """The kernel function and file:line where ``error`` was raised (its deepest frame
+    outside this module and torch)."""
+    where, trace = "<unknown>", error.__traceback__
+    while trace is not None:
+        code = trace.tb_frame.f_code
+        if code.co_filename != _THIS_FILE and not code.co_filename.startswith(_TORCH_DIR):
+            where = f"{code.co_name} at {code.co_filename}:{trace.tb_lineno}"
+        trace = trace.tb_next
+    return where
+
+
+_TORCH_DIR = os.path.dirname(torch.__file__)
+
+
+def _hashable(value: Any) -> Any:
+    try:
+        hash(value)
+    except TypeError:
+        return repr(value)
+    return value
 
 
 class Config:
